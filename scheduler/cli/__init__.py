@@ -1,0 +1,1 @@
+"""The ``fleetsched`` command line: one typer sub-app per noun, thin commands."""

@@ -1,0 +1,100 @@
+"""The root ``fleetsched`` command: global options, sub-app registration, error handling.
+
+Exit codes (documented in the README): 0 ok, 1 failure, 2 usage or validation error,
+3 partial failure, 4 not found, 5 cancelled or declined.
+Every command stays thin: parse, call the library, render through ``scheduler.cli.output``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from scheduler.cli import output
+from scheduler.config import Settings, load_settings
+from scheduler.errors import FleetschedError
+
+app = typer.Typer(
+    name="fleetsched",
+    help="Schedule operations jobs on a fleet of hosts: Redis queue, SSH workers, SQL audit record.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+class State:
+    """Per-invocation state: the global options, and settings built once on first use."""
+
+    def __init__(self, overrides: dict[str, Any], config_path: Path | None) -> None:
+        self.overrides = overrides
+        self.config_path = config_path
+        self._settings: Settings | None = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings(self.overrides, config_path=self.config_path)
+        return self._settings
+
+
+def state(ctx: typer.Context) -> State:
+    """The invocation state from any command's context."""
+    root = ctx.find_root()
+    if not isinstance(root.obj, State):
+        root.obj = State({}, None)
+    return root.obj
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    redis_url: Annotated[str | None, typer.Option(help="Redis URL; default: the embedded private server.", envvar=None)] = None,
+    database_url: Annotated[str | None, typer.Option(help="SQLAlchemy URL; default: SQLite in the state directory.")] = None,
+    state_dir: Annotated[Path | None, typer.Option(help="Directory for the embedded Redis and SQLite files.")] = None,
+    config: Annotated[Path | None, typer.Option(help="TOML config file (default: $XDG_CONFIG_HOME/fleetsched/config.toml).")] = None,
+    operator: Annotated[str | None, typer.Option("--as", help="Operator name recorded on changes (default: $FLEETSCHED_OPERATOR or the OS user).")] = None,
+) -> None:
+    """fleetsched: operations jobs for a fleet of hosts."""
+    ctx.obj = State(
+        {"redis_url": redis_url, "database_url": database_url, "state_dir": state_dir,
+         "operator": operator},
+        config,
+    )
+
+
+def main() -> None:
+    """Console-script entry point: no traceback for any error fleetsched raises on purpose."""
+    try:
+        # In non-standalone mode click returns the code of a typer.Exit instead of raising it.
+        rc = app(standalone_mode=False)
+    except FleetschedError as exc:
+        output.error(str(exc), exc.hint)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        output.error("interrupted")
+        sys.exit(130)
+    except Exception as exc:  # typer's own usage errors
+        code = getattr(exc, "exit_code", None)
+        if type(exc).__name__ in ("UsageError", "BadParameter", "NoSuchOption", "MissingParameter"):
+            show = getattr(exc, "format_message", None)
+            output.error(show() if show else str(exc), "run the command with --help")
+            sys.exit(2)
+        if type(exc).__name__ == "Abort":
+            output.error("aborted")
+            sys.exit(5)
+        if type(exc).__name__ == "Exit" or isinstance(code, int):
+            sys.exit(code if isinstance(code, int) else 0)
+        raise
+    sys.exit(rc if isinstance(rc, int) else 0)
+
+
+@app.command()
+def version() -> None:
+    """Print the fleetsched version."""
+    from importlib.metadata import version as pkg_version
+
+    output.stdout.print(pkg_version("fleetsched"))

@@ -1,0 +1,120 @@
+"""The error tree of fleetsched, and the negative codes the Lua scripts return.
+
+One base error, a shallow tree, one docstring per class. Job outcomes (a job that should be
+retried, a job that failed for good) are results, not exceptions; the classes here are for
+infrastructure problems and for bad input from an operator.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Code(IntEnum):
+    """Status codes returned by the Lua scripts (0 or positive means success)."""
+
+    OK = 0
+    STALE_TOKEN = -1  # the job was claimed again since this worker's claim (fencing token moved)
+    UNKNOWN_JOB = -2  # no such job in Redis
+    UNKNOWN_TASK = -3  # no such task in Redis
+    BAD_ARGUMENT = -4  # an argument failed validation inside the script
+    NOT_RUNNING = -5  # the job is not running, so it cannot be acked, failed, extended or deferred
+    DUPLICATE = -6  # enqueue of a job id that already exists
+    TASK_NOT_ACTIVE = -7  # the task is cancelled or aborted, or the transition does not apply
+
+
+class FleetschedError(Exception):
+    """Base of every error fleetsched raises on purpose.
+
+    ``hint`` is one line telling the operator what to do about it; the CLI prints it after the
+    message as ``hint: ...``.
+    """
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+class ConfigError(FleetschedError):
+    """The configuration is invalid or contradicts itself."""
+
+    exit_code = 2
+
+
+class ValidationError(FleetschedError):
+    """Operator input (an argument, a file, an expression) is malformed. Nothing was written."""
+
+    exit_code = 2
+
+
+class NotFoundError(FleetschedError):
+    """The task, job, host, window or schedule named does not exist."""
+
+    exit_code = 4
+
+
+class RedisUnavailableError(FleetschedError):
+    """Redis cannot be reached, or refuses to serve as a queue (for example it may evict keys)."""
+
+
+class DatabaseUnavailableError(FleetschedError):
+    """The SQL database cannot be reached."""
+
+
+class QueueError(FleetschedError):
+    """A queue script refused an operation; ``code`` says why."""
+
+    def __init__(self, code: Code, message: str, hint: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.code = code
+
+
+class StaleTokenError(QueueError):
+    """The job was claimed again by another worker: this worker's lease is gone."""
+
+
+class UnknownJobError(QueueError, NotFoundError):
+    """The job does not exist in Redis."""
+
+    exit_code = 4
+
+
+class UnknownTaskError(QueueError, NotFoundError):
+    """The task does not exist in Redis."""
+
+    exit_code = 4
+
+
+class BadArgumentError(QueueError, ValidationError):
+    """A queue script rejected an argument; nothing was changed."""
+
+    exit_code = 2
+
+
+class HostKeyError(FleetschedError):
+    """A host presented an unknown or changed SSH host key; nothing was executed."""
+
+
+class DeclinedError(FleetschedError):
+    """The operator declined a confirmation, or the operation was cancelled."""
+
+    exit_code = 5
+
+
+ERROR_FOR_CODE: dict[Code, type[QueueError]] = {
+    Code.STALE_TOKEN: StaleTokenError,
+    Code.UNKNOWN_JOB: UnknownJobError,
+    Code.UNKNOWN_TASK: UnknownTaskError,
+    Code.BAD_ARGUMENT: BadArgumentError,
+    Code.NOT_RUNNING: QueueError,
+    Code.DUPLICATE: QueueError,
+    Code.TASK_NOT_ACTIVE: QueueError,
+}
+
+
+def error_for(code: int, message: str) -> QueueError:
+    """The typed exception for a negative script code."""
+    c = Code(code)
+    return ERROR_FOR_CODE.get(c, QueueError)(c, message)

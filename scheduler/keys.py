@@ -1,0 +1,90 @@
+"""Every Redis key name fleetsched uses. Nothing else in the code base concatenates key names.
+
+All keys of one shard share the hash tag ``{<prefix>}`` (``{fs}`` by default), so every Lua
+script touches one cluster slot and runs unchanged on Redis Cluster. A shard holds whole tasks:
+the jobs of a task never span shards, which keeps per-task counters atomic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PRIORITY_CLASSES: tuple[str, ...] = ("urgent", "normal", "bulk")
+"""Priority classes, highest first. Claims drain a higher class before looking at a lower one."""
+
+DEFAULT_PREFIX = "fs"
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Key names of one queue shard. ``Keys("fs").due("normal") == "{fs}:due:normal"``."""
+
+    prefix: str = DEFAULT_PREFIX
+
+    @property
+    def tag(self) -> str:
+        return "{" + self.prefix + "}"
+
+    def due(self, priority: str = "normal") -> str:
+        """ZSET job id -> ms epoch: pending jobs at their due time, running ones at lease expiry."""
+        if priority not in PRIORITY_CLASSES:
+            raise ValueError(f"unknown priority class {priority!r}")
+        return f"{self.tag}:due:{priority}"
+
+    def all_due(self) -> list[str]:
+        """The due sets of every class, highest priority first."""
+        return [self.due(p) for p in PRIORITY_CLASSES]
+
+    def job(self, job_id: str) -> str:
+        """HASH of one job (fields in docs/architecture.md, "Job hash")."""
+        return f"{self.tag}:job:{job_id}"
+
+    def task(self, task_id: str) -> str:
+        """HASH of one task's live state and counters."""
+        return f"{self.tag}:task:{task_id}"
+
+    def parked(self, task_id: str) -> str:
+        """LIST of jobs held back by the task's concurrency limit, oldest first."""
+        return f"{self.tag}:parked:{task_id}"
+
+    def held(self, task_id: str) -> str:
+        """ZSET of a paused task's pending jobs at their due time, so resume keeps their order."""
+        return f"{self.tag}:held:{task_id}"
+
+    @property
+    def dead(self) -> str:
+        """ZSET job id -> ms epoch of jobs that failed for good (the dead letter set)."""
+        return f"{self.tag}:dead"
+
+    @property
+    def events(self) -> str:
+        """STREAM of audit events, until the recorder has them in SQL."""
+        return f"{self.tag}:events"
+
+    @property
+    def wake(self) -> str:
+        """Pub/sub channel: published when a job becomes due earlier than the sleeping workers know."""
+        return f"{self.tag}:wake"
+
+    @property
+    def stats(self) -> str:
+        """HASH of queue-wide counters (``enqueued`` sequence, last reorder summary)."""
+        return f"{self.tag}:stats"
+
+    @property
+    def overload_lock(self) -> str:
+        """STRING: the overload-handling lock (seed 002), held with a TTL."""
+        return f"{self.tag}:lock:overload"
+
+    @property
+    def workers(self) -> str:
+        """HASH worker id -> JSON heartbeat (host, pid, slots, busy, ms epoch)."""
+        return f"{self.tag}:workers"
+
+    def host(self, name: str) -> str:
+        """HASH: how to reach a host (address, port, user, vars JSON), copied from SQL at submit."""
+        return f"{self.tag}:host:{name}"
+
+    def window(self, name: str) -> str:
+        """HASH: a service window's definition, copied from SQL for the claim path."""
+        return f"{self.tag}:window:{name}"

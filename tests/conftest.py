@@ -1,0 +1,168 @@
+"""Shared fixtures: real redis-server and PostgreSQL processes, private to this test run.
+
+- ``redis_server`` (session): one private redis-server; ``FLEETSCHED_TEST_REDIS_URL`` points the
+  suite at an existing server instead (then tests that kill the server use ``private_redis``).
+- ``redis_url`` / ``redis_client``: the session server, flushed before each test.
+- ``private_redis``: a fresh redis-server for one test, which it may kill or restart with AOF.
+- ``postgres_url``: a database for this run on a private PostgreSQL cluster (initdb/pg_ctl),
+  or on ``FLEETSCHED_TEST_DATABASE_URL``'s server; ``fresh_postgres_url`` makes a new database.
+- ``postgres_server``: the private cluster itself, for tests that stop and start it.
+
+Where a Docker engine answers, testcontainers provides the servers instead of local binaries.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.servers import (
+    IN_CI,
+    PostgresServer,
+    RedisServer,
+    missing,
+    start_postgres,
+    start_redis,
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--soak", action="store_true", default=False,
+                     help="run the long soak variants of the fault tests")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--soak"):
+        return
+    skip = pytest.mark.skip(reason="soak test: run with --soak")
+    for item in items:
+        if "soak" in item.keywords:
+            item.add_marker(skip)
+
+
+def docker_engine_answers() -> bool:
+    if not shutil.which("docker"):
+        return False
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=5).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+USE_DOCKER = os.environ.get("FLEETSCHED_TEST_DOCKER", "auto") != "no" and docker_engine_answers()
+
+
+# ------------------------------------------------------------------------------------- Redis
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer | str]:
+    external = os.environ.get("FLEETSCHED_TEST_REDIS_URL")
+    if external:
+        yield external
+        return
+    if USE_DOCKER:
+        from testcontainers.redis import RedisContainer
+
+        with RedisContainer("redis:7") as container:
+            host = container.get_container_host_ip()
+            port = container.get_exposed_port(6379)
+            yield f"redis://{host}:{port}/0"
+        return
+    server = start_redis(tmp_path_factory.mktemp("redis"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer | str) -> str:
+    url = redis_server if isinstance(redis_server, str) else redis_server.url
+    client = redis.Redis.from_url(url)
+    client.flushall()
+    client.script_flush()
+    client.close()
+    return url
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server of this test's own: kill it, restart it, switch AOF on."""
+    server = start_redis(tmp_path)
+    yield server
+    server.kill()
+
+
+# -------------------------------------------------------------------------------- PostgreSQL
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
+    server = start_postgres(tmp_path_factory.mktemp("pg"))
+    yield server
+    server.stop(mode="immediate")
+    shutil.rmtree(server.datadir.parent, ignore_errors=True)
+
+
+def _create_database_on(url: str, name: str) -> str:
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return str(sa.engine.make_url(url).set(database=name).render_as_string(hide_password=False))
+
+
+@pytest.fixture(scope="session")
+def postgres_admin_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A URL of a PostgreSQL server on which this run may create databases."""
+    external = os.environ.get("FLEETSCHED_TEST_DATABASE_URL")
+    if external:
+        yield external
+        return
+    if USE_DOCKER:
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer("postgres:16", driver="psycopg") as container:
+            yield container.get_connection_url()
+        return
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    yield server.url("postgres")
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgres_admin_url: str) -> str:
+    """One database for this test run; tests clean up what they write."""
+    return _create_database_on(postgres_admin_url, f"fleetsched_test_{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture
+def fresh_postgres_url(postgres_admin_url: str) -> str:
+    """A new empty database for one test (migrations, schema checks)."""
+    return _create_database_on(postgres_admin_url, f"fleetsched_t_{uuid.uuid4().hex[:10]}")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Both supported databases, each a fresh empty one: the same test runs on both."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'fleetsched.db'}"
+    return request.getfixturevalue("fresh_postgres_url")
+
+
+__all__ = ["IN_CI", "missing"]

@@ -1,0 +1,1 @@
+"""Executors: how a job's operations reach a host (ssh, local, simulate)."""
