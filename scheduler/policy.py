@@ -1,0 +1,113 @@
+"""Rollout policy values as operators type them: limits (``20`` or ``10%``), durations
+(``90s``, ``10m``, ``1h30m``, ``90d``) and points in time (``--at``).
+
+Each parser raises :class:`ValidationError` with one line naming the bad value.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from scheduler.errors import ValidationError
+
+__all__ = ["Limit", "parse_limit", "parse_duration", "parse_time", "format_duration"]
+
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A count, or a percentage of a task's hosts (rounded up, at least 1)."""
+
+    value: float
+    percent: bool = False
+
+    def of(self, total: int) -> int:
+        if not self.percent:
+            return int(self.value)
+        return max(1, math.ceil(total * self.value / 100))
+
+    def __str__(self) -> str:
+        return f"{self.value:g}%" if self.percent else str(int(self.value))
+
+
+def parse_limit(text: str, what: str = "limit") -> Limit:
+    """``"20"`` -> 20 hosts; ``"10%"`` -> 10 % of the task's hosts."""
+    raw = text.strip()
+    try:
+        if raw.endswith("%"):
+            value = float(raw[:-1])
+            if not 0 < value <= 100:
+                raise ValueError
+            return Limit(value, percent=True)
+        value = int(raw)
+        if value < 1:
+            raise ValueError
+        return Limit(value)
+    except ValueError:
+        raise ValidationError(
+            f"{what} {text!r} is not a positive number or a percentage like 10%"
+        ) from None
+
+
+def parse_duration(text: str, what: str = "duration") -> timedelta:
+    """``"1h30m"`` -> 90 minutes. A bare number means seconds."""
+    raw = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", raw):
+        raw += "s"
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(raw):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    if pos != len(raw) or not raw:
+        raise ValidationError(
+            f"{what} {text!r} is not a duration",
+            hint="use a number with a unit: 500ms, 30s, 10m, 1h30m, 90d",
+        )
+    if total <= 0:
+        raise ValidationError(f"{what} {text!r} must be longer than zero")
+    return timedelta(seconds=total)
+
+
+def format_duration(seconds: float) -> str:
+    """A short human form: 0.8s, 42s, 3m05s, 2h10m, 3d4h."""
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    return f"{s // 86400}d{(s % 86400) // 3600}h"
+
+
+def parse_time(text: str, tz: str | None = None) -> datetime:
+    """An ISO 8601 time; without an offset it is read in ``tz`` (default: the local zone).
+
+    Returns an aware UTC datetime.
+    """
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValidationError(
+            f"time {text!r} is not ISO 8601", hint="e.g. 2026-12-01T22:00 or 2026-12-01T22:00+01:00"
+        ) from None
+    if value.tzinfo is None:
+        if tz:
+            try:
+                zone = ZoneInfo(tz)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValidationError(f"unknown time zone {tz!r}") from None
+            value = value.replace(tzinfo=zone)
+        else:
+            value = value.astimezone()  # the local zone
+    return value.astimezone(timezone.utc)
