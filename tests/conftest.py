@@ -7,6 +7,9 @@
 - ``postgres_url``: a database for this run on a private PostgreSQL cluster (initdb/pg_ctl),
   or on ``FLEETSCHED_TEST_DATABASE_URL``'s server; ``fresh_postgres_url`` makes a new database.
 - ``postgres_server``: the private cluster itself, for tests that stop and start it.
+- ``ssh_fleet`` (session): four real OpenSSH sshd hosts ``web-01``..``web-04`` on 127.0.10.1..4
+  (see ``tests/fleet.py``); shared, so leave them running with their keys.
+  ``private_ssh_fleet``: a one-host fleet of the test's own, to kill, restart or re-key.
 
 Where a Docker engine answers, testcontainers provides the servers instead of local binaries.
 """
@@ -23,6 +26,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.fleet import SshFleet
 from tests.servers import (
     IN_CI,
     PostgresServer,
@@ -163,6 +167,29 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'fleetsched.db'}"
     return request.getfixturevalue("fresh_postgres_url")
+
+
+# ------------------------------------------------------------------------------------- sshd
+
+
+@pytest.fixture(scope="session")
+def ssh_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator["SshFleet"]:
+    """Four real sshd hosts, started in parallel once per session. Do not kill or re-key them."""
+    from tests.fleet import start_fleet
+
+    fleet = start_fleet(tmp_path_factory.mktemp("fleet"), count=4)
+    yield fleet
+    fleet.stop()
+
+
+@pytest.fixture
+def private_ssh_fleet(tmp_path: Path) -> Iterator["SshFleet"]:
+    """A one-host fleet (``solo-01`` on 127.0.11.1) the test may kill, restart or re-key."""
+    from tests.fleet import start_fleet
+
+    fleet = start_fleet(tmp_path / "fleet", count=1, prefix="solo", net="127.0.11")
+    yield fleet
+    fleet.stop()
 
 
 __all__ = ["IN_CI", "missing"]

@@ -1,1 +1,38 @@
-"""Executors: how a job's operations reach a host (ssh, local, simulate)."""
+"""Executors: how a job's operations reach a host (``ssh``, ``local``, ``simulate``).
+
+``build_executor(name, options, settings)`` is the one way in; the contract the actions code
+against is in :mod:`workers.executors.base`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from scheduler.config import Settings
+from scheduler.errors import ValidationError
+from workers.executors.base import CommandResult, Executor, Host, HostSession
+
+EXECUTORS = ("ssh", "local", "simulate")
+
+
+def build_executor(name: str, options: Mapping[str, Any] | None = None,
+                   settings: Settings | None = None) -> Executor:
+    """The executor called ``name``, configured by ``options`` (unknown options are an error)."""
+    settings = settings or Settings()
+    if name == "local":
+        from workers.executors.local import LocalExecutor
+
+        return LocalExecutor(options, settings)
+    if name == "ssh":
+        from workers.executors.ssh import SshExecutor
+
+        return SshExecutor(options, settings)
+    if name == "simulate":
+        from workers.executors.simulate import SimulateExecutor
+
+        return SimulateExecutor(options, settings)
+    raise ValidationError(f"unknown executor {name!r}", hint="choose one of: " + ", ".join(EXECUTORS))
+
+
+__all__ = ["EXECUTORS", "CommandResult", "Executor", "Host", "HostSession", "build_executor"]

@@ -75,4 +75,9 @@ class Executor(Protocol):
     name: str
 
     def session(self, host: Host) -> AbstractContextManager[HostSession]:
+        """A session on ``host``, closed (or returned to a pool) when the block ends."""
+        ...
+
+    def close(self) -> None:
+        """Release whatever the executor keeps between sessions (pooled SSH connections)."""
         ...
