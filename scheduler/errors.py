@@ -97,6 +97,18 @@ class HostKeyError(FleetschedError):
     """A host presented an unknown or changed SSH host key; nothing was executed."""
 
 
+class HostUnreachableError(FleetschedError):
+    """A host could not be reached, or its connection broke before the command started.
+
+    Connect, banner and handshake failures and timeouts; nothing was executed, so a retry is
+    safe.
+    """
+
+
+class AuthenticationError(FleetschedError):
+    """A host refused every key offered (agent, identity files); nothing was executed."""
+
+
 class DeclinedError(FleetschedError):
     """The operator declined a confirmation, or the operation was cancelled."""
 
