@@ -5,7 +5,8 @@ variables > the TOML config file (``$FLEETSCHED_CONFIG``, else
 ``$XDG_CONFIG_HOME/fleetsched/config.toml``) > the defaults below. The object is passed
 explicitly to whatever needs it; there is no global instance.
 
-URLs may carry passwords: print them only through :func:`redact_url`.
+URLs may carry passwords: print them only through :func:`redact_url`, and print error text
+from drivers (redis-py, SQLAlchemy) only through :func:`redact_text` / :func:`redact_exception`.
 """
 
 from __future__ import annotations
@@ -13,31 +14,32 @@ from __future__ import annotations
 import dataclasses
 import getpass
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
 from scheduler.errors import ConfigError
 
 ENV_PREFIX = "FLEETSCHED_"
 
 
-def _xdg(var: str, fallback: str) -> Path:
-    value = os.environ.get(var)
+def _xdg(var: str, fallback: str, environ: Mapping[str, str] | None = None) -> Path:
+    value = (os.environ if environ is None else environ).get(var)
     return Path(value) if value else Path.home() / fallback
 
 
-def default_state_dir() -> Path:
-    return _xdg("XDG_STATE_HOME", ".local/state") / "fleetsched"
+def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
+    return _xdg("XDG_STATE_HOME", ".local/state", environ) / "fleetsched"
 
 
-def default_config_path() -> Path:
-    explicit = os.environ.get(ENV_PREFIX + "CONFIG")
+def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    explicit = (os.environ if environ is None else environ).get(ENV_PREFIX + "CONFIG")
     if explicit:
-        return Path(explicit)
-    return _xdg("XDG_CONFIG_HOME", ".config") / "fleetsched" / "config.toml"
+        return Path(explicit).expanduser()
+    return _xdg("XDG_CONFIG_HOME", ".config", environ) / "fleetsched" / "config.toml"
 
 
 def _default_operator() -> str:
@@ -96,11 +98,24 @@ class Settings:
 
 _FIELD_TYPES = {f.name: f.type for f in fields(Settings)}
 
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+_PREFIX_RE = re.compile(r"[A-Za-z0-9_.-]{1,32}")
+
+# Where each value came from, as ``load_settings_explained`` reports it.
+Source = str  # "default" | "file <path>" | "env FLEETSCHED_X" | "option --x"
+
 
 def _coerce(name: str, raw: Any, source: str) -> Any:
+    if name not in _FIELD_TYPES:
+        raise ConfigError(f"{source}: unknown setting {name!r}")
     kind = _FIELD_TYPES[name]
     try:
+        if isinstance(raw, (bool, list, dict)):
+            # TOML true/[..]/{..} are never a valid value of any setting (int(True) would be 1).
+            raise ValueError(f"expected {kind.replace(' | None', '')}, got {type(raw).__name__}")
         if kind == "int":
+            if isinstance(raw, float):
+                raise ValueError("must be a whole number")
             value = int(raw)
             if value < 0:
                 raise ValueError("must not be negative")
@@ -111,15 +126,19 @@ def _coerce(name: str, raw: Any, source: str) -> Any:
             return str(raw) if raw not in (None, "") else None
         return str(raw)
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{source}: {name} = {raw!r} is not valid ({exc})") from None
+        shown = redact_url(raw) if name.endswith("_url") and isinstance(raw, str) else raw
+        raise ConfigError(f"{source}: {name} = {shown!r} is not valid ({exc})") from None
 
 
-def _read_file(path: Path) -> dict[str, Any]:
+def _read_file(path: Path, required: bool) -> dict[str, Any]:
     if not path.exists():
+        if required:
+            raise ConfigError(f"config file {path} does not exist",
+                              hint="create it, or drop --config / FLEETSCHED_CONFIG")
         return {}
     try:
         data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"config file {path}: {exc}", hint="fix the TOML syntax") from None
     unknown = sorted(set(data) - set(_FIELD_TYPES))
     if unknown:
@@ -139,39 +158,81 @@ def _read_env(environ: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
+def load_settings_explained(
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    config_path: Path | None = None,
+) -> tuple[Settings, dict[str, Source]]:
+    """Like :func:`load_settings`, and also where each value came from."""
+    environ = os.environ if environ is None else environ
+    # A config file named explicitly (--config, FLEETSCHED_CONFIG) must exist; the default
+    # location is optional.
+    required = config_path is not None or bool(environ.get(ENV_PREFIX + "CONFIG"))
+    path = config_path or default_config_path(environ)
+    values: dict[str, Any] = {}
+    sources: dict[str, Source] = {name: "default" for name in _FIELD_TYPES}
+    layers = [
+        (_read_file(path, required), f"file {path}"),
+        (_read_env(environ), "env"),
+        ({name: _coerce(name, raw, f"option --{name.replace('_', '-')}")
+          for name, raw in (overrides or {}).items() if raw is not None}, "option"),
+    ]
+    for layer, label in layers:
+        for name, value in layer.items():
+            values[name] = value
+            sources[name] = {"env": f"env {ENV_PREFIX}{name.upper()}",
+                             "option": f"option --{name.replace('_', '-')}"}.get(label, label)
+    if "state_dir" not in values:
+        values["state_dir"] = default_state_dir(environ)
+    settings = Settings(**values)
+    validate(settings)
+    if settings.redis_url and sources["embedded_appendfsync"] != "default":
+        raise ConfigError(
+            f"embedded_appendfsync ({sources['embedded_appendfsync']}) applies only to the "
+            f"embedded Redis, but redis_url is set ({sources['redis_url']})",
+            hint="remove one of them; set appendfsync on your own Redis server itself",
+        )
+    return settings, sources
+
+
 def load_settings(
     overrides: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
     config_path: Path | None = None,
 ) -> Settings:
     """Build the settings from overrides > environment > config file > defaults."""
-    environ = os.environ if environ is None else environ
-    values: dict[str, Any] = {}
-    values.update(_read_file(config_path or default_config_path()))
-    values.update(_read_env(environ))
-    for name, raw in (overrides or {}).items():
-        if raw is not None:
-            values[name] = _coerce(name, raw, f"option --{name.replace('_', '-')}")
-    settings = Settings(**values)
-    validate(settings)
-    return settings
+    return load_settings_explained(overrides, environ, config_path)[0]
 
 
 def validate(settings: Settings) -> None:
-    """Reject contradictory or unusable settings loudly."""
+    """Reject contradictory or unusable settings loudly, with one line naming the setting."""
     if settings.embedded_appendfsync not in ("everysec", "always"):
         raise ConfigError(
-            f"embedded_appendfsync must be 'everysec' or 'always', not {settings.embedded_appendfsync!r}"
+            f"embedded_appendfsync must be 'everysec' or 'always', "
+            f"not {settings.embedded_appendfsync!r}"
         )
     if settings.lease_ms < 1000:
         raise ConfigError(f"lease_ms = {settings.lease_ms} is too short (at least 1000 ms)")
+    if settings.heartbeat_ms < 100:
+        raise ConfigError(f"heartbeat_ms = {settings.heartbeat_ms} is too short (at least 100 ms)")
     if settings.heartbeat_ms * 2 > settings.lease_ms:
         raise ConfigError(
             f"heartbeat_ms ({settings.heartbeat_ms}) must be at most half of lease_ms "
             f"({settings.lease_ms}), or a single late heartbeat loses the lease",
+            hint="raise lease_ms or lower heartbeat_ms (a third of the lease is the default)",
         )
     if settings.worker_slots < 1:
         raise ConfigError("worker_slots must be at least 1")
+    if settings.log_level.lower() not in LOG_LEVELS:
+        raise ConfigError(f"log_level must be one of {', '.join(LOG_LEVELS)}, "
+                          f"not {settings.log_level!r}")
+    if not _PREFIX_RE.fullmatch(settings.queue_prefix):
+        raise ConfigError(f"queue_prefix {settings.queue_prefix!r} must be 1-32 letters, digits, "
+                          "'_', '.' or '-' (it becomes the keys' {hash tag})")
+    for name in ("redis_url", "database_url"):
+        url = getattr(settings, name)
+        if url and "://" not in url:
+            raise ConfigError(f"{name} {redact_url(url)!r} is not a URL (scheme://...)")
 
 
 def replace(settings: Settings, **changes: Any) -> Settings:
@@ -181,17 +242,69 @@ def replace(settings: Settings, **changes: Any) -> Settings:
     return new
 
 
+# ------------------------------------------------------------------------------- redaction
+
+MASK = "***"
+# Query parameters that carry a secret (redis-py ``?password=``, libpq ``?password=`` ...).
+_SECRET_PARAMS = ("password", "passwd", "pwd", "sslpassword", "secret", "token", "access_token")
+_URL_NETLOC_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<netloc>[^/?#\s'\"<>]*)")
+_SECRET_PARAM_RE = re.compile(
+    r"(?P<key>[?&;](?:" + "|".join(_SECRET_PARAMS) + r")=)[^&#\s'\"]*", re.IGNORECASE)
+# libpq keyword/value strings: password=secret or password='sec ret'
+_KV_PASSWORD_RE = re.compile(r"\b(?P<key>password\s*=\s*)(?:'(?:[^'\\]|\\.)*'|[^\s'\"]+)",
+                             re.IGNORECASE)
+
+
+def _mask_netloc(match: re.Match[str]) -> str:
+    netloc = match.group("netloc")
+    userinfo, at, host = netloc.rpartition("@")
+    if not at or ":" not in userinfo:
+        return match.group(0)
+    user = userinfo.split(":", 1)[0]
+    return f"{match.group('scheme')}{user}:{MASK}@{host}"
+
+
 def redact_url(url: str) -> str:
-    """``redis://:secret@host:6379/0`` -> ``redis://:***@host:6379/0``; other URLs unchanged."""
+    """``redis://:secret@host:6379/0`` -> ``redis://:***@host:6379/0``.
+
+    Also masks secret query parameters (``unix:///run/redis.sock?password=secret``). The host,
+    port (even an invalid one) and IPv6 brackets are kept as written; URLs without a secret are
+    returned unchanged.
+    """
+    if not isinstance(url, str):
+        return "<not a url>"
+    out = _URL_NETLOC_RE.sub(_mask_netloc, url, count=1)
+    return _SECRET_PARAM_RE.sub(lambda m: m.group("key") + MASK, out)
+
+
+def _password_of(url: str) -> str | None:
     try:
-        parts = urlsplit(url)
+        password = urlsplit(url).password
     except ValueError:
-        return "<unparseable url>"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    netloc = f"{user}:***@{host}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+        match = _URL_NETLOC_RE.search(url)
+        userinfo = match.group("netloc").rpartition("@")[0] if match else ""
+        password = userinfo.split(":", 1)[1] if ":" in userinfo else None
+    return password or None
+
+
+def redact_text(text: str, *urls: str | None) -> str:
+    """Mask every credential in free text: URLs with a password, secret query parameters,
+    libpq ``password=...`` pairs, and the passwords of ``urls`` wherever they appear verbatim
+    (an error message may quote a password on its own). Newlines are folded into ``; `` so the
+    result fits the one-line error rule."""
+    out = _URL_NETLOC_RE.sub(_mask_netloc, str(text))
+    out = _SECRET_PARAM_RE.sub(lambda m: m.group("key") + MASK, out)
+    out = _KV_PASSWORD_RE.sub(lambda m: m.group("key") + MASK, out)
+    for url in urls:
+        password = _password_of(url) if url else None
+        if password and len(password) >= 3:
+            for form in {password, unquote(password)}:
+                out = out.replace(form, MASK)
+    return "; ".join(line.strip() for line in out.splitlines() if line.strip())
+
+
+def redact_exception(exc: BaseException, *urls: str | None) -> str:
+    """One printable line for an exception from redis-py, SQLAlchemy or a driver, with every
+    credential masked (SQLAlchemy's ArgumentError, for one, quotes the whole URL)."""
+    message = redact_text(str(exc), *urls) or type(exc).__name__
+    return message

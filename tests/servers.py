@@ -70,11 +70,16 @@ class RedisServer:
     port: int = field(default_factory=free_port)
     appendonly: bool = False
     appendfsync: str = "always"
+    # Tests of the eviction refusal start servers with another policy.
+    maxmemory_policy: str = "noeviction"
+    # requirepass; the url then carries it (print it only through redact_url).
+    password: str | None = None
     proc: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://{self.host}:{self.port}/0"
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}{self.host}:{self.port}/0"
 
     def start(self) -> None:
         args = [
@@ -85,16 +90,18 @@ class RedisServer:
             "--save", "",
             "--appendonly", "yes" if self.appendonly else "no",
             "--appendfsync", self.appendfsync,
-            "--maxmemory-policy", "noeviction",
+            "--maxmemory-policy", self.maxmemory_policy,
             "--daemonize", "no",
             "--logfile", str(self.dir / "redis.log"),
         ]
+        if self.password:
+            args += ["--requirepass", self.password]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for_port(self.host, self.port)
         # A restart with AOF replays the log before it answers PING with PONG.
         import redis
 
-        client = redis.Redis(host=self.host, port=self.port)
+        client = redis.Redis(host=self.host, port=self.port, password=self.password)
         deadline = time.monotonic() + 30
         while True:
             try:

@@ -66,11 +66,13 @@ def root(
     )
 
 
-def main() -> None:
-    """Console-script entry point: no traceback for any error fleetsched raises on purpose."""
+def main(args: list[str] | None = None) -> None:
+    """Console-script entry point: no traceback for any error fleetsched raises on purpose.
+
+    ``args`` defaults to ``sys.argv[1:]``; tests pass their own."""
     try:
         # In non-standalone mode click returns the code of a typer.Exit instead of raising it.
-        rc = app(standalone_mode=False)
+        rc = app(args=args, standalone_mode=False)
     except FleetschedError as exc:
         output.error(str(exc), exc.hint)
         sys.exit(exc.exit_code)
@@ -88,6 +90,13 @@ def main() -> None:
             sys.exit(5)
         if type(exc).__name__ == "Exit" or isinstance(code, int):
             sys.exit(code if isinstance(code, int) else 0)
+        if type(exc).__module__.split(".")[0] in ("redis", "sqlalchemy", "psycopg"):
+            # A driver error that no command turned into a FleetschedError: one line, and
+            # never a password (SQLAlchemy quotes whole URLs in some messages).
+            from scheduler.config import redact_exception
+
+            output.error(f"{type(exc).__name__}: {redact_exception(exc)}")
+            sys.exit(1)
         raise
     sys.exit(rc if isinstance(rc, int) else 0)
 
@@ -98,3 +107,11 @@ def version() -> None:
     from importlib.metadata import version as pkg_version
 
     output.stdout.print(pkg_version("fleetsched"))
+
+
+# Sub-apps, one per noun (each module imports ``state`` lazily, so it can import this one).
+from scheduler.cli.config_cmd import config_app  # noqa: E402
+from scheduler.cli.redis_cmd import redis_app  # noqa: E402
+
+app.add_typer(config_app, name="config")
+app.add_typer(redis_app, name="redis")
