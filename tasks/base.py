@@ -1,0 +1,232 @@
+"""The action model: what an action declares, what running one returns, and the step runner.
+
+What it owns:
+
+1. :class:`Action`, the protocol every action (built-in or plugin) meets: declared parameters,
+   ``idempotent``, ``requires_window``, ``expected_ms``, ``default_executor``, ``validate()``
+   and ``run()``;
+2. :class:`ActionResult` and :class:`ActionContext` (the run-time extras: a way to reconnect
+   to the host, the job's secret :class:`~tasks.secrets.Redactor`);
+3. :class:`BaseAction`, the usual way to write one: declare ``params``, implement
+   ``execute(steps, host, params, ctx)``; the base validates, resolves secrets, turns failures
+   into results, and redacts every result before it is returned;
+4. :class:`Steps`, an action's bookkeeping while it runs: the session (replaced after a
+   reconnect), the deadline, every command's result, cleanup that must not hide the failure.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from scheduler.errors import ValidationError
+from tasks.argv import PlaceholderError, render
+from tasks.params import Param, validate_params
+from tasks.secrets import Redactor, SecretError, resolve
+from workers.executors.base import CommandResult, Host, HostSession
+
+__all__ = [
+    "Action", "ActionContext", "ActionResult", "BaseAction", "StepFailed", "Steps",
+]
+
+# How much of a failed command's stderr (last non-empty line) goes into the error message.
+ERROR_EXCERPT = 200
+# Cleanup (removing a temporary file) gets this long even when the job's own time ran out.
+CLEANUP_TIMEOUT_S = 15.0
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """What an action did on one host."""
+
+    ok: bool
+    results: list[CommandResult]
+    error: str | None = None  # one line for the operator; never a secret (redacted)
+    retryable: bool = True  # False: running it again cannot help (bad input, wrong version)
+    changed: bool | None = None  # False: the host already was as wanted; None: unknown
+    warnings: tuple[str, ...] = ()  # e.g. a cleanup that failed after the work succeeded
+
+
+@dataclass
+class ActionContext:
+    """Run-time extras the worker hands to an action.
+
+    ``reconnect`` opens a fresh session on the same host (the worker passes
+    ``lambda: executor.session(host)``); actions that reboot a host use it to come back.
+    ``redactor`` learns the job's secret values; the worker attaches a
+    :class:`~tasks.secrets.RedactingFilter` with it to its log handlers.
+    """
+
+    reconnect: Callable[[], AbstractContextManager[HostSession]] | None = None
+    redactor: Redactor = field(default_factory=Redactor)
+    sleep: Callable[[float], None] = time.sleep
+
+
+@runtime_checkable
+class Action(Protocol):
+    """What the worker and the CLI need from an action (built-in or plugin)."""
+
+    name: str
+    description: str
+    idempotent: bool
+    requires_window: bool
+    expected_ms: int
+    default_executor: str
+    params: dict[str, Param]
+
+    def validate(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Typed parameters, or :class:`ValidationError` with one line."""
+        ...
+
+    def run(self, session: HostSession, host: Host, params: dict[str, Any], timeout_s: float,
+            ctx: ActionContext | None = None) -> ActionResult:
+        """Do the work on one host; ``params`` as ``validate`` returned them (secret references
+        unresolved). Never raises for a job failure: that is a result."""
+        ...
+
+
+class StepFailed(Exception):
+    """A step of an action failed; the action stops (after its cleanup) with this message."""
+
+    def __init__(self, message: str, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    line = lines[-1] if lines else ""
+    return line if len(line) <= ERROR_EXCERPT else line[:ERROR_EXCERPT] + "..."
+
+
+class Steps:
+    """The bookkeeping of one running action (see the module docstring, point 4)."""
+
+    def __init__(self, session: HostSession, host: Host, timeout_s: float,
+                 ctx: ActionContext) -> None:
+        self.session = session
+        self.host = host
+        self.ctx = ctx
+        self.timeout_s = timeout_s
+        self.deadline = time.monotonic() + timeout_s
+        self.results: list[CommandResult] = []
+        self.warnings: list[str] = []
+        self.changed: bool | None = None
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def render(self, argv: Sequence[Any], extra: dict[str, str] | None = None) -> list[str]:
+        """An argv parameter with its ``{host.*}`` (and ``extra``) placeholders filled in."""
+        try:
+            return render(argv, self.host, extra)
+        except PlaceholderError as exc:
+            raise StepFailed(str(exc), retryable=False) from None
+
+    def run(self, argv: list[str], what: str, *, stdin: bytes | None = None, check: bool = True,
+            timeout: float | None = None, cleanup: bool = False) -> CommandResult:
+        """Run ``argv`` on the host within the action's deadline; with ``check``, a non-zero
+        exit raises :class:`StepFailed` naming ``what`` and the last line of stderr.
+        ``cleanup`` steps get :data:`CLEANUP_TIMEOUT_S` even after the deadline passed."""
+        left = self.remaining()
+        if cleanup:
+            left = max(left, CLEANUP_TIMEOUT_S)
+        if left <= 0:
+            raise StepFailed(f"{what}: the job's timeout of {self.timeout_s:g}s ran out")
+        result = self.session.run(argv, timeout=min(timeout or left, left), stdin=stdin)
+        self.results.append(result)
+        if result.timed_out:
+            raise StepFailed(f"{what} timed out after {result.duration_s:.1f}s")
+        if result.exit_code is None:
+            raise StepFailed(f"{what}: the connection was lost before it finished")
+        if check and result.exit_code != 0:
+            excerpt = _last_line(result.stderr_tail or result.stderr_head) or _last_line(
+                result.stdout_tail or result.stdout_head)
+            raise StepFailed(f"{what} failed (exit {result.exit_code})"
+                             + (f": {excerpt}" if excerpt else ""))
+        return result
+
+    def cleanup(self, what: str, fn: Callable[[], Any]) -> bool:
+        """Run a cleanup step; a failure becomes a warning, never hides the action's own error."""
+        try:
+            fn()
+            return True
+        except StepFailed as exc:
+            self.warnings.append(f"{what}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - cleanup must not raise over the real error
+            self.warnings.append(f"{what}: {type(exc).__name__}: {exc}")
+        return False
+
+
+class BaseAction:
+    """The usual base of an action: declare, validate, execute, report (see module docstring)."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    idempotent: ClassVar[bool] = True
+    requires_window: ClassVar[bool] = False
+    expected_ms: ClassVar[int] = 10_000
+    default_executor: ClassVar[str] = "ssh"
+    params: ClassVar[dict[str, Param]] = {}
+
+    def validate(self, params: dict[str, Any]) -> dict[str, Any]:
+        typed = validate_params(self.name, self.params, params)
+        self.check(typed)
+        return typed
+
+    def check(self, params: dict[str, Any]) -> None:
+        """Rules across parameters; raise :class:`ValidationError` (use :meth:`invalid`)."""
+
+    def invalid(self, message: str, hint: str | None = None) -> ValidationError:
+        return ValidationError(f"action {self.name}: {message}", hint)
+
+    def dump(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The JSON form of typed parameters (secret references as references), for the queue
+        and the database; ``validate(dump(p)) == p``. Unset optional parameters are left out."""
+        return {k: self.params[k].type.dump(v) for k, v in params.items() if v is not None}
+
+    def estimate_ms(self, params: dict[str, Any]) -> int:
+        """Expected duration with these parameters (window planning); ``expected_ms`` by default."""
+        return self.expected_ms
+
+    def describe(self) -> dict[str, Any]:
+        """What ``fleetsched actions list/show`` prints."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "idempotent": self.idempotent,
+            "requires_window": self.requires_window,
+            "expected_ms": self.expected_ms,
+            "default_executor": self.default_executor,
+            "params": [p.describe() for p in self.params.values()],
+        }
+
+    def execute(self, steps: Steps, host: Host, params: dict[str, Any],
+                ctx: ActionContext) -> None:
+        raise NotImplementedError
+
+    def run(self, session: HostSession, host: Host, params: dict[str, Any], timeout_s: float,
+            ctx: ActionContext | None = None) -> ActionResult:
+        ctx = ctx if ctx is not None else ActionContext()
+        steps = Steps(session, host, timeout_s, ctx)
+        error: str | None = None
+        retryable = True
+        try:
+            resolved = resolve(params, ctx.redactor)
+            self.execute(steps, host, resolved, ctx)
+        except StepFailed as exc:
+            error, retryable = str(exc), exc.retryable
+        except (SecretError, ValidationError, PlaceholderError) as exc:
+            error, retryable = str(exc), False
+        except Exception as exc:  # noqa: BLE001 - a job failure is a result, not a crash
+            error = f"{type(exc).__name__}: {exc}"
+        if error is not None and steps.warnings:
+            error = error + "; " + "; ".join(steps.warnings)
+        result = ActionResult(
+            ok=error is None, results=steps.results, error=error, retryable=retryable,
+            changed=steps.changed, warnings=tuple(steps.warnings),
+        )
+        return ctx.redactor.action_result(result)
