@@ -110,8 +110,10 @@ def version() -> None:
 
 
 # Sub-apps, one per noun (each module imports ``state`` lazily, so it can import this one).
+from scheduler.cli.actions_cmd import actions_app  # noqa: E402
 from scheduler.cli.config_cmd import config_app  # noqa: E402
 from scheduler.cli.redis_cmd import redis_app  # noqa: E402
 
+app.add_typer(actions_app, name="actions")
 app.add_typer(config_app, name="config")
 app.add_typer(redis_app, name="redis")
