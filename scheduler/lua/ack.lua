@@ -1,0 +1,60 @@
+--[[ ack.lua: a batch of running jobs succeeded; each is removed for good.
+
+KEYS[1]      events    {P}:events                  STREAM
+KEYS[2..4]   due sets  {P}:due:urgent|normal|bulk  ZSET
+KEYS[4+3(i-1)+1..3]  job i: {P}:job:<id> HASH, {P}:task:<task> HASH, {P}:parked:<task> LIST
+ARGV[1]      tag ("{prefix}", for the job hash of a parked job released by this ack)
+ARGV[2]      worker id (recorded in the event)
+ARGV[3]      wake channel
+ARGV[4]      n, the number of jobs (>= 1)
+ARGV[4+5(i-1)+1..5]  job i: job id, fencing token, exit code ('' none), duration (ms), output
+Returns      {code_1, ..., code_n}: 0 OK (hash deleted, succeeded + 1, event ack, one parked job
+             of the task released), -1 STALE_TOKEN (claimed again since: nothing changed),
+             -2 UNKNOWN_JOB, -5 NOT_RUNNING
+Errors       {-4 BAD_ARGUMENT, message} for malformed arguments; nothing is written.
+A job of a parked task's list is named by a member of that list: its key is built from the
+tag, which every key of the shard carries (same slot).
+]]
+local events = KEYS[1]
+local due_keys = {urgent = KEYS[2], normal = KEYS[3], bulk = KEYS[4]}
+local tag, worker, wake = ARGV[1], ARGV[2], ARGV[3]
+local n = fs_count(ARGV[4])
+fs_effects()
+
+if n == nil or n < 1 or #KEYS ~= 4 + 3 * n or #ARGV ~= 4 + 5 * n then
+  return fs_err(FS_BAD_ARGUMENT, 'ack needs at least one job, with three keys and five arguments each')
+end
+for i = 1, n do
+  local a = 4 + 5 * (i - 1)
+  if fs_count(ARGV[a + 2]) == nil or fs_count(ARGV[a + 4]) == nil then
+    return fs_err(FS_BAD_ARGUMENT, 'job ' .. ARGV[a + 1] .. ': token and duration must be non-negative integers')
+  end
+end
+
+local now = fs_now()
+local codes = {}
+for i = 1, n do
+  local a, k = 4 + 5 * (i - 1), 4 + 3 * (i - 1)
+  local jk, task_key, parked = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
+  local id, token = ARGV[a + 1], ARGV[a + 2]
+  local j = redis.call('HMGET', jk, 'token', 'state', 'task', 'host', 'attempt')
+  if not j[2] then
+    codes[i] = FS_UNKNOWN_JOB
+  elseif fs_num(j[1]) ~= tonumber(token) then
+    codes[i] = FS_STALE_TOKEN
+  elseif j[2] ~= 'running' then
+    codes[i] = FS_NOT_RUNNING
+  else
+    local t = redis.call('HMGET', task_key, 'prio', 'max_running')
+    local due = fs_due_of(due_keys, t[1])
+    redis.call('DEL', jk)
+    redis.call('ZREM', due, id)
+    fs_finish(task_key, 'succeeded')
+    fs_emit(events, now, 'ack', {'task', j[3], 'job', id, 'host', j[4], 'attempt', j[5] or '0',
+      'token', token, 'worker', worker, 'exit_code', ARGV[a + 3], 'duration_ms', ARGV[a + 4],
+      'output', ARGV[a + 5]})
+    if fs_num(t[2]) > 0 then fs_unpark(tag, parked, due, wake, events, now, j[3]) end
+    codes[i] = FS_OK
+  end
+end
+return codes

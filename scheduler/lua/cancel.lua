@@ -1,0 +1,64 @@
+--[[ cancel.lua: cancel a task, then its not-yet-running jobs, one chunk of job ids per call.
+
+Queue.cancel_task calls it first with no job keys (first = 1: the task becomes cancelled unless
+it is already aborted or cancelled; event cancel with the operator; returns the span), then
+with the ids <task>.0 .. <task>.<span-1> in chunks (a task's job ids are derivable from its
+span), the last chunk with last = 1.
+KEYS[1]     task      {P}:task:<task>              HASH
+KEYS[2..4]  due sets  {P}:due:urgent|normal|bulk   ZSET
+KEYS[5]     parked    {P}:parked:<task>            LIST
+KEYS[6]     held      {P}:held:<task>              ZSET
+KEYS[7]     events    {P}:events                   STREAM
+KEYS[7+i]   job i     {P}:job:<task>.<k>           HASH, i = 1..n
+ARGV[1]     task id
+ARGV[2]     operator
+ARGV[3]     first (1 | 0)
+ARGV[4]     last (1 | 0): drop the parked list (its jobs were cancelled by this walk) and the
+            held set
+ARGV[4+i]   job id i
+Returns     {cancelled, span}: jobs cancelled by this call (pending, parked or held: hash
+            deleted, cancelled + 1, one event cancel for the chunk); running jobs finish, failed
+            ones stay in the dead letter set
+Errors      {-3 UNKNOWN_TASK | -4 BAD_ARGUMENT, message}; nothing is written.
+]]
+local task_key = KEYS[1]
+local due_keys = {urgent = KEYS[2], normal = KEYS[3], bulk = KEYS[4]}
+local parked, held, events = KEYS[5], KEYS[6], KEYS[7]
+local task_id, operator, first, last = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local n = #KEYS - 7
+fs_effects()
+
+if n < 0 or #ARGV ~= 4 + n then return fs_err(FS_BAD_ARGUMENT, 'cancel needs one job id per job key') end
+local t = redis.call('HMGET', task_key, 'state', 'prio', 'span')
+if not t[1] then return fs_err(FS_UNKNOWN_TASK, 'no task ' .. task_id) end
+local prefix = task_id .. '.'
+for i = 1, n do
+  if string.sub(ARGV[4 + i], 1, #prefix) ~= prefix then
+    return fs_err(FS_BAD_ARGUMENT, 'job id ' .. ARGV[4 + i] .. ' is not of task ' .. task_id)
+  end
+end
+
+local now = fs_now()
+if first == '1' and (t[1] == 'active' or t[1] == 'paused') then
+  redis.call('HSET', task_key, 'state', 'cancelled')
+  fs_emit(events, now, 'cancel', {'task', task_id, 'operator', operator})
+end
+local due = fs_due_of(due_keys, t[2])
+local ids = {}
+for i = 1, n do
+  local jk, id = KEYS[7 + i], ARGV[4 + i]
+  local state = redis.call('HGET', jk, 'state')
+  if state == 'pending' or state == 'parked' or state == 'held' then
+    if state == 'pending' then redis.call('ZREM', due, id) end
+    if state == 'held' then redis.call('ZREM', held, id) end
+    redis.call('DEL', jk)
+    ids[#ids + 1] = id
+  end
+end
+if #ids > 0 then
+  redis.call('HINCRBY', task_key, 'cancelled', #ids)
+  fs_emit(events, now, 'cancel', {'task', task_id, 'operator', operator, 'count', fs_int(#ids),
+    'jobs', table.concat(ids, ' ')})
+end
+if last == '1' then redis.call('DEL', parked, held) end
+return {#ids, fs_num(t[3])}

@@ -1,0 +1,50 @@
+--[[ create_task.lua: write a task's live state (policy and zeroed counters) once.
+
+KEYS[1]  task      {P}:task:<task id>  HASH
+KEYS[2]  events    {P}:events          STREAM
+ARGV[1]  task id
+ARGV[2]  priority class: urgent | normal | bulk
+ARGV[3]  max_running   (jobs, >= 0; 0 = no concurrency limit)
+ARGV[4]  max_failures  (jobs, >= 0; 0 = never abort)
+ARGV[5]  max_attempts  (claims, >= 1)
+ARGV[6]  backoff_ms    (ms, >= 0: base of the exponential retry backoff)
+ARGV[7]  timeout_ms    (ms, >= 1: per attempt)
+ARGV[8]  idempotent    (1 | 0)
+ARGV[9]  spec          (JSON text: action, params, executor, expected_ms ...)
+ARGV[10] operator
+ARGV[11] share         (fair-share key)
+Returns  {1} created (event create) | {0} the task existed and is left unchanged
+Errors   {-4 BAD_ARGUMENT, message}
+]]
+local task_key = KEYS[1]
+local events = KEYS[2]
+fs_effects()
+
+local task_id, prio = ARGV[1], ARGV[2]
+if prio ~= 'urgent' and prio ~= 'normal' and prio ~= 'bulk' then
+  return fs_err(FS_BAD_ARGUMENT, 'priority must be urgent, normal or bulk, not ' .. prio)
+end
+local names = {'max_running', 'max_failures', 'max_attempts', 'backoff_ms', 'timeout_ms'}
+for i, name in ipairs(names) do
+  if fs_count(ARGV[2 + i]) == nil then
+    return fs_err(FS_BAD_ARGUMENT, name .. ' must be a non-negative integer, not ' .. ARGV[2 + i])
+  end
+end
+if tonumber(ARGV[5]) < 1 or tonumber(ARGV[7]) < 1 then
+  return fs_err(FS_BAD_ARGUMENT, 'max_attempts and timeout_ms must be at least 1')
+end
+if ARGV[8] ~= '0' and ARGV[8] ~= '1' then
+  return fs_err(FS_BAD_ARGUMENT, 'idempotent must be 0 or 1')
+end
+
+if redis.call('EXISTS', task_key) == 1 then return {0} end
+local now = fs_now()
+redis.call('HSET', task_key, 'state', 'active', 'prio', prio,
+  'total', 0, 'span', 0, 'running', 0, 'succeeded', 0, 'failed', 0, 'cancelled', 0, 'lost', 0,
+  'overshoot', 0, 'max_running', ARGV[3], 'max_failures', ARGV[4], 'max_attempts', ARGV[5],
+  'backoff_ms', ARGV[6], 'timeout_ms', ARGV[7], 'idempotent', ARGV[8], 'spec', ARGV[9],
+  'operator', ARGV[10], 'share', ARGV[11], 'created', fs_int(now))
+fs_emit(events, now, 'create', {'task', task_id, 'operator', ARGV[10], 'detail',
+  cjson.encode({prio = prio, max_running = tonumber(ARGV[3]), max_failures = tonumber(ARGV[4]),
+                max_attempts = tonumber(ARGV[5]), idempotent = ARGV[8] == '1'})})
+return {1}

@@ -1,0 +1,53 @@
+--[[ defer.lua: a running job may not run now (its window closed): pending again at a later
+time, without counting an attempt.
+
+KEYS[1]     job       {P}:job:<id>                 HASH
+KEYS[2]     task      {P}:task:<task>              HASH
+KEYS[3..5]  due sets  {P}:due:urgent|normal|bulk   ZSET
+KEYS[6]     parked    {P}:parked:<task>            LIST
+KEYS[7]     events    {P}:events                   STREAM
+ARGV[1]     tag ("{prefix}", for the job hash of a parked job released in exchange)
+ARGV[2]     worker id
+ARGV[3]     wake channel
+ARGV[4]     job id
+ARGV[5]     fencing token
+ARGV[6]     new due time (ms epoch; 0 = now by the Redis clock)
+ARGV[7]     new window close (ms epoch; '' = none)
+ARGV[8]     reason (for the operator)
+Returns     {0, due_ms}: pending at due_ms, attempt - 1, running - 1, event defer
+            {-1 STALE_TOKEN | -2 UNKNOWN_JOB | -5 NOT_RUNNING, message}: nothing changed
+Errors      {-4 BAD_ARGUMENT, message}; nothing is written.
+]]
+local jk, task_key = KEYS[1], KEYS[2]
+local due_keys = {urgent = KEYS[3], normal = KEYS[4], bulk = KEYS[5]}
+local parked, events = KEYS[6], KEYS[7]
+local tag, worker, wake, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local due_ms, wclose, reason = fs_count(ARGV[6]), ARGV[7], ARGV[8]
+fs_effects()
+
+if fs_count(token) == nil then return fs_err(FS_BAD_ARGUMENT, 'token must be a non-negative integer') end
+if due_ms == nil then return fs_err(FS_BAD_ARGUMENT, 'due must be a non-negative integer (ms)') end
+if wclose ~= '' and fs_count(wclose) == nil then
+  return fs_err(FS_BAD_ARGUMENT, 'window close must be a ms epoch or empty')
+end
+local j = redis.call('HMGET', jk, 'token', 'state', 'task', 'host', 'attempt')
+if not j[2] then return fs_err(FS_UNKNOWN_JOB, 'no job ' .. id) end
+if fs_num(j[1]) ~= tonumber(token) then
+  return fs_err(FS_STALE_TOKEN, 'job ' .. id .. ' was claimed again since token ' .. token)
+end
+if j[2] ~= 'running' then return fs_err(FS_NOT_RUNNING, 'job ' .. id .. ' is ' .. j[2] .. ', not running') end
+
+local now = fs_now()
+if due_ms == 0 then due_ms = now end
+local t = redis.call('HMGET', task_key, 'prio', 'max_running')
+local due = fs_due_of(due_keys, t[1])
+local attempt = math.max(fs_num(j[5]) - 1, 0)
+redis.call('HSET', jk, 'state', 'pending', 'attempt', attempt, 'due', fs_int(due_ms))
+redis.call('HDEL', jk, 'owner')
+if wclose ~= '' then redis.call('HSET', jk, 'wclose', wclose) else redis.call('HDEL', jk, 'wclose') end
+fs_put_due(due, id, due_ms, wake)
+fs_finish(task_key, nil)
+fs_emit(events, now, 'defer', {'task', j[3], 'job', id, 'host', j[4], 'attempt', fs_int(attempt),
+  'token', token, 'worker', worker, 'due', fs_int(due_ms), 'error', reason})
+if fs_num(t[2]) > 0 then fs_unpark(tag, parked, due, wake, events, now, j[3]) end
+return {0, due_ms}

@@ -1,0 +1,77 @@
+--[[ fail.lua: a running job failed; retry it later with backoff, or fail it for good.
+
+KEYS[1]     job       {P}:job:<id>                 HASH
+KEYS[2]     task      {P}:task:<task>              HASH
+KEYS[3..5]  due sets  {P}:due:urgent|normal|bulk   ZSET
+KEYS[6]     parked    {P}:parked:<task>            LIST
+KEYS[7]     dead      {P}:dead                     ZSET
+KEYS[8]     events    {P}:events                   STREAM
+ARGV[1]     tag ("{prefix}", for the job hash of a parked job released in exchange)
+ARGV[2]     worker id
+ARGV[3]     wake channel
+ARGV[4]     job id
+ARGV[5]     fencing token
+ARGV[6]     retryable (1 | 0): 0 fails for good whatever the attempts left
+ARGV[7]     error: a message for the operator (never a secret)
+ARGV[8]     exit code ('' none)
+ARGV[9]     duration (ms)
+ARGV[10]    output (capped head/tail text)
+ARGV[11]    jitter in [0, 1): random fraction from the caller (Redis < 7 seeds math.random
+            identically in every script run, so the caller draws it)
+ARGV[12]    backoff cap (ms)
+Returns     {1, due_ms}  retry: pending again at now + backoff_ms * 2^(attempt-1) * (0.8 + 0.4 *
+                         jitter), capped; event retry
+            {2, 0}       failed for good: dead letter, failed + 1; event fail
+            {3, 0}       as 2, and this failure aborted the task (event abort): the caller should
+                         cancel the task's pending jobs (Queue.cancel_task)
+            A task that is no longer active (cancelled, aborted) retries nothing.
+Errors      {-1 STALE_TOKEN | -2 UNKNOWN_JOB | -5 NOT_RUNNING | -4 BAD_ARGUMENT, message};
+            nothing is written.
+]]
+local jk, task_key = KEYS[1], KEYS[2]
+local due_keys = {urgent = KEYS[3], normal = KEYS[4], bulk = KEYS[5]}
+local parked, dead, events = KEYS[6], KEYS[7], KEYS[8]
+local tag, worker, wake, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local retryable, err, exit_code, duration, output = ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]
+local jitter, cap = tonumber(ARGV[11]), fs_count(ARGV[12])
+fs_effects()
+
+if fs_count(token) == nil or fs_count(duration) == nil or cap == nil then
+  return fs_err(FS_BAD_ARGUMENT, 'token, duration and backoff cap must be non-negative integers')
+end
+if jitter == nil or jitter < 0 or jitter >= 1 then return fs_err(FS_BAD_ARGUMENT, 'jitter must be in [0, 1)') end
+if retryable ~= '0' and retryable ~= '1' then return fs_err(FS_BAD_ARGUMENT, 'retryable must be 0 or 1') end
+local j = redis.call('HMGET', jk, 'token', 'state', 'task', 'host', 'attempt')
+if not j[2] then return fs_err(FS_UNKNOWN_JOB, 'no job ' .. id) end
+if fs_num(j[1]) ~= tonumber(token) then
+  return fs_err(FS_STALE_TOKEN, 'job ' .. id .. ' was claimed again since token ' .. token .. ' (now ' .. (j[1] or '0') .. ')')
+end
+if j[2] ~= 'running' then return fs_err(FS_NOT_RUNNING, 'job ' .. id .. ' is ' .. j[2] .. ', not running') end
+
+local now = fs_now()
+local t = redis.call('HMGET', task_key, 'state', 'prio', 'max_running', 'max_attempts', 'backoff_ms')
+local due = fs_due_of(due_keys, t[2])
+local attempt, max_attempts = fs_num(j[5]), fs_num(t[4])
+local fields = {'task', j[3], 'job', id, 'host', j[4], 'attempt', fs_int(attempt), 'token', token,
+  'worker', worker, 'exit_code', exit_code, 'duration_ms', duration, 'output', output, 'error', err}
+local outcome, due_ms = 2, 0
+if retryable == '1' and attempt < max_attempts and (t[1] == 'active' or t[1] == 'paused') then
+  local delay = fs_num(t[5]) * 2 ^ (attempt - 1)
+  delay = math.floor(math.min(delay, cap) * (0.8 + 0.4 * jitter))
+  delay = math.min(delay, cap)
+  due_ms = now + delay
+  redis.call('HSET', jk, 'state', 'pending', 'due', fs_int(due_ms))
+  redis.call('HDEL', jk, 'owner')
+  fs_put_due(due, id, due_ms, wake)
+  fs_finish(task_key, nil)
+  fields[#fields + 1], fields[#fields + 2] = 'due', fs_int(due_ms)
+  fs_emit(events, now, 'retry', fields)
+  outcome = 1
+else
+  fs_bury(jk, id, due, dead, now, err)
+  fs_finish(task_key, nil)
+  fs_emit(events, now, 'fail', fields)
+  if fs_count_failure(task_key, j[3], events, now) then outcome = 3 end
+end
+if fs_num(t[3]) > 0 then fs_unpark(tag, parked, due, wake, events, now, j[3]) end
+return {outcome, due_ms}

@@ -1,0 +1,23 @@
+--[[ pause.lua: pause an active task. Its jobs met due by claim move to {P}:held:<task> (at
+their due time, so they are not rescanned); running jobs finish.
+
+KEYS[1]   task    {P}:task:<task>  HASH
+KEYS[2]   events  {P}:events       STREAM
+ARGV[1]   task id
+ARGV[2]   operator
+Returns   {1} paused now (event pause) | {0} already paused
+Errors    {-3 UNKNOWN_TASK | -7 TASK_NOT_ACTIVE (cancelled or aborted), message}
+]]
+local task_key, events = KEYS[1], KEYS[2]
+local task_id, operator = ARGV[1], ARGV[2]
+fs_effects()
+
+local state = redis.call('HGET', task_key, 'state')
+if not state then return fs_err(FS_UNKNOWN_TASK, 'no task ' .. task_id) end
+if state == 'paused' then return {0} end
+if state ~= 'active' then
+  return fs_err(FS_TASK_NOT_ACTIVE, 'task ' .. task_id .. ' is ' .. state .. '; only an active task can be paused')
+end
+redis.call('HSET', task_key, 'state', 'paused')
+fs_emit(events, fs_now(), 'pause', {'task', task_id, 'operator', operator})
+return {1}

@@ -1,0 +1,197 @@
+"""The records the queue exchanges (``TaskSpec``, ``JobSpec``, ``JobResult``, ``Claim`` ...) and
+the argument checks ``scheduler.queue.Queue`` runs before any script is called.
+
+Checks raise ``BadArgumentError`` with one line naming what is wrong; nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.errors import BadArgumentError, Code
+from scheduler.keys import PRIORITY_CLASSES
+
+MAX_BATCH = 10_000  # jobs one claim may take
+TASK_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+JOB_ID = re.compile(r"([A-Za-z0-9_-]{1,64})\.(0|[1-9][0-9]{0,8})")
+MAX_NAME = 255  # characters in a worker id, host or window name
+
+
+def bad(message: str) -> BadArgumentError:
+    return BadArgumentError(Code.BAD_ARGUMENT, message)
+
+
+def text(value: Any) -> str:
+    """A reply element as text, whether the client decodes responses or not."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_ms(name: str, value: Any, *, minimum: int = 0) -> None:
+    if not _is_int(value) or value < minimum:
+        raise bad(f"{name} must be an integer >= {minimum} (ms), not {value!r}")
+
+
+def check_task_id(task_id: Any) -> None:
+    if not isinstance(task_id, str) or not TASK_ID.fullmatch(task_id):
+        raise bad(f"task id must be 1-64 letters, digits, '_' or '-', not {task_id!r}")
+
+
+def check_job_id(job_id: Any, task_id: str | None = None) -> None:
+    match = JOB_ID.fullmatch(job_id) if isinstance(job_id, str) else None
+    if match is None:
+        raise bad(f"job id must be '<task id>.<n>', not {job_id!r}")
+    if task_id is not None and match.group(1) != task_id:
+        raise bad(f"job id {job_id!r} is not of task {task_id!r}")
+
+
+def check_name(what: str, value: Any) -> None:
+    if not isinstance(value, str) or not value or len(value) > MAX_NAME or value != value.strip():
+        raise bad(f"{what} must be a non-empty string of at most {MAX_NAME} characters, not {value!r}")
+
+
+def check_worker(worker: Any) -> None:
+    check_name("worker id", worker)
+
+
+def check_leases(leases: Sequence[tuple[str, int]]) -> None:
+    for job_id, token in leases:
+        check_job_id(job_id)
+        if not _is_int(token) or token < 0:
+            raise bad(f"fencing token of {job_id} must be a non-negative integer, not {token!r}")
+
+
+def check_jobs(task_id: str, jobs: Sequence[JobSpec]) -> None:
+    if not jobs:
+        raise bad(f"enqueue of task {task_id} needs at least one job")
+    for job in jobs:
+        if not isinstance(job, JobSpec):
+            raise bad(f"enqueue takes JobSpec records, not {type(job).__name__}")
+        check_job_id(job.job_id, task_id)
+        check_name(f"host of job {job.job_id}", job.host)
+        check_ms(f"due_ms of job {job.job_id}", job.due_ms)
+        if job.window is not None:
+            check_name(f"window of job {job.job_id}", job.window)
+        if job.wclose_ms is not None:
+            check_ms(f"wclose_ms of job {job.job_id}", job.wclose_ms)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """The live part of a task, written to ``{P}:task:<id>`` by ``Queue.create_task``."""
+
+    task_id: str
+    priority: str = "normal"  # urgent | normal | bulk
+    max_running: int = 0  # 0 = no concurrency limit
+    max_failures: int = 0  # 0 = never abort
+    max_attempts: int = 3
+    backoff_ms: int = 1_000  # base of exponential backoff (with jitter)
+    timeout_ms: int = 3_600_000  # per attempt
+    idempotent: bool = True
+    spec: dict = field(default_factory=dict)  # {"action", "params", "executor", "expected_ms"}
+    operator: str = ""
+    share: str | None = None  # fair-share key; None = the task id
+
+    def script_args(self) -> list[Any]:
+        """ARGV of create_task.lua, after checking every field."""
+        check_task_id(self.task_id)
+        if self.priority not in PRIORITY_CLASSES:
+            raise bad(f"priority must be one of {', '.join(PRIORITY_CLASSES)}, not {self.priority!r}")
+        for name in ("max_running", "max_failures", "backoff_ms"):
+            if not _is_int(getattr(self, name)) or getattr(self, name) < 0:
+                raise bad(f"{name} must be a non-negative integer, not {getattr(self, name)!r}")
+        for name in ("max_attempts", "timeout_ms"):
+            if not _is_int(getattr(self, name)) or getattr(self, name) < 1:
+                raise bad(f"{name} must be an integer >= 1, not {getattr(self, name)!r}")
+        if not isinstance(self.idempotent, bool):
+            raise bad(f"idempotent must be True or False, not {self.idempotent!r}")
+        if not isinstance(self.spec, dict):
+            raise bad(f"spec must be a dict, not {type(self.spec).__name__}")
+        try:
+            spec = json.dumps(self.spec, sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise bad(f"spec of task {self.task_id} is not JSON-serializable: {exc}") from None
+        if not isinstance(self.operator, str) or (self.share is not None and not isinstance(self.share, str)):
+            raise bad("operator and share must be strings")
+        return [self.task_id, self.priority, self.max_running, self.max_failures, self.max_attempts,
+                self.backoff_ms, self.timeout_ms, 1 if self.idempotent else 0, spec, self.operator,
+                self.share or self.task_id]
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job to enqueue: ``job_id`` is ``"<task id>.<n>"``."""
+
+    job_id: str
+    host: str
+    due_ms: int = 0  # ms epoch; 0 = now by the Redis clock
+    window: str | None = None
+    wclose_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What a finished attempt produced."""
+
+    exit_code: int | None = None
+    duration_ms: int = 0
+    output: str = ""  # capped head/tail text; never holds a secret
+
+    def script_args(self, cap: int) -> list[Any]:
+        if self.exit_code is not None and not _is_int(self.exit_code):
+            raise bad(f"exit code must be an integer or None, not {self.exit_code!r}")
+        check_ms("duration_ms", self.duration_ms)
+        if not isinstance(self.output, str):
+            raise bad("output must be text")
+        output = self.output if len(self.output) <= cap else self.output[: cap // 2] + "\n...\n" + self.output[-cap // 2:]
+        return ["" if self.exit_code is None else self.exit_code, self.duration_ms, output]
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    """A job handed to a worker by ``Queue.claim``; present ``token`` to ack, extend, fail."""
+
+    job_id: str
+    task_id: str
+    host: str
+    token: int
+    attempt: int
+    due_ms: int
+    window: str | None
+    wclose_ms: int | None
+    after_loss: bool  # re-claimed because its previous worker lost it
+
+    @classmethod
+    def from_reply(cls, f: list[Any]) -> ClaimedJob:
+        window, wclose, due = text(f[6]), text(f[7]), text(f[5])
+        return cls(job_id=text(f[0]), task_id=text(f[1]), host=text(f[2]), token=int(f[3]),
+                   attempt=int(f[4]), due_ms=int(due) if due else 0, window=window or None,
+                   wclose_ms=int(wclose) if wclose else None, after_loss=text(f[8]) == "1")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The result of one claim call."""
+
+    now_ms: int  # the Redis clock at the claim
+    jobs: list[ClaimedJob]
+    next_due_ms: int | None  # earliest score left in any due set
+    lost: list[str]  # job ids failed as lost by this claim
+
+
+@dataclass(frozen=True)
+class FailOutcome:
+    """What ``Queue.fail_job`` did: ``outcome`` "retry" (pending again at ``due_ms``) or
+    "failed" (for good). ``aborted``: this failure crossed the task's max_failures; call
+    ``Queue.cancel_task`` to sweep its pending jobs now (claim also cancels them lazily)."""
+
+    outcome: str
+    due_ms: int | None = None
+    aborted: bool = False
