@@ -1,0 +1,121 @@
+"""A child process of the node master: runs jobs in threads and reports outcomes in batches.
+
+Started by the master as ``python -m workers.child <fd> <master pid>`` with one end of a
+socketpair as ``<fd>``. Responsibilities:
+
+1. Die with the master: ``PR_SET_PDEATHSIG`` on Linux, and end-of-file on the socket anywhere
+   (a child must never keep running jobs whose leases nobody renews).
+2. Leave SIGINT and SIGTERM to the master (a Ctrl-C reaches the whole process group; the master
+   decides what happens to running jobs).
+3. Start every order it receives at once in a thread pool sized by the master (the master
+   never sends more than the child's share of slots).
+4. Send outcomes back in batches: one sender thread drains everything finished so far into one
+   message, so a burst of short jobs costs one pickle and one write.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import queue
+import signal
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.connection import Connection
+
+from workers.protocol import DONE, INIT, READY, RUN, STOP, Order, Outcome
+from tasks.secrets import RedactingFilter
+from workers.runner import LockedRedactor, Runner
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to SIGKILL this process when the master dies; exit now if it already has."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # the end-of-file check below still ends us
+    if os.getppid() != parent_pid:
+        os._exit(0)
+
+
+class Child:
+    """The receiving loop, the job threads and the sender thread of one child process."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.finished: queue.SimpleQueue[Outcome | None] = queue.SimpleQueue()
+
+    def serve(self) -> None:
+        msg = self.conn.recv()
+        if msg[0] != INIT:
+            raise SystemExit(f"first message must be {INIT!r}, got {msg[0]!r}")
+        _, settings, threads = msg
+        runner = Runner(settings, log_through_redactor(settings.log_level))
+        pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="job")
+        threading.Thread(target=self._send_loop, name="sender", daemon=True).start()
+        self.conn.send((READY, os.getpid()))
+
+        def run_one(order: Order) -> None:
+            try:
+                outcome = runner.run(order)
+            except BaseException as exc:  # noqa: BLE001 - report, never lose a job silently
+                outcome = Outcome(order.job_id, order.token, False, None, 0, "",
+                                  f"{type(exc).__name__}: {exc}", True, 0)
+            self.finished.put(outcome)
+
+        while True:
+            try:
+                msg = self.conn.recv()
+            except (EOFError, OSError):
+                os._exit(0)  # the master is gone: nobody would renew these leases
+            kind = msg[0]
+            if kind == RUN:
+                for order in msg[1]:
+                    pool.submit(run_one, order)
+            elif kind == STOP:
+                os._exit(0)
+
+    def _send_loop(self) -> None:
+        while True:
+            first = self.finished.get()
+            batch = [first]
+            while True:
+                try:
+                    batch.append(self.finished.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                self.conn.send((DONE, [o for o in batch if o is not None]))
+            except OSError:
+                os._exit(0)
+
+
+def log_through_redactor(level: str) -> LockedRedactor:
+    """Log to stderr (the master's), masking every secret any job of this child resolved."""
+    redactor = LockedRedactor()
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter(f"%(asctime)s child[{os.getpid()}] %(levelname)s "
+                                           "%(name)s: %(message)s"))
+    handler.addFilter(RedactingFilter(redactor))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(getattr(logging, level.upper(), logging.WARNING))
+    return redactor
+
+
+def main(argv: list[str]) -> None:
+    fd, parent_pid = int(argv[1]), int(argv[2])
+    die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    Child(Connection(fd)).serve()
+
+
+if __name__ == "__main__":
+    main(sys.argv)

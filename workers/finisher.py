@@ -1,0 +1,212 @@
+"""The finisher: the one thread that ends jobs in the queue (ack, fail, release).
+
+Everything that ends a running job arrives here as a message, in order, and is handled in
+batches (a burst of finished jobs becomes one ``Queue.ack`` call):
+
+1. ``done``: outcomes from a child. A job still on this node under the same token is acked
+   (``ok``) or failed (retryable as the action said); an outcome for a job already ended here
+   (timed out, interrupted) is dropped.
+2. ``timeout``: the watchdog found a job past its timeout: fail it with a timeout error
+   (retryable only if the task is idempotent) and retire its child, which is killed once its
+   other jobs are done or the grace period is over.
+3. ``exit``: a child process ended. Its jobs still here are never left hanging:
+   - if the master killed it on purpose (shutdown, a timed-out job): *interrupted*: an
+     idempotent job's lease is given back (``release``, no attempt counted), a non-idempotent
+     job fails for good, since part of it may already have run;
+   - if it died unexpectedly (kill -9, out of memory, a crash): *lost*: an idempotent job fails
+     retryably (an attempt is counted, so a job that kills its process cannot loop forever),
+     a non-idempotent one fails for good as lost.
+4. ``undelivered``: jobs that could not be sent to their child never started: released.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from typing import Any
+
+import redis
+
+from scheduler.errors import QueueError
+from scheduler.queue_types import JobResult
+from workers.config import NodeConfig
+from workers.pool import ChildHandle, Pool
+from workers.protocol import Outcome
+from workers.slots import Running, Slots
+from workers.stats import NodeStats
+
+log = logging.getLogger(__name__)
+
+DONE, TIMEOUT, EXIT, UNDELIVERED, STOP = "done", "timeout", "exit", "undelivered", "stop"
+
+
+class Finisher:
+    def __init__(self, queue_: Any, config: NodeConfig, slots: Slots, pool: Pool | None,
+                 stats: NodeStats) -> None:
+        self.queue = queue_
+        self.config = config
+        self.slots = slots
+        self.pool = pool
+        self.stats = stats
+        self.inbox: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._loop, name="finisher", daemon=True)
+
+    # -------------------------------------------------------------------- posting (any thread)
+
+    def done(self, child: ChildHandle, outcomes: list[Outcome]) -> None:
+        self.inbox.put((DONE, child, outcomes))
+
+    def exited(self, child: ChildHandle) -> None:
+        self.inbox.put((EXIT, child))
+
+    def timed_out(self, running: Running) -> None:
+        self.inbox.put((TIMEOUT, running))
+
+    def undelivered(self, jobs: list[Running], reason: str) -> None:
+        self.inbox.put((UNDELIVERED, jobs, reason))
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Handle everything posted so far, then end the thread."""
+        self.inbox.put((STOP,))
+        self.thread.join(timeout)
+
+    # ------------------------------------------------------------------------- the thread
+
+    def _loop(self) -> None:
+        while True:
+            batch = [self.inbox.get()]
+            while True:
+                try:
+                    batch.append(self.inbox.get_nowait())
+                except queue.Empty:
+                    break
+            stop = any(item[0] == STOP for item in batch)
+            try:
+                self._handle([item for item in batch if item[0] != STOP])
+            except Exception:  # noqa: BLE001 - the finisher must outlive any one bad batch
+                log.exception("finisher: a batch could not be handled")
+            if stop:
+                return
+
+    def _handle(self, batch: list[tuple[Any, ...]]) -> None:
+        acks: list[tuple[str, int, JobResult]] = []
+        for item in batch:
+            kind = item[0]
+            if kind == DONE:
+                for o in item[2]:
+                    r = self.slots.finish(o.job_id, o.token)
+                    if r is None:
+                        continue
+                    if o.started_ms:
+                        self.stats.lateness_ms.append(o.started_ms - r.due_ms)
+                    result = JobResult(exit_code=o.exit_code, duration_ms=o.duration_ms,
+                                       output=o.output)
+                    if o.ok:
+                        acks.append((o.job_id, o.token, result))
+                    else:
+                        self._fail(r, result, o.error or "the action failed", o.retryable)
+            elif kind == TIMEOUT:
+                self._timeout(item[1])
+            elif kind == EXIT:
+                self._child_exit(item[1])
+            elif kind == UNDELIVERED:
+                # Never started: giving the lease back is safe whatever the action.
+                runs = [r for r in item[1] if self.slots.finish(r.job_id, r.token) is not None]
+                if runs:
+                    log.warning("%d jobs could not be handed to a child (%s): released",
+                                len(runs), item[2])
+                    self._release(runs)
+        if acks:
+            self._ack(acks)
+
+    # -------------------------------------------------------------------- queue transitions
+
+    def _retrying(self, what: str, call: Any) -> Any:
+        """Call ``call()``, retrying a lost Redis connection for up to a lease."""
+        deadline = time.monotonic() + self.config.lease_ms / 1000
+        delay = 0.05
+        while True:
+            try:
+                return call()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                if time.monotonic() > deadline:
+                    log.error("%s: Redis unreachable for a whole lease (%s); the leases will "
+                              "expire and the queue will treat these jobs as lost", what, exc)
+                    return None
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def _ack(self, acks: list[tuple[str, int, JobResult]]) -> None:
+        codes = self._retrying("ack", lambda: self.queue.ack(self.config.worker_id, acks))
+        if codes is None:
+            return
+        ok = 0
+        for (job_id, _token, _r), code in zip(acks, codes):
+            if int(code) < 0:
+                log.warning("job %s: ack refused (%s): another worker claimed it after this "
+                            "node lost its lease", job_id, getattr(code, "name", code))
+            else:
+                ok += 1
+        self.stats.add(acked=ok)
+
+    def _fail(self, r: Running, result: JobResult, error: str, retryable: bool) -> None:
+        def call() -> str:
+            return self.queue.fail(self.config.worker_id, r.job_id, r.token, result,
+                                   error=error, retryable=retryable)
+
+        try:
+            verdict = self._retrying("fail", call)
+        except QueueError as exc:
+            log.warning("job %s: fail refused (%s)", r.job_id, exc)
+            return
+        if verdict == "retry":
+            self.stats.add(retried=1)
+        elif verdict is not None:
+            self.stats.add(failed=1)
+
+    def _release(self, runs: list[Running]) -> None:
+        leases = [(r.job_id, r.token) for r in runs]
+        codes = self._retrying("release", lambda: self.queue.release(self.config.worker_id, leases))
+        if codes is not None:
+            self.stats.add(released=sum(1 for c in codes if int(c) >= 0))
+
+    def _timeout(self, r: Running) -> None:
+        if self.slots.finish(r.job_id, r.token) is None:
+            return  # it finished meanwhile
+        self.stats.add(timed_out=1)
+        elapsed = time.monotonic() - r.started
+        error = (f"timed out: still running {elapsed:.1f}s after it started (timeout "
+                 f"{r.timeout_s:g}s); the worker stopped it")
+        self._fail(r, JobResult(duration_ms=int(elapsed * 1000)), error, retryable=r.idempotent)
+        if r.child is not None and self.pool is not None:
+            self.pool.retire(r.child, self.config.grace_s)
+
+    def _child_exit(self, child: ChildHandle) -> None:
+        runs = [r for r in self.slots.of_child(child)
+                if self.slots.finish(r.job_id, r.token) is not None]
+        if not runs:
+            return
+        cause = f"its worker process (pid {child.pid}) {child.describe_exit()}"
+        if child.killed_because is not None:
+            reason = f"{cause} because {child.killed_because}"
+            interrupted = [r for r in runs if r.idempotent]
+            if interrupted:
+                self._release(interrupted)
+            for r in runs:
+                if not r.idempotent:
+                    self._fail(r, JobResult(), f"interrupted: {reason}; not re-run because "
+                               "the task is not idempotent", retryable=False)
+            return
+        self.stats.add(children_died=1)
+        log.error("child pid %s %s with %d jobs running", child.pid, child.describe_exit(), len(runs))
+        for r in runs:
+            if r.idempotent:
+                self._fail(r, JobResult(), f"lost: {cause} while the job ran", retryable=True)
+            else:
+                self._fail(r, JobResult(), f"lost: {cause} while the job ran; not re-run "
+                           "because the task is not idempotent", retryable=False)

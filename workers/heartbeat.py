@@ -1,0 +1,93 @@
+"""Heartbeats: renew the leases of this node's running jobs, and say the node is alive.
+
+Every ``heartbeat_ms`` (a third of the lease by default), one thread:
+
+1. renews every running job's lease with ``Queue.extend`` in batches of :data:`EXTEND_BATCH`,
+   so the lease can stay short (tens of seconds) while a job runs for hours;
+2. marks a job whose lease could not be renewed (stale token: another worker claimed it after
+   this node missed its lease) so nobody renews it again; its late ack will be refused;
+3. writes the node's presence into the workers hash (``P:workers``: worker id -> JSON with
+   node, pid, slots, busy, ms) for ``fleetsched top`` and status, and removes it on exit.
+
+A Redis hiccup costs one beat, not the thread: the next try comes within half a second.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from scheduler.keys import Keys
+from workers.config import NodeConfig
+from workers.slots import Slots
+
+log = logging.getLogger(__name__)
+
+EXTEND_BATCH = 500
+
+
+class Heartbeat:
+    def __init__(self, queue: Any, client: redis.Redis, keys: Keys, config: NodeConfig,
+                 slots: Slots, extra: Callable[[], dict[str, Any]] | None = None) -> None:
+        self.queue = queue
+        self.client = client
+        self.keys = keys
+        self.config = config
+        self.slots = slots
+        self.extra = extra or dict
+        self.beats = 0
+        self.lost_leases = 0
+
+    def renew(self) -> int:
+        """Extend every running job's lease; the number renewed."""
+        leases = self.slots.leases()
+        renewed = 0
+        for i in range(0, len(leases), EXTEND_BATCH):
+            chunk = leases[i:i + EXTEND_BATCH]
+            codes = self.queue.extend(self.config.worker_id, chunk, lease_ms=self.config.lease_ms)
+            for (job_id, _token), code in zip(chunk, codes):
+                if int(code) < 0:
+                    self.lost_leases += 1
+                    self.slots.mark_lease_lost(job_id)
+                    log.warning("job %s: lease could not be renewed (%s); another worker may "
+                                "have it now", job_id, getattr(code, "name", code))
+                else:
+                    renewed += 1
+        return renewed
+
+    def presence(self) -> dict[str, Any]:
+        snap = self.slots.snapshot()
+        return {"node": socket.gethostname(), "pid": os.getpid(), "slots": snap["slots"],
+                "busy": snap["busy"], "ms": int(time.time() * 1000),
+                "lease_ms": self.config.lease_ms, **self.extra()}
+
+    def beat(self) -> None:
+        self.renew()
+        self.client.hset(self.keys.workers, self.config.worker_id, json.dumps(self.presence()))
+        self.beats += 1
+
+    def leave(self) -> None:
+        try:
+            self.client.hdel(self.keys.workers, self.config.worker_id)
+        except redis.RedisError as exc:
+            log.warning("could not remove this worker from %s: %s", self.keys.workers, exc)
+
+    def run(self, stop: threading.Event) -> None:
+        interval = self.config.heartbeat_ms / 1000
+        while True:
+            wait = interval
+            try:
+                self.beat()
+            except redis.RedisError as exc:
+                wait = min(interval, 0.5)  # a lease does not survive many missed beats
+                log.warning("heartbeat failed (%s); retrying in %.1fs", exc, wait)
+            if stop.wait(wait):
+                return

@@ -1,0 +1,118 @@
+"""What a claimed job needs before it can run: its task's spec and its host's connection data.
+
+1. The task's spec, timeout and idempotent flag come from ``Queue.task_state`` once per task
+   and are cached (a task's spec never changes after it is created; a bounded LRU).
+2. Host connection data (``P:host:<name>``) is read for a whole claim batch in one pipelined
+   round trip, every time: an operator may fix a host's address while its task runs.
+3. A job whose task has no usable spec, or whose host is unknown, cannot run: it is reported
+   with a clear message, for the master to fail it for good.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from scheduler.keys import Keys
+
+TASK_CACHE = 10_000
+"""Tasks whose spec a node remembers (a few KiB each at most)."""
+
+DEFAULT_TIMEOUT_MS = 3_600_000
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """The run-time facts of one task."""
+
+    spec: dict[str, Any]
+    timeout_ms: int
+    idempotent: bool
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """One job's inputs, or the reason it cannot run."""
+
+    task: TaskInfo | None
+    host_data: dict[str, str] | None
+    problem: str | None = None
+
+
+def _flag(value: str | None, default: bool) -> bool:
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in ("1", "true", "yes")
+
+
+def task_info_from(task_id: str, state: dict[str, str]) -> TaskInfo | str:
+    """A :class:`TaskInfo` from a task hash, or a message saying what is wrong with it."""
+    if not state:
+        return f"task {task_id} is not in Redis"
+    raw = state.get("spec")
+    if not raw:
+        return f"task {task_id} has no spec"
+    try:
+        spec = json.loads(raw)
+    except ValueError:
+        return f"task {task_id} has a spec that is not JSON"
+    if not isinstance(spec, dict):
+        return f"task {task_id} has a spec that is not a JSON object"
+    try:
+        timeout_ms = int(state.get("timeout_ms") or DEFAULT_TIMEOUT_MS)
+    except ValueError:
+        return f"task {task_id} has a timeout that is not a number"
+    return TaskInfo(spec=spec, timeout_ms=timeout_ms, idempotent=_flag(state.get("idempotent"), False))
+
+
+class InputReader:
+    """Reads specs and hosts for claimed jobs; used by the master's claim loop only."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, queue: Any) -> None:
+        self.client = client
+        self.keys = keys
+        self.queue = queue
+        self._tasks: OrderedDict[str, TaskInfo | str] = OrderedDict()
+
+    def task(self, task_id: str) -> TaskInfo | str:
+        found = self._tasks.get(task_id)
+        if found is not None:
+            self._tasks.move_to_end(task_id)
+            return found
+        found = task_info_from(task_id, self.queue.task_state(task_id))
+        if isinstance(found, TaskInfo):  # a missing task may still be created: do not cache
+            self._tasks[task_id] = found
+            if len(self._tasks) > TASK_CACHE:
+                self._tasks.popitem(last=False)
+        return found
+
+    def read(self, jobs: Sequence[Any]) -> list[Inputs]:
+        """Inputs of each of ``jobs`` (``ClaimedJob``s), in order."""
+        if not jobs:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for job in jobs:
+            pipe.hgetall(self.keys.host(job.host))
+        hosts = pipe.execute()
+        out: list[Inputs] = []
+        for job, host_data in zip(jobs, hosts):
+            info = self.task(job.task_id)
+            if isinstance(info, str):
+                out.append(Inputs(None, None, info))
+            elif not host_data:
+                out.append(Inputs(info, None, f"unknown host {job.host!r}: it has no connection "
+                                  "data in Redis (was it removed from the inventory?)"))
+            else:
+                out.append(Inputs(info, _text(host_data)))
+        return out
+
+
+def _text(data: dict[Any, Any]) -> dict[str, str]:
+    """A hash as str -> str whether or not the client decodes responses."""
+    return {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+            for k, v in data.items()}

@@ -1,0 +1,239 @@
+"""The node master: one per worker node (seed 002). Claims jobs and hands them to children.
+
+Responsibilities, in the order a job meets them:
+
+1. Wait without a fixed polling interval: ``Queue.wait_for_work`` sleeps until the earliest
+   due time or a wake notification; a full node waits for a free slot instead.
+2. Claim as many jobs as there are free slots (``Queue.claim(worker, batch)``), in one call.
+3. Give every claimed job with a window to the deferral hook (``workers.deferral``); read the
+   task specs (cached) and host data (one pipelined read) the jobs need; fail for good a job
+   whose task or host is unknown.
+4. Place the jobs on child processes (started up to the node's limit) and send each child its
+   share in one message.
+5. Meanwhile the finisher acks and fails finished jobs in batches, the heartbeat renews the
+   leases and the node's presence, the watchdog stops jobs past their timeout, and a recorder
+   thread copies events into SQL.
+6. On :meth:`stop`: stop claiming, let running jobs finish within the grace period, then kill
+   the children and give back the leases of the rest (``Queue.release``, no attempt counted;
+   a non-idempotent job that was interrupted fails for good instead of running twice).
+
+Every thread that talks to Redis has its own ``Queue`` object; children never talk to Redis.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+import redis
+
+from scheduler.keys import Keys
+from scheduler.queue import JobResult, Queue
+from workers.config import NodeConfig
+from workers.deferral import window_deferral
+from workers.finisher import Finisher
+from workers.heartbeat import Heartbeat
+from workers.inputs import InputReader
+from workers.pool import ChildHandle, Pool
+from workers.protocol import Order
+from workers.slots import Running, Slots
+from workers.stats import NodeStats
+from workers.watchdog import Watchdog
+
+log = logging.getLogger(__name__)
+
+WAIT_CAP_S = 1.0
+"""Longest single wait for work: how late a stop request may be noticed while idle."""
+
+
+class Node:
+    """One worker node's master. ``run()`` blocks until ``stop()`` and the shutdown are done."""
+
+    def __init__(self, config: NodeConfig, client: redis.Redis, keys: Keys | None = None,
+                 *, recorder: Any = None) -> None:
+        self.config = config
+        self.client = client
+        self.keys = keys or Keys(config.settings.queue_prefix)
+        self.stats = NodeStats()
+        self.slots = Slots(config.slots)
+        self.finisher = Finisher(self._queue(), config, self.slots, None, self.stats)
+        self.pool = Pool(config, self.slots.lock, self.finisher.done, self.finisher.exited)
+        self.finisher.pool = self.pool
+        self.inputs = InputReader(client, self.keys, self._queue())
+        self.heartbeat = Heartbeat(self._queue(), client, self.keys, config, self.slots,
+                                   extra=self._presence_extra)
+        self.watchdog = Watchdog(self.slots, self.pool, self.finisher)
+        self.recorder = recorder
+        self._claimq = self._queue()
+        self._stopping = threading.Event()
+        self._background_stop = threading.Event()
+        self._grace_until: float | None = None
+        self._threads: list[threading.Thread] = []
+        self.started = threading.Event()
+
+    def _queue(self) -> Queue:
+        return Queue(self.client, self.keys, lease_ms=self.config.lease_ms)
+
+    def _presence_extra(self) -> dict[str, Any]:
+        return {"processes": len(self.pool.children), "acked": self.stats.acked,
+                "failed": self.stats.failed}
+
+    # ------------------------------------------------------------------------------ control
+
+    def stop(self, fast: bool = False) -> None:
+        """First call: stop claiming, let running jobs finish within the grace period.
+        A second call, or ``fast``: give running jobs' leases back now."""
+        now = time.monotonic()
+        if fast or self._stopping.is_set():
+            self._grace_until = now
+        elif self._grace_until is None:
+            self._grace_until = now + self.config.grace_s
+        self._stopping.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def run(self) -> NodeStats:
+        """Serve until stopped. Call it from a thread that lives until it returns: children die
+        with the thread that started them (``PR_SET_PDEATHSIG``)."""
+        self.finisher.start()
+        self._spawn("heartbeat", self.heartbeat.run)
+        self._spawn("watchdog", self.watchdog.run)
+        if self.recorder is not None:
+            self._spawn("recorder", self.recorder.run)
+        self.pool.ensure_warm()
+        self.started.set()
+        try:
+            self._claim_loop()
+        finally:
+            self._shutdown()
+        return self.stats
+
+    def _spawn(self, name: str, target: Any) -> None:
+        t = threading.Thread(target=target, args=(self._background_stop,), name=name, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    # ------------------------------------------------------------------------- claim loop
+
+    def _claim_loop(self) -> None:
+        idle_claims = 0
+        while not self._stopping.is_set():
+            free = self.slots.wait_free(timeout=0.2)
+            if free <= 0 or self._stopping.is_set():
+                continue
+            asked = min(free, self.config.claim_batch)
+            try:
+                claim = self._claimq.claim(self.config.worker_id, asked, lease_ms=self.config.lease_ms)
+            except redis.RedisError as exc:
+                log.warning("claim failed (%s); retrying", exc)
+                self._stopping.wait(0.5)
+                continue
+            if claim.lost:
+                self.stats.add(lost_seen=len(claim.lost))
+                log.warning("jobs found lost by their worker and failed: %s", " ".join(claim.lost))
+            if claim.jobs:
+                idle_claims = 0
+                self.stats.add(claimed=len(claim.jobs))
+                self._start(claim)
+            if len(claim.jobs) >= asked:
+                continue
+            if claim.next_due_ms is not None and claim.next_due_ms <= claim.now_ms:
+                # Due jobs are left, but this claim took none of them (parked, lost, skipped):
+                # back off a little so a queue we cannot take from is not hammered.
+                if not claim.jobs:
+                    idle_claims += 1
+                    self._stopping.wait(min(0.002 * 2 ** min(idle_claims, 5), 0.05))
+                continue
+            try:
+                self._claimq.wait_for_work(WAIT_CAP_S)
+            except redis.RedisError as exc:
+                log.warning("waiting for work failed (%s); retrying", exc)
+                self._stopping.wait(0.5)
+
+    def _start(self, claim: Any) -> None:
+        jobs = self._defer_outside_windows(claim)
+        if self._stopping.is_set():
+            # Stopped while claiming: give these back before anything runs.
+            self._claimq.release(self.config.worker_id, [(j.job_id, j.token) for j in jobs])
+            self.stats.add(released=len(jobs))
+            return
+        inputs = self.inputs.read(jobs)
+        now = time.monotonic()
+        orders: list[Order] = []
+        runs: list[Running] = []
+        for job, inp in zip(jobs, inputs):
+            if inp.problem is not None or inp.task is None or inp.host_data is None:
+                self._fail_now(job, inp.problem or "no inputs")
+                continue
+            timeout_s = inp.task.timeout_ms / 1000
+            orders.append(Order(job.job_id, job.token, job.task_id, job.host, inp.host_data,
+                                inp.task.spec, timeout_s, job.due_ms))
+            runs.append(Running(job.job_id, job.token, job.task_id, job.due_ms,
+                                inp.task.idempotent, timeout_s, started=now,
+                                deadline=now + timeout_s + self.config.kill_margin_s))
+        if not orders:
+            return
+        targets = self.pool.place(len(orders))
+        if len(targets) < len(orders):
+            # No child could take these (one failed to start): never run, so give them back.
+            left = [(o.job_id, o.token) for o in orders[len(targets):]]
+            self._claimq.release(self.config.worker_id, left)
+            self.stats.add(released=len(left))
+            orders, runs = orders[:len(targets)], runs[:len(targets)]
+        by_child: dict[ChildHandle, list[int]] = defaultdict(list)
+        for i, child in enumerate(targets):
+            runs[i].child = child
+            by_child[child].append(i)
+        self.slots.add(runs)
+        for child, idx in by_child.items():
+            sent = self.pool.dispatch(child, [orders[i] for i in idx])
+            if not sent or child.exited:
+                self.finisher.undelivered([runs[i] for i in idx], f"child pid {child.pid} is gone")
+
+    def _defer_outside_windows(self, claim: Any) -> list[Any]:
+        keep = []
+        for job in claim.jobs:
+            if job.window is None and job.wclose_ms is None:
+                keep.append(job)
+                continue
+            deferral = window_deferral(self.client, self.keys, job, claim.now_ms, 0)
+            if deferral is None:
+                keep.append(job)
+                continue
+            self._claimq.defer(self.config.worker_id, job.job_id, job.token, deferral.due_ms,
+                               wclose_ms=deferral.wclose_ms, reason=deferral.reason)
+            self.stats.add(deferred=1)
+        return keep
+
+    def _fail_now(self, job: Any, problem: str) -> None:
+        try:
+            self._claimq.fail(self.config.worker_id, job.job_id, job.token, JobResult(),
+                              error=problem, retryable=False)
+            self.stats.add(failed=1)
+        except Exception as exc:  # noqa: BLE001 - logged; the lease expiry is the backstop
+            log.error("job %s could not be failed (%s): %s", job.job_id, problem, exc)
+
+    # --------------------------------------------------------------------------- shutdown
+
+    def _shutdown(self) -> None:
+        if self._grace_until is None:
+            self._grace_until = time.monotonic() + self.config.grace_s
+        # Running jobs may finish within the grace period (a second stop() shortens it).
+        while len(self.slots) and time.monotonic() < (self._grace_until or 0):
+            self.slots.wait_empty(until=min(self._grace_until or 0, time.monotonic() + 0.1))
+        busy = len(self.slots)
+        if busy:
+            log.warning("shutting down: %d jobs still running are given back", busy)
+        self.pool.kill_all("the worker is shutting down")
+        if not self.pool.wait_all_exited(10):
+            log.error("some child processes did not exit")
+        self.finisher.stop()
+        self._background_stop.set()
+        for t in self._threads:
+            t.join(5)
+        self.heartbeat.leave()

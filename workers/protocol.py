@@ -1,0 +1,53 @@
+"""The messages between a node master and its child processes.
+
+They travel pickled over a socketpair (``multiprocessing.connection.Connection``), in batches:
+one ``run`` message carries every job a claim gave to a child, one ``done`` message every
+outcome a child has ready. Plain named tuples keep pickling cheap on the hot path.
+
+Master -> child
+  ``("init", Settings, threads)``   first message: settings and how many jobs to run at once
+  ``("run", [Order, ...])``         jobs to start now
+  ``("stop",)``                     exit (sent only to a child with no job)
+
+Child -> master
+  ``("ready", pid)``                after init
+  ``("done", [Outcome, ...])``      finished jobs, in the order they finished
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+
+class Order(NamedTuple):
+    """One job to run: everything the child needs, so it never reads Redis itself."""
+
+    job_id: str
+    token: int
+    task_id: str
+    host: str
+    host_data: dict[str, str]  # the P:host:<name> hash: address, port, user, vars (JSON)
+    spec: dict[str, Any]  # the task's spec: action, params (secrets unresolved), executor, ...
+    timeout_s: float
+    due_ms: int
+
+
+class Outcome(NamedTuple):
+    """What became of one job in a child. ``ok`` -> ack; otherwise fail with ``error``."""
+
+    job_id: str
+    token: int
+    ok: bool
+    exit_code: int | None
+    duration_ms: int
+    output: str  # JSON of capped output head/tail, secrets redacted
+    error: str | None
+    retryable: bool
+    started_ms: int  # wall clock (ms epoch) when the child started the job
+
+
+INIT = "init"
+RUN = "run"
+STOP = "stop"
+READY = "ready"
+DONE = "done"

@@ -1,0 +1,147 @@
+"""How one job runs inside a child process, from an :class:`Order` to an :class:`Outcome`.
+
+1. Look the action up (``tasks.get_action``); an unknown action fails for good.
+2. Validate the task's parameters with the action (secret references stay references).
+3. Build the executor the task names (cached per executor name and options).
+4. Open a session on the host and run the action with the task's timeout; the action resolves
+   the secrets now, on this worker, and teaches the job's redactor each value.
+5. Mask those values in every message this module writes itself (connection errors, crashes),
+   cap the output, report the outcome.
+
+Nothing here touches Redis: the master owns every queue transition.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+from scheduler.config import Settings
+from scheduler.errors import HostKeyError
+from tasks.secrets import Redactor
+from workers.executors.base import Executor, Host
+from workers.protocol import Order, Outcome
+from workers.results import exit_code_of, output_json
+
+# Connection failures that trying again cannot cure (a wrong host key, refused credentials).
+PERMANENT_ERRORS: tuple[str, ...] = ("HostKeyError", "AuthenticationError")
+
+
+class JobError(Exception):
+    """A job cannot run; ``retryable`` says whether trying again could help."""
+
+    def __init__(self, message: str, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class SharedRedactor(Redactor):
+    """A job's redactor that also teaches the child-wide one (which masks the child's logs)."""
+
+    def __init__(self, node: LockedRedactor) -> None:
+        super().__init__()
+        self._node = node
+
+    def add(self, value: str) -> None:
+        super().add(value)
+        self._node.add(value)
+
+
+class LockedRedactor(Redactor):
+    """The child-wide redactor: job threads add to it while the log filter reads it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        super().__init__()
+
+    def add(self, value: str) -> None:
+        with self._lock:
+            super().add(value)
+
+    def redact(self, text: str, *, head: bool = False, tail: bool = False) -> str:
+        with self._lock:
+            return super().redact(text, head=head, tail=tail)
+
+
+def host_from(name: str, data: dict[str, str]) -> Host:
+    """The executor's :class:`Host` from a ``P:host:<name>`` hash."""
+    try:
+        port = int(data.get("port") or 22)
+        raw_vars = data.get("vars") or "{}"
+        host_vars = json.loads(raw_vars) if isinstance(raw_vars, str) else dict(raw_vars)
+    except (ValueError, TypeError) as exc:
+        raise JobError(f"host {name!r} has unusable connection data ({exc})", retryable=False) from None
+    return Host(name=name, address=data.get("address") or None, port=port,
+                user=data.get("user") or None, vars=host_vars)
+
+
+class Runner:
+    """Runs orders in the calling thread; one per child process, shared by its threads."""
+
+    def __init__(self, settings: Settings, node_redactor: LockedRedactor | None = None) -> None:
+        self.settings = settings
+        self.node_redactor = node_redactor or LockedRedactor()
+        self._executors: dict[str, Executor] = {}
+        self._lock = threading.Lock()
+
+    def executor(self, name: str, options: dict[str, Any]) -> Executor:
+        key = name + "\0" + json.dumps(options, sort_keys=True, default=str)
+        with self._lock:
+            found = self._executors.get(key)
+            if found is None:
+                from workers.executors import build_executor
+
+                try:
+                    found = build_executor(name, options, self.settings)
+                except Exception as exc:  # a bad executor name or option: the spec is wrong
+                    raise JobError(f"executor {name!r}: {exc}", retryable=False) from None
+                self._executors[key] = found
+            return found
+
+    def run(self, order: Order) -> Outcome:
+        started_ms = int(time.time() * 1000)
+        t0 = time.monotonic()
+        redactor = SharedRedactor(self.node_redactor)
+        results: list = []
+        try:
+            result = self._run(order, redactor)
+            ok, results, error, retryable = result.ok, list(result.results), result.error, result.retryable
+        except JobError as exc:
+            ok, error, retryable = False, str(exc), exc.retryable
+        except Exception as exc:  # a connection failure, or an action bug: never kill the child
+            name = type(exc).__name__
+            ok, error = False, f"{name}: {exc}"
+            retryable = not (isinstance(exc, HostKeyError) or name in PERMANENT_ERRORS)
+        duration_ms = int((time.monotonic() - t0) * 1000)
+        return Outcome(
+            job_id=order.job_id, token=order.token, ok=ok,
+            exit_code=exit_code_of(results), duration_ms=duration_ms,
+            output=output_json(results),
+            error=redactor.redact(error) if error else None,
+            retryable=retryable, started_ms=started_ms,
+        )
+
+    def _run(self, order: Order, redactor: Redactor) -> Any:
+        import tasks
+        from tasks.base import ActionContext
+
+        spec = order.spec
+        action_name = spec.get("action")
+        if not action_name:
+            raise JobError("the task's spec names no action", retryable=False)
+        try:
+            action = tasks.get_action(action_name)
+        except Exception:
+            raise JobError(f"unknown action {action_name!r}", retryable=False) from None
+        try:
+            params = action.validate(dict(spec.get("params") or {}))
+        except Exception as exc:
+            raise JobError(f"parameters of {action_name}: {exc}", retryable=False) from None
+        host = host_from(order.host, order.host_data)
+        executor = self.executor(spec.get("executor") or action.default_executor,
+                                 dict(spec.get("executor_options") or {}))
+        ctx = ActionContext(reconnect=lambda: executor.session(host), redactor=redactor)
+        with executor.session(host) as session:
+            return action.run(session, host, params, order.timeout_s, ctx)

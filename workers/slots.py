@@ -1,0 +1,124 @@
+"""The node's slots: which jobs run where, since when, until when. The master's one shared table.
+
+Every thread of the master goes through this table: the claim loop adds jobs and waits for free
+slots, the finisher removes finished jobs, the heartbeat lists leases to renew, the watchdog
+finds jobs past their timeout. One lock (with a condition) guards the table and the job sets of
+the child handles, so a job is always in exactly one place.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from workers.pool import ChildHandle
+
+
+@dataclass
+class Running:
+    """One job this node holds a lease on."""
+
+    job_id: str
+    token: int
+    task_id: str
+    due_ms: int
+    idempotent: bool
+    timeout_s: float
+    child: ChildHandle | None = None
+    started: float = field(default_factory=time.monotonic)
+    # Past this (monotonic) the watchdog stops the job: its timeout plus a margin for the
+    # action to report the timeout itself.
+    deadline: float = 0.0
+    lease_lost: bool = False
+
+
+class Slots:
+    """Jobs in flight on this node, bounded by ``size``."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)
+        self._running: dict[str, Running] = {}
+        self.peak = 0
+
+    def __len__(self) -> int:
+        return len(self._running)
+
+    @property
+    def free(self) -> int:
+        return self.size - len(self._running)
+
+    def wait_free(self, timeout: float) -> int:
+        """Free slots, waiting up to ``timeout`` seconds for one if there are none."""
+        with self.changed:
+            if len(self._running) >= self.size:
+                self.changed.wait(timeout)
+            return max(0, self.size - len(self._running))
+
+    def wait_empty(self, until: float) -> bool:
+        """Wait until no job runs or the monotonic time ``until``; True if empty."""
+        with self.changed:
+            while self._running:
+                left = until - time.monotonic()
+                if left <= 0:
+                    return False
+                self.changed.wait(min(left, 0.2))
+            return True
+
+    def add(self, jobs: Iterable[Running]) -> None:
+        with self.changed:
+            for r in jobs:
+                self._running[r.job_id] = r
+                if r.child is not None:
+                    r.child.jobs.add(r.job_id)
+            self.peak = max(self.peak, len(self._running))
+
+    def assign(self, job_id: str, child: ChildHandle) -> None:
+        with self.lock:
+            r = self._running.get(job_id)
+            if r is not None:
+                r.child = child
+                child.jobs.add(job_id)
+
+    def finish(self, job_id: str, token: int | None = None) -> Running | None:
+        """Remove a job (if it is still ours under ``token``) and wake the claim loop."""
+        with self.changed:
+            r = self._running.get(job_id)
+            if r is None or (token is not None and r.token != token):
+                return None
+            del self._running[job_id]
+            if r.child is not None:
+                r.child.jobs.discard(job_id)
+            self.changed.notify_all()
+            return r
+
+    def of_child(self, child: ChildHandle) -> list[Running]:
+        with self.lock:
+            return [self._running[j] for j in child.jobs if j in self._running]
+
+    def leases(self) -> list[tuple[str, int]]:
+        with self.lock:
+            return [(r.job_id, r.token) for r in self._running.values() if not r.lease_lost]
+
+    def mark_lease_lost(self, job_id: str) -> None:
+        with self.lock:
+            r = self._running.get(job_id)
+            if r is not None:
+                r.lease_lost = True
+
+    def overdue(self, now: float) -> list[Running]:
+        with self.lock:
+            return [r for r in self._running.values() if r.deadline and r.deadline <= now]
+
+    def all(self) -> list[Running]:
+        with self.lock:
+            return list(self._running.values())
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            return {"busy": len(self._running), "slots": self.size, "peak": self.peak}
