@@ -1,0 +1,229 @@
+"""The recorder copies the event stream into SQL: events once each, job and task rows updated,
+replays harmless, the stream trimmed only below what every consumer has acknowledged. Every test
+runs on SQLite and on a real PostgreSQL, against a real redis-server."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import redis
+import sqlalchemy as sa
+
+from scheduler.db import migrate
+from scheduler.db.apply import StreamEvent, apply_events
+from scheduler.db.engine import make_engine
+from scheduler.db.models import Event, Job, Task
+from scheduler.db.recorder import GROUP, Recorder
+from scheduler.keys import Keys
+from tests.recorder_events import create_task_rows, job_lifecycle, xadd_all
+
+KEYS = Keys()
+
+
+@pytest.fixture
+def engine(database_url: str):
+    migrate.upgrade(database_url)
+    engine = make_engine(database_url)
+    yield engine
+    engine.dispose()
+
+
+def drain(recorder: Recorder, limit: int = 10_000) -> int:
+    total = 0
+    for _ in range(limit):
+        n = recorder.run_once(block_ms=None)
+        if n == 0:
+            return total
+        total += n
+    raise AssertionError("the recorder never ran out of events")
+
+
+def count_events(engine: sa.Engine) -> int:
+    with engine.connect() as conn:
+        return conn.execute(sa.select(sa.func.count()).select_from(Event)).scalar_one()
+
+
+def test_a_task_lifecycle_is_recorded_into_events_jobs_and_task_counters(
+        engine: sa.Engine, redis_client: redis.Redis) -> None:
+    # Given a task of three jobs accepted in SQL, whose second job fails
+    task_id, jobs = create_task_rows(engine, 3)
+    events = list(job_lifecycle(str(task_id), jobs, fail=frozenset({jobs[1][0]})))
+    ids = xadd_all(redis_client, events)
+    # When the recorder drains the stream
+    assert drain(Recorder(redis_client, engine, KEYS, "r1")) == len(events)
+    # Then every event is a row keyed by its stream id
+    with engine.connect() as conn:
+        assert sorted(conn.scalars(sa.select(Event.id))) == sorted(ids)
+        rows = {j.id: j for j in conn.execute(sa.select(Job)).all()}
+        task = conn.execute(sa.select(Task).where(Task.id == task_id)).one()
+        claim = conn.execute(sa.select(Event).where(Event.kind == "claim").limit(1)).one()
+    # and the jobs carry their outcome
+    ok, bad = rows[jobs[0][0]], rows[jobs[1][0]]
+    assert (ok.state, ok.attempts, ok.worker, ok.exit_code, ok.token) == ("succeeded", 1, "w1", 0, 1)
+    assert ok.started_at is not None and ok.finished_at > ok.started_at
+    assert ok.started_at.tzinfo is not None
+    assert (bad.state, bad.exit_code, bad.error) == ("failed", 2, "exit status 2")
+    assert "boom" in bad.output_tail
+    # and the task its counters and final state
+    assert (task.total, task.succeeded, task.failed, task.running) == (3, 2, 1, 0)
+    assert task.state == "failed" and task.finished_at is not None and task.started_at is not None
+    assert claim.job_id and claim.host and claim.worker == "w1" and claim.data["attempt"] == 1
+
+
+def test_a_task_whose_jobs_all_succeed_ends_succeeded(
+        engine: sa.Engine, redis_client: redis.Redis) -> None:
+    task_id, jobs = create_task_rows(engine, 2)
+    xadd_all(redis_client, job_lifecycle(str(task_id), jobs))
+    drain(Recorder(redis_client, engine, KEYS, "r1"))
+    with engine.connect() as conn:
+        state, ok = conn.execute(sa.select(Task.state, Task.succeeded)
+                                 .where(Task.id == task_id)).one()
+    assert (state, ok) == ("succeeded", 2)
+
+
+def test_events_of_jobs_without_rows_are_recorded_without_crashing(
+        engine: sa.Engine, redis_client: redis.Redis) -> None:
+    # Given events of a queue used without SQL fan-out (no task or job rows, non-numeric ids)
+    events = list(job_lifecycle("bench-7", [("bench-7.0", "x"), ("bench-7.1", "y")]))
+    events += list(job_lifecycle("999", [("999.0", "z")]))
+    xadd_all(redis_client, events)
+    # When recorded, Then they are all in the events table and no row appeared from nowhere
+    assert drain(Recorder(redis_client, engine, KEYS, "r1")) == len(events)
+    assert count_events(engine) == len(events)
+    with engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(Job)).scalar_one() == 0
+
+
+def test_a_batch_redelivered_after_a_crash_before_xack_inserts_nothing_twice(
+        engine: sa.Engine, redis_client: redis.Redis) -> None:
+    # Given a recorder that wrote a batch into SQL and died before acknowledging it
+    task_id, jobs = create_task_rows(engine, 5)
+    events = list(job_lifecycle(str(task_id), jobs))
+    xadd_all(redis_client, events)
+    dead = Recorder(redis_client, engine, KEYS, "dead")
+    dead.ensure_group()
+    dead._write(dead._read(len(events), None))
+    assert redis_client.xpending(KEYS.events, GROUP)["pending"] == len(events)
+    before = _snapshot(engine)
+    # When another recorder claims the dead consumer's entries and records them again
+    alive = Recorder(redis_client, engine, KEYS, "alive", claim_idle_ms=0)
+    assert drain(alive) == len(events)
+    # Then nothing was inserted twice, no row moved, and nothing is pending any more
+    assert alive.stats.inserted == 0
+    assert count_events(engine) == len(events)
+    assert _snapshot(engine) == before
+    assert redis_client.xpending(KEYS.events, GROUP)["pending"] == 0
+
+
+def _snapshot(engine: sa.Engine) -> list[tuple]:
+    with engine.connect() as conn:
+        jobs = conn.execute(sa.select(Job.id, Job.state, Job.attempts, Job.finished_at)
+                            .order_by(Job.id)).all()
+        tasks = conn.execute(sa.select(Task.id, Task.state, Task.succeeded, Task.finished_at)
+                             .order_by(Task.id)).all()
+    return [tuple(r) for r in jobs + tasks]
+
+
+def test_a_late_older_batch_never_moves_a_job_backwards(engine: sa.Engine) -> None:
+    # Given a job already recorded as succeeded by a newer event
+    task_id, jobs = create_task_rows(engine, 1)
+    job = jobs[0][0]
+    claim = StreamEvent("1700000000100-0", {"kind": "claim", "ts": "1700000000100",
+                                            "task": str(task_id), "job": job, "attempt": "1",
+                                            "token": "1", "worker": "w1"})
+    ack = StreamEvent("1700000000200-0", {"kind": "ack", "ts": "1700000000200",
+                                          "task": str(task_id), "job": job, "exit_code": "0"})
+    with engine.begin() as conn:
+        apply_events(conn, [ack])
+    # When the older claim arrives afterwards (another consumer's slower batch)
+    with engine.begin() as conn:
+        apply_events(conn, [claim])
+    # Then the job stays succeeded; both events are in the record
+    with engine.connect() as conn:
+        assert conn.execute(sa.select(Job.state).where(Job.id == job)).scalar_one() == "succeeded"
+    assert count_events(engine) == 2
+
+
+def test_the_stream_is_trimmed_only_below_what_is_unacknowledged(
+        engine: sa.Engine, redis_client: redis.Redis) -> None:
+    # Given 1000 events: 600 recorded, 100 delivered to a consumer that has not acked them,
+    # and 300 not yet read by anyone
+    events = list(job_lifecycle("t", [(f"t.{i}", f"h{i}") for i in range(499)]))
+    ids = xadd_all(redis_client, events)
+    assert len(ids) == 1000
+    done = Recorder(redis_client, engine, KEYS, "done", batch=600)
+    assert done.run_once(600) == 600
+    slow = Recorder(redis_client, engine, KEYS, "slow")
+    assert len(slow._read(100, None)) == 100
+    # When the stream is trimmed
+    done.trim()
+    # Then the recorded part is (mostly, trimming is by whole nodes) gone, and every entry that
+    # is pending or unread is still there
+    left = {i for i, _ in redis_client.xrange(KEYS.events)}
+    assert len(left) < 1000
+    assert set(ids[600:]) <= left
+    assert done.safe_trim_id() == ids[600]
+
+
+def test_several_recorders_at_once_record_every_event_exactly_once(
+        engine: sa.Engine, redis_client: redis.Redis) -> None:
+    # Given ten tasks' events in the stream
+    produced: list[str] = []
+    expected: dict[int, int] = {}
+    for _ in range(10):
+        task_id, jobs = create_task_rows(engine, 40)
+        produced += xadd_all(redis_client, job_lifecycle(str(task_id), jobs))
+        expected[task_id] = 40
+    # When three recorders drain it concurrently
+    recorders = [Recorder(redis_client, engine, KEYS, f"r{i}", batch=50) for i in range(3)]
+    threads = [threading.Thread(target=drain, args=(r,)) for r in recorders]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    # Then each event was recorded by exactly one of them, and the counters are right
+    assert sum(r.stats.events for r in recorders) == len(produced)
+    assert sum(r.stats.inserted for r in recorders) == len(produced)
+    assert count_events(engine) == len(produced)
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(Task.id, Task.succeeded, Task.state)).all()
+    assert {r.id: (r.succeeded, r.state) for r in rows} == {
+        t: (n, "succeeded") for t, n in expected.items()}
+
+
+def test_run_records_until_stopped(engine: sa.Engine, redis_client: redis.Redis) -> None:
+    # Given a recorder running in the background
+    recorder = Recorder(redis_client, engine, KEYS, "bg", block_ms=50)
+    stop = threading.Event()
+    thread = threading.Thread(target=recorder.run, args=(stop,))
+    thread.start()
+    try:
+        # When events arrive
+        ids = xadd_all(redis_client, job_lifecycle("live", [("live.0", "h")]))
+        deadline = time.monotonic() + 20
+        while count_events(engine) < len(ids) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        stop.set()
+        thread.join(10)
+    # Then they are recorded, and the loop ends when asked
+    assert count_events(engine) == len(ids)
+    assert not thread.is_alive()
+    assert recorder.lag() == 0
+
+
+def test_output_with_nul_bytes_and_oversized_fields_is_recorded(
+        engine: sa.Engine, redis_client: redis.Redis) -> None:
+    task_id, jobs = create_task_rows(engine, 1)
+    xadd_all(redis_client, [
+        {"kind": "claim", "ts": 1, "task": str(task_id), "job": jobs[0][0], "worker": "w" * 400},
+        {"kind": "ack", "ts": 2, "task": str(task_id), "job": jobs[0][0],
+         "output": "bin\x00ary " + "x" * 100_000, "exit_code": 0},
+    ])
+    assert drain(Recorder(redis_client, engine, KEYS, "r1")) == 2
+    with engine.connect() as conn:
+        job = conn.execute(sa.select(Job)).one()
+    assert job.state == "succeeded" and len(job.output_tail) == 64 * 1024
+    assert job.worker == "w" * 255
