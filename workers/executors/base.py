@@ -43,6 +43,7 @@ class CommandResult:
     duration_s: float = 0.0
     timed_out: bool = False
     simulated: bool = False
+    error: str | None = None  # why there is no exit code, other than a timeout (connection lost)
 
     @property
     def ok(self) -> bool:

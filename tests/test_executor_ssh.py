@@ -1,0 +1,239 @@
+"""The ssh executor against real OpenSSH sshd hosts (tests/fleet.py): commands and capture."""
+
+from __future__ import annotations
+
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from scheduler.errors import AuthenticationError, ConfigError, HostUnreachableError
+from tests.fleet import SshFleet
+from workers.executors import build_executor
+
+pytestmark = pytest.mark.sshd
+
+PY = sys.executable  # the fleet hosts are this machine: the same interpreter is there
+
+
+@pytest.fixture
+def executor(ssh_fleet: SshFleet):
+    ex = ssh_fleet.executor()
+    yield ex
+    ex.close()
+
+
+def test_a_command_runs_on_every_host_with_exit_code_output_and_duration(
+    ssh_fleet: SshFleet, executor,
+) -> None:
+    # Given four hosts, each asked to report where it runs, in parallel
+    def one(host):
+        with executor.session(host.host()) as session:
+            return session.run(["sh", "-c", 'pwd; echo "err $1" >&2; sleep 0.2', "sh", host.name],
+                               timeout=20)
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda h: one(h), ssh_fleet.hosts))
+    for host, result in zip(ssh_fleet.hosts, results):
+        assert result.exit_code == 0 and result.ok
+        assert result.stderr_head == f"err {host.name}\n"
+        assert result.stdout_bytes == len(result.stdout_head.encode())
+        assert 0.2 <= result.duration_s < 15
+        assert not result.timed_out and result.error is None
+
+
+def test_a_non_zero_exit_is_reported_not_raised(ssh_fleet: SshFleet, executor) -> None:
+    with executor.session(ssh_fleet.hosts[1].host()) as session:
+        result = session.run(["sh", "-c", "echo failing >&2; exit 42"], timeout=10)
+    assert result.exit_code == 42 and not result.ok
+    assert result.stderr_head == "failing\n"
+
+
+def test_hostile_arguments_arrive_on_the_host_as_exactly_the_argv_given(
+    ssh_fleet: SshFleet, executor, tmp_path: Path,
+) -> None:
+    # Given arguments a shell would interpret, and a marker that $() or `` would create
+    marker = tmp_path / "pwned"
+    hostile = ["it's", '"quoted"', f"$(touch {marker})", f"`touch {marker}`", "a;b", "x|y",
+               "new\nline", " spaced  out ", "-rf", "--", "*", "", "\\", "$HOME", "#"]
+    # When a script prints each of its arguments followed by NUL
+    with executor.session(ssh_fleet.hosts[0].host()) as session:
+        printed = session.run(["sh", "-c", "printf '%s\\0' \"$@\"", "sh", *hostile], timeout=10)
+        python = session.run([PY, "-c", "import sys; print(sys.argv[1:])", *hostile], timeout=10)
+    # Then they arrive unchanged, and nothing was executed
+    assert printed.stdout_head.split("\0")[:-1] == hostile
+    assert python.stdout_head == repr(hostile) + "\n"
+    assert not marker.exists()
+
+
+def test_twenty_megabytes_on_stdout_and_stderr_at_once_do_not_deadlock(
+    ssh_fleet: SshFleet, executor,
+) -> None:
+    # Given a command interleaving 20 MB on each stream, while reading 2 MB of stdin
+    script = ("import sys\n"
+              "n = len(sys.stdin.buffer.read())\n"
+              "for i in range(20):\n"
+              "    sys.stdout.buffer.write(bytes([65 + i]) * 1_000_000); sys.stdout.flush()\n"
+              "    sys.stderr.buffer.write(bytes([97 + i]) * 1_000_000); sys.stderr.flush()\n"
+              "sys.stdout.write('END'); sys.stderr.write('stdin=%d' % n)\n")
+    with executor.session(ssh_fleet.hosts[2].host()) as session:
+        result = session.run([PY, "-c", script], timeout=120, stdin=b"i" * 2_000_000)
+    assert result.ok, result
+    assert result.stdout_bytes == 20_000_003 and result.stderr_bytes == 20_000_000 + 13
+    assert result.stdout_head == "A" * 8192 and result.stdout_tail == "T" * 8189 + "END"
+    assert result.stderr_head == "a" * 8192 and result.stderr_tail == "t" * 8179 + "stdin=2000000"
+
+
+def test_a_command_timeout_kills_the_remote_process_group_and_the_host_stays_usable(
+    ssh_fleet: SshFleet, executor, tmp_path: Path,
+) -> None:
+    # Given a command whose grandchild records its pid and sleeps for a minute
+    pidfile = tmp_path / "remote.pid"
+    started = time.monotonic()
+    with executor.session(ssh_fleet.hosts[3].host()) as session:
+        result = session.run(
+            ["sh", "-c", f'sh -c "echo \\$\\$ > {pidfile}; exec sleep 60" & wait'], timeout=1.0)
+        # Then the run returns at the timeout, marked timed out without an exit code
+        assert result.timed_out and result.exit_code is None and not result.ok
+        assert time.monotonic() - started < 10
+        # And the same session still runs commands
+        again = session.run(["echo", "still here"], timeout=10)
+    assert again.ok and again.stdout_head == "still here\n"
+    # And the remote grandchild was killed with its process group
+    pid = int(pidfile.read_text())
+    assert _gone(pid), f"remote process {pid} survived the timeout"
+
+
+def _gone(pid: int, within: float = 5.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_sftp_put_rename_and_remove_work_with_the_mode_given(ssh_fleet: SshFleet, executor) -> None:
+    host = ssh_fleet.hosts[0]
+    tmp, final = host.root / "config.tmp", host.root / "config"
+    payload = bytes(range(256)) * 1000
+    with executor.session(host.host()) as session:
+        session.put(payload, str(tmp), mode=0o640)
+        session.rename(str(tmp), str(final))
+        assert final.read_bytes() == payload and not tmp.exists()
+        assert final.stat().st_mode & 0o777 == 0o640
+        session.put(b"new", str(tmp), mode=0o600)
+        session.rename(str(tmp), str(final))  # replaces an existing file atomically
+        assert final.read_bytes() == b"new" and final.stat().st_mode & 0o777 == 0o600
+        session.remove(str(final))
+        session.remove(str(final))  # already gone: not an error
+    assert not final.exists()
+
+
+def test_sessions_on_the_same_host_reuse_one_connection(ssh_fleet: SshFleet, executor) -> None:
+    host = ssh_fleet.hosts[1]
+    accepted_before = host.log_path.read_text().count("Accepted publickey")
+    for _ in range(3):
+        with executor.session(host.host()) as session:
+            assert session.run(["true"], timeout=10).ok
+    assert host.log_path.read_text().count("Accepted publickey") == accepted_before + 1
+    assert executor.pool.idle_count() == 1
+
+
+def test_a_pooled_connection_is_replaced_once_after_an_sshd_restart(
+    private_ssh_fleet: SshFleet,
+) -> None:
+    # Given a pooled connection to a host
+    host = private_ssh_fleet.hosts[0]
+    executor = private_ssh_fleet.executor()
+    with executor.session(host.host()) as session:
+        assert session.run(["true"], timeout=10).ok
+    # When the host's sshd is killed (with its connections) and started again
+    host.restart()
+    # Then the next session notices the dead connection and reconnects, once
+    with executor.session(host.host()) as session:
+        result = session.run(["echo", "back"], timeout=10)
+        assert session.conn.reused is False
+    assert result.ok and result.stdout_head == "back\n"
+    executor.close()
+
+
+def test_a_connection_lost_mid_command_is_reported_without_an_exit_code(
+    private_ssh_fleet: SshFleet,
+) -> None:
+    host = private_ssh_fleet.hosts[0]
+    executor = private_ssh_fleet.executor()
+    with executor.session(host.host()) as session:
+        with ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(session.run, ["sh", "-c", "echo started; sleep 30"], 60)
+            time.sleep(0.8)
+            host.kill()
+            result = pending.result(timeout=30)
+    assert result.exit_code is None and not result.timed_out and not result.ok
+    assert "lost" in (result.error or "")
+    assert executor.pool.idle_count() == 0  # a broken connection is not pooled
+    executor.close()
+
+
+def test_an_unreachable_host_fails_with_a_clear_error(ssh_fleet: SshFleet) -> None:
+    from tests.servers import free_port
+
+    executor = ssh_fleet.executor(connect_timeout=2)
+    host = ssh_fleet.hosts[0].host(port=free_port("127.0.10.1"))
+    with pytest.raises(HostUnreachableError, match=r"cannot connect to web-01 \(127.0.10.1:"):
+        with executor.session(host):
+            pass
+
+
+def test_a_key_the_host_does_not_authorize_is_refused(ssh_fleet: SshFleet, tmp_path: Path) -> None:
+    from tests.fleet import keygen
+
+    keygen(tmp_path / "stranger", "stranger")
+    executor = build_executor("ssh", ssh_fleet.ssh_options(identity_file=str(tmp_path / "stranger")),
+                              ssh_fleet.settings())
+    with pytest.raises(AuthenticationError, match=r"accepted no key for user .*stranger refused"):
+        with executor.session(ssh_fleet.hosts[0].host()):
+            pass
+
+
+def test_a_missing_identity_file_is_a_configuration_error(ssh_fleet: SshFleet) -> None:
+    executor = build_executor("ssh", ssh_fleet.ssh_options(identity_file="/nonexistent/key"),
+                              ssh_fleet.settings())
+    with pytest.raises(ConfigError, match="identity file /nonexistent/key does not exist"):
+        with executor.session(ssh_fleet.hosts[0].host()):
+            pass
+
+
+def test_the_ssh_config_supplies_hostname_port_user_and_identity_file(
+    ssh_fleet: SshFleet, tmp_path: Path,
+) -> None:
+    # Given only an alias, and an ssh config that knows where it lives and which key to use
+    real = ssh_fleet.hosts[2]
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host db-alias\n  HostName {real.address}\n  Port {real.port}\n"
+                      f"  User {real.host().user}\n  IdentityFile {ssh_fleet.identity}\n")
+    executor = build_executor("ssh", {"allow_agent": False, "look_for_keys": False},
+                              ssh_fleet.settings(ssh_config=config))
+    from workers.executors import Host
+
+    with executor.session(Host(name="db-alias")) as session:
+        result = session.run(["hostname"], timeout=10)
+    assert result.ok
+    executor.close()
+
+
+def test_a_proxyjump_in_the_ssh_config_is_refused_with_a_clear_message(
+    ssh_fleet: SshFleet, tmp_path: Path,
+) -> None:
+    config = tmp_path / "ssh_config"
+    config.write_text("Host web-*\n  ProxyJump bastion.example\n")
+    executor = build_executor("ssh", ssh_fleet.ssh_options(), ssh_fleet.settings(ssh_config=config))
+    with pytest.raises(ConfigError, match="sets proxyjump bastion.example for web-01"):
+        with executor.session(ssh_fleet.hosts[0].host()):
+            pass

@@ -1,0 +1,406 @@
+"""The ``ssh`` executor: commands and files on a host over SSH (paramiko).
+
+What it owns:
+
+1. a session per job on a pooled, authenticated connection (``ssh_connect.connect`` checks the
+   host key strictly before anything else happens);
+2. ``run``: an argv list quoted with ``shlex.join``, stdout and stderr drained together with a
+   select on the channel (never ``recv_exit_status`` before draining), head and tail kept,
+   stdin fed as the window allows; at the timeout the remote process group gets SIGKILL (the
+   ``signal`` channel request), the channel is closed and the result says ``timed_out``;
+3. ``put``/``rename``/``remove`` over SFTP (``put`` narrows the mode before writing data);
+4. the pool: idle connections keyed by (user, address, port), expired after ``idle_s``,
+   dropped after a fork; a pooled connection found broken is replaced once, and only while
+   nothing has been started on it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import shlex
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import paramiko
+from paramiko.common import cMSG_CHANNEL_REQUEST
+from paramiko.message import Message
+
+from scheduler.config import Settings
+from scheduler.errors import HostUnreachableError
+from workers.executors.base import CommandResult, Host
+from workers.executors.capture import CAP_BYTES, Capture
+from workers.executors.options import read_options
+from workers.executors.ssh_connect import Target, connect, load_ssh_config, resolve
+
+DEFAULTS: dict[str, Any] = {
+    "user": "",  # login user when the host names none ("" = ssh config, then the local user)
+    "identity_file": [],  # key files offered after the agent's keys (before ~/.ssh/config's)
+    "allow_agent": True,  # offer the keys of the agent at $SSH_AUTH_SOCK
+    "look_for_keys": True,  # also offer ~/.ssh/id_ed25519, id_ecdsa, id_rsa
+    "connect_timeout": 10.0,  # seconds for TCP connect and the key exchange
+    "banner_timeout": 15.0,  # seconds to wait for the server's SSH banner
+    "auth_timeout": 15.0,  # seconds for the server to answer an authentication attempt
+    "keepalive_s": 30,  # SSH keepalive on pooled connections (0 = off)
+    "pool": True,  # reuse connections across sessions of the same (user, address, port)
+    "idle_s": 60.0,  # a pooled connection idle this long is closed
+    "capture_bytes": CAP_BYTES,  # size of the head and of the tail kept of each stream
+}
+CHUNK = 64 * 1024
+POLL_S = 0.5  # longest wait between checks of the transport while a command runs
+# The remote shell announces its pid (= the session's process group) on stderr first, so a
+# timed-out command can be killed with its children even where sshd refuses "signal" requests
+# (OpenSSH does for root logins). The line is removed from the captured stderr.
+PGID_MARK = b"fleetsched-pgid="
+PGID_PREFIX = "printf 'fleetsched-pgid=%s\\n' \"$$\" >&2; "
+
+
+class PgidFilter:
+    """Takes the pid announcement off the front of stderr; passes everything else on."""
+
+    def __init__(self, sink: Capture) -> None:
+        self.sink = sink
+        self.pgid: int | None = None
+        self._buf: bytearray | None = bytearray()
+
+    def feed(self, data: bytes) -> None:
+        if self._buf is None:
+            self.sink.feed(data)
+            return
+        self._buf += data
+        if not PGID_MARK.startswith(bytes(self._buf[:len(PGID_MARK)])):
+            self.flush()  # something else came first (a noisy .bashrc): no pid for us
+            return
+        end = self._buf.find(b"\n")
+        if end < 0:
+            if len(self._buf) > 64:
+                self.flush()
+            return
+        digits = bytes(self._buf[len(PGID_MARK):end])
+        if digits.isdigit():
+            self.pgid = int(digits)
+            rest = bytes(self._buf[end + 1:])
+        else:
+            rest = bytes(self._buf)
+        self._buf = None
+        self.sink.feed(rest)
+
+    def flush(self) -> None:
+        if self._buf is not None:
+            data, self._buf = bytes(self._buf), None
+            self.sink.feed(data)
+
+
+@dataclass
+class Connection:
+    """One authenticated transport and its SFTP client, as the pool holds it."""
+
+    key: tuple[str, str, int]
+    transport: paramiko.Transport
+    reused: bool = False
+    broken: bool = False
+    last_used: float = field(default_factory=time.monotonic)
+    sftp: paramiko.SFTPClient | None = None
+
+    def healthy(self) -> bool:
+        return not self.broken and self.transport.is_active()
+
+    def close(self) -> None:
+        try:
+            if self.sftp is not None:
+                self.sftp.close()
+        finally:
+            self.transport.close()
+
+
+class Pool:
+    """Idle connections by (user, address, port); a checked-out connection is exclusive."""
+
+    def __init__(self, idle_s: float, max_idle_per_key: int = 8) -> None:
+        self.idle_s = idle_s
+        self.max_idle_per_key = max_idle_per_key
+        self._lock = threading.Lock()
+        self._idle: dict[tuple[str, str, int], list[Connection]] = {}
+        self._pid = os.getpid()
+
+    def _after_fork(self) -> None:
+        # A forked child shares the parent's sockets: forget them, never use or close them.
+        if self._pid != os.getpid():
+            self._idle = {}
+            self._pid = os.getpid()
+
+    def take(self, key: tuple[str, str, int]) -> Connection | None:
+        stale: list[Connection] = []
+        found = None
+        with self._lock:
+            self._after_fork()
+            now = time.monotonic()
+            conns = self._idle.get(key, [])
+            while conns:
+                conn = conns.pop()
+                if now - conn.last_used <= self.idle_s and conn.healthy():
+                    found = conn
+                    break
+                stale.append(conn)
+        for conn in stale:
+            conn.close()
+        if found is not None:
+            found.reused = True
+        return found
+
+    def give(self, conn: Connection) -> None:
+        if not conn.healthy():
+            conn.close()
+            return
+        conn.last_used = time.monotonic()
+        evicted: list[Connection] = []
+        with self._lock:
+            self._after_fork()
+            conns = self._idle.setdefault(conn.key, [])
+            conns.append(conn)
+            while len(conns) > self.max_idle_per_key:
+                evicted.append(conns.pop(0))
+            for key, others in self._idle.items():
+                expired = [c for c in others if conn.last_used - c.last_used > self.idle_s]
+                evicted += expired
+                self._idle[key] = [c for c in others if c not in expired]
+        for old in evicted:
+            old.close()
+
+    def close_all(self) -> None:
+        with self._lock:
+            self._after_fork()
+            conns = [c for cs in self._idle.values() for c in cs]
+            self._idle = {}
+        for conn in conns:
+            conn.close()
+
+    def idle_count(self) -> int:
+        with self._lock:
+            return sum(len(cs) for cs in self._idle.values())
+
+
+class SshSession:
+    """Operations on one host over one connection (see the module docstring)."""
+
+    def __init__(self, executor: "SshExecutor", target: Target, conn: Connection) -> None:
+        self.executor = executor
+        self.target = target
+        self.conn = conn
+
+    # ----------------------------------------------------------------------------- channels
+
+    def _reconnect_once(self, exc: BaseException) -> None:
+        """A pooled connection died while idle: replace it, once; a fresh one failing is real."""
+        if not self.conn.reused:
+            raise HostUnreachableError(f"connection to {self.target.where} failed: "
+                                       f"{exc or type(exc).__name__}") from None
+        self.conn.broken = True
+        self.conn.close()
+        self.conn = self.executor.connect(self.target)
+
+    def _open_channel(self) -> paramiko.Channel:
+        timeout = self.executor.options["connect_timeout"]
+        try:
+            return self.conn.transport.open_session(timeout=timeout)
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            self._reconnect_once(exc)
+        try:
+            return self.conn.transport.open_session(timeout=timeout)
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            self.conn.broken = True
+            raise HostUnreachableError(f"cannot open a channel to {self.target.where}: "
+                                       f"{exc or type(exc).__name__}") from None
+
+    def _sftp(self) -> paramiko.SFTPClient:
+        if self.conn.sftp is not None:
+            return self.conn.sftp
+        try:
+            self.conn.sftp = paramiko.SFTPClient.from_transport(self.conn.transport)
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            self._reconnect_once(exc)
+            try:
+                self.conn.sftp = paramiko.SFTPClient.from_transport(self.conn.transport)
+            except (paramiko.SSHException, EOFError, OSError) as exc2:
+                self.conn.broken = True
+                raise HostUnreachableError(f"cannot start SFTP on {self.target.where}: "
+                                           f"{exc2}") from None
+        assert self.conn.sftp is not None
+        return self.conn.sftp
+
+    # ---------------------------------------------------------------------------- commands
+
+    def run(self, argv: list[str], timeout: float, stdin: bytes | None = None) -> CommandResult:
+        """Run ``argv`` on the host; see the module docstring for capture and timeout."""
+        if not argv:
+            raise ValueError("argv must not be empty")
+        command = shlex.join(argv)
+        cap = self.executor.options["capture_bytes"]
+        out, err = Capture(cap, cap), Capture(cap, cap)
+        start = time.monotonic()
+        deadline = start + timeout
+        chan = self._open_channel()
+        try:
+            errf = PgidFilter(err)
+            try:
+                chan.exec_command(PGID_PREFIX + command)
+            except (paramiko.SSHException, EOFError, OSError) as exc:
+                self.conn.broken = True
+                return _result(command, None, out, err, start,
+                               error=f"connection to {self.target.where} lost while starting "
+                                     f"the command ({exc}); it may or may not have started")
+            finished = _pump(chan, stdin, out, errf, deadline)
+            errf.flush()
+            if not finished or not chan.status_event.wait(max(0.0, deadline - time.monotonic())):
+                self._kill(chan, errf.pgid)
+                return _result(command, None, out, err, start, timed_out=True)
+            if not self.conn.transport.is_active():
+                self.conn.broken = True
+            code = chan.exit_status
+            if code < 0:
+                why = ("the connection was lost" if self.conn.broken
+                       else "the command ended without an exit status (killed by a signal?)")
+                return _result(command, None, out, err, start,
+                               error=f"{why} on {self.target.where}")
+            return _result(command, code, out, err, start)
+        finally:
+            chan.close()
+
+    def _kill(self, chan: paramiko.Channel, pgid: int | None) -> None:
+        """SIGKILL a timed-out command's process group: by request, and by ``kill`` if known."""
+        _signal(chan, "KILL")
+        chan.close()
+        if pgid is None or pgid <= 1:
+            return
+        try:
+            killer = self.conn.transport.open_session(timeout=self.executor.options["connect_timeout"])
+            killer.exec_command(f"kill -KILL -- -{pgid} 2>/dev/null; true")
+            killer.status_event.wait(self.executor.options["connect_timeout"])
+            killer.close()
+        except (paramiko.SSHException, EOFError, OSError):
+            self.conn.broken = True
+
+    # ------------------------------------------------------------------------------- files
+
+    def put(self, data: bytes, remote_path: str, mode: int = 0o600) -> None:
+        """Write ``data`` to ``remote_path`` with ``mode`` (set before any byte is written)."""
+        sftp = self._sftp()
+        with sftp.open(remote_path, "wb") as f:
+            f.chmod(mode)
+            f.set_pipelined(True)
+            f.write(data)
+
+    def rename(self, src: str, dst: str) -> None:
+        """Atomic replace (``posix-rename@openssh.com``)."""
+        self._sftp().posix_rename(src, dst)
+
+    def remove(self, remote_path: str) -> None:
+        try:
+            self._sftp().remove(remote_path)
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:
+                raise
+
+
+def _pump(chan: paramiko.Channel, stdin: bytes | None, out: Capture, err: PgidFilter,
+          deadline: float) -> bool:
+    """Drain stdout and stderr together until EOF; False if the deadline came first."""
+    chan.setblocking(False)
+    pending = memoryview(stdin or b"")
+    if not pending:
+        chan.shutdown_write()
+    fd = chan.fileno()  # readable whenever either stream has data, or at EOF/close
+    while True:
+        while chan.recv_ready():
+            out.feed(chan.recv(CHUNK))
+        while chan.recv_stderr_ready():
+            err.feed(chan.recv_stderr(CHUNK))
+        if pending and chan.send_ready():
+            try:
+                pending = pending[chan.send(bytes(pending[:CHUNK])):]
+            except (OSError, paramiko.SSHException):  # the remote closed its stdin
+                pending = memoryview(b"")
+            if not pending:
+                chan.shutdown_write()
+        if (chan.eof_received or chan.closed) and not chan.recv_ready() \
+                and not chan.recv_stderr_ready():
+            return True
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        wait = min(remaining, 0.01 if pending else POLL_S)
+        select.select([fd], [], [], wait)
+
+
+def _signal(chan: paramiko.Channel, name: str) -> None:
+    """Best effort ``signal`` request (RFC 4254 6.9); OpenSSH kills the process group."""
+    if chan.closed or not chan.transport or not chan.transport.is_active():
+        return
+    m = Message()
+    m.add_byte(cMSG_CHANNEL_REQUEST)
+    m.add_int(chan.remote_chanid)
+    m.add_string("signal")
+    m.add_boolean(False)
+    m.add_string(name)
+    try:
+        chan.transport._send_user_message(m)  # paramiko has no public API for this request
+    except (paramiko.SSHException, EOFError, OSError):
+        pass
+
+
+def _result(command: str, code: int | None, out: Capture, err: Capture, start: float,
+            timed_out: bool = False, error: str | None = None) -> CommandResult:
+    return CommandResult(
+        command=command, exit_code=code, stdout_head=out.head, stdout_tail=out.tail,
+        stderr_head=err.head, stderr_tail=err.tail, stdout_bytes=out.total,
+        stderr_bytes=err.total, duration_s=time.monotonic() - start, timed_out=timed_out,
+        error=error,
+    )
+
+
+class SshExecutor:
+    """Opens :class:`SshSession` objects on pooled connections."""
+
+    name = "ssh"
+
+    def __init__(self, options: Mapping[str, Any] | None = None,
+                 settings: Settings | None = None) -> None:
+        self.settings = settings or Settings()
+        self.options = read_options(self.name, options, DEFAULTS)
+        self.pool = Pool(self.options["idle_s"])
+        self._config = load_ssh_config(self.settings.ssh_config)
+
+    def target(self, host: Host) -> Target:
+        return resolve(host, self._config, self.options, self.settings.ssh_config)
+
+    def connect(self, target: Target) -> Connection:
+        """A new authenticated connection (host key checked first)."""
+        transport = connect(target, self.settings.known_hosts, self.options)
+        if self.options["keepalive_s"]:
+            transport.set_keepalive(self.options["keepalive_s"])
+        return Connection(key=target.pool_key, transport=transport)
+
+    @contextmanager
+    def session(self, host: Host) -> Iterator[SshSession]:
+        target = self.target(host)
+        conn = (self.pool.take(target.pool_key) if self.options["pool"] else None) \
+            or self.connect(target)
+        session = SshSession(self, target, conn)
+        try:
+            yield session
+        finally:
+            if self.options["pool"]:
+                self.pool.give(session.conn)
+            else:
+                session.conn.close()
+
+    def close(self) -> None:
+        self.pool.close_all()
+
+
+__all__ = ["Connection", "Pool", "SshExecutor", "SshSession"]

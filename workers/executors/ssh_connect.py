@@ -1,0 +1,204 @@
+"""Opening one SSH connection: resolve the target, connect, check the host key, authenticate.
+
+The order is what makes it safe:
+
+1. resolve address, port, user and identity files from the ``Host``, the executor options and
+   ``~/.ssh/config`` (``paramiko.SSHConfig``: HostName, Port, User, IdentityFile); a ProxyJump
+   or ProxyCommand is refused with a clear message rather than silently bypassed;
+2. TCP connect with the connect timeout, then the SSH handshake with banner and handshake
+   timeouts, negotiating only host-key types that ``known_hosts`` holds for the host (as
+   OpenSSH does), so a host with a recorded key cannot dodge the check with another type;
+3. check the presented host key against ``known_hosts`` *before* authenticating: an unknown,
+   changed or revoked key closes the connection with ``HostKeyError``; nothing runs on the
+   host and nothing is written to ``known_hosts``;
+4. public-key authentication with agent keys and key files, within the auth timeout.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import paramiko
+
+from scheduler.errors import AuthenticationError, ConfigError, HostKeyError, HostUnreachableError
+from workers.executors.base import Host
+from workers.executors.known_hosts import KnownHosts, Verdict, fingerprint, host_key_name
+
+DEFAULT_KEY_FILES = ("id_ed25519", "id_ecdsa", "id_rsa")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where and as whom to connect, after ``~/.ssh/config`` was applied."""
+
+    name: str
+    address: str
+    port: int
+    user: str
+    identity_files: tuple[str, ...]
+
+    @property
+    def where(self) -> str:
+        """``web-07 (127.0.10.7:2222)`` for messages."""
+        return f"{self.name} ({self.address}:{self.port})"
+
+    @property
+    def pool_key(self) -> tuple[str, str, int]:
+        return (self.user, self.address, self.port)
+
+    def known_hosts_names(self) -> list[str]:
+        names = [host_key_name(self.address, self.port)]
+        if self.name != self.address:
+            names.append(host_key_name(self.name, self.port))
+        return names
+
+
+def load_ssh_config(path: Path) -> paramiko.SSHConfig:
+    try:
+        return paramiko.SSHConfig.from_path(str(path)) if path.exists() else paramiko.SSHConfig()
+    except (OSError, ValueError, paramiko.SSHException) as exc:
+        raise ConfigError(f"ssh config {path}: {exc}", hint="fix the file or point "
+                          "FLEETSCHED_SSH_CONFIG at another one") from None
+
+
+def resolve(host: Host, config: paramiko.SSHConfig, options: dict[str, Any],
+            config_path: Path) -> Target:
+    """The host's target; explicit host fields win over options, options over ssh config."""
+    try:
+        found = config.lookup(host.name)
+    except Exception as exc:  # paramiko raises several types for bad Match/Token lines
+        raise ConfigError(f"ssh config {config_path} for {host.name}: {exc}") from None
+    for option in ("proxyjump", "proxycommand"):
+        if found.get(option) and found[option].lower() != "none":
+            raise ConfigError(
+                f"ssh config {config_path} sets {option} {found[option]} for {host.name}: "
+                f"the ssh executor does not support jump hosts or proxy commands",
+                hint="make the host directly reachable from the workers, or use the local "
+                     "executor with a tool that honours the proxy",
+            )
+    address = host.address or found.get("hostname") or host.name
+    port = host.port if host.port != 22 else int(found.get("port", 22))
+    user = host.user or options["user"] or found.get("user") or getpass.getuser()
+    files = list(options["identity_file"]) + list(found.get("identityfile", []))
+    if options["look_for_keys"]:
+        files += [str(Path.home() / ".ssh" / f) for f in DEFAULT_KEY_FILES]
+    return Target(host.name, address, port, user, tuple(dict.fromkeys(files)))
+
+
+def connect(target: Target, known_hosts_path: Path, options: dict[str, Any]) -> paramiko.Transport:
+    """An authenticated transport to ``target``; see the module docstring for the order."""
+    known = KnownHosts.load(known_hosts_path)
+    names = target.known_hosts_names()
+    try:
+        sock = socket.create_connection((target.address, target.port),
+                                        timeout=options["connect_timeout"])
+    except OSError as exc:
+        raise HostUnreachableError(f"cannot connect to {target.where}: {exc.strerror or exc}",
+                                   hint="check that the host is up and sshd listens") from None
+    transport = paramiko.Transport(sock)
+    try:
+        transport.banner_timeout = options["banner_timeout"]
+        transport.handshake_timeout = options["connect_timeout"]
+        transport.auth_timeout = options["auth_timeout"]
+        security = transport.get_security_options()
+        wanted = known.negotiable_types(names, tuple(security.key_types))
+        if wanted:
+            security.key_types = wanted
+        try:
+            transport.start_client(timeout=options["connect_timeout"] + options["banner_timeout"])
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            if wanted and "host key" in str(exc).lower():
+                raise HostKeyError(
+                    f"host key for {target.where} CHANGED: it offers none of the key types "
+                    f"recorded in {known_hosts_path} ({', '.join(wanted)}); possible "
+                    f"man-in-the-middle", hint="verify the host's key out of band") from None
+            raise HostUnreachableError(f"SSH handshake with {target.where} failed: "
+                                       f"{exc or type(exc).__name__}") from None
+        check_host_key(target, transport.get_remote_server_key(), known, known_hosts_path, names)
+        authenticate(transport, target, options)
+        return transport
+    except BaseException:
+        transport.close()
+        raise
+
+
+def check_host_key(target: Target, key: paramiko.PKey, known: KnownHosts, path: Path,
+                   names: list[str]) -> None:
+    """Raise ``HostKeyError`` unless ``key`` is the one known_hosts records for the host."""
+    verdict, entry = known.verify(names, key.get_name(), key.get_base64())
+    if verdict is Verdict.KNOWN:
+        return
+    fp = fingerprint(key.asbytes())
+    if verdict is Verdict.UNKNOWN:
+        missing = "" if known.exists else " (the file does not exist)"
+        raise HostKeyError(
+            f"host key for {target.where} is not in {path}{missing}",
+            hint=f"check the host's {key.get_name()} key {fp} out of band, then add it: "
+                 f"ssh-keyscan -p {target.port} {target.address} >> {path}",
+        )
+    line = f" (line {entry.lineno})" if entry else ""
+    if verdict is Verdict.REVOKED:
+        raise HostKeyError(f"host key {fp} of {target.where} is marked @revoked in {path}{line}")
+    raise HostKeyError(
+        f"host key for {target.where} has CHANGED since it was recorded in {path}{line}: "
+        f"possible man-in-the-middle (it now presents {key.get_name()} {fp})",
+        hint="if the host was reinstalled, verify the new key out of band and replace the line",
+    )
+
+
+def candidate_keys(target: Target, options: dict[str, Any]) -> tuple[list[tuple[str, Any]],
+                                                                       list[str]]:
+    """(label, key) pairs to offer: agent keys first, then key files; plus skip notes."""
+    keys: list[tuple[str, Any]] = []
+    notes: list[str] = []
+    if options["allow_agent"] and os.environ.get("SSH_AUTH_SOCK"):
+        try:
+            keys += [(f"agent key {fingerprint(k.asbytes())}", k)
+                     for k in paramiko.Agent().get_keys()]
+        except paramiko.SSHException as exc:
+            notes.append(f"agent: {exc}")
+    explicit = set(options["identity_file"])
+    for path in target.identity_files:
+        if not os.path.exists(path):
+            if path in explicit:
+                raise ConfigError(f"identity file {path} does not exist")
+            continue
+        try:
+            keys.append((path, paramiko.PKey.from_path(path)))
+        except paramiko.PasswordRequiredException:
+            notes.append(f"{path} needs a passphrase (load it into ssh-agent)")
+        except (OSError, ValueError, paramiko.SSHException) as exc:
+            notes.append(f"{path}: {exc}")
+    return keys, notes
+
+
+def authenticate(transport: paramiko.Transport, target: Target, options: dict[str, Any]) -> None:
+    keys, notes = candidate_keys(target, options)
+    for label, key in keys:
+        try:
+            transport.auth_publickey(target.user, key)
+        except paramiko.BadAuthenticationType as exc:
+            raise AuthenticationError(f"{target.where} does not accept public keys for "
+                                      f"{target.user} (allowed: {', '.join(exc.allowed_types)})"
+                                      ) from None
+        except paramiko.AuthenticationException:
+            notes.append(f"{label} refused")
+            continue
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            raise HostUnreachableError(f"authentication with {target.where} failed: {exc}"
+                                       ) from None
+        if transport.is_authenticated():
+            return
+    tried = "; ".join(notes) if notes else "no key was available"
+    raise AuthenticationError(
+        f"{target.where} accepted no key for user {target.user} ({tried})",
+        hint="load a key into ssh-agent or set the identity_file executor option",
+    )
+
+
+__all__ = ["Target", "connect", "load_ssh_config", "resolve"]
