@@ -125,13 +125,14 @@ class Redactor:
 
     def add(self, value: str) -> None:
         """Remember a secret value, each line of a multi-line one (like a PEM key), and the
-        forms it takes when quoted for a shell (``shlex``) or embedded in JSON."""
+        forms it takes when quoted for a shell (``shlex``), embedded in JSON or ``repr``-ed."""
         if not value:
             return
         forms = {value} | {ln.strip() for ln in value.splitlines() if len(ln.strip()) >= MIN_FRAGMENT}
         for form in list(forms):
             escaped = json.dumps(form, ensure_ascii=False)[1:-1]
-            forms |= {escaped, form.replace("'", "'\"'\"'"), escaped.replace("'", "'\"'\"'")}
+            forms |= {escaped, form.replace("'", "'\"'\"'"), escaped.replace("'", "'\"'\"'"),
+                      repr(form)[1:-1]}  # as a log line's %r of a list shows it
         self._values |= forms
 
     def __bool__(self) -> bool:
