@@ -45,7 +45,7 @@ from workers.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
-WAIT_CAP_S = 1.0
+WAIT_CAP_S = 0.5
 """Longest single wait for work: how late a stop request may be noticed while idle."""
 
 

@@ -113,7 +113,9 @@ def version() -> None:
 from scheduler.cli.actions_cmd import actions_app  # noqa: E402
 from scheduler.cli.config_cmd import config_app  # noqa: E402
 from scheduler.cli.redis_cmd import redis_app  # noqa: E402
+from scheduler.cli.worker_cmd import worker_app  # noqa: E402
 
 app.add_typer(actions_app, name="actions")
 app.add_typer(config_app, name="config")
 app.add_typer(redis_app, name="redis")
+app.add_typer(worker_app, name="worker")

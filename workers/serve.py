@@ -1,0 +1,83 @@
+"""Running a node as a process: connections, the recorder thread, signals. ``fleetsched worker``.
+
+1. Connect to Redis (``scheduler.redis_conn.connect``: the embedded server by default).
+2. Unless disabled, make sure the SQL schema is current and start a recorder consumer in a
+   thread, so a single node needs no other process.
+3. Run the node master in a thread of its own and keep the main thread for signals:
+   the first SIGTERM stops claiming and lets running jobs finish within the grace period;
+   a second SIGTERM, or SIGINT, gives the running jobs' leases back at once.
+   (Signal handlers only set a flag; the main thread acts on it outside the handler, so no
+   handler ever waits for a lock the interrupted code holds.)
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from scheduler.keys import Keys
+from workers.config import NodeConfig
+from workers.master import Node
+from workers.stats import NodeStats
+
+log = logging.getLogger(__name__)
+
+
+def build_recorder(config: NodeConfig, client: Any, keys: Keys) -> Any:
+    """A ``Recorder`` consumer named after this worker, writing to the configured database."""
+    from scheduler.db.engine import make_engine
+    from scheduler.db.migrate import ensure_schema
+    from scheduler.db.recorder import Recorder
+
+    settings = config.settings
+    engine = make_engine(settings.effective_database_url)
+    ensure_schema(settings, engine)
+    return Recorder(client, engine, keys, consumer_name=f"worker:{config.worker_id}")
+
+
+def serve(config: NodeConfig, on_started: Callable[[Node], None] | None = None) -> NodeStats:
+    """Run a node until a signal stops it (call from the main thread)."""
+    from scheduler.redis_conn import connect
+
+    settings = config.settings
+    logging.basicConfig(level=getattr(logging, settings.log_level.upper(), logging.WARNING),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    client = connect(settings)
+    keys = Keys(settings.queue_prefix)
+    recorder = build_recorder(config, client, keys) if config.recorder else None
+    node = Node(config, client, keys, recorder=recorder)
+
+    received: list[int] = []
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        received.append(signum)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    thread = threading.Thread(target=node.run, name="node", daemon=False)
+    thread.start()
+    try:
+        node.started.wait()
+        if on_started is not None:
+            on_started(node)
+        handled = 0
+        while thread.is_alive():
+            thread.join(0.1)
+            while handled < len(received):
+                signum = received[handled]
+                handled += 1
+                fast = signum == signal.SIGINT or node.stopping
+                log.warning("%s: %s", signal.Signals(signum).name,
+                            "giving running jobs back now" if fast else
+                            f"no new jobs; running ones have {config.grace_s:g}s to finish")
+                node.stop(fast=fast)
+    finally:
+        if thread.is_alive():  # an exception in this thread: still give the leases back
+            node.stop(fast=True)
+            thread.join()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        client.close()
+    return node.stats
