@@ -1,0 +1,213 @@
+"""Reading and editing the stored hosts and groups: what ``fleetsched hosts`` and ``groups``
+show and change, and the group resolution other parts use.
+
+What it owns:
+
+1. ``group_members(session, group)``: the hosts of a group including its child groups (``all``:
+   every host; ``ungrouped``: hosts in no group); ``hosts_in_groups`` for several; and
+   ``group_member_map`` (every group at once, the shape ``scheduler.targets`` takes);
+2. ``list_hosts`` (filters: group with its children, fnmatch name pattern), ``show_host``,
+   ``list_groups``;
+3. ``add_host`` and ``remove_host`` by hand (``source = "cli"``), each recorded as an event
+   (``host-add``, ``host-remove``) in the same transaction.
+
+Every function takes a session inside a transaction the caller opened.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from scheduler.db.models import Group, Host, group_children, group_hosts
+from scheduler.errors import NotFoundError, ValidationError
+from scheduler.inventory import validate
+from scheduler.inventory.resolve import DEFAULT_PORT
+from scheduler.inventory.sync import record_event
+
+CLI_SOURCE = "cli"
+
+
+def _edges(session: Session) -> tuple[dict[str, set[str]], dict[str, set[str]], set[str]]:
+    """(group -> direct host names, group -> child group names, all host names)."""
+    h, g = Host.__table__, Group.__table__
+    direct: dict[str, set[str]] = {name: set() for (name,) in session.execute(sa.select(g.c.name))}
+    for gname, hname in session.execute(
+            sa.select(g.c.name, h.c.name).select_from(group_hosts)
+            .join(g, g.c.id == group_hosts.c.group_id).join(h, h.c.id == group_hosts.c.host_id)):
+        direct[gname].add(hname)
+    parent, child = g.alias("parent"), g.alias("child")
+    children: dict[str, set[str]] = {name: set() for name in direct}
+    for pname, cname in session.execute(
+            sa.select(parent.c.name, child.c.name).select_from(group_children)
+            .join(parent, parent.c.id == group_children.c.parent_id)
+            .join(child, child.c.id == group_children.c.child_id)):
+        children[pname].add(cname)
+    every = {name for (name,) in session.execute(sa.select(h.c.name))}
+    return direct, children, every
+
+
+def _members(name: str, direct: dict[str, set[str]], children: dict[str, set[str]]) -> set[str]:
+    out: set[str] = set()
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        group = todo.pop()
+        if group in seen:
+            continue
+        seen.add(group)
+        out |= direct.get(group, set())
+        todo.extend(children.get(group, ()))
+    return out
+
+
+def group_member_map(session: Session) -> dict[str, set[str]]:
+    """Every group -> all its hosts, child groups included; plus ``all`` and ``ungrouped``."""
+    direct, children, every = _edges(session)
+    out = {name: _members(name, direct, children) for name in direct}
+    grouped = set().union(*direct.values()) if direct else set()
+    out.setdefault("all", every)
+    out.setdefault("ungrouped", every - grouped)
+    return out
+
+
+def group_members(session: Session, group: str) -> set[str]:
+    """The host names of ``group`` and of its child groups, recursively."""
+    members = group_member_map(session)
+    if group not in members:
+        raise NotFoundError(f"no group named {group!r}", hint="see `fleetsched groups list`")
+    return members[group]
+
+
+def hosts_in_groups(session: Session, groups: Iterable[str]) -> set[str]:
+    """The union of ``group_members`` over ``groups``."""
+    members = group_member_map(session)
+    out: set[str] = set()
+    for group in groups:
+        if group not in members:
+            raise NotFoundError(f"no group named {group!r}", hint="see `fleetsched groups list`")
+        out |= members[group]
+    return out
+
+
+def _host_rows(session: Session, names: set[str] | None) -> list[dict[str, Any]]:
+    h, g = Host.__table__, Group.__table__
+    groups: dict[str, list[str]] = {}
+    for hname, gname in session.execute(
+            sa.select(h.c.name, g.c.name).select_from(group_hosts)
+            .join(g, g.c.id == group_hosts.c.group_id).join(h, h.c.id == group_hosts.c.host_id)):
+        groups.setdefault(hname, []).append(gname)
+    rows = []
+    for r in session.execute(sa.select(h).order_by(h.c.name)):
+        if names is not None and r.name not in names:
+            continue
+        rows.append({"name": r.name, "address": r.address, "port": r.port, "user": r.user,
+                     "groups": sorted(groups.get(r.name, [])), "source": r.source,
+                     "vars": r.vars or {}, "created_at": r.created_at,
+                     "updated_at": r.updated_at})
+    return rows
+
+
+def list_hosts(session: Session, *, group: str | None = None,
+               match: str | None = None) -> list[dict[str, Any]]:
+    """Hosts sorted by name, optionally those of ``group`` (with its children) whose name
+    matches the fnmatch pattern ``match``."""
+    names = group_members(session, group) if group else None
+    rows = _host_rows(session, names)
+    if match:
+        rows = [r for r in rows if fnmatch.fnmatchcase(r["name"], match)]
+    return rows
+
+
+def show_host(session: Session, name: str) -> dict[str, Any]:
+    """One host's record, with its direct groups and every group it is in through them."""
+    rows = _host_rows(session, {name})
+    if not rows:
+        raise NotFoundError(f"no host named {name!r}", hint="see `fleetsched hosts list`")
+    row = rows[0]
+    member_of = sorted(g for g, hosts in group_member_map(session).items()
+                       if name in hosts and g not in ("all", "ungrouped"))
+    row["all_groups"] = member_of
+    return row
+
+
+def list_groups(session: Session) -> list[dict[str, Any]]:
+    """Groups sorted by name: direct and total host counts, children, parents, source."""
+    direct, children, _every = _edges(session)
+    parents: dict[str, list[str]] = {}
+    for p, kids in children.items():
+        for c in kids:
+            parents.setdefault(c, []).append(p)
+    g = Group.__table__
+    out = []
+    for r in session.execute(sa.select(g.c.name, g.c.vars, g.c.source).order_by(g.c.name)):
+        out.append({"name": r.name, "hosts": len(direct[r.name]),
+                    "all_hosts": len(_members(r.name, direct, children)),
+                    "children": sorted(children[r.name]), "parents": sorted(parents.get(r.name, [])),
+                    "vars": r.vars or {}, "source": r.source})
+    return out
+
+
+def _checked(check: Any, value: Any, option: str) -> Any:
+    try:
+        return check(value)
+    except ValueError as exc:
+        raise ValidationError(f"{option}: {exc}") from None
+
+
+def add_host(session: Session, name: str, *, address: str | None = None,
+             port: int | None = None, user: str | None = None,
+             groups: Iterable[str] = (), host_vars: dict[str, Any] | None = None,
+             operator: str) -> list[str]:
+    """Add host ``name`` by hand; returns the groups that had to be created for it."""
+    _checked(validate.host_name, name, "NAME")
+    address = _checked(validate.address, address, "--address") if address else None
+    port = _checked(validate.port, port, "--port") if port is not None else DEFAULT_PORT
+    user = _checked(validate.user, user, "--user") if user else None
+    group_list = sorted({_checked(validate.group_name, g, "--group") for g in groups})
+    host_vars = {_checked(validate.var_name, k, "--var"): v for k, v in (host_vars or {}).items()}
+    secret = sorted(k for k in host_vars if validate.is_secret_var(k))
+    if secret:
+        raise ValidationError(f"--var {secret[0]}: fleetsched does not store secrets",
+                              hint="use ssh keys or the agent; pass secrets as @env:/@file: "
+                                   "task parameters")
+    h, g = Host.__table__, Group.__table__
+    if session.execute(sa.select(h.c.id).where(h.c.name == name)).first():
+        raise ValidationError(f"host {name!r} already exists",
+                              hint="remove it first, or change it in its inventory and import")
+    created = []
+    for gname in group_list:
+        if not session.execute(sa.select(g.c.id).where(g.c.name == gname)).first():
+            session.execute(sa.insert(g).values(name=gname, vars={}, source=CLI_SOURCE))
+            created.append(gname)
+    host_id = session.execute(sa.insert(h).values(
+        name=name, address=address, port=port, user=user, vars=host_vars,
+        source=CLI_SOURCE).returning(h.c.id)).scalar_one()
+    for gname in group_list:
+        gid = session.execute(sa.select(g.c.id).where(g.c.name == gname)).scalar_one()
+        session.execute(sa.insert(group_hosts).values(group_id=gid, host_id=host_id))
+    record_event(session, "host-add", operator, {
+        "address": address, "port": port, "user": user, "groups": group_list,
+        "created_groups": created, "source": CLI_SOURCE}, host=name)
+    return created
+
+
+def remove_host(session: Session, name: str, *, operator: str) -> None:
+    """Remove host ``name`` and its memberships."""
+    h = Host.__table__
+    row = session.execute(sa.select(h.c.id, h.c.source).where(h.c.name == name)).first()
+    if row is None:
+        raise NotFoundError(f"no host named {name!r}", hint="see `fleetsched hosts list`")
+    session.execute(sa.delete(group_hosts).where(group_hosts.c.host_id == row.id))
+    session.execute(sa.delete(h).where(h.c.id == row.id))
+    record_event(session, "host-remove", operator, {"source": row.source}, host=name)
+
+
+__all__ = [
+    "CLI_SOURCE", "add_host", "group_member_map", "group_members", "hosts_in_groups",
+    "list_groups", "list_hosts", "remove_host", "show_host",
+]
