@@ -8,8 +8,10 @@ runs on the worker node and Ansible itself connects to the host. The argv is bui
 Extra vars go in as one ``-e`` with a JSON object, not as ``-e key=value``: Ansible splits
 ``key=value`` text on spaces and reads quotes and ``@file`` in it, while a JSON object is taken
 verbatim, so no value can become a second variable or a file reference. The host name is
-checked before it becomes a ``--limit`` pattern: pattern syntax (``, : ! & * ? [ ] ~ @``) would
-widen or change the target, so such a name fails the job instead.
+checked before it becomes a ``--limit`` pattern: pattern syntax (``, : ! & * ? [ ] ~ @``) and
+the implicit groups ``all`` and ``ungrouped`` would widen or change the target, so such a name
+fails the job instead. (A host named like one of the inventory's own groups would still select
+that group: keep host and group names apart in the inventory Ansible reads.)
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ from tasks.params import Boolean, KeyValues, LocalPath, Param, Text
 from workers.executors.base import Host
 
 _SAFE_LIMIT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
+_BUILTIN_GROUPS = ("all", "ungrouped")  # Ansible's implicit groups: a pattern for many hosts
 
 
 def ansible_argv(binary: str, playbook: str, host: str, *, inventory: str | None = None,
                  extra_vars: dict[str, str] | None = None, check: bool = False,
                  tags: str | None = None) -> list[str]:
     """The ``ansible-playbook`` argv for one host (see the module docstring)."""
-    if not _SAFE_LIMIT.fullmatch(host):
+    if not _SAFE_LIMIT.fullmatch(host) or host in _BUILTIN_GROUPS:
         raise StepFailed(f"host name {host[:80]!r} cannot be an ansible --limit pattern safely "
                          "(only letters, digits, '.', '_' and '-')", retryable=False)
     argv = [binary]
