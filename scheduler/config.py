@@ -75,6 +75,9 @@ class Settings:
     # SSH: strict host-key checking against this file; never auto-added.
     known_hosts: Path = field(default_factory=lambda: Path.home() / ".ssh" / "known_hosts")
     ssh_config: Path = field(default_factory=lambda: Path.home() / ".ssh" / "config")
+    # SSH key file(s) the workers offer after the agent's keys (comma-separated); None = only
+    # the agent, ~/.ssh/config IdentityFile and ~/.ssh/id_*.
+    ssh_identity_file: str | None = None
     # Who is recorded as having asked for a change.
     operator: str = field(default_factory=_default_operator)
     log_level: str = "warning"

@@ -237,3 +237,16 @@ def test_a_proxyjump_in_the_ssh_config_is_refused_with_a_clear_message(
     with pytest.raises(ConfigError, match="sets proxyjump bastion.example for web-01"):
         with executor.session(ssh_fleet.hosts[0].host()):
             pass
+
+
+def test_the_identity_file_setting_is_offered_like_the_option(ssh_fleet: SshFleet) -> None:
+    settings = ssh_fleet.settings(ssh_identity_file=f"/nonexistent/other, {ssh_fleet.identity}")
+    executor = build_executor("ssh", {"allow_agent": False, "look_for_keys": False}, settings)
+    with pytest.raises(ConfigError, match="identity file /nonexistent/other does not exist"):
+        with executor.session(ssh_fleet.hosts[0].host()):
+            pass
+    settings = ssh_fleet.settings(ssh_identity_file=str(ssh_fleet.identity))
+    executor = build_executor("ssh", {"allow_agent": False, "look_for_keys": False}, settings)
+    with executor.session(ssh_fleet.hosts[0].host()) as session:
+        assert session.run(["true"], timeout=10).ok
+    executor.close()

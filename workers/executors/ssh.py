@@ -372,6 +372,9 @@ class SshExecutor:
                  settings: Settings | None = None) -> None:
         self.settings = settings or Settings()
         self.options = read_options(self.name, options, DEFAULTS)
+        if self.settings.ssh_identity_file:
+            self.options["identity_file"] = self.options["identity_file"] + [
+                p.strip() for p in self.settings.ssh_identity_file.split(",") if p.strip()]
         self.pool = Pool(self.options["idle_s"])
         self._config = load_ssh_config(self.settings.ssh_config)
 
