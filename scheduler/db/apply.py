@@ -107,17 +107,34 @@ def _output_tail(value: str | None) -> str | None:
 
 
 def _job_patch(kind: str, f: Mapping[str, str], ts: datetime) -> dict[str, Any] | None:
+    patch = _job_state_patch(kind, f, ts)
+    if patch is not None and kind not in ("enqueue", "cancel", "park", "unpark"):
+        for col, key in (("attempts", "attempt"), ("token", "token")):
+            if _int(f.get(key)) is not None:
+                patch[col] = _int(f.get(key))
+    return patch
+
+
+def _lost_state(error: str) -> str:
+    """Where a lost job went, read from the claim script's explanation (claim.lua ``lose``)."""
+    if "runs again when the task resumes" in error:
+        return "held"
+    if "not run again because the task is" in error:
+        return "cancelled"
+    if "not run again" in error:
+        return "lost"
+    return "pending"  # run again: its new claim follows in the same script
+
+
+def _job_state_patch(kind: str, f: Mapping[str, str], ts: datetime) -> dict[str, Any] | None:
     due = from_ms(_int(f.get("due")))
-    if kind in ("enqueue", "release", "defer"):
+    if kind in ("enqueue", "release", "defer", "unpark"):
         patch: dict[str, Any] = {"state": "pending"}
         if due is not None:
             patch["due_at"] = due
         return patch
     if kind == "claim":
         patch = {"state": "running", "started_at": ts, "finished_at": None}
-        for col, key in (("attempts", "attempt"), ("token", "token")):
-            if _int(f.get(key)) is not None:
-                patch[col] = _int(f.get(key))
         if f.get("worker"):
             patch["worker"] = _cap(f["worker"], 255)
         return patch
@@ -137,7 +154,11 @@ def _job_patch(kind: str, f: Mapping[str, str], ts: datetime) -> dict[str, Any] 
                 patch["due_at"] = due
         return patch
     if kind == "lost":
-        return {"state": "lost", "finished_at": ts, "error": f.get("error")}
+        state = _lost_state(f.get("error", ""))
+        patch = {"state": state, "error": f.get("error")}
+        if state in JOB_FINAL_STATES:
+            patch["finished_at"] = ts
+        return patch
     if kind == "park":
         return {"state": "parked"}
     if kind == "cancel":
