@@ -72,6 +72,14 @@ def _raise_if_error(reply: Any) -> list[Any]:
     return reply
 
 
+def _wake_score(data: Any) -> float:
+    """The due time a wake message announces (0, i.e. wake now, if it is not a number)."""
+    try:
+        return float(text(data))
+    except ValueError:
+        return 0.0
+
+
 class Queue:
     """The queue of one shard: jobs waiting in due sets, claimed under leases, acknowledged.
 
@@ -282,7 +290,8 @@ class Queue:
         """Sleep until the earliest due time, a wake message, or ``timeout_s``, whichever first.
 
         Subscribed to ``{P}:wake`` before reading the earliest due time, so a job queued in
-        between wakes us. Returns at once if something is due now.
+        between wakes us. A wake announcing a due time later than the planned wake-up (an old
+        one, or a job far in the future) is ignored. Returns at once if something is due now.
         """
         if not isinstance(timeout_s, (int, float)) or timeout_s < 0:
             raise bad(f"timeout must be a non-negative number of seconds, not {timeout_s!r}")
@@ -292,11 +301,13 @@ class Queue:
                 pass  # wakes that arrived while we were busy are stale now
             now, earliest = self.next_due()
             sleep = timeout_s if earliest is None else min(timeout_s, max(0, earliest - now) / 1000)
+            wake_at_ms = now + sleep * 1000
             deadline = time.monotonic() + sleep
             while (left := deadline - time.monotonic()) > 0:
                 message = pubsub.get_message(timeout=left)
-                if message is not None and message["type"] == "message":
-                    return
+                if message is not None and message["type"] == "message" \
+                        and _wake_score(message["data"]) < wake_at_ms:
+                    return  # a job due before we planned to wake (a later one can wait)
         except redis.ConnectionError:
             self._close_subscription()
             raise
