@@ -1,0 +1,37 @@
+"""``fleetsched groups list``: the groups hosts belong to (imported or made by hand).
+
+A thin command over ``scheduler.inventory.list_groups``: one row per group with its direct
+host count, its host count including child groups, its children, parents and source.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from scheduler.cli import output
+
+groups_app = typer.Typer(help="Groups of hosts (from inventories or `hosts add --group`).",
+                         no_args_is_help=True)
+
+OutputOption = Annotated[output.OutputFormat,
+                         typer.Option("--output", "-o", help="table, json or csv")]
+COLUMNS = ["name", "hosts", "all_hosts", "children", "parents", "source"]
+
+
+@groups_app.command("list")
+def list_cmd(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) -> None:
+    """List groups, sorted by name; ``all_hosts`` counts the hosts of child groups too."""
+    from scheduler.cli.hosts_cmd import database
+    from scheduler.inventory import list_groups, transaction
+
+    with database(ctx) as (engine, _operator), transaction(engine, commit=False) as session:
+        rows = list_groups(session)
+    if fmt is output.OutputFormat.json:
+        output.emit_rows(rows, COLUMNS + ["vars"], fmt)
+        return
+    flat = [{**r, "children": ",".join(r["children"]), "parents": ",".join(r["parents"]),
+             "vars": json.dumps(r["vars"], sort_keys=True)} for r in rows]
+    output.emit_rows(flat, COLUMNS + (["vars"] if fmt is output.OutputFormat.csv else []), fmt)

@@ -1,0 +1,216 @@
+"""``fleetsched hosts import|list|show|add|remove``: the fleet's hosts.
+
+Thin commands over ``scheduler.inventory``: each opens the database (``open_database``), runs
+one library call in one transaction, and renders the result through ``scheduler.cli.output``
+(data on stdout, messages on stderr). A bad inventory file is one line
+``file:line:col: problem`` and exit code 2, with nothing written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from sqlalchemy.engine import Engine
+
+from scheduler.cli import output
+from scheduler.errors import ValidationError
+
+hosts_app = typer.Typer(help="The fleet's hosts: import an Ansible inventory, list, add, remove.",
+                        no_args_is_help=True)
+
+OutputOption = Annotated[output.OutputFormat,
+                         typer.Option("--output", "-o", help="table, json or csv")]
+LIST_COLUMNS = ["name", "address", "port", "user", "groups", "source"]
+
+
+@contextmanager
+def database(ctx: typer.Context) -> Iterator[tuple[Engine, str]]:
+    from scheduler.cli.app import state  # here: app.py imports this module
+    from scheduler.inventory import open_database
+
+    settings = state(ctx).settings
+    engine = open_database(settings)
+    try:
+        yield engine, settings.operator
+    finally:
+        engine.dispose()
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return "" if value is None else str(value)
+
+
+def _describe_change(field: str, old: Any, new: Any) -> str:
+    if field == "vars" and isinstance(old, dict) and isinstance(new, dict):
+        added = sorted(set(new) - set(old))
+        removed = sorted(set(old) - set(new))
+        changed = sorted(k for k in set(old) & set(new) if old[k] != new[k])
+        parts = [f"+{k}" for k in added] + [f"-{k}" for k in removed] + [f"~{k}" for k in changed]
+        return "vars: " + " ".join(parts)
+    if field == "groups":
+        return f"groups: {','.join(old) or '-'} -> {','.join(new) or '-'}"
+    return f"{field}: {_short(old) or '-'} -> {_short(new) or '-'}"
+
+
+def _import_rows(plan: Any) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for r in plan.added:
+        where = r.address or r.name
+        rows.append({"change": "added", "host": r.name,
+                     "details": (f"[{where}]" if ":" in where else where) + f":{r.port}"
+                                + (f" as {r.user}" if r.user else "")
+                                + (f" in {','.join(r.groups)}" if r.groups else "")})
+    for c in plan.updated:
+        rows.append({"change": "updated", "host": c.name, "fields": sorted(c.changes),
+                     "details": "; ".join(_describe_change(k, *v)
+                                          for k, v in sorted(c.changes.items()))})
+    rows += [{"change": "removed", "host": n, "details": ""} for n in plan.removed]
+    rows += [{"change": "left", "host": n, "details": "no longer in the source; kept "
+                                                     "(--prune removes it)"} for n in plan.left]
+    return rows
+
+
+@hosts_app.command("import")
+def import_cmd(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(help="ansible-inventory --list JSON, INI or YAML file")],
+    prune: Annotated[bool, typer.Option(
+        "--prune", help="remove hosts and groups this file imported before and no longer has")
+    ] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="print what would change and write nothing")] = False,
+    fmt_in: Annotated[str | None, typer.Option(
+        "--format", help="json, ini or yaml (default: by extension, then by content)")] = None,
+    fmt: OutputOption = output.OutputFormat.table,
+) -> None:
+    """Add and update hosts and groups from an Ansible inventory, matched by name."""
+    from scheduler.inventory import FORMATS, import_inventory, load_inventory
+
+    if fmt_in is not None and fmt_in not in FORMATS:
+        raise ValidationError(f"--format {fmt_in!r} is not one of {', '.join(FORMATS)}")
+    # Parse before touching the database: a bad file fails fast and opens nothing.
+    inventory = load_inventory(path, fmt_in)
+    with database(ctx) as (engine, operator):
+        result = import_inventory(engine, path, operator=operator, prune=prune,
+                                  dry_run=dry_run, inventory=inventory)
+    plan = result.plan
+    if plan.skipped_secrets:
+        output.info(f"warning: skipped {len(plan.skipped_secrets)} secret variable(s) "
+                    f"({', '.join(plan.skipped_secrets[:5])}"
+                    f"{', ...' if len(plan.skipped_secrets) > 5 else ''}): "
+                    "fleetsched never stores secrets")
+    rows = _import_rows(plan)
+    if fmt is output.OutputFormat.json:
+        output.emit_object({
+            "path": result.path, "format": result.format, "dry_run": dry_run, "prune": prune,
+            "counts": plan.counts(), "changes": rows,
+            "groups": {"added": plan.groups_added, "updated": plan.groups_updated,
+                       "removed": plan.groups_removed},
+            "skipped_secrets": plan.skipped_secrets}, fmt)
+    elif rows:
+        output.emit_rows(rows, ["change", "host", "details"], fmt)
+    c = plan.counts()
+    output.info(
+        f"{'dry run, nothing written: would import' if dry_run else 'imported'} {result.path} "
+        f"({result.format}): {c['added']} added, {c['updated']} updated, {c['removed']} removed, "
+        f"{c['unchanged']} unchanged"
+        + (f", {c['left']} left the source (kept)" if c["left"] else "")
+        + f"; groups: {c['groups_added']} added, {c['groups_updated']} updated, "
+          f"{c['groups_removed']} removed")
+
+
+@hosts_app.command("list")
+def list_cmd(
+    ctx: typer.Context,
+    group: Annotated[str | None, typer.Option(
+        "--group", "-g", help="only hosts of this group (child groups included)")] = None,
+    match: Annotated[str | None, typer.Option(
+        "--match", "-m", help="only host names matching this pattern, e.g. 'web-*'")] = None,
+    fmt: OutputOption = output.OutputFormat.table,
+) -> None:
+    """List hosts, sorted by name."""
+    from scheduler.inventory import list_hosts, transaction
+
+    with database(ctx) as (engine, _operator), transaction(engine, commit=False) as session:
+        rows = list_hosts(session, group=group, match=match)
+    if fmt is output.OutputFormat.json:
+        output.emit_rows(rows, LIST_COLUMNS + ["vars"], fmt)
+        return
+    flat = [{**r, "groups": ",".join(r["groups"])} for r in rows]
+    output.emit_rows(flat, LIST_COLUMNS, fmt)
+    if fmt is output.OutputFormat.table:
+        output.info(f"{len(rows)} host(s)")
+
+
+@hosts_app.command("show")
+def show_cmd(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="the host's name")],
+    fmt: OutputOption = output.OutputFormat.table,
+) -> None:
+    """Show one host: address, port, user, groups, variables, source."""
+    from scheduler.inventory import show_host, transaction
+
+    with database(ctx) as (engine, _operator), transaction(engine, commit=False) as session:
+        row = show_host(session, name)
+    if fmt is output.OutputFormat.table:
+        row = {k: (", ".join(v) if k in ("groups", "all_groups") else
+                   _short(v) if isinstance(v, (dict, list)) else v) for k, v in row.items()}
+    output.emit_object(row, fmt)
+
+
+def _parse_vars(items: list[str]) -> dict[str, Any]:
+    from scheduler.inventory.ini_format import parse_value
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise ValidationError(f"--var {item!r} is not KEY=VALUE")
+        out[key] = parse_value(value)
+    return out
+
+
+@hosts_app.command("add")
+def add_cmd(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="the host's name (letters, digits, . _ -)")],
+    address: Annotated[str | None, typer.Option(
+        "--address", "-a", help="host name or IP to connect to (default: NAME)")] = None,
+    port: Annotated[int | None, typer.Option("--port", "-p", help="SSH port (default 22)")] = None,
+    user: Annotated[str | None, typer.Option("--user", "-u", help="SSH login")] = None,
+    group: Annotated[list[str] | None, typer.Option(
+        "--group", "-g", help="a group to put it in (repeatable; created if new)")] = None,
+    var: Annotated[list[str] | None, typer.Option(
+        "--var", help="KEY=VALUE host variable (repeatable)")] = None,
+) -> None:
+    """Add one host by hand (an import never prunes it)."""
+    from scheduler.inventory import add_host, transaction
+
+    host_vars = _parse_vars(var or [])
+    with database(ctx) as (engine, operator), transaction(engine) as session:
+        created = add_host(session, name, address=address, port=port, user=user,
+                           groups=group or [], host_vars=host_vars, operator=operator)
+    if created:
+        output.info(f"created group(s) {', '.join(created)}")
+    output.info(f"added host {name}")
+
+
+@hosts_app.command("remove")
+def remove_cmd(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="the host's name")],
+) -> None:
+    """Remove one host and its group memberships."""
+    from scheduler.inventory import remove_host, transaction
+
+    with database(ctx) as (engine, operator), transaction(engine) as session:
+        remove_host(session, name, operator=operator)
+    output.info(f"removed host {name}")
