@@ -1,0 +1,103 @@
+"""``fleetsched recorder``: copy the event stream into SQL until stopped;
+``fleetsched recorder status``: how far behind the record is.
+
+Thin: connect, make sure the schema is current (``scheduler.db.migrate.ensure_schema``), run a
+``scheduler.db.recorder.Recorder``. SIGTERM or SIGINT stops it after the batch in hand.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Annotated, Any
+
+import typer
+
+from scheduler.cli import output
+
+recorder_app = typer.Typer(
+    help="Copy audit events from Redis into the SQL record (one runs in every worker too).",
+    invoke_without_command=True,
+)
+
+OutputOption = Annotated[output.OutputFormat,
+                         typer.Option("--output", "-o", help="table, json or csv")]
+
+
+def _open(ctx: typer.Context) -> tuple[Any, Any, Any]:
+    from scheduler.cli.app import state  # here: app.py imports this module
+    from scheduler.db.engine import make_engine
+    from scheduler.db.migrate import ensure_schema
+    from scheduler.keys import Keys
+    from scheduler.redis_conn import connect
+
+    settings = state(ctx).settings
+    engine = make_engine(settings.effective_database_url)
+    try:
+        ensure_schema(settings, engine)
+        client = connect(settings)
+    except BaseException:
+        engine.dispose()
+        raise
+    return client, engine, Keys(settings.queue_prefix)
+
+
+@recorder_app.callback()
+def recorder(
+    ctx: typer.Context,
+    consumer: Annotated[str | None, typer.Option(help="Consumer name in the group (default: <hostname>:<pid>).")] = None,
+    batch: Annotated[int, typer.Option(help="Events per SQL transaction.", min=1, max=50_000)] = 1000,
+    drain: Annotated[bool, typer.Option("--drain", help="Record what is in the stream now, then exit.")] = False,
+) -> None:
+    """Record events until SIGTERM/SIGINT (or, with --drain, until the stream is recorded)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from scheduler.db.recorder import Recorder
+
+    client, engine, keys = _open(ctx)
+    rec = Recorder(client, engine, keys, consumer, batch=batch)
+    try:
+        if drain:
+            while rec.run_once(block_ms=None):
+                pass
+        else:
+            stop = threading.Event()
+            previous = {s: signal.signal(s, lambda *_: stop.set())
+                        for s in (signal.SIGTERM, signal.SIGINT)}
+            output.info(f"recorder {rec.consumer}: recording {keys.events} (stop with Ctrl-C)")
+            try:
+                rec.run(stop)
+            finally:
+                for s, handler in previous.items():
+                    signal.signal(s, handler)
+    finally:
+        client.close()
+        engine.dispose()
+    s = rec.stats
+    output.info(f"recorder {rec.consumer}: {s.events} events in {s.batches} batches "
+                f"({s.inserted} new, {s.events - s.inserted} already recorded), "
+                f"{s.failures} retried failures")
+
+
+@recorder_app.command()
+def status(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) -> None:
+    """Events waiting in Redis: not yet read, and read but not yet committed to SQL."""
+    import redis
+
+    from scheduler.db.recorder import GROUP, Recorder
+
+    client, engine, keys = _open(ctx)
+    try:
+        rec = Recorder(client, engine, keys, "status")
+        info = {"stream": keys.events, "group": GROUP, "length": client.xlen(keys.events),
+                "lag": rec.lag(), "pending": rec.pending()}
+        consumers = []
+        try:
+            consumers = client.xinfo_consumers(keys.events, GROUP)
+        except redis.ResponseError:  # no stream or group yet: nothing recorded so far
+            pass
+        info["consumers"] = len(consumers)
+    finally:
+        client.close()
+        engine.dispose()
+    output.emit_object(info, fmt)
