@@ -16,6 +16,8 @@ What it owns:
 
 from __future__ import annotations
 
+import logging
+import shlex
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -31,6 +33,8 @@ from workers.executors.base import CommandResult, Host, HostSession
 __all__ = [
     "Action", "ActionContext", "ActionResult", "BaseAction", "StepFailed", "Steps",
 ]
+
+log = logging.getLogger("fleetsched.actions")
 
 # How much of a failed command's stderr (last non-empty line) goes into the error message.
 ERROR_EXCERPT = 200
@@ -136,12 +140,17 @@ class Steps:
             left = max(left, CLEANUP_TIMEOUT_S)
         if left <= 0:
             raise StepFailed(f"{what}: the job's timeout of {self.timeout_s:g}s ran out")
+        shown = self.ctx.redactor.redact(shlex.join(argv))  # masked before it is even logged
+        log.debug("%s: %s: %s", self.host.name, what, shown)
         result = self.session.run(argv, timeout=min(timeout or left, left), stdin=stdin)
         self.results.append(result)
+        log.debug("%s: %s: exit %s after %.2fs%s", self.host.name, what, result.exit_code,
+                  result.duration_s, " (timed out)" if result.timed_out else "")
         if result.timed_out:
             raise StepFailed(f"{what} timed out after {result.duration_s:.1f}s")
         if result.exit_code is None:
-            raise StepFailed(f"{what}: the connection was lost before it finished")
+            why = getattr(result, "error", None) or "the connection was lost before it finished"
+            raise StepFailed(f"{what}: {why}")
         if check and result.exit_code != 0:
             excerpt = _last_line(result.stderr_tail or result.stderr_head) or _last_line(
                 result.stdout_tail or result.stdout_head)
