@@ -34,11 +34,13 @@ _GROUP_KEYS = ("hosts", "children", "vars")
 class _Problem(Exception):
     """An error about ``subject``; located in the text only when it is raised."""
 
-    def __init__(self, subject: str | None, message: str, hint: str | None = None) -> None:
+    def __init__(self, subject: str | None, message: str, hint: str | None = None,
+                 *, bare: bool = False) -> None:
         super().__init__(message)
         self.subject = subject
         self.message = message
         self.hint = hint
+        self.bare = bare  # look for the subject as is, not as a JSON string
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -51,13 +53,14 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _constant(name: str) -> Any:
-    raise _Problem(name, f"{name} is not a valid JSON value")
+    raise _Problem(name, f"{name} is not a valid JSON value", bare=True)
 
 
-def _locate(text: str, source: str, subject: str | None, second: bool = False) -> Location:
+def _locate(text: str, source: str, subject: str | None, second: bool = False,
+            bare: bool = False) -> Location:
     if subject is None:
         return Location(source)
-    needle = json.dumps(subject)
+    needle = subject if bare else json.dumps(subject)
     pos = text.find(needle)
     if second and pos >= 0:
         pos = text.find(needle, pos + 1)
@@ -77,8 +80,8 @@ def parse(text: str, source: str) -> Inventory:
     except RecursionError:
         raise InventoryError(source, "JSON is nested too deeply") from None
     except _Problem as exc:
-        raise InventoryError(_locate(text, source, exc.subject, second=True), exc.message) \
-            from None
+        where = _locate(text, source, exc.subject, second=not exc.bare, bare=exc.bare)
+        raise InventoryError(where, exc.message) from None
     try:
         return _Walker(source).run(data)
     except _Problem as exc:

@@ -35,6 +35,10 @@ CONNECTION_VARS = {
 """Variables that say how to reach a host; they become the host's columns, not vars."""
 
 ENDPOINT_VARS = CONNECTION_VARS["address"] + CONNECTION_VARS["port"]
+_CONNECTION_CHECKS = {
+    key: {"address": validate.address, "port": validate.port, "user": validate.user}[column]
+    for column, keys in CONNECTION_VARS.items() for key in keys
+}
 
 VAULT_HINT = ("fleetsched stores no secrets: run `ansible-inventory -i FILE --list > inv.json` "
               "and import the JSON, keeping secrets in vault")
@@ -115,23 +119,32 @@ class Inventory:
     hosts: dict[str, HostDef] = field(default_factory=dict)
     budget: validate.Budget = field(default_factory=validate.Budget, repr=False, compare=False)
 
-    def vars_from(self, raw: Any, where: Location, what: str = "vars") -> dict[str, Any]:
-        """``raw`` checked to be a mapping of valid names to JSON-safe values."""
+    def vars_from(self, raw: Any, where: Location, what: str = "vars",
+                  places: Mapping[str, Location] | None = None) -> dict[str, Any]:
+        """``raw`` checked to be a mapping of valid names to JSON-safe values, connection
+        variables valid where they are set; ``places`` locates single keys more precisely."""
         if raw is None:
             return {}
         if not isinstance(raw, Mapping):
             raise InventoryError(where, f"{what} must be a mapping of names to values, "
                                         f"not {type(raw).__name__}")
         out: dict[str, Any] = {}
-        try:
-            for key, value in raw.items():
+        places = places or {}
+        for key, value in raw.items():
+            at = places.get(key, where)
+            try:
                 out[validate.var_name(key)] = validate.plain(value, self.budget)
-        except ValueError as exc:
-            raise InventoryError(where, str(exc)) from None
-        for key, value in out.items():
-            if _is_vaulted(value):
-                raise InventoryError(where, f"variable {key!r} is an Ansible Vault value",
+            except ValueError as exc:
+                raise InventoryError(at, str(exc)) from None
+            if _is_vaulted(out[key]):
+                raise InventoryError(at, f"variable {key!r} is an Ansible Vault value",
                                      hint=VAULT_HINT)
+            check = _CONNECTION_CHECKS.get(key)
+            if check is not None and out[key] is not None:
+                try:
+                    check(out[key])
+                except ValueError as exc:
+                    raise InventoryError(at, f"{key}: {exc}") from None
         return out
 
     def checked(self, check: Any, value: Any, where: Location) -> Any:

@@ -25,6 +25,7 @@ from scheduler.config import Settings, redact_exception
 from scheduler.db.engine import make_engine, session_factory
 from scheduler.errors import DatabaseUnavailableError, FleetschedError
 from scheduler.inventory import sync
+from scheduler.inventory.model import Inventory
 from scheduler.inventory.resolve import resolve
 from scheduler.inventory.source import load_inventory
 
@@ -82,10 +83,13 @@ class ImportResult:
 
 
 def import_inventory(engine: Engine, path: str | os.PathLike[str], *, operator: str,
-                     fmt: str | None = None, prune: bool = False,
-                     dry_run: bool = False) -> ImportResult:
-    """Import the inventory at ``path`` (see ``scheduler.inventory.sync`` for the semantics)."""
-    inventory = load_inventory(path, fmt)
+                     fmt: str | None = None, prune: bool = False, dry_run: bool = False,
+                     inventory: Inventory | None = None) -> ImportResult:
+    """Import the inventory at ``path`` (see ``scheduler.inventory.sync`` for the semantics).
+
+    ``inventory``: the file already parsed by the caller (it is not read again)."""
+    if inventory is None:
+        inventory = load_inventory(path, fmt)
     resolved = resolve(inventory)
     source = sync.source_id(path)
     with transaction(engine, commit=not dry_run) as session:

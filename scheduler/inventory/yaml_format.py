@@ -140,6 +140,13 @@ class _Walker:
             out.append((key, value_node, where))
         return out
 
+    def places(self, node: yaml.Node) -> dict[str, Location]:
+        """Where each key of a mapping node is (keys merged in with ``<<`` are not listed)."""
+        if not isinstance(node, yaml.MappingNode):
+            return {}
+        return {str(k.value): self.at(k) for k, _v in node.value
+                if isinstance(k, yaml.ScalarNode)}
+
     def run(self, root: yaml.Node | None) -> Inventory:
         if root is None:
             raise InventoryError(Location(self.source, 1), "the file is empty")
@@ -176,7 +183,8 @@ class _Walker:
                         value, f"the children of {name!r}"):
                     self.group(child, child_node, child_where, name, depth + 1)
             elif key == "vars":
-                found = self.inv.vars_from(self.value(value), key_where, f"vars of {name!r}")
+                found = self.inv.vars_from(self.value(value), key_where, f"vars of {name!r}",
+                                           self.places(value))
                 self.inv.group(name, where).vars.update(found)
             else:
                 raise InventoryError(key_where, f"unexpected key {key!r} in group {name!r}",
@@ -191,7 +199,7 @@ class _Walker:
             if port is not None:
                 host_vars["ansible_port"] = port
             host_vars.update(self.inv.vars_from(self.value(value), where,
-                                                f"vars of host {pattern!r}"))
+                                                f"vars of host {pattern!r}", self.places(value)))
             for name in names:
                 self.inv.checked(validate.host_name, name, where)
                 self.inv.add_host(name, group, dict(host_vars), where)
