@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import getpass
+import logging
 import os
 import re
 import tomllib
@@ -290,11 +291,11 @@ def _password_of(url: str) -> str | None:
     return password or None
 
 
-def redact_text(text: str, *urls: str | None) -> str:
+def redact_text(text: str, *urls: str | None, one_line: bool = True) -> str:
     """Mask every credential in free text: URLs with a password, secret query parameters,
     libpq ``password=...`` pairs, and the passwords of ``urls`` wherever they appear verbatim
-    (an error message may quote a password on its own). Newlines are folded into ``; `` so the
-    result fits the one-line error rule."""
+    (an error message may quote a password on its own). With ``one_line`` newlines are folded
+    into ``; `` so the result fits the one-line error rule."""
     out = _URL_NETLOC_RE.sub(_mask_netloc, str(text))
     out = _SECRET_PARAM_RE.sub(lambda m: m.group("key") + MASK, out)
     out = _KV_PASSWORD_RE.sub(lambda m: m.group("key") + MASK, out)
@@ -303,7 +304,28 @@ def redact_text(text: str, *urls: str | None) -> str:
         if password and len(password) >= 3:
             for form in {password, unquote(password)}:
                 out = out.replace(form, MASK)
+    if not one_line:
+        return out
     return "; ".join(line.strip() for line in out.splitlines() if line.strip())
+
+
+class UrlRedactingFilter(logging.Filter):
+    """A logging filter masking credentials (see :func:`redact_text`) in every record and its
+    traceback, including the passwords of the settings' URLs. Attach it to handlers (a logger's
+    filter does not see its children's records)."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        super().__init__()
+        self.urls = (settings.redis_url, settings.database_url) if settings else ()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = redact_text(record.getMessage(), *self.urls, one_line=False)
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact_text(record.exc_text, *self.urls, one_line=False)
+        return True
 
 
 def redact_exception(exc: BaseException, *urls: str | None) -> str:

@@ -220,3 +220,36 @@ def test_redact_text_masks_urls_query_secrets_and_libpq_pairs_in_free_text() -> 
         assert secret not in shown
     assert "redis://u:***@h:1/0" in shown
     assert "\n" not in shown
+
+
+def test_logs_through_the_redacting_filter_never_show_a_url_password(tmp_path: Path) -> None:
+    import io
+    import logging
+
+    from scheduler.config import UrlRedactingFilter
+
+    # Given a handler with the filter, and settings whose URLs carry passwords
+    settings = load_settings({"redis_url": "redis://:log-s3cret@cache:6379/0",
+                              "database_url": "postgresql+psycopg://bob:db-s3cret@db/fs"},
+                             environ={"XDG_CONFIG_HOME": str(tmp_path)})
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(UrlRedactingFilter(settings))
+    log = logging.getLogger("fleetsched.test.redaction")
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        # When a message, its arguments and a traceback mention them
+        log.warning("connecting to %s", settings.redis_url)
+        try:
+            raise RuntimeError(f"lost {settings.database_url}; password was db-s3cret")
+        except RuntimeError:
+            log.exception("database trouble")
+    finally:
+        log.removeHandler(handler)
+    # Then only masked forms were written
+    written = stream.getvalue()
+    assert "s3cret" not in written
+    assert "redis://:***@cache:6379/0" in written
+    assert "postgresql+psycopg://bob:***@db/fs" in written
+    assert "Traceback" in written
