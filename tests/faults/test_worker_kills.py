@@ -1,0 +1,115 @@
+"""kill -9 of a child process in the middle of its jobs, and of a whole node master.
+
+Whatever is killed, no job is lost: every job ends acked, failed (as lost, when its action is
+not idempotent) or is retried and then acked. Counted from the queue's own events.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from scheduler.queue import Queue
+from tests.worker_support import (
+    KEYS,
+    WorkerProcess,
+    claims_per_job,
+    dump,
+    events,
+    final_outcomes,
+    submit,
+    wait_until,
+    worker_args,
+)
+
+
+@pytest.fixture
+def start_worker(redis_url: str, tmp_path: Path):
+    started: list[WorkerProcess] = []
+
+    def start(worker_id: str, **kwargs) -> WorkerProcess:
+        w = WorkerProcess(redis_url, tmp_path, worker_args(worker_id, **kwargs)).start()
+        started.append(w)
+        return w
+
+    yield start
+    for w in started:
+        w.stop()
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purpose (its parent has not reaped it yet).
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_killing_a_child_mid_job_reruns_idempotent_jobs_and_fails_the_others_as_lost(
+        redis_client, start_worker) -> None:
+    # Given one node with one child running 2 idempotent and 2 non-idempotent jobs of 2 s
+    idem = submit(redis_client, "11", 2, options={"duration_ms": 2000}, idempotent=True)
+    once = submit(redis_client, "12", 2, options={"duration_ms": 2000}, idempotent=False)
+    w = start_worker("node-k", slots=4, processes=1, lease="2s")
+    wait_until(lambda: len(claims_per_job(redis_client)) == 4, 15, "all four claimed", w.tail, [w])
+    (child,) = wait_until(w.children, 5, "the child process", w.tail)
+    # When the child is killed with SIGKILL in the middle of them
+    os.kill(child, signal.SIGKILL)
+    jobs = idem + once
+    wait_until(lambda: "open" not in final_outcomes(redis_client, jobs).values(), 20,
+               "every job to end", lambda: w.tail() + dump(redis_client), [w])
+    # Then the idempotent jobs ran again and were acked; the others failed as lost, for good
+    outcome = final_outcomes(redis_client, jobs)
+    assert [outcome[j] for j in idem] == ["acked", "acked"]
+    assert [outcome[j] for j in once] == ["failed", "failed"]
+    fails = {e["job"]: e["error"] for e in events(redis_client, ("fail",))}
+    for j in once:
+        assert fails[j].startswith("lost: its worker process") and "SIGKILL" in fails[j]
+        assert "not idempotent" in fails[j]
+    assert all(claims_per_job(redis_client)[j] == 2 for j in idem)
+    assert all(claims_per_job(redis_client)[j] == 1 for j in once)
+    # And the node went on with a new child
+    later = submit(redis_client, "13", 2)
+    wait_until(lambda: set(final_outcomes(redis_client, later).values()) == {"acked"}, 10,
+               "later jobs acked", w.tail, [w])
+
+
+def test_killing_the_whole_master_gives_its_jobs_to_another_node_after_the_lease(
+        redis_client, start_worker) -> None:
+    # Given a node (lease 1 s) running 3 idempotent and 3 non-idempotent jobs of 3 s
+    idem = submit(redis_client, "14", 3, options={"duration_ms": 3000}, idempotent=True)
+    once = submit(redis_client, "15", 3, options={"duration_ms": 3000}, idempotent=False)
+    a = start_worker("node-l", slots=6, processes=2, lease="1s")
+    wait_until(lambda: len(claims_per_job(redis_client)) == 6, 15, "all six claimed", a.tail, [a])
+    children = a.children()
+    assert children
+    # When the master is killed with SIGKILL
+    a.kill9()
+    # Then its children die with it (nobody renews their leases any more)
+    wait_until(lambda: not any(alive(p) for p in children), 5, "the children to die")
+    # And a second node takes the jobs over once the leases have expired
+    b = start_worker("node-m", slots=6, processes=2, lease="1s")
+    jobs = idem + once
+    wait_until(lambda: "open" not in final_outcomes(redis_client, jobs).values(), 20,
+               "every job to end", lambda: b.tail() + dump(redis_client), [b])
+    outcome = final_outcomes(redis_client, jobs)
+    assert all(outcome[j] == "acked" for j in idem)
+    assert all(outcome[j] == "failed" for j in once)
+    # Idempotent ones re-ran on the new node after a loss; the others failed as lost
+    reclaims = [e for e in events(redis_client, ("claim",)) if e["worker"] == "node-m"]
+    assert sorted(e["job"] for e in reclaims) == sorted(idem)
+    assert {e["worker"] for e in events(redis_client, ("ack",))} == {"node-m"}
+    lost = {e["job"] for e in events(redis_client, ("lost",))}
+    assert lost == set(jobs)
+    q = Queue(redis_client, KEYS)
+    assert {q.job_state(j)["state"] for j in once} == {"failed"}
+    # Nothing left anywhere: no job pending, running or forgotten
+    assert all(redis_client.zcard(k) == 0 for k in KEYS.all_due())
