@@ -279,6 +279,13 @@ def _wait_ready(emb: Embedded, endpoint: EmbeddedEndpoint, pid: int | None,
         time.sleep(0.02)
 
 
+def _answers(endpoint: EmbeddedEndpoint) -> bool:
+    try:
+        return _ping(endpoint) is not None
+    except redis.BusyLoadingError:
+        return True
+
+
 def _cleanup_stale(emb: Embedded) -> None:
     for leftover in (emb.pidfile, emb.socket_path):
         with contextlib.suppress(FileNotFoundError):
@@ -326,6 +333,8 @@ def ensure_running(settings: Settings, timeout: float = START_TIMEOUT_S) -> Embe
         pid = emb.read_pid()
         if endpoint is not None and pid is not None and pid_alive(pid) and _is_redis_process(pid):
             _wait_ready(emb, endpoint, pid, timeout)  # it may be replaying its AOF
+        elif endpoint is not None and _answers(endpoint):
+            pass  # it runs but lost its pidfile: reuse it, never start a second on the same AOF
         else:
             _cleanup_stale(emb)  # a crash or a reboot left a pidfile or socket behind
             _launch(emb, settings, timeout)

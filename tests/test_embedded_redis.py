@@ -245,3 +245,19 @@ def test_the_installed_fleetsched_script_reports_the_embedded_server(state_dir: 
     assert lines["state"].strip() == "running"
     assert lines["maxmemory_policy"].strip() == "noeviction"
     assert lines["appendfsync"].strip() == "everysec"
+
+
+def test_a_running_server_whose_pidfile_was_deleted_is_reused_not_doubled(
+    state_dir: Path,
+) -> None:
+    settings = settings_for(state_dir)
+    client = connect(settings)
+    pid = client.info("server")["process_id"]
+    client.close()
+    (state_dir / "redis" / "redis.pid").unlink()
+    client = connect(settings)
+    assert client.info("server")["process_id"] == pid
+    client.close()
+    os.kill(pid, signal.SIGTERM)  # the fixture cannot find it without its pidfile
+    while embedded.pid_alive(pid):
+        time.sleep(0.01)
