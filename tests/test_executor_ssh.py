@@ -164,6 +164,27 @@ def test_a_pooled_connection_is_replaced_once_after_an_sshd_restart(
     executor.close()
 
 
+def test_a_pooled_connection_that_dies_inside_a_session_is_replaced_before_the_next_command(
+    private_ssh_fleet: SshFleet,
+) -> None:
+    # Given a session holding a connection taken from the pool
+    host = private_ssh_fleet.hosts[0]
+    executor = private_ssh_fleet.executor()
+    with executor.session(host.host()) as session:
+        assert session.run(["true"], timeout=10).ok
+    with executor.session(host.host()) as session:
+        assert session.conn.reused
+        first = session.conn
+        # When the host restarts between two commands of the job
+        host.restart()
+        result = session.run(["echo", "again"], timeout=10)
+        # Then the dead connection was replaced once and the command ran on the new one
+        assert result.ok and result.stdout_head == "again\n"
+        assert session.conn is not first and not first.transport.is_active()
+    assert host.log_path.read_text().count("Accepted publickey") == 2
+    executor.close()
+
+
 def test_a_connection_lost_mid_command_is_reported_without_an_exit_code(
     private_ssh_fleet: SshFleet,
 ) -> None:
