@@ -17,7 +17,8 @@ from typing import Any
 
 from tasks.base import ActionContext, BaseAction, StepFailed, Steps
 from tasks.params import LocalPath, Mode, Owner, Param, RemotePath, Sha256
-from tasks.remote import parse_sha256sum, read_local, sha256_hex, upload, verify_upload
+from tasks.remote import (is_transport_error, parse_sha256sum, read_local, sha256_hex, upload,
+                          verify_upload)
 from workers.executors.base import Host
 
 
@@ -69,7 +70,13 @@ class CopyAction(BaseAction):
             if owner:
                 steps.run(["chown", owner, tmp], f"chown {owner}")
             steps.run(["chmod", f"{mode:04o}", tmp], f"chmod {mode:04o}")
-            steps.session.rename(tmp, dest)
+            try:
+                steps.session.rename(tmp, dest)
+            except OSError as exc:
+                if is_transport_error(exc):
+                    raise
+                raise StepFailed(f"rename into {dest} failed: {exc.strerror or exc}",
+                                 retryable=False) from None
             renamed = True
             steps.changed = True
         finally:
@@ -79,6 +86,9 @@ class CopyAction(BaseAction):
     def _already_in_place(self, steps: Steps, dest: str, digest: str, mode: int,
                           owner: str | None) -> bool:
         probe = steps.run(["sha256sum", dest], "checksum of the current file", check=False)
+        if "Is a directory" in probe.stderr_head:
+            raise StepFailed(f"{dest} is a directory on the host; dest must name a file",
+                             retryable=False)
         if probe.exit_code != 0 or parse_sha256sum(probe.stdout_head) != digest:
             return False  # missing, unreadable or different: copy it
         stat = steps.run(["stat", "-c", "%a %U:%G %u:%g", dest], "stat the current file")

@@ -19,6 +19,7 @@ value it was given.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import re
 import shlex
@@ -414,7 +415,7 @@ def validate_params(action: str, declared: Mapping[str, Param], raw: Mapping[str
             if param.required:
                 raise ValidationError(f"action {action}: missing required parameter {name!r} "
                                       f"({param.help})", f"see: fleetsched actions show {action}")
-            out[name] = param.default
+            out[name] = copy.deepcopy(param.default)  # a default list is never shared
             continue
         out[name] = _validate_one(action, param, value)
     return out

@@ -19,7 +19,7 @@ import re
 from tasks.base import StepFailed, Steps
 
 __all__ = ["TEMP_PREFIX", "make_temp_dir", "read_local", "remote_sha256", "remove_temp_dir",
-           "parse_sha256sum", "sha256_hex", "upload", "verify_upload"]
+           "is_transport_error", "parse_sha256sum", "sha256_hex", "upload", "verify_upload"]
 
 TEMP_PREFIX = "fleetsched."
 _HEX = re.compile(r"\\?([0-9a-f]{64})\b")
@@ -39,13 +39,19 @@ def read_local(path: str, what: str) -> bytes:
                          retryable=False) from None
 
 
+def is_transport_error(exc: OSError) -> bool:
+    """True for a broken connection (worth a retry); False for an SFTP status from the host's
+    file system (paramiko raises those as plain ``IOError``, with or without an errno)."""
+    return isinstance(exc, (ConnectionError, TimeoutError))
+
+
 def upload(steps: Steps, data: bytes, path: str, what: str, mode: int = 0o600) -> None:
     """Write ``data`` to ``path`` on the host (SFTP). A refusal by the host's file system
     (no such directory, permission denied) fails for good; a broken connection may be retried."""
     try:
         steps.session.put(data, path, mode=mode)
     except OSError as exc:
-        if exc.errno is None:
+        if is_transport_error(exc):
             raise
         raise StepFailed(f"upload of the {what} to {path} failed: {exc.strerror or exc}",
                          retryable=False) from None

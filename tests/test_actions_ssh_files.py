@@ -241,3 +241,16 @@ def test_a_host_that_does_not_come_back_after_the_reboot_fails_at_the_deadline(
     assert not result.ok and result.retryable
     assert (result.error or "").startswith("the host did not come back after the reboot within 3s")
     assert time.monotonic() - started < 15
+
+
+def test_a_copy_onto_a_directory_fails_for_good_and_leaves_nothing_behind(
+        ssh_fleet: SshFleet, tmp_path: Path) -> None:
+    fh = ssh_fleet.hosts[2]
+    parent = fh.root / "copy-onto-dir"
+    (parent / "target").mkdir(parents=True)
+    (parent / "target" / "inside").write_text("keep")
+    result = run_action(ssh_fleet, fh, "copy", {"src": _local(tmp_path, "f", b"x"),
+                                                "dest": str(parent / "target")})
+    assert not result.ok and not result.retryable
+    assert result.error == f"{parent / 'target'} is a directory on the host; dest must name a file"
+    assert _leftovers(parent, {"target"}) == [] and (parent / "target" / "inside").exists()
