@@ -31,14 +31,14 @@ class PlaceholderError(ValueError):
     """A placeholder is unknown (at validation) or has no value for this host (at run time)."""
 
 
-def check_placeholders(element: str, extra: Sequence[str] = ()) -> None:
-    """Raise :class:`PlaceholderError` for a ``{host.*}`` token that names no host field."""
+def check_placeholders(element: str) -> None:
+    """Raise :class:`PlaceholderError` for a ``{host.*}`` token that names no host field.
+    (An action's own placeholders, like ``{image}``, are plain tokens and always valid.)"""
     for m in _HOST_TOKEN.finditer(element):
         if not _HOST_FIELD.fullmatch(m.group(1)):
             raise PlaceholderError(
                 f"unknown placeholder {m.group(0)!r} (use {{host.name}}, {{host.address}}, "
                 "{host.port}, {host.user} or {host.vars.NAME})")
-    del extra  # declared extras ({image}) are plain tokens, always valid
 
 
 def _host_value(host: Host, field: str) -> str:
