@@ -271,3 +271,60 @@ def test_the_identity_file_setting_is_offered_like_the_option(ssh_fleet: SshFlee
     with executor.session(ssh_fleet.hosts[0].host()) as session:
         assert session.run(["true"], timeout=10).ok
     executor.close()
+
+
+def test_keys_from_a_running_ssh_agent_are_offered(
+    ssh_fleet: SshFleet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import shutil
+    import subprocess
+
+    if shutil.which("ssh-agent") is None or shutil.which("ssh-add") is None:
+        pytest.skip("ssh-agent is not installed")
+    # Given a real ssh-agent holding the fleet's key, and no key file configured
+    sock = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        env = {"SSH_AUTH_SOCK": str(sock), "PATH": "/usr/bin:/bin"}
+        subprocess.run(["ssh-add", str(ssh_fleet.identity)], env=env, check=True,
+                       capture_output=True)
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+        executor = build_executor("ssh", {"allow_agent": True, "look_for_keys": False},
+                                  ssh_fleet.settings())
+        # Then the agent's key logs in
+        with executor.session(ssh_fleet.hosts[3].host()) as session:
+            assert session.run(["true"], timeout=10).ok
+        executor.close()
+    finally:
+        agent.terminate()
+        agent.wait(10)
+
+
+def test_a_server_that_never_sends_a_banner_fails_within_the_banner_timeout(
+    ssh_fleet: SshFleet,
+) -> None:
+    import socket
+    import threading
+
+    # Given a TCP listener that accepts connections and says nothing
+    listener = socket.socket()
+    listener.bind(("127.0.10.1", 0))
+    listener.listen(1)
+    accepted: list[socket.socket] = []
+    thread = threading.Thread(target=lambda: accepted.append(listener.accept()[0]), daemon=True)
+    thread.start()
+    executor = ssh_fleet.executor(banner_timeout=0.5, connect_timeout=0.5)
+    host = ssh_fleet.hosts[0].host(port=listener.getsockname()[1])
+    started = time.monotonic()
+    try:
+        with pytest.raises(HostUnreachableError, match=r"SSH handshake with web-01 .* failed"):
+            with executor.session(host):
+                pass
+        assert time.monotonic() - started < 5
+    finally:
+        for s in accepted:
+            s.close()
+        listener.close()

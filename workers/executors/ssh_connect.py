@@ -151,17 +151,13 @@ def check_host_key(target: Target, key: paramiko.PKey, known: KnownHosts, path: 
     )
 
 
-def candidate_keys(target: Target, options: dict[str, Any]) -> tuple[list[tuple[str, Any]],
-                                                                       list[str]]:
+def candidate_keys(target: Target, options: dict[str, Any], agent: paramiko.Agent | None
+                   ) -> tuple[list[tuple[str, Any]], list[str]]:
     """(label, key) pairs to offer: agent keys first, then key files; plus skip notes."""
     keys: list[tuple[str, Any]] = []
     notes: list[str] = []
-    if options["allow_agent"] and os.environ.get("SSH_AUTH_SOCK"):
-        try:
-            keys += [(f"agent key {fingerprint(k.asbytes())}", k)
-                     for k in paramiko.Agent().get_keys()]
-        except paramiko.SSHException as exc:
-            notes.append(f"agent: {exc}")
+    if agent is not None:
+        keys += [(f"agent key {fingerprint(k.asbytes())}", k) for k in agent.get_keys()]
     explicit = set(options["identity_file"])
     for path in target.identity_files:
         if not os.path.exists(path):
@@ -178,7 +174,23 @@ def candidate_keys(target: Target, options: dict[str, Any]) -> tuple[list[tuple[
 
 
 def authenticate(transport: paramiko.Transport, target: Target, options: dict[str, Any]) -> None:
-    keys, notes = candidate_keys(target, options)
+    """Offer each key in turn; the agent connection is closed once the login is decided."""
+    agent = None
+    if options["allow_agent"] and os.environ.get("SSH_AUTH_SOCK"):
+        try:
+            agent = paramiko.Agent()
+        except paramiko.SSHException:
+            agent = None
+    try:
+        _authenticate(transport, target, options, agent)
+    finally:
+        if agent is not None:
+            agent.close()
+
+
+def _authenticate(transport: paramiko.Transport, target: Target, options: dict[str, Any],
+                  agent: paramiko.Agent | None) -> None:
+    keys, notes = candidate_keys(target, options, agent)
     for label, key in keys:
         try:
             transport.auth_publickey(target.user, key)
