@@ -29,9 +29,20 @@ _CHILD = re.compile(r"^([^:\]\s\[#;=]+)\s*(?:[#;].*)?$")
 MAX_LITERAL = 16_384
 
 
+_PLAIN_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+_PLAIN_INT = re.compile(r"-?(0|[1-9][0-9]{0,17})")
+_QUOTING = re.compile(r"['\"\\]")
+_BLANKS = re.compile(r"[ \t\r\n]+")
+
+
 def parse_value(raw: str) -> Any:
     """An INI value: a Python literal if it is one, else the string itself."""
     if len(raw) > MAX_LITERAL or not raw:
+        return raw
+    # Fast paths with the same results as literal_eval, for the common plain values.
+    if _PLAIN_INT.fullmatch(raw):
+        return int(raw)
+    if _PLAIN_WORD.fullmatch(raw) and raw not in ("True", "False", "None"):
         return raw
     try:
         with warnings.catch_warnings():
@@ -105,10 +116,15 @@ class _Parser:
         if line == "---" or re.match(r"^[^\s=]+:\s*$", line):
             raise InventoryError(where, f"{line!r} is YAML, not an INI host line",
                                  hint="name the file .yml, or pass --format yaml")
-        try:
-            tokens = shlex.split(line, comments=True)
-        except ValueError as exc:
-            raise InventoryError(where, f"cannot split host line: {exc}") from None
+        if _QUOTING.search(line):
+            try:
+                tokens = shlex.split(line, comments=True)
+            except ValueError as exc:
+                raise InventoryError(where, f"cannot split host line: {exc}") from None
+        else:
+            # What shlex does for a line without quotes or escapes: '#' starts a comment
+            # anywhere, words are split on blanks. Many times faster.
+            tokens = [t for t in _BLANKS.split(line.partition("#")[0]) if t]
         if not tokens:
             return
         names, port = self.inv.checked(ranges.expand, tokens[0], where)
