@@ -50,7 +50,8 @@ def test_random_lines_of_syntax_characters_never_raise_anything_else(
 
 @FAST
 @given(fmt=st.sampled_from(FORMATS), data=st.data())
-def test_mutated_sample_inventories_never_raise_anything_else(fmt: str, data: st.DataObject) -> None:
+def test_mutated_sample_inventories_never_raise_anything_else(
+        fmt: str, data: st.DataObject) -> None:
     text = SAMPLES[fmt]
     for _ in range(data.draw(st.integers(1, 4))):
         at = data.draw(st.integers(0, len(text)))

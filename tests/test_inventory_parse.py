@@ -89,7 +89,8 @@ def test_ungrouped_hosts_get_all_vars_but_not_other_groups_vars() -> None:
 
 
 def test_secret_variables_are_skipped_and_reported_by_name_only() -> None:
-    text = "[web]\nw1 ansible_password=hunter2 ansible_become_pass=x\n[web:vars]\napi_token=t\nok=1\n"
+    text = ("[web]\nw1 ansible_password=hunter2 ansible_become_pass=x\n"
+            "[web:vars]\napi_token=t\nok=1\n")
     resolved = resolve(parse_text(text, "x.ini", "ini"))
     assert resolved.hosts["w1"].vars == {"ok": 1}
     assert resolved.groups["web"].vars == {"ok": 1}
@@ -108,7 +109,8 @@ def test_secret_variables_are_skipped_and_reported_by_name_only() -> None:
     ("r[1:2]-n[a:b]:2222", ["r1-na", "r1-nb", "r2-na", "r2-nb"], 2222),
     ("plain", ["plain"], None),
 ])
-def test_host_patterns_expand_like_ansible(pattern: str, names: list[str], port: int | None) -> None:
+def test_host_patterns_expand_like_ansible(
+        pattern: str, names: list[str], port: int | None) -> None:
     assert expand(pattern) == (names, port)
 
 
@@ -134,7 +136,8 @@ def test_bad_host_patterns_are_refused(pattern: str) -> None:
     ("ntp.example.com", "ntp.example.com"), ("010", "010"), ("", ""), ("...", "..."),
     ("1j", "1j"), ("[" * 500, "[" * 500),
 ])
-def test_ini_values_are_python_literals_where_they_parse_else_strings(raw: str, value: object) -> None:
+def test_ini_values_are_python_literals_where_they_parse_else_strings(
+        raw: str, value: object) -> None:
     assert parse_value(raw) == value
 
 

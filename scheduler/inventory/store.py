@@ -147,7 +147,8 @@ def list_groups(session: Session) -> list[dict[str, Any]]:
     for r in session.execute(sa.select(g.c.name, g.c.vars, g.c.source).order_by(g.c.name)):
         out.append({"name": r.name, "hosts": len(direct[r.name]),
                     "all_hosts": len(_members(r.name, direct, children)),
-                    "children": sorted(children[r.name]), "parents": sorted(parents.get(r.name, [])),
+                    "children": sorted(children[r.name]),
+                    "parents": sorted(parents.get(r.name, [])),
                     "vars": r.vars or {}, "source": r.source})
     return out
 
