@@ -15,6 +15,7 @@ Scripts are loaded once per process (``register_script``; redis-py reloads one t
 from __future__ import annotations
 
 import functools
+import json
 import os
 import random
 import time
@@ -145,8 +146,8 @@ class Queue:
         check_ms("lease_ms", lease, minimum=1)
         keys = [*self.keys.all_due(), self.keys.dead, self.keys.events]
         args = [self.keys.tag, worker, batch, lease, batch * SCAN_FACTOR + SCAN_EXTRA, self.keys.wake]
-        now, next_due, flat, lost = self._run("claim", keys, args)
-        jobs = [ClaimedJob.from_reply(flat[i:i + 9]) for i in range(0, len(flat), 9)]
+        now, next_due, claimed, lost = self._run("claim", keys, args)
+        jobs = [ClaimedJob.from_reply(fields) for fields in json.loads(claimed) or ()]
         return Claim(now_ms=int(now), jobs=jobs, next_due_ms=None if next_due < 0 else int(next_due),
                      lost=[text(x) for x in lost])
 
@@ -340,7 +341,14 @@ class Queue:
         return {text(k): text(v) for k, v in self.client.hgetall(self.keys.task(task_id)).items()}
 
     def job_state(self, job_id: str) -> dict[str, str]:
-        """The job hash; empty once the job succeeded or was cancelled (its hash is deleted)."""
+        """The job hash; empty once the job succeeded or was cancelled (its hash is deleted).
+
+        Fields the hash leaves out to stay small are filled in: ``task`` (the id's prefix), and
+        ``attempt`` and ``token`` ("0" until the first claim).
+        """
         check_job_id(job_id)
-        return {text(k): text(v) for k, v in self.client.hgetall(self.keys.job(job_id)).items()}
+        found = {text(k): text(v) for k, v in self.client.hgetall(self.keys.job(job_id)).items()}
+        if not found:
+            return found
+        return {"task": job_id.rpartition(".")[0], "attempt": "0", "token": "0", **found}
 

@@ -169,11 +169,12 @@ class ClaimedJob:
     after_loss: bool  # re-claimed because its previous worker lost it
 
     @classmethod
-    def from_reply(cls, f: list[Any]) -> ClaimedJob:
-        window, wclose, due = text(f[6]), text(f[7]), text(f[5])
-        return cls(job_id=text(f[0]), task_id=text(f[1]), host=text(f[2]), token=int(f[3]),
-                   attempt=int(f[4]), due_ms=int(due) if due else 0, window=window or None,
-                   wclose_ms=int(wclose) if wclose else None, after_loss=text(f[8]) == "1")
+    def from_reply(cls, f: list[str]) -> ClaimedJob:
+        """From claim.lua's 8 strings: id, host, token, attempt, due, window, wclose, after_loss."""
+        job_id, host, token, attempt, due, window, wclose, after_loss = f
+        return cls(job_id=job_id, task_id=job_id.rpartition(".")[0], host=host, token=int(token),
+                   attempt=int(attempt), due_ms=int(due) if due else 0, window=window or None,
+                   wclose_ms=int(wclose) if wclose else None, after_loss=after_loss == "1")
 
 
 @dataclass(frozen=True)

@@ -44,8 +44,11 @@ def test_due_zero_means_now_by_the_redis_clock(queue: Queue) -> None:
     make_task(queue, "t", 1)
     after = redis_now_ms(queue.client)
     assert before <= due_score(queue.client, "t.0") <= after
-    assert queue.job_state("t.0") == {"task": "t", "host": "host-t.0", "state": "pending",
-                                      "due": str(int(due_score(queue.client, "t.0")))}
+    due = str(int(due_score(queue.client, "t.0")))
+    # The stored hash stays small; job_state fills in what it leaves out
+    assert queue.client.hgetall(KEYS.job("t.0")) == {"host": "host-t.0", "state": "pending", "due": due}
+    assert queue.job_state("t.0") == {"task": "t", "host": "host-t.0", "state": "pending", "due": due,
+                                      "attempt": "0", "token": "0"}
 
 
 def test_a_job_hash_keeps_its_window(queue: Queue) -> None:

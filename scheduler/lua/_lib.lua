@@ -49,6 +49,11 @@ local function fs_count(x)
   return n
 end
 
+-- The task id of a job id "<task id>.<n>" (the job hash does not store it).
+local function fs_task_of(job_id)
+  return string.match(job_id, '^(.+)%.%d+$')
+end
+
 -- An error reply: {code, message}.
 local function fs_err(code, message)
   return {code, message}

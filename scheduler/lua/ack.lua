@@ -33,28 +33,47 @@ end
 
 local now = fs_now()
 local codes = {}
+local tasks, task_order = {}, {}  -- task key -> {prio, max_running, done}: counters move once per task
+local removed = {}                -- due key -> ids, removed with one ZREM per set
+local gone, acked = {}, {}        -- job keys, deleted with one DEL
 for i = 1, n do
   local a, k = 4 + 5 * (i - 1), 4 + 3 * (i - 1)
   local jk, task_key, parked = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
   local id, token = ARGV[a + 1], ARGV[a + 2]
-  local j = redis.call('HMGET', jk, 'token', 'state', 'task', 'host', 'attempt')
-  if not j[2] then
+  local j = redis.call('HMGET', jk, 'token', 'state', 'host', 'attempt')
+  if acked[jk] then
+    codes[i] = FS_NOT_RUNNING  -- the same job twice in one batch: acked the first time
+  elseif not j[2] then
     codes[i] = FS_UNKNOWN_JOB
   elseif fs_num(j[1]) ~= tonumber(token) then
     codes[i] = FS_STALE_TOKEN
   elseif j[2] ~= 'running' then
     codes[i] = FS_NOT_RUNNING
   else
-    local t = redis.call('HMGET', task_key, 'prio', 'max_running')
-    local due = fs_due_of(due_keys, t[1])
-    redis.call('DEL', jk)
-    redis.call('ZREM', due, id)
-    fs_finish(task_key, 'succeeded')
-    fs_emit(events, now, 'ack', {'task', j[3], 'job', id, 'host', j[4], 'attempt', j[5] or '0',
+    local t = tasks[task_key]
+    if t == nil then
+      local f = redis.call('HMGET', task_key, 'prio', 'max_running')
+      t = {due = fs_due_of(due_keys, f[1]), max_running = fs_num(f[2]), done = 0}
+      tasks[task_key] = t
+      task_order[#task_order + 1] = task_key
+    end
+    gone[#gone + 1] = jk
+    acked[jk] = true
+    removed[t.due] = removed[t.due] or {}
+    table.insert(removed[t.due], id)
+    t.done = t.done + 1
+    local task_id = fs_task_of(id)
+    fs_emit(events, now, 'ack', {'task', task_id, 'job', id, 'host', j[3], 'attempt', j[4] or '0',
       'token', token, 'worker', worker, 'exit_code', ARGV[a + 3], 'duration_ms', ARGV[a + 4],
       'output', ARGV[a + 5]})
-    if fs_num(t[2]) > 0 then fs_unpark(tag, parked, due, wake, events, now, j[3]) end
+    if t.max_running > 0 then fs_unpark(tag, parked, t.due, wake, events, now, task_id) end
     codes[i] = FS_OK
   end
+end
+if #gone > 0 then redis.call('DEL', unpack(gone)) end
+for due, ids in pairs(removed) do redis.call('ZREM', due, unpack(ids)) end
+for _, task_key in ipairs(task_order) do
+  redis.call('HINCRBY', task_key, 'running', -tasks[task_key].done)
+  redis.call('HINCRBY', task_key, 'succeeded', tasks[task_key].done)
 end
 return codes

@@ -22,6 +22,7 @@ local jk, task_key = KEYS[1], KEYS[2]
 local due_keys = {urgent = KEYS[3], normal = KEYS[4], bulk = KEYS[5]}
 local parked, events = KEYS[6], KEYS[7]
 local tag, worker, wake, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local task_id = fs_task_of(id) or ''
 local due_ms, wclose, reason = fs_count(ARGV[6]), ARGV[7], ARGV[8]
 fs_effects()
 
@@ -30,7 +31,7 @@ if due_ms == nil then return fs_err(FS_BAD_ARGUMENT, 'due must be a non-negative
 if wclose ~= '' and fs_count(wclose) == nil then
   return fs_err(FS_BAD_ARGUMENT, 'window close must be a ms epoch or empty')
 end
-local j = redis.call('HMGET', jk, 'token', 'state', 'task', 'host', 'attempt')
+local j = redis.call('HMGET', jk, 'token', 'state', 'host', 'attempt')
 if not j[2] then return fs_err(FS_UNKNOWN_JOB, 'no job ' .. id) end
 if fs_num(j[1]) ~= tonumber(token) then
   return fs_err(FS_STALE_TOKEN, 'job ' .. id .. ' was claimed again since token ' .. token)
@@ -41,13 +42,13 @@ local now = fs_now()
 if due_ms == 0 then due_ms = now end
 local t = redis.call('HMGET', task_key, 'prio', 'max_running')
 local due = fs_due_of(due_keys, t[1])
-local attempt = math.max(fs_num(j[5]) - 1, 0)
+local attempt = math.max(fs_num(j[4]) - 1, 0)
 redis.call('HSET', jk, 'state', 'pending', 'attempt', attempt, 'due', fs_int(due_ms))
 redis.call('HDEL', jk, 'owner')
 if wclose ~= '' then redis.call('HSET', jk, 'wclose', wclose) else redis.call('HDEL', jk, 'wclose') end
 fs_put_due(due, id, due_ms, wake)
 fs_finish(task_key, nil)
-fs_emit(events, now, 'defer', {'task', j[3], 'job', id, 'host', j[4], 'attempt', fs_int(attempt),
+fs_emit(events, now, 'defer', {'task', task_id, 'job', id, 'host', j[3], 'attempt', fs_int(attempt),
   'token', token, 'worker', worker, 'due', fs_int(due_ms), 'error', reason})
-if fs_num(t[2]) > 0 then fs_unpark(tag, parked, due, wake, events, now, j[3]) end
+if fs_num(t[2]) > 0 then fs_unpark(tag, parked, due, wake, events, now, task_id) end
 return {0, due_ms}

@@ -62,12 +62,13 @@ for i = 1, n do
   if redis.call('EXISTS', jk) == 0 then
     local id, host, due, window, wclose = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), ARGV[a + 4], ARGV[a + 5]
     if due == 0 then due = now end
-    -- attempt and token are absent until the first claim (read as 0): a smaller hash.
+    -- A small hash: the task is the id's prefix, attempt and token are absent until the first
+    -- claim (read as 0).
     if window ~= '' then
-      redis.call('HSET', jk, 'task', task_id, 'host', host, 'state', 'pending', 'due', fs_int(due),
-        'window', window, 'wclose', wclose)
+      redis.call('HSET', jk, 'host', host, 'state', 'pending', 'due', fs_int(due), 'window', window,
+        'wclose', wclose)
     else
-      redis.call('HSET', jk, 'task', task_id, 'host', host, 'state', 'pending', 'due', fs_int(due))
+      redis.call('HSET', jk, 'host', host, 'state', 'pending', 'due', fs_int(due))
     end
     redis.call('ZADD', due_key, due, id)
     added[#added + 1] = id

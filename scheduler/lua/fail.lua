@@ -32,6 +32,7 @@ local jk, task_key = KEYS[1], KEYS[2]
 local due_keys = {urgent = KEYS[3], normal = KEYS[4], bulk = KEYS[5]}
 local parked, dead, events = KEYS[6], KEYS[7], KEYS[8]
 local tag, worker, wake, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local task_id = fs_task_of(id) or ''
 local retryable, err, exit_code, duration, output = ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]
 local jitter, cap = tonumber(ARGV[11]), fs_count(ARGV[12])
 fs_effects()
@@ -41,7 +42,7 @@ if fs_count(token) == nil or fs_count(duration) == nil or cap == nil then
 end
 if jitter == nil or jitter < 0 or jitter >= 1 then return fs_err(FS_BAD_ARGUMENT, 'jitter must be in [0, 1)') end
 if retryable ~= '0' and retryable ~= '1' then return fs_err(FS_BAD_ARGUMENT, 'retryable must be 0 or 1') end
-local j = redis.call('HMGET', jk, 'token', 'state', 'task', 'host', 'attempt')
+local j = redis.call('HMGET', jk, 'token', 'state', 'host', 'attempt')
 if not j[2] then return fs_err(FS_UNKNOWN_JOB, 'no job ' .. id) end
 if fs_num(j[1]) ~= tonumber(token) then
   return fs_err(FS_STALE_TOKEN, 'job ' .. id .. ' was claimed again since token ' .. token .. ' (now ' .. (j[1] or '0') .. ')')
@@ -51,8 +52,8 @@ if j[2] ~= 'running' then return fs_err(FS_NOT_RUNNING, 'job ' .. id .. ' is ' .
 local now = fs_now()
 local t = redis.call('HMGET', task_key, 'state', 'prio', 'max_running', 'max_attempts', 'backoff_ms')
 local due = fs_due_of(due_keys, t[2])
-local attempt, max_attempts = fs_num(j[5]), fs_num(t[4])
-local fields = {'task', j[3], 'job', id, 'host', j[4], 'attempt', fs_int(attempt), 'token', token,
+local attempt, max_attempts = fs_num(j[4]), fs_num(t[4])
+local fields = {'task', task_id, 'job', id, 'host', j[3], 'attempt', fs_int(attempt), 'token', token,
   'worker', worker, 'exit_code', exit_code, 'duration_ms', duration, 'output', output, 'error', err}
 local outcome, due_ms = 2, 0
 if retryable == '1' and attempt < max_attempts and (t[1] == 'active' or t[1] == 'paused') then
@@ -71,7 +72,7 @@ else
   fs_bury(jk, id, due, dead, now, err)
   fs_finish(task_key, nil)
   fs_emit(events, now, 'fail', fields)
-  if fs_count_failure(task_key, j[3], events, now) then outcome = 3 end
+  if fs_count_failure(task_key, task_id, events, now) then outcome = 3 end
 end
-if fs_num(t[3]) > 0 then fs_unpark(tag, parked, due, wake, events, now, j[3]) end
+if fs_num(t[3]) > 0 then fs_unpark(tag, parked, due, wake, events, now, task_id) end
 return {outcome, due_ms}

@@ -34,7 +34,8 @@ for i = 1, n do
   local k = 4 + 3 * (i - 1)
   local jk, task_key, parked = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
   local id, token = ARGV[3 + 2 * i], ARGV[4 + 2 * i]
-  local j = redis.call('HMGET', jk, 'token', 'state', 'task', 'host', 'attempt', 'due')
+  local task_id = fs_task_of(id) or ''
+  local j = redis.call('HMGET', jk, 'token', 'state', 'host', 'attempt', 'due')
   if not j[2] then
     codes[i] = FS_UNKNOWN_JOB
   elseif fs_num(j[1]) ~= tonumber(token) then
@@ -44,15 +45,15 @@ for i = 1, n do
   else
     local t = redis.call('HMGET', task_key, 'prio', 'max_running')
     local due = fs_due_of(due_keys, t[1])
-    local attempt = math.max(fs_num(j[5]) - 1, 0)
-    local due_ms = fs_num(j[6])
+    local attempt = math.max(fs_num(j[4]) - 1, 0)
+    local due_ms = fs_num(j[5])
     redis.call('HSET', jk, 'state', 'pending', 'attempt', attempt)
     redis.call('HDEL', jk, 'owner')
     fs_put_due(due, id, due_ms, wake)
     fs_finish(task_key, nil)
-    fs_emit(events, now, 'release', {'task', j[3], 'job', id, 'host', j[4], 'attempt', fs_int(attempt),
+    fs_emit(events, now, 'release', {'task', task_id, 'job', id, 'host', j[3], 'attempt', fs_int(attempt),
       'token', token, 'worker', worker, 'due', fs_int(due_ms)})
-    if fs_num(t[2]) > 0 then fs_unpark(tag, parked, due, wake, events, now, j[3]) end
+    if fs_num(t[2]) > 0 then fs_unpark(tag, parked, due, wake, events, now, task_id) end
     codes[i] = FS_OK
   end
 end
