@@ -34,8 +34,6 @@ def upgrade() -> None:
     )
     with op.batch_alter_table('events', schema=None) as batch_op:
         batch_op.create_index('ix_events_host_ts', ['host', 'ts'], unique=False)
-        batch_op.create_index(batch_op.f('ix_events_job_id'), ['job_id'], unique=False)
-        batch_op.create_index('ix_events_kind_ts', ['kind', 'ts'], unique=False)
         batch_op.create_index('ix_events_task_id_ts', ['task_id', 'ts'], unique=False)
         batch_op.create_index(batch_op.f('ix_events_ts'), ['ts'], unique=False)
 
@@ -248,8 +246,6 @@ def downgrade() -> None:
     with op.batch_alter_table('events', schema=None) as batch_op:
         batch_op.drop_index(batch_op.f('ix_events_ts'))
         batch_op.drop_index('ix_events_task_id_ts')
-        batch_op.drop_index('ix_events_kind_ts')
-        batch_op.drop_index(batch_op.f('ix_events_job_id'))
         batch_op.drop_index('ix_events_host_ts')
 
     op.drop_table('events')

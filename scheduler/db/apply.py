@@ -71,17 +71,20 @@ def _int(value: str | None) -> int | None:
 
 
 def event_row(ev: StreamEvent) -> dict[str, Any]:
-    """The events-table row of one stream entry."""
+    """The events-table row of one stream entry (the recorder's per-event hot path)."""
     f = ev.fields
     data: dict[str, Any] = {}
     for key, value in f.items():
         if key in COLUMN_FIELDS:
             continue
         if key in INT_FIELDS:
-            data[key] = _int(value) if _int(value) is not None else value
+            try:
+                data[key] = int(value)
+            except ValueError:
+                data[key] = value
         elif key == "jobs":
             data[key] = value.split()
-        elif key in ("detail", "output"):
+        elif key in ("detail", "output") and value[:1] in ("{", "["):
             try:
                 data[key] = json.loads(value)
             except ValueError:
@@ -180,12 +183,29 @@ def _sql_task_id(value: str | None) -> int | None:
 
 
 def _insert_events(conn: sa.Connection, rows: list[dict[str, Any]]) -> int:
-    dialect = conn.dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    stmt = insert(Event).on_conflict_do_nothing(index_elements=["id"])
+    if conn.dialect.name == "sqlite":
+        return _insert_events_sqlite(conn, rows)
+    stmt = postgresql.insert(Event).on_conflict_do_nothing(index_elements=["id"])
     before = _count_existing(conn, [r["id"] for r in rows])
     conn.execute(stmt, rows)
     return len(rows) - before
+
+
+_SQLITE_INSERT = ("INSERT INTO events (id, ts, kind, task_id, job_id, host, worker, operator, data)"
+                  " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
+_SQLITE_TS = "%Y-%m-%d %H:%M:%S.%f"  # SQLAlchemy's SQLite DATETIME storage format
+
+
+def _insert_events_sqlite(conn: sa.Connection, rows: list[dict[str, Any]]) -> int:
+    """The hot path of the default database: one driver-level executemany, values prepared
+    here exactly as the ``UTCDateTime`` and ``JSON`` types store them (naive UTC text, JSON
+    text), which is several times faster than per-row type processing for 1000-row batches.
+    sqlite3's rowcount counts only the rows actually inserted, so replays report 0."""
+    dumps = json.dumps
+    params = [(r["id"], r["ts"].strftime(_SQLITE_TS), r["kind"], r["task_id"], r["job_id"],
+               r["host"], r["worker"], r["operator"], dumps(r["data"])) for r in rows]
+    cursor = conn.exec_driver_sql(_SQLITE_INSERT, params)
+    return max(cursor.rowcount, 0)
 
 
 def _count_existing(conn: sa.Connection, ids: Sequence[str]) -> int:
@@ -234,11 +254,12 @@ def apply_events(conn: sa.Connection, events: Iterable[StreamEvent]) -> BatchRes
         patch = _job_patch(kind, f, ts) if job_ids else None
         if patch is not None:
             for job_id in job_ids:
+                tid = _sql_task_id(job_id.partition(".")[0])
+                if tid is None:
+                    continue  # not a SQL task's job: no row to update
                 old = job_patches.get(job_id, (0, {}))[1]
                 job_patches[job_id] = (ev.pos, {**old, **patch})
-                tid = _sql_task_id(job_id.partition(".")[0])
-                if tid is not None:
-                    result.task_ids.add(tid)
+                result.task_ids.add(tid)
         if task_id is not None and kind in TASK_STATE_BY_KIND and (
                 kind != "cancel" or f.get("operator")):  # an abort's cancel keeps "aborted"
             old = task_patches.get(task_id, (0, {}))[1]

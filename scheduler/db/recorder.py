@@ -259,8 +259,12 @@ def quarantined(ev: StreamEvent, exc: BaseException) -> StreamEvent:
 
 
 def _decode(fields: Mapping[Any, Any]) -> dict[str, str]:
-    # PostgreSQL text cannot hold NUL; a host's output might.
-    return {_s(k): _s(v).replace("\x00", "\ufffd") for k, v in fields.items()}
+    out = {k if k.__class__ is str else _s(k): v if v.__class__ is str else _s(v)
+           for k, v in fields.items()}
+    for k, v in out.items():
+        if "\x00" in v:  # PostgreSQL text cannot hold NUL; a host's output might
+            out[k] = v.replace("\x00", "\ufffd")
+    return out
 
 
 def _split(stream_id: str) -> tuple[int, int]:

@@ -1,0 +1,185 @@
+"""Recorder benchmark: events per second from the Redis stream into SQLite and PostgreSQL.
+
+    .venv/bin/python benchmarks/recorder.py            # full run
+    .venv/bin/python benchmarks/recorder.py --quick    # smaller sizes, fewer runs
+
+Starts its own private redis-server, a SQLite file in a temporary directory, and a private
+PostgreSQL cluster (tests.servers.start_postgres), or uses FLEETSCHED_BENCH_DATABASE_URL (a
+server on which it may create a database). For each database and batch size it fills the stream
+with N events in the documented format (not timed), then times one ``Recorder`` draining it:
+read, insert events, update job rows, recompute task counters, XACK, trim.
+
+Workloads:
+- ``rows``: tasks of 100 jobs with SQL rows (create, enqueue, claim + ack per job), so nearly
+  every event also updates a job row: what a production recorder does;
+- ``events``: the same events for tasks without rows (the queue used alone): inserts only.
+The floor, in the same run: the same event rows, parsed and serialized beforehand, inserted by
+a bare driver executemany (no Redis, no SQLAlchemy, no row updates), and the ratio
+recorder/floor. Medians of several runs. Prints a table, then JSON
+(also written to benchmarks/results/recorder.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import redis
+import sqlalchemy as sa
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from scheduler.config import redact_url  # noqa: E402
+from scheduler.db import migrate  # noqa: E402
+from scheduler.db.apply import StreamEvent, event_row  # noqa: E402
+from scheduler.db.engine import make_engine  # noqa: E402
+from scheduler.db.recorder import Recorder  # noqa: E402
+from scheduler.keys import Keys  # noqa: E402
+from tests.recorder_events import create_task_rows, job_lifecycle, xadd_all  # noqa: E402
+from tests.servers import RedisServer, redis_server_binary, start_postgres  # noqa: E402
+
+KEYS = Keys("bench")
+JOBS_PER_TASK = 100
+
+
+def fill(client: redis.Redis, engine: sa.Engine, n_events: int, with_rows: bool) -> int:
+    """Put about ``n_events`` events in the stream; create the task/job rows if ``with_rows``."""
+    client.delete(KEYS.events)
+    produced, k = 0, 0
+    while produced < n_events:
+        if with_rows:
+            task_id, jobs = create_task_rows(engine, JOBS_PER_TASK)
+            tid = str(task_id)
+        else:
+            tid = f"q{k}"
+            jobs = [(f"{tid}.{i}", f"web-{i:04d}") for i in range(JOBS_PER_TASK)]
+        produced += len(xadd_all(client, job_lifecycle(tid, jobs), KEYS, pipeline_size=2000))
+        k += 1
+    return produced
+
+
+def reset(engine: sa.Engine) -> None:
+    with engine.begin() as conn:
+        for table in ("events", "jobs", "tasks"):
+            conn.execute(sa.text(f"DELETE FROM {table}"))
+
+
+def run_recorder(client: redis.Redis, engine: sa.Engine, n: int, batch: int,
+                 with_rows: bool) -> float:
+    reset(engine)
+    produced = fill(client, engine, n, with_rows)
+    rec = Recorder(client, engine, KEYS, f"bench-{uuid.uuid4().hex[:6]}", batch=batch)
+    start = time.perf_counter()
+    while rec.run_once(block_ms=None):
+        pass
+    elapsed = time.perf_counter() - start
+    assert rec.stats.inserted == produced, (rec.stats.inserted, produced)
+    client.xgroup_destroy(KEYS.events, "recorder")
+    return produced / elapsed
+
+
+def run_floor(client: redis.Redis, engine: sa.Engine, n: int, batch: int) -> float:
+    """The database's floor: the same event rows, already parsed and serialized, written by a
+    bare driver executemany in transactions of ``batch`` (no Redis, no SQLAlchemy, no rows)."""
+    reset(engine)
+    fill(client, engine, n, with_rows=False)
+    rows = [event_row(StreamEvent(i, f)) for i, f in client.xrange(KEYS.events)]
+    sqlite = engine.dialect.name == "sqlite"
+    mark = "?" if sqlite else "%s"
+    sql = (f"INSERT INTO events (id, ts, kind, task_id, job_id, host, worker, operator, data) "
+           f"VALUES ({', '.join([mark] * 9)})")
+    params = [(r["id"], r["ts"].strftime("%Y-%m-%d %H:%M:%S.%f") if sqlite else r["ts"],
+               r["kind"], r["task_id"], r["job_id"], r["host"], r["worker"], r["operator"],
+               json.dumps(r["data"])) for r in rows]
+    start = time.perf_counter()
+    for s in range(0, len(params), batch):
+        with engine.begin() as conn:
+            conn.exec_driver_sql(sql, params[s:s + batch])
+    return len(rows) / (time.perf_counter() - start)
+
+
+def databases(tmp: Path, only: str | None) -> tuple[list[tuple[str, str]], Any]:
+    dbs = [("sqlite", f"sqlite:///{tmp / 'bench.db'}")]
+    server = None
+    if only == "sqlite":
+        return dbs, None
+    if only == "postgresql":
+        dbs = []
+    external = os.environ.get("FLEETSCHED_BENCH_DATABASE_URL")
+    if external:
+        name = f"fleetsched_bench_{uuid.uuid4().hex[:6]}"
+        admin = sa.create_engine(external, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        admin.dispose()
+        dbs.append(("postgresql", sa.engine.make_url(external).set(database=name)
+                    .render_as_string(hide_password=False)))
+    else:
+        try:
+            server = start_postgres(tmp / "pg")
+            dbs.append(("postgresql", server.create_database("fleetsched_bench")))
+        except BaseException as exc:  # noqa: BLE001 - pytest.skip raises outside pytest too
+            print(f"postgresql skipped: {exc}", file=sys.stderr)
+    return dbs, server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer runs")
+    parser.add_argument("--only", choices=["sqlite", "postgresql"], help="one database only")
+    args = parser.parse_args()
+    n = 20_000 if args.quick else 100_000
+    runs = 3 if args.quick else 5
+    batches = [1000] if args.quick else [100, 1000, 5000]
+    tmp = Path(tempfile.mkdtemp(prefix="fs-bench-rec-"))
+    redis_srv = RedisServer(binary=redis_server_binary() or "redis-server", dir=tmp)
+    redis_srv.start()
+    client = redis.Redis.from_url(redis_srv.url, decode_responses=True)
+    dbs, pg = databases(tmp, args.only)
+    results: list[dict[str, Any]] = []
+    try:
+        for name, url in dbs:
+            migrate.upgrade(url)
+            engine = make_engine(url)
+            for batch in batches:
+                floor = statistics.median(run_floor(client, engine, n, batch) for _ in range(runs))
+                for workload, with_rows in (("events", False), ("rows", True)):
+                    eps = statistics.median(
+                        run_recorder(client, engine, n, batch, with_rows) for _ in range(runs))
+                    results.append({"database": name, "workload": workload, "batch": batch,
+                                    "events": n, "runs": runs, "events_per_s": round(eps),
+                                    "floor_events_per_s": round(floor),
+                                    "ratio_to_floor": round(eps / floor, 3)})
+                    print(f"{name:10} {workload:6} batch {batch:5}: {eps:9,.0f} ev/s "
+                          f"(floor {floor:9,.0f}, {eps / floor:.2f}x)", file=sys.stderr)
+            engine.dispose()
+    finally:
+        client.close()
+        redis_srv.stop()
+        if pg is not None:
+            pg.stop(mode="immediate")
+    header = f"{'database':10} {'workload':8} {'batch':>6} {'events/s':>10} {'floor/s':>10} {'ratio':>6}"
+    print(header)
+    for r in results:
+        print(f"{r['database']:10} {r['workload']:8} {r['batch']:>6} {r['events_per_s']:>10,} "
+              f"{r['floor_events_per_s']:>10,} {r['ratio_to_floor']:>6.2f}")
+    doc = {"benchmark": "recorder", "quick": args.quick, "cpu_count": os.cpu_count(),
+           "databases": [redact_url(u) if "postgres" in u else "sqlite (temp file)"
+                         for _, u in dbs], "results": results}
+    out = ROOT / "benchmarks" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "recorder.json").write_text(json.dumps(doc, indent=2) + "\n")
+    print(json.dumps(doc, indent=2))
+
+
+if __name__ == "__main__":
+    main()
