@@ -127,3 +127,9 @@ app.add_typer(hosts_app, name="hosts")
 app.add_typer(recorder_app, name="recorder")
 app.add_typer(redis_app, name="redis")
 app.add_typer(worker_app, name="worker")
+
+# Operator views, one command each (scheduler/cli/<name>_cmd.py; help examples in the epilog).
+from scheduler.cli import doctor_cmd, status_cmd  # noqa: E402
+
+app.command("status", epilog=status_cmd.EPILOG)(status_cmd.status)
+app.command("doctor", epilog=doctor_cmd.EPILOG)(doctor_cmd.doctor)

@@ -1,0 +1,52 @@
+"""``fleetsched doctor``: check this installation and say what to fix.
+
+Thin: ``scheduler.health.doctor`` runs the checks (configuration, state directory, Redis
+binary, reachability, eviction policy, version and AOF, database migrations, known_hosts, SSH
+keys and their permissions); each finding is one line with a ``hint:``. Exit code 1 when any
+check failed. An invalid configuration is itself a finding, not an error exit.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from scheduler.cli import output
+from scheduler.cli.status_cmd import render_findings
+
+OutputOption = Annotated[output.OutputFormat,
+                         typer.Option("--output", "-o", help="table, json or csv")]
+
+EPILOG = """Examples:
+
+  fleetsched doctor
+
+  fleetsched --redis-url redis://redis.internal:6379/0 doctor --output json
+
+Exit codes: 0 nothing to fix (warnings allowed), 1 something must be fixed.
+"""
+
+
+def doctor(
+    ctx: typer.Context,
+    fmt: OutputOption = output.OutputFormat.table,
+) -> None:
+    """Check configuration, Redis, database migrations and SSH set-up; say what to fix."""
+    from scheduler.cli.app import state  # here: app.py imports this module
+    from scheduler.errors import ConfigError
+    from scheduler.health import Finding, doctor as run_doctor, healthy
+
+    st = state(ctx)
+    try:
+        settings = st.settings
+    except ConfigError as exc:
+        findings = [Finding("config", "fail", str(exc), exc.hint or "fix the setting named")]
+    else:
+        findings = run_doctor(settings, st.config_path)
+    render_findings(findings, fmt)
+    if not healthy(findings):
+        output.info(f"{sum(f.level == 'fail' for f in findings)} problem(s) to fix")
+        raise typer.Exit(1)
+    output.info("no problems found" if all(f.level == "ok" for f in findings)
+                else "no problems found (see the warnings)")
