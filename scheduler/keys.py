@@ -8,6 +8,7 @@ the jobs of a task never span shards, which keeps per-task counters atomic.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 PRIORITY_CLASSES: tuple[str, ...] = ("urgent", "normal", "bulk")
 """Priority classes, highest first. Claims drain a higher class before looking at a lower one."""
@@ -21,8 +22,9 @@ class Keys:
 
     prefix: str = DEFAULT_PREFIX
 
-    @property
+    @cached_property
     def tag(self) -> str:
+        """The hash tag every key of this shard starts with (computed once: keys are hot)."""
         return "{" + self.prefix + "}"
 
     def due(self, priority: str = "normal") -> str:

@@ -67,6 +67,9 @@ def script_source(verb: str) -> str:
     return (LUA_DIR / "_lib.lua").read_text() + "\n" + (LUA_DIR / f"{verb}.lua").read_text()
 
 
+CODES = {int(code): code for code in Code}  # a dict lookup is cheaper than Code(value) per job
+
+
 def _raise_if_error(reply: Any) -> list[Any]:
     if isinstance(reply, list) and len(reply) == 2 and isinstance(reply[0], int) and reply[0] < 0:
         raise error_for(reply[0], text(reply[1]))
@@ -98,6 +101,7 @@ class Queue:
         self.keys = keys
         self.lease_ms = lease_ms
         self._scripts = {verb: client.register_script(script_source(verb)) for verb in VERBS}
+        self._task_key_cache: dict[str, list[str]] = {}
         self._pubsub: redis.client.PubSub | None = None
         self._pubsub_pid = 0
 
@@ -105,8 +109,14 @@ class Queue:
         return _raise_if_error(self._scripts[verb](keys=keys, args=args))
 
     def _job_keys(self, job_id: str) -> list[str]:
+        """[job hash, task hash, parked list] of a job; the task's two are cached per task."""
         task_id = job_id.rpartition(".")[0]
-        return [self.keys.job(job_id), self.keys.task(task_id), self.keys.parked(task_id)]
+        task_keys = self._task_key_cache.get(task_id)
+        if task_keys is None:
+            if len(self._task_key_cache) > 1_000:
+                self._task_key_cache.clear()
+            task_keys = self._task_key_cache[task_id] = [self.keys.task(task_id), self.keys.parked(task_id)]
+        return [self.keys.job(job_id), *task_keys]
 
     # ---------------------------------------------------------------- tasks and jobs in
 
@@ -165,7 +175,7 @@ class Queue:
             for job_id, token in chunk:
                 keys += self._job_keys(job_id)[:2]
                 args += [job_id, token]
-            codes += [Code(c) for c in self._run("extend", keys, args)]
+            codes += [CODES[c] for c in self._run("extend", keys, args)]
         return codes
 
     def ack(self, worker: str, done: Sequence[tuple[str, int, JobResult]]) -> list[Code]:
@@ -180,7 +190,7 @@ class Queue:
             for job_id, token, result in chunk:
                 keys += self._job_keys(job_id)
                 args += [job_id, token, *result.script_args(OUTPUT_CAP)]
-            codes += [Code(c) for c in self._run("ack", keys, args)]
+            codes += [CODES[c] for c in self._run("ack", keys, args)]
         return codes
 
     def fail_job(self, worker: str, job_id: str, token: int, result: JobResult, *, error: str,
@@ -235,7 +245,7 @@ class Queue:
             for job_id, token in chunk:
                 keys += self._job_keys(job_id)
                 args += [job_id, token]
-            codes += [Code(c) for c in self._run("release", keys, args)]
+            codes += [CODES[c] for c in self._run("release", keys, args)]
         return codes
 
     # ---------------------------------------------------------------- operator verbs

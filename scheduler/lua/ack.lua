@@ -32,6 +32,7 @@ for i = 1, n do
 end
 
 local now = fs_now()
+local now_text = fs_int(now)
 local codes = {}
 local tasks, task_order = {}, {}  -- task key -> {prio, max_running, done}: counters move once per task
 local removed = {}                -- due key -> ids, removed with one ZREM per set
@@ -63,9 +64,9 @@ for i = 1, n do
     table.insert(removed[t.due], id)
     t.done = t.done + 1
     local task_id = fs_task_of(id)
-    fs_emit(events, now, 'ack', {'task', task_id, 'job', id, 'host', j[3], 'attempt', j[4] or '0',
-      'token', token, 'worker', worker, 'exit_code', ARGV[a + 3], 'duration_ms', ARGV[a + 4],
-      'output', ARGV[a + 5]})
+    redis.call('XADD', events, '*', 'kind', 'ack', 'ts', now_text, 'task', task_id, 'job', id,
+      'host', j[3], 'attempt', j[4] or '0', 'token', token, 'worker', worker,
+      'exit_code', ARGV[a + 3], 'duration_ms', ARGV[a + 4], 'output', ARGV[a + 5])  -- hot path
     if t.max_running > 0 then fs_unpark(tag, parked, t.due, wake, events, now, task_id) end
     codes[i] = FS_OK
   end

@@ -53,6 +53,7 @@ end
 if worker == '' then return fs_err(FS_BAD_ARGUMENT, 'worker id is empty') end
 
 local now = fs_now()
+local now_text = fs_int(now)
 local expiry = now + lease
 local claimed, lost = {}, {}
 local taken = 0
@@ -95,8 +96,8 @@ local function take(due, id, jk, j, t, after_loss, pairs_out)
   pairs_out[#pairs_out + 1] = expiry
   pairs_out[#pairs_out + 1] = id
   token, attempt = fs_int(token), fs_int(attempt)
-  fs_emit(events, now, 'claim', {'task', t.id, 'job', id, 'host', j.host, 'attempt', attempt,
-    'token', token, 'worker', worker})
+  redis.call('XADD', events, '*', 'kind', 'claim', 'ts', now_text, 'task', t.id, 'job', id,
+    'host', j.host, 'attempt', attempt, 'token', token, 'worker', worker)  -- hot path: no helper
   claimed[#claimed + 1] = {id, j.host, token, attempt, j.due or '', j.window or '', j.wclose or '', after_loss}
   taken = taken + 1
 end
