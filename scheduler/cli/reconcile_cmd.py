@@ -1,0 +1,56 @@
+"""``fleetsched reconcile``: re-enqueue what Redis lost, from the SQL record.
+
+Thin: connect to Redis and SQL, call ``scheduler.db.reconcile.reconcile``, print the counts.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from scheduler.cli import output
+
+reconcile_app = typer.Typer(
+    help="Repair the queue from SQL after Redis lost data (a crash, or a server started empty).",
+    invoke_without_command=True,
+)
+
+
+@reconcile_app.callback()
+def reconcile(
+    ctx: typer.Context,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only report what would be repaired.")] = False,
+    fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="table, json or csv")] = output.OutputFormat.table,
+) -> None:
+    """Recreate missing task hashes and re-enqueue unfinished jobs Redis lost; never a job
+    SQL knows is finished, nor a started job of a non-idempotent task."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from scheduler.cli.app import state  # here: app.py imports this module
+    from scheduler.db.engine import make_engine
+    from scheduler.db.migrate import ensure_schema
+    from scheduler.db.reconcile import reconcile as run_reconcile
+    from scheduler.keys import Keys
+    from scheduler.queue import Queue
+    from scheduler.redis_conn import connect
+
+    settings = state(ctx).settings
+    engine = make_engine(settings.effective_database_url)
+    try:
+        ensure_schema(settings, engine)
+        client = connect(settings)
+        try:
+            report = run_reconcile(engine, Queue(client, Keys(settings.queue_prefix)),
+                                   operator=settings.operator, dry_run=dry_run)
+        finally:
+            client.close()
+    finally:
+        engine.dispose()
+    output.emit_object(report.counts(), fmt)
+    verb = "would re-enqueue" if dry_run else "re-enqueued"
+    output.info(f"{verb} {report.jobs_requeued} jobs and "
+                f"{'would recreate' if dry_run else 'recreated'} {report.tasks_recreated} tasks")
+    if report.not_rerun:
+        shown = ", ".join(report.not_rerun[:10]) + (" ..." if len(report.not_rerun) > 10 else "")
+        output.info(f"not run again (started, non-idempotent; check the hosts): {shown}")

@@ -1,0 +1,184 @@
+"""Reconcile: give Redis back what SQL knows it should hold, and nothing SQL knows is finished.
+
+Redis may lose recent writes (a crash with ``appendfsync everysec``) or everything (a server
+started empty). SQL, the system of record, still lists every accepted task and its unfinished
+jobs. ``reconcile``:
+
+1. lists the unfinished tasks (accepted, active, paused) and their unfinished jobs in SQL;
+2. recreates each missing task hash in Redis from its SQL row (``Queue.create_task``), paused
+   again if SQL says paused;
+3. finds the unfinished jobs whose job hash Redis does not have;
+4. drains the event stream into SQL (a ``Recorder``) and reads those jobs' states again: a job
+   that finished in Redis just before step 3 has its event in the stream already (the scripts
+   delete a hash and append its event in one atomic step), so it is recorded now and skipped;
+5. re-enqueues the rest (``Queue.enqueue``; duplicates are skipped by the script), except jobs
+   of non-idempotent tasks that had started running: they may have run, so they are reported
+   for the operator instead of being run again blindly;
+6. records a ``reconcile`` event in SQL with the counts (and the ids, capped).
+
+Steps 3 to 5 never re-run a job SQL knows to be finished.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import redis
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from scheduler.db.models import JOB_FINAL_STATES, Event, Job, Task
+from scheduler.db.recorder import Recorder
+from scheduler.db.types import to_ms, utcnow
+from scheduler.errors import DatabaseUnavailableError
+from scheduler.queue import JobSpec, Queue, TaskSpec
+
+UNFINISHED_TASK_STATES = ("accepted", "active", "paused")
+ID_LIST_CAP = 1_000  # job ids kept in the reconcile event
+DRAIN_LIMIT = 100_000  # batches; a stream that never drains means something else is wrong
+
+
+@dataclass
+class ReconcileReport:
+    tasks_checked: int = 0
+    tasks_recreated: int = 0
+    jobs_checked: int = 0
+    jobs_present: int = 0
+    jobs_finished_meanwhile: int = 0
+    jobs_requeued: int = 0
+    jobs_not_rerun: int = 0  # started, non-idempotent: left for the operator
+    dry_run: bool = False
+    requeued: list[str] = field(default_factory=list)
+    not_rerun: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if k not in ("requeued", "not_rerun")}
+
+
+def task_spec(task: Any) -> TaskSpec:
+    """The queue's live task from its SQL row."""
+    spec = {"action": task.action, "params": task.params or {}}
+    if task.executor:
+        spec["executor"] = task.executor
+    return TaskSpec(task_id=str(task.id), priority=task.priority, max_running=task.max_running,
+                    max_failures=task.max_failures, max_attempts=task.max_attempts,
+                    backoff_ms=task.backoff_ms, timeout_ms=task.timeout_s * 1000,
+                    idempotent=task.idempotent, spec=spec, operator=task.operator,
+                    share=task.share)
+
+
+def _unfinished(engine: Engine) -> tuple[list[Any], dict[int, list[Any]]]:
+    with engine.connect() as conn:
+        tasks = conn.execute(sa.select(Task).where(Task.state.in_(UNFINISHED_TASK_STATES))
+                             .order_by(Task.id)).all()
+        jobs: dict[int, list[Any]] = defaultdict(list)
+        ids = [t.id for t in tasks]
+        for start in range(0, len(ids), 500):
+            q = (sa.select(Job.id, Job.task_id, Job.host, Job.state, Job.due_at, Job.window,
+                           Job.attempts)
+                 .where(Job.task_id.in_(ids[start:start + 500]),
+                        Job.state.not_in(JOB_FINAL_STATES))
+                 .order_by(Job.task_id, Job.seq))
+            for row in conn.execute(q):
+                jobs[row.task_id].append(row)
+    return tasks, jobs
+
+
+def _missing(client: redis.Redis, queue: Queue, job_ids: list[str]) -> list[str]:
+    missing: list[str] = []
+    for start in range(0, len(job_ids), 1_000):
+        chunk = job_ids[start:start + 1_000]
+        pipe = client.pipeline(transaction=False)
+        for job_id in chunk:
+            pipe.exists(queue.keys.job(job_id))
+        missing += [j for j, there in zip(chunk, pipe.execute()) if not there]
+    return missing
+
+
+def _finished_in_sql(engine: Engine, job_ids: list[str]) -> set[str]:
+    done: set[str] = set()
+    with engine.connect() as conn:
+        for start in range(0, len(job_ids), 500):
+            done.update(conn.scalars(sa.select(Job.id).where(
+                Job.id.in_(job_ids[start:start + 500]), Job.state.in_(JOB_FINAL_STATES))))
+    return done
+
+
+def _drain(client: redis.Redis, engine: Engine, queue: Queue) -> None:
+    if not client.exists(queue.keys.events):
+        return  # Redis lost the stream too: nothing is waiting to be recorded
+    recorder = Recorder(client, engine, queue.keys, "reconcile", claim_idle_ms=60_000)
+    for _ in range(DRAIN_LIMIT):
+        if recorder.run_once(block_ms=None) == 0:
+            return
+    raise DatabaseUnavailableError("the event stream did not drain into SQL",
+                                   hint="check that the recorders are not failing")
+
+
+def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
+              dry_run: bool = False) -> ReconcileReport:
+    """Repair Redis from SQL (see the module docstring); ``dry_run`` changes nothing."""
+    client = queue.client
+    report = ReconcileReport(dry_run=dry_run)
+    tasks, jobs = _unfinished(engine)
+    report.tasks_checked = len(tasks)
+    recreated = []
+    for task in tasks:
+        if queue.task_state(str(task.id)):
+            continue
+        recreated.append(task)
+        if not dry_run:
+            queue.create_task(task_spec(task))
+    report.tasks_recreated = len(recreated)
+    candidates = [j for t in tasks for j in jobs.get(t.id, [])]
+    report.jobs_checked = len(candidates)
+    missing = _missing(client, queue, [j.id for j in candidates])
+    report.jobs_present = len(candidates) - len(missing)
+    if missing:
+        _drain(client, engine, queue)
+        finished = _finished_in_sql(engine, missing)
+        report.jobs_finished_meanwhile = len(finished)
+        missing_set = set(missing) - finished
+        by_task = {t.id: t for t in tasks}
+        requeue: dict[int, list[JobSpec]] = defaultdict(list)
+        for job in candidates:
+            if job.id not in missing_set:
+                continue
+            task = by_task[job.task_id]
+            if not task.idempotent and (job.state == "running" or job.attempts > 0):
+                report.not_rerun.append(job.id)
+                continue
+            due = to_ms(job.due_at) if job.due_at is not None else 0
+            requeue[job.task_id].append(JobSpec(job.id, job.host, due_ms=max(due, 0),
+                                                window=job.window))
+            report.requeued.append(job.id)
+        report.jobs_requeued = len(report.requeued)
+        report.jobs_not_rerun = len(report.not_rerun)
+        if not dry_run:
+            for task_id, specs in requeue.items():
+                queue.enqueue(str(task_id), specs)
+    if not dry_run:
+        for task in recreated:
+            if task.state == "paused":
+                queue.pause(str(task.id), operator)
+        record_event(engine, "reconcile", operator, {
+            **report.counts(), "requeued": report.requeued[:ID_LIST_CAP],
+            "not_rerun": report.not_rerun[:ID_LIST_CAP]})
+    return report
+
+
+def record_event(engine: Engine, kind: str, operator: str, data: dict[str, Any]) -> str:
+    """Insert an event that does not come from the stream; its id ``<ms>-L<hex>`` cannot
+    collide with a stream id (``<ms>-<seq>``)."""
+    now = utcnow()
+    event_id = f"{to_ms(now)}-L{secrets.token_hex(4)}"
+    with engine.begin() as conn:
+        conn.execute(sa.insert(Event).values(id=event_id, ts=now, kind=kind, operator=operator,
+                                             data=data))
+    return event_id
+
+
+__all__ = ["ReconcileReport", "reconcile", "record_event", "task_spec"]
