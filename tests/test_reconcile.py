@@ -1,0 +1,145 @@
+"""Reconcile after Redis lost its data: every unfinished job is back, no finished one is, and a
+started job of a non-idempotent task is left for the operator. SQLite and PostgreSQL, real
+redis-server, the real queue core."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+import sqlalchemy as sa
+
+from scheduler.db import migrate
+from scheduler.db.engine import make_engine
+from scheduler.db.models import Event, Job
+from scheduler.db.reconcile import reconcile
+from scheduler.db.recorder import Recorder
+from scheduler.keys import Keys
+from scheduler.queue import JobResult, JobSpec, Queue, TaskSpec
+from tests.recorder_events import create_task_rows
+from tests.test_config import run_cli
+
+KEYS = Keys()
+
+
+@pytest.fixture
+def engine(database_url: str):
+    migrate.upgrade(database_url)
+    engine = make_engine(database_url)
+    yield engine
+    engine.dispose()
+
+
+def record(client: redis.Redis, engine: sa.Engine) -> None:
+    recorder = Recorder(client, engine, KEYS, "test")
+    while recorder.run_once(block_ms=None):
+        pass
+
+
+def submit(engine: sa.Engine, queue: Queue, n: int, *, idempotent: bool = True) -> tuple[str, list[str]]:
+    """What submit does: SQL rows first, then the task and its jobs in Redis."""
+    task_id, jobs = create_task_rows(engine, n)
+    if not idempotent:
+        with engine.begin() as conn:
+            conn.execute(sa.text("UPDATE tasks SET idempotent = :f WHERE id = :t"),
+                         {"f": False, "t": task_id})
+    queue.create_task(TaskSpec(str(task_id), idempotent=idempotent, operator="alice"))
+    queue.enqueue(str(task_id), [JobSpec(j, h) for j, h in jobs])
+    return str(task_id), [j for j, _ in jobs]
+
+
+def test_after_flushall_every_unfinished_job_is_back_and_no_finished_one(
+        engine: sa.Engine, redis_client: redis.Redis) -> None:
+    # Given a task of five jobs: one succeeded, one running, three pending, all recorded
+    queue = Queue(redis_client, KEYS)
+    task, jobs = submit(engine, queue, 5)
+    claimed = {c.job_id: c for c in queue.claim("w1", 2).jobs}
+    done, running = sorted(claimed)
+    queue.ack("w1", [(done, claimed[done].token, JobResult(0, 5, "ok"))])
+    record(redis_client, engine)
+    # When Redis loses everything and reconcile runs
+    redis_client.flushall()
+    report = reconcile(engine, queue, operator="ops")
+    # Then the task hash is back and every unfinished job is queued again; the finished one not
+    assert report.tasks_recreated == 1
+    assert sorted(report.requeued) == sorted(set(jobs) - {done})
+    assert queue.task_state(task)["state"] == "active"
+    for job in set(jobs) - {done}:
+        assert queue.job_state(job)["state"] == "pending"
+    assert queue.job_state(done) == {}
+    # and the requeued jobs can be claimed and run
+    assert sorted(c.job_id for c in queue.claim("w2", 10).jobs) == sorted(set(jobs) - {done})
+    # and SQL holds a reconcile event with the counts
+    with engine.connect() as conn:
+        ev = conn.execute(sa.select(Event).where(Event.kind == "reconcile")).one()
+    assert ev.operator == "ops" and ev.data["jobs_requeued"] == 4
+    assert running in ev.data["requeued"]
+
+
+def test_a_second_reconcile_changes_nothing(engine: sa.Engine, redis_client: redis.Redis) -> None:
+    queue = Queue(redis_client, KEYS)
+    submit(engine, queue, 3)
+    record(redis_client, engine)
+    redis_client.flushall()
+    assert reconcile(engine, queue).jobs_requeued == 3
+    again = reconcile(engine, queue)
+    assert (again.tasks_recreated, again.jobs_requeued, again.jobs_present) == (0, 0, 3)
+
+
+def test_a_job_finished_in_redis_but_not_yet_recorded_is_not_run_again(
+        engine: sa.Engine, redis_client: redis.Redis) -> None:
+    # Given a job acknowledged in Redis whose ack event the recorder has not copied yet
+    queue = Queue(redis_client, KEYS)
+    task, jobs = submit(engine, queue, 2)
+    record(redis_client, engine)
+    job = queue.claim("w1", 1).jobs[0]
+    queue.ack("w1", [(job.job_id, job.token, JobResult(0, 5, "ok"))])
+    with engine.connect() as conn:
+        assert conn.execute(sa.select(Job.state).where(Job.id == job.job_id)).scalar_one() \
+            == "pending"
+    # When reconcile runs (Redis intact), Then the finished job is not enqueued again
+    report = reconcile(engine, queue)
+    assert report.jobs_requeued == 0 and report.jobs_finished_meanwhile == 1
+    assert queue.job_state(job.job_id) == {}
+
+
+def test_a_started_non_idempotent_job_is_left_for_the_operator(
+        engine: sa.Engine, redis_client: redis.Redis) -> None:
+    queue = Queue(redis_client, KEYS)
+    task, jobs = submit(engine, queue, 2, idempotent=False)
+    started = queue.claim("w1", 1).jobs[0].job_id
+    record(redis_client, engine)
+    redis_client.flushall()
+    report = reconcile(engine, queue)
+    assert report.not_rerun == [started]
+    assert report.requeued == [j for j in jobs if j != started]
+    assert queue.job_state(started) == {}
+
+
+def test_a_dry_run_reports_and_changes_nothing(engine: sa.Engine, redis_client: redis.Redis) -> None:
+    queue = Queue(redis_client, KEYS)
+    submit(engine, queue, 2)
+    record(redis_client, engine)
+    redis_client.flushall()
+    report = reconcile(engine, queue, dry_run=True)
+    assert (report.tasks_recreated, report.jobs_requeued) == (1, 2)
+    assert redis_client.dbsize() == 0
+
+
+def test_fleetsched_reconcile_prints_the_counts(tmp_path, redis_url: str) -> None:
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    migrate.upgrade(url)
+    engine = make_engine(url)
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        submit(engine, Queue(client, KEYS), 3)
+        record(client, engine)
+        client.flushall()
+    finally:
+        engine.dispose()
+    env = {"XDG_STATE_HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
+    code, out, err = run_cli(["--database-url", url, "--redis-url", redis_url, "reconcile",
+                              "-o", "json"], env)
+    assert code == 0, err
+    assert '"jobs_requeued": 3' in out and "re-enqueued 3 jobs" in err
+    assert client.exists(KEYS.task("1")) == 1
+    client.close()
