@@ -35,6 +35,28 @@ class CatchUp:
     next_fire: datetime | None  # the first occurrence after now
 
 
+def _newest(schedule: CronSchedule, last: datetime, end: datetime, limit: int
+            ) -> tuple[list[datetime], tuple[datetime, datetime] | None]:
+    """The newest ``limit`` fires in ``(last, end]``, and the range of older ones if any.
+
+    Looks back one day, then four times further each round, so a long outage of a frequent
+    schedule costs about ``limit`` fires, not one per fire since ``last``."""
+    span = timedelta(days=1)
+    while True:
+        low = max(last, end - span)
+        fires = []
+        for at in schedule.starts(low + timedelta(microseconds=1)):
+            if at > end:
+                break
+            fires.append(at)
+        if len(fires) > limit or low == last:
+            break
+        span *= 4
+    if len(fires) <= limit:
+        return fires, None
+    return fires[-limit:], (last, fires[-limit])
+
+
 def catch_up(schedule: CronSchedule, last_fired: datetime, now: datetime,
              policy: Policy | str, *, window: timedelta | None = None,
              grace: timedelta = timedelta(minutes=1), limit: int = 1000) -> CatchUp:
@@ -51,16 +73,7 @@ def catch_up(schedule: CronSchedule, last_fired: datetime, now: datetime,
     last, end = as_utc(last_fired), as_utc(now)
     if limit < 1:
         raise ValueError("limit must be at least 1")
-    due: list[datetime] = []
-    unlisted = None
-    for at in schedule.before(end + timedelta(microseconds=1)):
-        if at <= last:
-            break
-        if len(due) == limit:
-            unlisted = (last, due[-1])
-            break
-        due.append(at)
-    due.reverse()
+    due, unlisted = _newest(schedule, last, end, limit)
     on_time = [at for at in due if end - at <= grace]
     late = [at for at in due if end - at > grace]
     fresh = [at for at in late if window is None or end - at <= window]

@@ -21,15 +21,16 @@ repeated hour and not at all in a skipped one.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 from cronsim import CronSim, CronSimError
 
 from scheduler.errors import ValidationError
-from scheduler.recurrence import as_utc, check_horizon, dedupe, localize, zone
+from scheduler.recurrence import as_utc, check_horizon, dedupe, localize, wall, zone
 
 CRON_FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
 CRON_MACROS = {
@@ -39,6 +40,7 @@ CRON_MACROS = {
 }
 
 
+UTC = timezone.utc
 _MARGIN = timedelta(hours=3)  # longer than any DST shift: the fold a naive wall time hides
 
 
@@ -93,33 +95,28 @@ class CronSchedule:
     tz: str
     fields: str  # the five fields cronsim reads (macros expanded)
 
+    @property
+    def fixed_time(self) -> bool:
+        """Minute and hour both start with a digit: Debian's fixed-time DST rules apply."""
+        minute, hour = self.fields.split(" ")[:2]
+        return not minute.startswith("*") and not hour.startswith("*")
+
     def starts(self, from_utc: datetime) -> Iterator[datetime]:
-        """Fires at or after ``from_utc``, strictly increasing, in UTC."""
+        """Fires at or after ``from_utc``, strictly increasing, in UTC.
+
+        cronsim matches the fields against naive wall times; we map each matching wall time
+        to instants ourselves (cronsim's own aware mode drops fires after a 30-minute DST
+        shift, as on Lord Howe Island): a fixed-time expression fires at the wall time's
+        first pass, or right after the gap that skips it; a real-time one at every instant
+        showing that wall time (none in a gap, two in a repeated hour).
+        """
         start = as_utc(from_utc)
         tz = ZoneInfo(self.tz)
-        # cronsim reads a fixed-time expression in naive wall time, where a repeated hour's
-        # second pass looks earlier than it is: start a margin early and filter.
-        sim = CronSim(self.fields, (start - _MARGIN).astimezone(tz))
-        return dedupe((self._fix(at, tz) for at in _until_exhausted(sim)), start)
-
-    def before(self, at_utc: datetime) -> Iterator[datetime]:
-        """Fires strictly before ``at_utc``, newest first (for catch-up)."""
-        end = as_utc(at_utc)
-        tz = ZoneInfo(self.tz)
-        sim = CronSim(self.fields, (end + _MARGIN).astimezone(tz), reverse=True)
-        last: datetime | None = None
-        for at in _until_exhausted(sim):
-            fixed = self._fix(at, tz)
-            if fixed < end and fixed != last:
-                yield fixed
-                last = fixed
-
-    @staticmethod
-    def _fix(at: datetime, tz: ZoneInfo) -> datetime:
-        # Wildcard-hour expressions iterate in aware time; a day boundary can land in a gap
-        # (zones whose DST starts at midnight): move such a wall time past the gap.
-        naive = at.replace(tzinfo=None)
-        return localize(naive, tz, fold=at.fold)
+        # A margin early: a repeated hour's second pass shows an earlier wall time.
+        walls = _until_exhausted(CronSim(self.fields, wall(start - _MARGIN, tz)))
+        if self.fixed_time:
+            return dedupe((localize(w, tz) for w in walls), start)
+        return dedupe(_every_pass(walls, tz), start)
 
     def explain(self) -> str:
         return explain_cron(self.fields)
@@ -128,6 +125,21 @@ class CronSchedule:
         """The hours, minutes and seconds a fire can have (before DST shifts)."""
         sim = CronSim(self.fields, datetime(2000, 1, 1))
         return set(sim.hours), set(sim.minutes), {0}
+
+
+def _every_pass(walls: Iterator[datetime], tz: ZoneInfo) -> Iterator[datetime]:
+    """Every instant showing one of ``walls`` (increasing), in increasing order."""
+    pending: list[datetime] = []
+    for naive in walls:
+        # Instants of later wall times are never before this one's first pass (or gap end).
+        bound = localize(naive, tz)
+        while pending and pending[0] < bound:
+            yield heapq.heappop(pending)
+        for fold in (0, 1):
+            at = naive.replace(tzinfo=tz, fold=fold).astimezone(UTC)
+            if at.astimezone(tz).replace(tzinfo=None) == naive and at not in pending:
+                heapq.heappush(pending, at)
+    yield from sorted(pending)
 
 
 def _until_exhausted(sim: CronSim) -> Iterator[datetime]:
