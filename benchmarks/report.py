@@ -1,0 +1,82 @@
+"""Report benchmark: how long ``fleetsched report`` takes for 100,000 jobs, per stage and format.
+
+    .venv/bin/python benchmarks/report.py            # 100,000 jobs (100 tasks x 1,000), 5 runs
+    .venv/bin/python benchmarks/report.py --quick    # 10,000 jobs, 3 runs
+
+Fills a SQLite file in a temporary directory with generated finished tasks and jobs (2% failed,
+log-normal durations; not timed), then times, as medians of several runs: the query
+(``build_report``), each rendering (table, CSV, JSON, HTML), and the whole command end to end
+in a fresh process (``fleetsched report --html``), which includes Python start-up and imports.
+Prints a table, then JSON (also written to benchmarks/results/report.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from scheduler.db.engine import make_engine  # noqa: E402
+from scheduler.db.migrate import upgrade  # noqa: E402
+from scheduler.reports import ReportFilter, build_report, render_html  # noqa: E402
+from scheduler.reports.text import write_csv, write_json, write_table  # noqa: E402
+from tests.report_rows import insert_jobs  # noqa: E402
+
+
+def timed(fn, runs: int) -> float:
+    samples = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    tasks, per_task, runs = (10, 1000, 3) if args.quick else (100, 1000, 5)
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{tmp}/report.db"
+        upgrade(url)
+        engine = make_engine(url)
+        insert_jobs(engine, tasks=tasks, jobs_per_task=per_task)
+        report = build_report(engine, ReportFilter())
+        results = {
+            "jobs": len(report.jobs), "runs": runs,
+            "query_s": timed(lambda: build_report(engine, ReportFilter()), runs),
+            "query_failed_only_s": timed(
+                lambda: build_report(engine, ReportFilter(state="failed")), runs),
+            "table_s": timed(lambda: write_table(io.StringIO(), report), runs),
+            "csv_s": timed(lambda: write_csv(io.StringIO(), report), runs),
+            "json_s": timed(lambda: write_json(io.StringIO(), report), runs),
+            "html_s": timed(lambda: render_html(report), runs),
+        }
+        engine.dispose()
+        cli = [str(Path(sys.executable).with_name("fleetsched")), "--database-url", url, "report",
+               "--html", f"{tmp}/report.html"]
+        env = {**os.environ, "NO_COLOR": "1"}
+        results["cli_html_end_to_end_s"] = timed(
+            lambda: subprocess.run(cli, check=True, capture_output=True, env=env), runs)
+        results["html_bytes"] = Path(f"{tmp}/report.html").stat().st_size
+    width = max(map(len, results))
+    for k, v in results.items():
+        print(f"{k.ljust(width)}  {v:.3f}" if isinstance(v, float) else f"{k.ljust(width)}  {v}")
+    out = ROOT / "benchmarks" / "results" / "report.json"
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()

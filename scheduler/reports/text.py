@@ -1,0 +1,98 @@
+"""A report as a terminal table, JSON or CSV (stdout), built for 100,000-job reports.
+
+The table is the per-task summary and the failed or lost jobs (``all_jobs`` adds every job);
+JSON holds the filters, totals, per-task summaries and every job; CSV is one row per job. Big
+listings are written line by line, not through a rich ``Table`` (which lays out every cell and
+takes seconds for 100,000 rows).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import datetime
+from typing import Any, TextIO
+
+from scheduler.reports.query import JOB_COLUMNS, OUTCOMES, Report
+
+SUMMARY_COLUMNS = ["task", "name", "action", "operator", "jobs", *OUTCOMES, "other", "first", "last"]
+FAILURE_COLUMNS = ["job", "host", "state", "attempts", "finished", "exit_code", "error"]
+RICH_TABLE_MAX = 500  # above this many rows, plain aligned text instead of a rich table
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    return str(value)
+
+
+def _plain(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def summary_rows(report: Report) -> list[dict[str, Any]]:
+    return [{k: _cell(v) if isinstance(v, datetime) else v for k, v in s.items()}
+            for s in report.tasks]
+
+
+def _aligned(out: TextIO, rows: list[dict[str, Any]], columns: list[str], width: int = 60) -> None:
+    """Rows as space-aligned columns; cells cut at ``width`` characters, one line each."""
+    cells = [[_cell(r.get(c)).replace("\n", " ")[:width] for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+    out.write("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)).rstrip() + "\n")
+    out.writelines("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() + "\n"
+                   for row in cells)
+
+
+def write_table(out: TextIO, report: Report, *, all_jobs: bool = False) -> None:
+    """The human form: totals, a summary per task, failures (and every job with ``all_jobs``)."""
+    t = report.totals
+    parts = [f"{t.get(o, 0)} {o}" for o in OUTCOMES if t.get(o)]
+    other = t.get("jobs", 0) - sum(t.get(o, 0) for o in OUTCOMES)
+    if other:
+        parts.append(f"{other} not finished")
+    filters = ", ".join(f"{k}={_cell(v)}" for k, v in report.filters.as_dict().items())
+    out.write(f"{t.get('jobs', 0)} job(s) in {len(report.tasks)} task(s)"
+              + (f": {', '.join(parts)}" if parts else "")
+              + (f"  [{filters}]" if filters else "") + "\n")
+    if not report.jobs:
+        return
+    out.write("\nTasks\n")
+    _aligned(out, summary_rows(report), SUMMARY_COLUMNS)
+    failures = report.failures
+    if failures:
+        out.write(f"\nFailed or lost jobs ({len(failures)})\n")
+        _aligned(out, failures, FAILURE_COLUMNS, width=100)
+    if all_jobs:
+        out.write("\nJobs\n")
+        _aligned(out, report.jobs, [c for c in JOB_COLUMNS if c != "time"])
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """The machine-readable form (times as ISO 8601 strings)."""
+    return {
+        "generated_at": report.generated_at.isoformat(),
+        "filters": {k: _plain(v) for k, v in report.filters.as_dict().items()},
+        "totals": report.totals,
+        "tasks": [{k: _plain(v) for k, v in s.items()} for s in report.tasks],
+        "jobs": [{k: _plain(v) for k, v in j.items()} for j in report.jobs],
+    }
+
+
+def write_json(out: TextIO, report: Report) -> None:
+    """Compact JSON (one ``dumps`` without indent runs the C encoder: several times faster
+    for 100,000 jobs than ``json.dump`` with an indent)."""
+    out.write(json.dumps(report_json(report), separators=(",", ":")) + "\n")
+
+
+def write_csv(out: TextIO, report: Report) -> None:
+    """One row per job, with a header row."""
+    writer = csv.writer(out)
+    writer.writerow(JOB_COLUMNS)
+    writer.writerows([_plain(j[c]) for c in JOB_COLUMNS] for j in report.jobs)
+
+
+__all__ = ["SUMMARY_COLUMNS", "FAILURE_COLUMNS", "summary_rows", "write_table", "report_json",
+           "write_json", "write_csv"]
