@@ -118,6 +118,7 @@ from scheduler.cli.hosts_cmd import hosts_app  # noqa: E402
 from scheduler.cli.recorder_cmd import recorder_app  # noqa: E402
 from scheduler.cli.reconcile_cmd import reconcile_app  # noqa: E402
 from scheduler.cli.redis_cmd import redis_app  # noqa: E402
+from scheduler.cli.tasks_cmd import tasks_app  # noqa: E402
 from scheduler.cli.worker_cmd import worker_app  # noqa: E402
 
 app.add_typer(actions_app, name="actions")
@@ -128,7 +129,12 @@ app.add_typer(hosts_app, name="hosts")
 app.add_typer(reconcile_app, name="reconcile")
 app.add_typer(recorder_app, name="recorder")
 app.add_typer(redis_app, name="redis")
+app.add_typer(tasks_app, name="tasks")
 app.add_typer(worker_app, name="worker")
+
+from scheduler.cli import submit_cmd  # noqa: E402
+
+app.command("submit", epilog=submit_cmd.EPILOG)(submit_cmd.submit)
 
 # Operator views, one command each (scheduler/cli/<name>_cmd.py; help examples in the epilog).
 from scheduler.cli import doctor_cmd, report_cmd, status_cmd  # noqa: E402

@@ -34,6 +34,7 @@ from scheduler.db.models import JOB_FINAL_STATES, Event, Job, Task
 from scheduler.db.recorder import Recorder
 from scheduler.db.types import to_ms, utcnow
 from scheduler.errors import DatabaseUnavailableError
+from scheduler.fanout import host_conns, recorded_spec, write_hosts
 from scheduler.queue import JobSpec, Queue, TaskSpec
 
 UNFINISHED_TASK_STATES = ("accepted", "active", "paused")
@@ -58,14 +59,20 @@ class ReconcileReport:
         return {k: v for k, v in asdict(self).items() if k not in ("requeued", "not_rerun")}
 
 
-def task_spec(task: Any) -> TaskSpec:
-    """The queue's live task from its SQL row."""
+def task_spec(task: Any, recorded: dict[str, Any] | None = None) -> TaskSpec:
+    """The queue's live task from its SQL row. ``recorded``: the queue part of the task's
+    ``submit`` event (``scheduler.fanout.recorded_spec``), whose spec is exact where the row
+    lacks fields (executor options, expected duration) or rounds them (timeout in seconds)."""
     spec = {"action": task.action, "params": task.params or {}}
     if task.executor:
         spec["executor"] = task.executor
+    timeout_ms = task.timeout_s * 1000
+    if recorded and isinstance(recorded.get("spec"), dict):
+        spec = recorded["spec"]
+        timeout_ms = int(recorded.get("timeout_ms") or timeout_ms)
     return TaskSpec(task_id=str(task.id), priority=task.priority, max_running=task.max_running,
                     max_failures=task.max_failures, max_attempts=task.max_attempts,
-                    backoff_ms=task.backoff_ms, timeout_ms=task.timeout_s * 1000,
+                    backoff_ms=task.backoff_ms, timeout_ms=timeout_ms,
                     idempotent=task.idempotent, spec=spec, operator=task.operator,
                     share=task.share)
 
@@ -131,7 +138,9 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
             continue
         recreated.append(task)
         if not dry_run:
-            queue.create_task(task_spec(task))
+            with engine.connect() as conn:
+                recorded = recorded_spec(conn, task.id)
+            queue.create_task(task_spec(task, recorded))
     report.tasks_recreated = len(recreated)
     candidates = [j for t in tasks for j in jobs.get(t.id, [])]
     report.jobs_checked = len(candidates)
@@ -158,6 +167,10 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
         report.jobs_requeued = len(report.requeued)
         report.jobs_not_rerun = len(report.not_rerun)
         if not dry_run:
+            names = {j.host for specs in requeue.values() for j in specs}
+            if names:  # Redis may have lost the hosts' connection data too
+                with engine.connect() as conn:
+                    write_hosts(client, queue.keys, host_conns(conn, names))
             for task_id, specs in requeue.items():
                 queue.enqueue(str(task_id), specs)
     if not dry_run:

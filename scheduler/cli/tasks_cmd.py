@@ -1,0 +1,156 @@
+"""``fleetsched tasks list|show|cancel|pause|resume|retry-failed|reprioritize``.
+
+Thin: read the record through ``scheduler.taskinfo`` (live counters from Redis when it answers)
+and change a task through ``scheduler.control``, which records each change with the operator's
+name (``--as``) in SQL before the command returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+import typer
+
+from scheduler.cli import output
+
+tasks_app = typer.Typer(help="Submitted tasks: list, show, and control them.",
+                        no_args_is_help=True)
+
+OutputOption = Annotated[output.OutputFormat,
+                         typer.Option("--output", "-o", help="table, json or csv")]
+TaskId = Annotated[int, typer.Argument(help="The task id (see `fleetsched tasks list`).")]
+
+
+@contextmanager
+def _context(ctx: typer.Context, *, redis: bool = True) -> Iterator[tuple[Any, Any, str]]:
+    """(engine, queue or None, operator); closed afterwards."""
+    from scheduler.cli.app import state  # here: app.py imports this module
+    from scheduler.inventory import open_database
+    from scheduler.keys import Keys
+    from scheduler.queue import Queue
+    from scheduler.redis_conn import connect
+
+    settings = state(ctx).settings
+    engine = open_database(settings)
+    client = queue = None
+    try:
+        if redis:
+            client = connect(settings)
+            queue = Queue(client, Keys(settings.queue_prefix), lease_ms=settings.lease_ms)
+        yield engine, queue, settings.operator
+    finally:
+        if queue is not None:
+            queue.close()
+        if client is not None:
+            client.close()
+        engine.dispose()
+
+
+@tasks_app.command("list", epilog="Examples:\n\n  fleetsched tasks list --state active\n\n"
+                                  "  fleetsched tasks list --operator alice -o json")
+def list_cmd(
+    ctx: typer.Context,
+    state_: Annotated[str | None, typer.Option("--state", help="Only tasks in this state.")] = None,
+    operator: Annotated[str | None, typer.Option("--operator", help="Only tasks of this operator.")] = None,
+    action: Annotated[str | None, typer.Option("--action", help="Only tasks of this action.")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=100_000, help="At most this many, newest first.")] = 50,
+    fmt: OutputOption = output.OutputFormat.table,
+) -> None:
+    """List tasks, newest first."""
+    from scheduler.inventory import transaction
+    from scheduler.taskinfo import LIST_COLUMNS, list_tasks
+
+    with _context(ctx, redis=False) as (engine, _, _op):
+        with transaction(engine, commit=False) as session:
+            rows = list_tasks(session, state=state_, operator=operator, action=action, limit=limit)
+    output.emit_rows(rows, LIST_COLUMNS, fmt)
+
+
+def _live(ctx: typer.Context, task_id: int) -> dict[str, str] | None:
+    from scheduler.errors import FleetschedError
+
+    try:
+        with _context(ctx) as (_engine, queue, _op):
+            return queue.task_state(str(task_id)) or None
+    except FleetschedError as exc:
+        output.info(f"warning: live counters unavailable ({exc})")
+        return None
+
+
+@tasks_app.command("show", epilog="Examples:\n\n  fleetsched tasks show 42\n\n"
+                                  "  fleetsched tasks show 42 -o json | jq .live.overshoot")
+def show_cmd(ctx: typer.Context, task_id: TaskId, fmt: OutputOption = output.OutputFormat.table) -> None:
+    """One task: request, policy, counters (live from Redis), failures and the control trail."""
+    from scheduler.inventory import transaction
+    from scheduler.taskinfo import show_task
+
+    live = _live(ctx, task_id)
+    with _context(ctx, redis=False) as (engine, _, _op):
+        with transaction(engine, commit=False) as session:
+            info = show_task(session, task_id, live)
+    if fmt is not output.OutputFormat.table:
+        output.emit_object(info, fmt)
+        return
+    head = {k: info[k] for k in ("id", "name", "action", "target", "operator", "priority",
+                                 "state", "executor", "created_at", "started_at", "finished_at")}
+    head["params"] = info["params"]
+    head["policy"] = ", ".join(f"{k}={v}" for k, v in info["policy"].items())
+    head["jobs"] = ", ".join(f"{k}={v}" for k, v in info["jobs"].items())
+    if info["live"]:
+        head["live"] = ", ".join(f"{k}={v}" for k, v in info["live"].items())
+    head["summary"] = info["summary"]
+    output.emit_object(head, fmt)
+    if info["failures"]:
+        output.emit_rows(info["failures"], ["id", "host", "state", "attempts", "exit_code", "error"],
+                         fmt, title="failures")
+    output.emit_rows(info["trail"], ["ts", "kind", "operator", "count", "error"], fmt, title="trail")
+
+
+def _control(ctx: typer.Context, task_id: int, verb: str, *extra: Any) -> None:
+    from scheduler import control
+
+    fn = {"pause": control.pause, "resume": control.resume, "cancel": control.cancel,
+          "retry-failed": control.retry_failed, "reprioritize": control.reprioritize}[verb]
+    with _context(ctx) as (engine, queue, operator):
+        result = fn(engine, queue, task_id, *extra, operator)
+    what = {"pause": "paused (pending jobs held in order; running ones finish)",
+            "resume": f"resumed: {result.count} held jobs released",
+            "cancel": f"cancelled: {result.count} jobs that had not started; running ones finish",
+            "retry-failed": f"{result.count} failed jobs queued again with a new attempt budget",
+            "reprioritize": f"moved to {extra[0] if extra else '?'}: {result.count} pending jobs"}[verb]
+    output.info(f"task {task_id} {what} (state {result.state}, by {operator})")
+
+
+@tasks_app.command("pause", epilog="Example:\n\n  fleetsched --as alice tasks pause 42")
+def pause_cmd(ctx: typer.Context, task_id: TaskId) -> None:
+    """Hold the task's pending jobs, in order; running jobs finish."""
+    _control(ctx, task_id, "pause")
+
+
+@tasks_app.command("resume", epilog="Example:\n\n  fleetsched tasks resume 42")
+def resume_cmd(ctx: typer.Context, task_id: TaskId) -> None:
+    """Release a paused task's jobs in their order."""
+    _control(ctx, task_id, "resume")
+
+
+@tasks_app.command("cancel", epilog="Example:\n\n  fleetsched tasks cancel 42")
+def cancel_cmd(ctx: typer.Context, task_id: TaskId) -> None:
+    """Cancel the jobs that have not started; running ones finish."""
+    _control(ctx, task_id, "cancel")
+
+
+@tasks_app.command("retry-failed", epilog="Example:\n\n  fleetsched tasks retry-failed 42")
+def retry_failed_cmd(ctx: typer.Context, task_id: TaskId) -> None:
+    """Queue the task's failed jobs again, each with a new attempt budget."""
+    _control(ctx, task_id, "retry-failed")
+
+
+@tasks_app.command("reprioritize", epilog="Example:\n\n  fleetsched tasks reprioritize 42 urgent")
+def reprioritize_cmd(
+    ctx: typer.Context, task_id: TaskId,
+    priority: Annotated[str, typer.Argument(help="urgent, normal or bulk")],
+) -> None:
+    """Move the task's pending jobs to another priority class."""
+    _control(ctx, task_id, "reprioritize", priority)

@@ -1,0 +1,226 @@
+"""Operator control of a submitted task: pause, resume, cancel, retry-failed, reprioritize.
+
+What it owns, for every verb:
+
+1. checking the task exists (SQL first: the system of record; ``NotFoundError``, exit code 4);
+2. the queue transition in Redis (``Queue.pause``/``resume``/``cancel_task``, the
+   ``retry_failed.lua`` script here, ``Queue.reprioritize`` where the fair-share part provides
+   it): the script appends the event with the operator's name in the same atomic step;
+3. recording at once in SQL what the transition did: the new stream entries of this task are
+   applied with the recorder's own idempotent ``apply_events`` (keyed by stream id, so when the
+   recorder meets them later it inserts nothing twice), so ``tasks show`` is right the moment
+   the command returns, with the operator on the event.
+
+A task still ``accepted`` in SQL and absent from Redis (its fan-out never happened) can only be
+cancelled; that is recorded in SQL directly (``cancel`` event) so reconcile leaves it alone.
+Pause keeps the pending jobs' order (they wait in ``{P}:held:<task>`` at their due time), resume
+puts them back, cancel stops pending jobs and lets running ones finish.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from scheduler.db.apply import StreamEvent, apply_events
+from scheduler.db.models import TASK_FINAL_STATES, Event, Job, Task
+from scheduler.db.types import utcnow
+from scheduler.errors import FleetschedError, NotFoundError, ValidationError, error_for
+from scheduler.keys import PRIORITY_CLASSES
+from scheduler.queue import Queue, script_source
+from scheduler.queue_types import text
+
+__all__ = ["ControlResult", "RETRY_CHUNK", "cancel", "pause", "reprioritize", "resume",
+           "retry_failed"]
+
+RETRY_CHUNK = 500  # job ids per retry_failed.lua call
+READ_CHUNK = 1_000  # stream entries per XRANGE while recording
+
+
+@dataclass(frozen=True)
+class ControlResult:
+    task_id: int
+    verb: str
+    count: int  # jobs held back, released, cancelled, re-enqueued or moved
+    state: str  # the task's state in Redis afterwards (or SQL, for a task never queued)
+
+
+def _sql_task(engine: Engine, task_id: int) -> Any:
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(Task.id, Task.state, Task.priority)
+                           .where(Task.id == task_id)).first()
+    if row is None:
+        raise NotFoundError(f"no task {task_id}", hint="see `fleetsched tasks list`")
+    return row
+
+
+def _last_id(client: redis.Redis, stream: str) -> str:
+    last = client.xrevrange(stream, count=1)
+    return text(last[0][0]) if last else "0-0"
+
+
+def _record_since(client: redis.Redis, engine: Engine, stream: str, since: str,
+                  task_id: int) -> list[StreamEvent]:
+    """Apply this task's stream entries after ``since`` to SQL now (idempotent)."""
+    mine: list[StreamEvent] = []
+    start = "(" + since
+    while True:
+        batch = client.xrange(stream, min=start, count=READ_CHUNK)
+        for entry_id, fields in batch:
+            f = {text(k): text(v) for k, v in fields.items()}
+            if f.get("task") == str(task_id):
+                mine.append(StreamEvent(text(entry_id), f))
+        if len(batch) < READ_CHUNK:
+            break
+        start = "(" + text(batch[-1][0])
+    if mine:
+        with engine.begin() as conn:
+            apply_events(conn, mine)
+    return mine
+
+
+def _run(engine: Engine, queue: Queue, task_id: int, verb: str,
+         call: Callable[[], int]) -> ControlResult:
+    row = _sql_task(engine, task_id)
+    live = queue.task_state(str(task_id))
+    if not live:
+        if row.state == "accepted":
+            raise ValidationError(f"task {task_id} is not queued yet (state accepted)",
+                                  hint="run `fleetsched reconcile` to finish its fan-out, or "
+                                       "cancel it")
+        raise NotFoundError(f"task {task_id} is not in Redis (state {row.state} in SQL)",
+                            hint="a finished task has nothing to " + verb)
+    since = _last_id(queue.client, queue.keys.events)
+    count = call()
+    _record_since(queue.client, engine, queue.keys.events, since, task_id)
+    return ControlResult(task_id, verb, count, queue.task_state(str(task_id)).get("state", "?"))
+
+
+def pause(engine: Engine, queue: Queue, task_id: int, operator: str) -> ControlResult:
+    """Hold the task's pending jobs (in order) until resume; running jobs finish."""
+    def call() -> int:
+        queue.pause(str(task_id), operator)
+        return 0
+    return _run(engine, queue, task_id, "pause", call)
+
+
+def resume(engine: Engine, queue: Queue, task_id: int, operator: str) -> ControlResult:
+    """Release a paused task's held jobs at their due times, in their order."""
+    return _run(engine, queue, task_id, "resume", lambda: queue.resume(str(task_id), operator))
+
+
+def cancel(engine: Engine, queue: Queue, task_id: int, operator: str) -> ControlResult:
+    """Cancel pending, parked and held jobs; running jobs finish. A task that never reached
+    Redis (still ``accepted``) is cancelled in SQL alone."""
+    row = _sql_task(engine, task_id)
+    if row.state == "accepted" and not queue.task_state(str(task_id)):
+        return _cancel_unqueued(engine, task_id, operator)
+    return _run(engine, queue, task_id, "cancel",
+                lambda: queue.cancel_task(str(task_id), operator))
+
+
+def _cancel_unqueued(engine: Engine, task_id: int, operator: str) -> ControlResult:
+    from scheduler.db.types import to_ms
+    from scheduler.inventory.sync import event_id
+
+    now = utcnow()
+    t, j = Task.__table__, Job.__table__
+    with engine.begin() as conn:
+        done = conn.execute(sa.update(t).where(t.c.id == task_id, t.c.state == "accepted")
+                            .values(state="cancelled", finished_at=now)).rowcount
+        if not done:
+            raise ValidationError(f"task {task_id} changed meanwhile; look again",
+                                  hint=f"fleetsched tasks show {task_id}")
+        count = conn.execute(sa.update(j).where(j.c.task_id == task_id,
+                                                j.c.state.in_(("accepted", "pending")))
+                             .values(state="cancelled", finished_at=now)).rowcount
+        conn.execute(sa.update(t).where(t.c.id == task_id).values(cancelled=count))
+        conn.execute(sa.insert(Event.__table__).values(
+            id=event_id(to_ms(now)), ts=now, kind="cancel", task_id=str(task_id),
+            operator=operator, data={"count": count, "not_queued": True}))
+    return ControlResult(task_id, "cancel", count, "cancelled")
+
+
+@functools.cache
+def _retry_source() -> str:
+    return script_source("retry_failed")
+
+
+def retry_failed(engine: Engine, queue: Queue, task_id: int, operator: str) -> ControlResult:
+    """Queue the task's failed jobs again, each with a new attempt budget (see
+    ``scheduler/lua/retry_failed.lua``); an aborted task becomes active again."""
+    script = queue.client.register_script(_retry_source())
+    tid = str(task_id)
+    moved: list[tuple[str, list[str]]] = []  # (event id, job ids)
+
+    def call() -> int:
+        span = int(queue.task_state(tid).get("span") or 0)
+        keys = queue.keys
+        fixed = [keys.task(tid), *keys.all_due(), keys.dead, keys.events]
+        total = 0
+        for start in range(0, span, RETRY_CHUNK):
+            ids = [f"{tid}.{k}" for k in range(start, min(start + RETRY_CHUNK, span))]
+            reply = script(keys=fixed + [keys.job(i) for i in ids],
+                           args=[tid, operator, keys.wake, *ids])
+            if isinstance(reply, list) and len(reply) == 2 and int(reply[0]) < 0:
+                raise error_for(int(reply[0]), text(reply[1]))
+            if int(reply[0]):
+                event_id = text(reply[1])
+                entry = queue.client.xrange(keys.events, min=event_id, max=event_id)
+                jobs = text(entry[0][1].get("jobs", "")).split() if entry else []
+                moved.append((event_id, jobs))
+                total += int(reply[0])
+        return total
+
+    result = _run(engine, queue, task_id, "retry-failed", call)
+    if moved:
+        _record_retry(engine, task_id, moved)
+    return result
+
+
+def _record_retry(engine: Engine, task_id: int, moved: list[tuple[str, list[str]]]) -> None:
+    """The job rows pending again and the task active, as of the retry-failed events."""
+    t, j = Task.__table__, Job.__table__
+    with engine.begin() as conn:
+        for event_id, jobs in moved:
+            pos = StreamEvent(event_id, {}).pos
+            for start in range(0, len(jobs), 500):
+                conn.execute(sa.update(j).where(
+                    j.c.id.in_(jobs[start:start + 500]),
+                    sa.or_(j.c.last_event_pos.is_(None), j.c.last_event_pos < pos))
+                    .values(state="pending", error=None, finished_at=None, attempts=0,
+                            last_event_pos=pos))
+        last = StreamEvent(moved[-1][0], {}).pos
+        counts = dict(conn.execute(sa.select(j.c.state, sa.func.count()).where(
+            j.c.task_id == task_id).group_by(j.c.state)).all())
+        conn.execute(sa.update(t).where(t.c.id == task_id).values(
+            failed=counts.get("failed", 0), succeeded=counts.get("succeeded", 0),
+            cancelled=counts.get("cancelled", 0), lost=counts.get("lost", 0)))
+        conn.execute(sa.update(t).where(
+            t.c.id == task_id, t.c.state.in_((*TASK_FINAL_STATES, "active")),
+            t.c.state != "cancelled",
+            sa.or_(t.c.last_event_pos.is_(None), t.c.last_event_pos < last))
+            .values(state="active", finished_at=None, last_event_pos=last))
+
+
+def reprioritize(engine: Engine, queue: Queue, task_id: int, priority: str,
+                 operator: str) -> ControlResult:
+    """Move the task's pending jobs to another priority class (``Queue.reprioritize``)."""
+    if priority not in PRIORITY_CLASSES:
+        raise ValidationError(f"priority {priority!r} is not one of {', '.join(PRIORITY_CLASSES)}")
+    move = getattr(queue, "reprioritize", None)
+    if move is None:
+        raise FleetschedError("reprioritize is not available in this build yet",
+                              hint="cancel the task and submit it again with --priority")
+    result = _run(engine, queue, task_id, "reprioritize",
+                  lambda: int(move(str(task_id), priority, operator) or 0))
+    with engine.begin() as conn:
+        conn.execute(sa.update(Task.__table__).where(Task.__table__.c.id == task_id)
+                     .values(priority=priority))
+    return result
