@@ -17,11 +17,12 @@ are simply not updated; their events are recorded all the same.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import sqlalchemy as sa
@@ -38,18 +39,20 @@ TASK_STATE_BY_KIND = {"create": "active", "pause": "paused", "resume": "active",
                       "abort": "aborted", "cancel": "cancelled"}
 
 
-@dataclass(frozen=True)
 class StreamEvent:
-    """One stream entry: its id and its fields (strings)."""
+    """One stream entry: its id and its fields (strings); ``pos`` orders stream ids."""
 
-    id: str
-    fields: Mapping[str, str]
+    __slots__ = ("id", "fields", "pos")
 
-    @property
-    def pos(self) -> int:
-        """A sortable number for the stream id ``<ms>-<seq>``: ms * 10**6 + seq."""
-        ms, _, seq = self.id.partition("-")
-        return int(ms) * 1_000_000 + int(seq or 0)
+    def __init__(self, id: str, fields: Mapping[str, str]) -> None:  # noqa: A002
+        self.id = id
+        self.fields = fields
+        ms, _, seq = id.partition("-")
+        # A sortable number for the stream id ``<ms>-<seq>``: ms * 10**6 + seq.
+        self.pos = int(ms) * 1_000_000 + int(seq or 0)
+
+    def __repr__(self) -> str:
+        return f"StreamEvent({self.id!r}, {dict(self.fields)!r})"
 
 
 @dataclass
@@ -217,6 +220,8 @@ def _count_existing(conn: sa.Connection, ids: Sequence[str]) -> int:
 
 
 def _update_rows(conn: sa.Connection, table: sa.Table, patches: dict[Any, tuple[int, dict]]) -> int:
+    if conn.dialect.name == "sqlite":
+        return _update_rows_sqlite(conn, table, patches)
     by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
     for key in sorted(patches):  # a fixed order: concurrent recorders lock rows alike
         pos, patch = patches[key]
@@ -224,15 +229,41 @@ def _update_rows(conn: sa.Connection, table: sa.Table, patches: dict[Any, tuple[
         by_columns[cols].append({"_id": key, "_pos": pos, **{f"v_{c}": patch[c] for c in cols}})
     updated = 0
     for cols, params in by_columns.items():
-        stmt = (sa.update(table)
-                .where(table.c.id == sa.bindparam("_id"))
-                .where(sa.or_(table.c.last_event_pos.is_(None),
-                              table.c.last_event_pos < sa.bindparam("_pos")))
-                .values({**{c: sa.bindparam(f"v_{c}") for c in cols},
-                         "last_event_pos": sa.bindparam("_pos")}))
-        result = conn.execute(stmt, params)
+        result = conn.execute(_guarded_update(table, cols), params)
         updated += max(result.rowcount, 0)
     return updated
+
+
+def _update_rows_sqlite(conn: sa.Connection, table: sa.Table,
+                        patches: dict[Any, tuple[int, dict]]) -> int:
+    """The same guarded updates as one driver-level executemany per column set, datetimes
+    prepared as ``UTCDateTime`` stores them on SQLite (see ``_insert_events_sqlite``)."""
+    by_columns: dict[tuple[str, ...], list[tuple[Any, ...]]] = defaultdict(list)
+    for key in sorted(patches):
+        pos, patch = patches[key]
+        cols = tuple(sorted(patch))
+        values = [v.astimezone(timezone.utc).strftime(_SQLITE_TS) if isinstance(v, datetime)
+                  else v for v in (patch[c] for c in cols)]
+        by_columns[cols].append((*values, pos, key, pos))
+    updated = 0
+    for cols, params in by_columns.items():
+        sets = ", ".join(f'"{c}" = ?' for c in cols)
+        sql = (f"UPDATE {table.name} SET {sets}, last_event_pos = ? WHERE id = ? "
+               f"AND (last_event_pos IS NULL OR last_event_pos < ?)")
+        updated += max(conn.exec_driver_sql(sql, params).rowcount, 0)
+    return updated
+
+
+@functools.lru_cache(maxsize=256)
+def _guarded_update(table: sa.Table, cols: tuple[str, ...]) -> sa.Update:
+    """UPDATE table SET cols.. WHERE id = :_id AND the row has seen no newer event (cached:
+    building the statement object costs more than running it for a small batch)."""
+    return (sa.update(table)
+            .where(table.c.id == sa.bindparam("_id"))
+            .where(sa.or_(table.c.last_event_pos.is_(None),
+                          table.c.last_event_pos < sa.bindparam("_pos")))
+            .values({**{c: sa.bindparam(f"v_{c}") for c in cols},
+                     "last_event_pos": sa.bindparam("_pos")}))
 
 
 def apply_events(conn: sa.Connection, events: Iterable[StreamEvent]) -> BatchResult:
