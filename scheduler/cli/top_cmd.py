@@ -1,0 +1,62 @@
+"""``fleetsched top``: a live dashboard of the whole queue (``--once``: one frame and exit).
+
+Thin: connect to Redis, ``scheduler.views.live.top`` redraws ``scheduler.views.top_frame``
+until Ctrl-C (exit code 0). ``--once`` prints one frame on stdout, as a table or JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from scheduler.cli import output
+
+EPILOG = """Examples:
+
+  fleetsched top
+
+  fleetsched top --interval 5
+
+  fleetsched top --once --output json | jq '.due_now'
+
+Columns: due (score <= now), overdue (late by more than overload_threshold_ms), running, parked (over a task's concurrency limit), later/windows (waiting for a later time: service windows, --at, retry backoff), held (paused tasks), dead (failed for good).
+"""
+
+
+def top(
+    ctx: typer.Context,
+    once: Annotated[bool, typer.Option("--once", help="Print one frame and exit (for scripts and tests).")] = False,
+    interval: Annotated[float, typer.Option(help="Seconds between frames.", min=0.2, max=3600)] = 1.0,
+    fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="with --once: table or json")] = output.OutputFormat.table,
+) -> None:
+    """Live view of the queue: due, overdue, running, parked, deferred, tasks, workers."""
+    from scheduler.cli.app import state  # here: app.py imports this module
+    from scheduler.errors import ValidationError
+    from scheduler.keys import Keys
+    from scheduler.redis_conn import connect
+    from scheduler.views import take_snapshot, top_frame
+    from scheduler.views.live import top as run_top
+
+    if fmt is output.OutputFormat.csv:
+        raise ValidationError("top has no csv form", hint="use --output table or json")
+    if fmt is output.OutputFormat.json and not once:
+        raise ValidationError("--output json needs --once", hint="fleetsched top --once --output json")
+    settings = state(ctx).settings
+    client = connect(settings)
+    keys = Keys(settings.queue_prefix)
+    try:
+        if once:
+            snap = take_snapshot(client, keys, overload_threshold_ms=settings.overload_threshold_ms)
+            if fmt is output.OutputFormat.json:
+                output.emit_object(snap.as_dict(), fmt)
+            else:
+                output.stdout.print(top_frame(snap))
+            return
+        try:
+            run_top(client, keys, output.stdout, interval_s=interval,
+                    overload_threshold_ms=settings.overload_threshold_ms)
+        except KeyboardInterrupt:
+            return
+    finally:
+        client.close()

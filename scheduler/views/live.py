@@ -1,0 +1,143 @@
+"""The loops behind the live views: ``fleetsched top`` and ``fleetsched tasks watch``.
+
+1. ``top(...)``: redraw the queue frame every ``interval_s`` until interrupted (or once).
+2. ``watch(...)``: redraw the watched tasks' bars, print each failure once as it is recorded
+   (``fail`` and ``lost`` events from the SQL record, when a database is given), and return
+   when every watched task has ended: all its jobs finished, or it was cancelled or aborted
+   and nothing of it runs any more.
+
+Both draw on the console they are given (``rich.live.Live``, no alternate screen), so a
+terminal keeps the last frame; on a non-terminal only the final frame is printed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import redis
+from rich.console import Console, Group
+from rich.live import Live
+from rich.text import Text
+from sqlalchemy.engine import Engine
+
+from scheduler.errors import NotFoundError
+from scheduler.keys import Keys
+from scheduler.views.render import task_table, top_frame
+from scheduler.views.snapshot import QueueSnapshot, RateMeter, TaskProgress, read_tasks, take_snapshot
+
+ENDED_STATES = ("cancelled", "aborted")
+
+
+def ended(task: TaskProgress) -> bool:
+    """Nothing more will happen to this task without an operator."""
+    return task.finished or (task.state in ENDED_STATES and task.running == 0)
+
+
+def top(client: redis.Redis, keys: Keys, console: Console, *, interval_s: float = 1.0,
+        overload_threshold_ms: int = 5_000, iterations: int | None = None) -> QueueSnapshot:
+    """Redraw ``fleetsched top`` until Ctrl-C (or ``iterations`` frames); the last snapshot."""
+    meter = RateMeter()
+    snap = take_snapshot(client, keys, overload_threshold_ms=overload_threshold_ms)
+    with Live(console=console, auto_refresh=False, transient=False) as live:
+        n = 0
+        while True:
+            for t in snap.tasks:
+                meter.add(t.task_id, t.done)
+            live.update(top_frame(snap, meter), refresh=True)
+            n += 1
+            if iterations is not None and n >= iterations:
+                return snap
+            time.sleep(interval_s)
+            snap = take_snapshot(client, keys, overload_threshold_ms=overload_threshold_ms)
+
+
+class FailureFeed:
+    """New ``fail`` / ``lost`` events of some tasks, each returned once, oldest first."""
+
+    def __init__(self, engine: Engine, task_ids: list[str]) -> None:
+        self.engine = engine
+        self.task_ids = task_ids
+        self.since: datetime | None = None
+        self.seen: set[str] = set()
+
+    def poll(self) -> list[dict[str, Any]]:
+        import sqlalchemy as sa
+
+        from scheduler.db.models import Event
+
+        stmt = (sa.select(Event.id, Event.ts, Event.kind, Event.job_id, Event.host, Event.data)
+                .where(Event.task_id.in_(self.task_ids), Event.kind.in_(("fail", "lost")))
+                .order_by(Event.ts, Event.id))
+        if self.since is not None:
+            stmt = stmt.where(Event.ts >= self.since)
+        try:
+            with self.engine.connect() as conn:
+                rows = conn.execute(stmt).all()
+        except sa.exc.SQLAlchemyError:
+            return []  # the record may be briefly locked or away; the next poll catches up
+        out = []
+        for eid, ts, kind, job, host, data in rows:
+            self.since = ts
+            if eid in self.seen:
+                continue
+            self.seen.add(eid)
+            data = data or {}
+            out.append({"event": eid, "ts": ts, "kind": kind, "job": job, "host": host,
+                        "error": str(data.get("error") or "")[:300],
+                        "exit_code": data.get("exit_code")})
+        return out
+
+
+def failure_line(f: dict[str, Any]) -> Text:
+    code = f" exit {f['exit_code']}" if f.get("exit_code") not in (None, "") else ""
+    return Text(f"{f['kind']:>4} {f['job']} on {f['host']}{code}: {f['error']}", style="red")
+
+
+def watch(client: redis.Redis, keys: Keys, task_ids: list[str], console: Console, *,
+          feed: FailureFeed | None = None, interval_s: float = 0.5,
+          labels: dict[str, str] | None = None, header: Callable[[], Text] | None = None,
+          timeout_s: float | None = None) -> tuple[list[TaskProgress], list[dict[str, Any]]]:
+    """Draw the tasks until each has ended (see the module docstring).
+
+    Returns the final progress of each task and the failures printed. ``NotFoundError`` for a
+    task Redis does not know; ``TimeoutError`` after ``timeout_s``.
+    """
+    meter = RateMeter()
+    failures: list[dict[str, Any]] = []
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+
+    def read() -> list[TaskProgress]:
+        found = read_tasks(client, keys, task_ids)
+        missing = [tid for tid, t in zip(task_ids, found) if t is None]
+        if missing:
+            raise NotFoundError(f"no task {missing[0]} in the queue",
+                                hint="fleetsched tasks list shows the tasks")
+        return [t for t in found if t is not None]
+
+    tasks = read()
+    with Live(console=console, auto_refresh=False, transient=False) as live:
+        while True:
+            for t in tasks:
+                meter.add(t.task_id, t.done)
+            for f in feed.poll() if feed else ():
+                failures.append(f)
+                live.console.print(failure_line(f))
+            parts = [header()] if header else []
+            live.update(Group(*parts, task_table(tasks, meter, labels=labels)), refresh=True)
+            if all(ended(t) for t in tasks):
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"tasks {', '.join(task_ids)} still running after "
+                                   f"{timeout_s:g}s")
+            time.sleep(interval_s)
+            tasks = read()
+    for f in feed.poll() if feed else ():  # failures recorded after the last frame
+        failures.append(f)
+        console.print(failure_line(f))
+    return tasks, failures
+
+
+__all__ = ["FailureFeed", "ended", "failure_line", "top", "watch"]

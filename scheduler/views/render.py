@@ -1,0 +1,119 @@
+"""Drawing the live views with rich: per-task progress bars, the ``top`` frame.
+
+Bars are drawn from characters as well as colours (succeeded ``█``, failed ``x``, running
+``▒``, waiting ``·``), so they still read with ``NO_COLOR`` or in a log file. Host-provided
+text is always passed as ``rich.text.Text`` (never parsed as markup).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from scheduler.policy import format_duration
+from scheduler.views.snapshot import QueueSnapshot, RateMeter, TaskProgress
+
+SEGMENTS = (("succeeded", "█", "green"), ("failed", "x", "red"), ("lost", "x", "dark_orange"),
+            ("cancelled", "-", "bright_black"), ("running", "▒", "yellow"),
+            ("pending", "·", "bright_black"))
+
+
+def bar(task: TaskProgress, width: int = 30) -> Text:
+    """A progress bar of ``width`` cells split by outcome (see the module docstring)."""
+    total = max(task.total, 1)
+    counts = {"succeeded": task.succeeded, "failed": task.failed, "lost": task.lost,
+              "cancelled": task.cancelled, "running": task.running, "pending": task.pending}
+    text = Text()
+    used = 0
+    for i, (name, char, style) in enumerate(SEGMENTS):
+        n = counts[name]
+        cells = width - used if i == len(SEGMENTS) - 1 else round(n / total * width)
+        if n and cells == 0 and name in ("failed", "lost"):
+            cells = 1  # a failure is never invisible
+        cells = max(0, min(cells, width - used))
+        text.append(char * cells, style=style)
+        used += cells
+    return text
+
+
+def _eta(meter: RateMeter | None, task: TaskProgress) -> str:
+    if task.finished:
+        return "done"
+    eta = meter.eta_s(task) if meter else None
+    return "-" if eta is None else format_duration(eta)
+
+
+def task_table(tasks: list[TaskProgress], meter: RateMeter | None = None, *,
+               labels: dict[str, str] | None = None, width: int = 30) -> Table:
+    """One row per task: name, bar, counts, throughput and ETA."""
+    table = Table(show_edge=False, box=None, header_style="bold", pad_edge=False)
+    for col, justify in (("task", "left"), ("progress", "left"), ("done", "right"),
+                         ("ok", "right"), ("failed", "right"), ("running", "right"),
+                         ("waiting", "right"), ("rate/s", "right"), ("eta", "right")):
+        table.add_column(col, justify=justify, no_wrap=True)
+    for t in tasks:
+        label = (labels or {}).get(t.task_id) or f"{t.task_id} {t.operator} {t.action}".strip()
+        rate = meter.rate(t.task_id) if meter else 0.0
+        table.add_row(Text(label), bar(t, width), f"{t.done}/{t.total}", str(t.succeeded),
+                      Text(str(t.failed + t.lost), style="red" if t.failed + t.lost else ""),
+                      str(t.running), str(t.pending), f"{rate:.0f}",
+                      _eta(meter, t))
+    return table
+
+
+def _workers(workers: list[dict[str, Any]]) -> Table:
+    table = Table(show_edge=False, box=None, header_style="bold", pad_edge=False)
+    for col in ("worker", "node", "pid", "busy/slots", "processes", "acked", "failed", "beat"):
+        table.add_column(col, no_wrap=True)
+    for w in workers:
+        table.add_row(Text(str(w.get("worker", ""))), Text(str(w.get("node", ""))),
+                      str(w.get("pid", "")), f"{w.get('busy', 0)}/{w.get('slots', 0)}",
+                      str(w.get("processes", "")), str(w.get("acked", "")),
+                      str(w.get("failed", "")), f"{w.get('age_s', 0)}s ago")
+    return table
+
+
+def reorder_line(stats: dict[str, str], now_ms: int) -> str:
+    """The last fair-share reorder from ``Keys.stats`` (fields named ``reorder*``)."""
+    fields = {k: v for k, v in stats.items() if k.startswith(("reorder", "last_reorder"))}
+    if not fields:
+        return "last reorder: none (no overload seen)"
+    at = next((v for k, v in fields.items() if k.endswith(("_ms", "_at", "ts"))), None)
+    when = ""
+    if at and str(at).isdigit():
+        when = f" {format_duration(max(0, now_ms - int(at)) / 1000)} ago"
+    rest = ", ".join(f"{k}={v}" for k, v in sorted(fields.items()) if v != at)
+    return f"last reorder:{when} {rest}".rstrip()
+
+
+def top_frame(snap: QueueSnapshot, meter: RateMeter | None = None) -> RenderableType:
+    """The whole ``fleetsched top`` frame."""
+    late = f", oldest {format_duration(snap.oldest_late_ms / 1000)} late" if snap.oldest_late_ms else ""
+    queue = Text(f"queue  due {snap.due_now} (overdue {snap.overdue}{late})  running "
+                 f"{snap.running}  parked {snap.parked}  later/windows {snap.later}  held "
+                 f"{snap.held}  dead {snap.dead}")
+    busy = sum(int(w.get("busy") or 0) for w in snap.workers)
+    slots = sum(int(w.get("slots") or 0) for w in snap.workers)
+    parts: list[RenderableType] = [
+        queue,
+        Text(f"workers {len(snap.workers)} alive, {busy}/{slots} slots busy   recorder lag "
+             f"{snap.recorder_lag} (pending {snap.recorder_pending}, stream "
+             f"{snap.stream_length})   {reorder_line(snap.stats, snap.now_ms)}"),
+        Text(""),
+    ]
+    if snap.tasks:
+        parts.append(task_table(snap.tasks, meter))
+        if snap.finished_tasks > 3:
+            parts.append(Text(f"({snap.finished_tasks} finished tasks, latest shown)",
+                              style="dim"))
+    else:
+        parts.append(Text("no tasks in the queue"))
+    if snap.workers:
+        parts += [Text(""), _workers(snap.workers)]
+    return Group(*parts)
+
+
+__all__ = ["bar", "reorder_line", "task_table", "top_frame"]

@@ -1,0 +1,235 @@
+"""What the live views show, read from Redis only: task counters, the due sets, workers, the
+event stream, the last fair-share reorder.
+
+1. ``read_tasks(client, keys, ids)``: each task's hash and parked list in one pipelined round
+   trip, as :class:`TaskProgress` (pending is what is neither running nor finished).
+2. ``list_task_ids(client, keys)``: the tasks Redis holds (``SCAN`` over ``{P}:task:*``, in
+   pages, so Redis is never blocked).
+3. ``take_snapshot(...)``: one frame of ``fleetsched top``: due now, overdue (late by more than
+   the overload threshold), waiting for a later time (service windows, ``--at``, retry
+   backoff), running, parked, held, dead; the unfinished tasks and the most recently finished;
+   live workers (``Keys.workers`` heartbeats); recorder lag; the ``Keys.stats`` figures.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from scheduler.keys import Keys
+
+RECENT_FINISHED = 3  # finished tasks top keeps showing
+SCAN_PAGE = 1000
+
+
+@dataclass
+class TaskProgress:
+    """One task's live counters (``{P}:task:<id>`` and the length of its parked list)."""
+
+    task_id: str
+    state: str = "unknown"
+    prio: str = "normal"
+    operator: str = ""
+    action: str = ""
+    total: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    lost: int = 0
+    parked: int = 0
+    created_ms: int = 0
+
+    @property
+    def done(self) -> int:
+        return self.succeeded + self.failed + self.cancelled + self.lost
+
+    @property
+    def pending(self) -> int:
+        """Jobs waiting (due, parked, held or deferred to a later time)."""
+        return max(0, self.total - self.running - self.done)
+
+    @property
+    def finished(self) -> bool:
+        return self.total > 0 and self.done >= self.total
+
+    @property
+    def all_succeeded(self) -> bool:
+        return self.finished and self.succeeded == self.total
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "pending": self.pending, "done": self.done,
+                "finished": self.finished}
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def progress_from(task_id: str, data: dict[str, str], parked: int) -> TaskProgress | None:
+    if not data:
+        return None
+    try:
+        action = str(json.loads(data.get("spec") or "{}").get("action") or "")
+    except (ValueError, AttributeError):
+        action = ""
+    return TaskProgress(
+        task_id=task_id, state=data.get("state", "unknown"), prio=data.get("prio", "normal"),
+        operator=data.get("operator", ""), action=action, parked=parked,
+        created_ms=_int(data.get("created")),
+        **{k: _int(data.get(k)) for k in ("total", "running", "succeeded", "failed",
+                                          "cancelled", "lost")})
+
+
+def read_tasks(client: redis.Redis, keys: Keys, task_ids: list[str]) -> list[TaskProgress | None]:
+    """The progress of each task (None where Redis has no such task), in one round trip."""
+    pipe = client.pipeline(transaction=False)
+    for tid in task_ids:
+        pipe.hgetall(keys.task(tid))
+        pipe.llen(keys.parked(tid))
+    replies = pipe.execute() if task_ids else []
+    return [progress_from(tid, replies[2 * i], _int(replies[2 * i + 1]))
+            for i, tid in enumerate(task_ids)]
+
+
+def list_task_ids(client: redis.Redis, keys: Keys) -> list[str]:
+    """Every task id with a hash in Redis, sorted numerically where they are numbers."""
+    prefix = keys.task("")
+    pattern = prefix.replace("[", "\\[").replace("?", "\\?").replace("*", "\\*") + "*"
+    ids = [k[len(prefix):] for k in client.scan_iter(match=pattern, count=SCAN_PAGE)]
+    return sorted(ids, key=lambda t: (0, int(t), t) if t.isdigit() else (1, 0, t))
+
+
+def redis_now_ms(client: redis.Redis) -> int:
+    secs, micros = client.time()
+    return int(secs) * 1000 + int(micros) // 1000
+
+
+@dataclass
+class QueueSnapshot:
+    """One frame of ``fleetsched top``."""
+
+    now_ms: int
+    due_now: int = 0
+    overdue: int = 0
+    oldest_late_ms: int = 0
+    later: int = 0
+    running: int = 0
+    parked: int = 0
+    held: int = 0
+    dead: int = 0
+    tasks: list[TaskProgress] = field(default_factory=list)
+    finished_tasks: int = 0
+    workers: list[dict[str, Any]] = field(default_factory=list)
+    stream_length: int = 0
+    recorder_lag: int = 0
+    recorder_pending: int = 0
+    stats: dict[str, str] = field(default_factory=dict)
+    by_class: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if k != "tasks"}
+        out["tasks"] = [t.as_dict() for t in self.tasks]
+        return out
+
+
+def _recorder(client: redis.Redis, keys: Keys) -> tuple[int, int]:
+    from scheduler.db.recorder import GROUP
+
+    try:
+        for g in client.xinfo_groups(keys.events):
+            if str(g["name"]) == GROUP:
+                return int(g.get("lag") or 0) + int(g["pending"]), int(g["pending"])
+    except redis.ResponseError:
+        pass
+    return int(client.xlen(keys.events)), 0
+
+
+def take_snapshot(client: redis.Redis, keys: Keys, *, overload_threshold_ms: int = 5_000,
+                  task_ids: list[str] | None = None) -> QueueSnapshot:
+    """Read one frame (see the module docstring); ``task_ids`` limits the tasks shown."""
+    from workers.heartbeat import read_workers
+
+    now = redis_now_ms(client)
+    snap = QueueSnapshot(now_ms=now)
+    pipe = client.pipeline(transaction=False)
+    for k in keys.all_due():
+        pipe.zcount(k, "-inf", now)
+        pipe.zcount(k, "-inf", now - overload_threshold_ms)
+        pipe.zcount(k, f"({now}", "+inf")
+        pipe.zrange(k, 0, 0, withscores=True)
+    pipe.zcard(keys.dead)
+    pipe.xlen(keys.events)
+    pipe.hgetall(keys.stats)
+    replies = pipe.execute()
+    heads = []
+    future = 0
+    for i, k in enumerate(keys.all_due()):
+        due, late, fut, head = replies[4 * i: 4 * i + 4]
+        snap.by_class[k.rsplit(":", 1)[-1]] = int(due)
+        snap.due_now += int(due)
+        snap.overdue += int(late)
+        future += int(fut)
+        if head:
+            heads.append(int(head[0][1]))
+    snap.dead, snap.stream_length, snap.stats = int(replies[-3]), int(replies[-2]), replies[-1]
+    oldest = min(heads, default=None)
+    snap.oldest_late_ms = max(0, now - oldest) if oldest is not None and oldest <= now else 0
+    ids = list_task_ids(client, keys) if task_ids is None else task_ids
+    tasks = [t for t in read_tasks(client, keys, ids) if t is not None]
+    for t in tasks:
+        snap.running += t.running
+        snap.parked += t.parked
+    pipe = client.pipeline(transaction=False)
+    for t in tasks:
+        pipe.zcard(keys.held(t.task_id))
+    snap.held = sum(int(n) for n in pipe.execute()) if tasks else 0
+    # Running jobs sit in the due sets at their lease expiry, mostly in the future.
+    snap.later = max(0, future - snap.running)
+    unfinished = [t for t in tasks if not t.finished]
+    finished = [t for t in tasks if t.finished]
+    snap.finished_tasks = len(finished)
+    snap.tasks = unfinished + finished[-RECENT_FINISHED:] if task_ids is None else tasks
+    snap.workers = [w for w in read_workers(client, keys.prefix) if not w["stale"]]
+    snap.recorder_lag, snap.recorder_pending = _recorder(client, keys)
+    return snap
+
+
+class RateMeter:
+    """Jobs finished per second per task, over a sliding window of recent samples."""
+
+    def __init__(self, window_s: float = 10.0) -> None:
+        self.window_s = window_s
+        self._samples: dict[str, deque[tuple[float, int]]] = {}
+
+    def add(self, task_id: str, done: int, at: float | None = None) -> None:
+        at = time.monotonic() if at is None else at
+        samples = self._samples.setdefault(task_id, deque())
+        samples.append((at, done))
+        while len(samples) > 2 and at - samples[1][0] >= self.window_s:
+            samples.popleft()
+
+    def rate(self, task_id: str) -> float:
+        samples = self._samples.get(task_id)
+        if not samples or len(samples) < 2:
+            return 0.0
+        (t0, d0), (t1, d1) = samples[0], samples[-1]
+        return (d1 - d0) / (t1 - t0) if t1 > t0 else 0.0
+
+    def eta_s(self, task: TaskProgress) -> float | None:
+        rate = self.rate(task.task_id)
+        if task.finished:
+            return 0.0
+        return (task.total - task.done) / rate if rate > 0 else None
+
+
+__all__ = ["QueueSnapshot", "RateMeter", "TaskProgress", "list_task_ids", "progress_from",
+           "read_tasks", "redis_now_ms", "take_snapshot"]
