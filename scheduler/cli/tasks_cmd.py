@@ -80,8 +80,10 @@ def _live(ctx: typer.Context, task_id: int) -> dict[str, str] | None:
 
 
 @tasks_app.command("show", epilog="Examples:\n\n  fleetsched tasks show 42\n\n"
+                                  "  fleetsched tasks show 42 --events\n\n"
                                   "  fleetsched tasks show 42 -o json | jq .live.overshoot")
-def show_cmd(ctx: typer.Context, task_id: TaskId, fmt: OutputOption = output.OutputFormat.table) -> None:
+def show_cmd(ctx: typer.Context, task_id: TaskId, fmt: OutputOption = output.OutputFormat.table,
+             events: Annotated[bool, typer.Option("--events", help="Also the full event trail: every job's claims, results, retries, deferrals.")] = False) -> None:
     """One task: request, policy, counters (live from Redis), failures and the control trail."""
     from scheduler.inventory import transaction
     from scheduler.taskinfo import show_task
@@ -90,6 +92,10 @@ def show_cmd(ctx: typer.Context, task_id: TaskId, fmt: OutputOption = output.Out
     with _context(ctx, redis=False) as (engine, _, _op):
         with transaction(engine, commit=False) as session:
             info = show_task(session, task_id, live)
+        if events:
+            from scheduler.reports import event_trail
+
+            info["events"] = event_trail(engine, task=task_id)
     if fmt is not output.OutputFormat.table:
         output.emit_object(info, fmt)
         return
@@ -106,6 +112,12 @@ def show_cmd(ctx: typer.Context, task_id: TaskId, fmt: OutputOption = output.Out
         output.emit_rows(info["failures"], ["id", "host", "state", "attempts", "exit_code", "error"],
                          fmt, title="failures")
     output.emit_rows(info["trail"], ["ts", "kind", "operator", "count", "error"], fmt, title="trail")
+    if events:
+        from scheduler.reports import TRAIL_COLUMNS
+        from scheduler.reports.trail import for_table
+
+        rows, columns = for_table(info["events"], [c for c in TRAIL_COLUMNS if c != "task"])
+        output.emit_rows(rows, columns, fmt, title="events")
 
 
 def _control(ctx: typer.Context, task_id: int, verb: str, *extra: Any) -> None:
