@@ -1,0 +1,165 @@
+"""Bad parameters, options and task files: one clear line (``file:line:`` for a task file),
+a non-zero exit, and nothing enqueued (Redis and SQL byte for byte unchanged). Also: a good
+task file submits exactly what the same options submit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import redis
+
+from scheduler.db.migrate import upgrade
+from scheduler.queue import Queue
+from tests.submit_support import KEYS, Cli, inventory, redis_snapshot, sql_snapshot
+
+
+@pytest.fixture(scope="module")
+def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("tpl") / "fleetsched.db"
+    upgrade(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture
+def cli(tmp_path: Path, redis_url: str, template_db: Path) -> Cli:
+    db = tmp_path / "fleetsched.db"
+    db.write_bytes(template_db.read_bytes())
+    cli = Cli(tmp_path, redis_url, f"sqlite:///{db}")
+    inventory(cli, tmp_path, "[web]\nweb-[01:04]\n")
+    return cli
+
+
+def refused(cli: Cli, redis_client: redis.Redis, args: list[str], code: int, message: str) -> str:
+    before = (sql_snapshot(cli.database_url), redis_snapshot(redis_client))
+    got, out, err = cli("submit", *args, "--yes")
+    lines = err.splitlines()
+    assert got == code, err
+    assert out == "" and "Traceback" not in err
+    assert lines[0].startswith("error: ") and message in lines[0], lines
+    assert len(lines) <= 2 and all(ln.startswith("hint: ") for ln in lines[1:]), lines
+    assert (sql_snapshot(cli.database_url), redis_snapshot(redis_client)) == before
+    return err
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["command", "-t", "web-01", "-p", "command=true"], 2,
+     "action command: unknown parameter 'command' (known: cmd, stdin)"),
+    (["command", "-t", "web-01"], 2, "action command: missing required parameter 'cmd'"),
+    (["command", "-t", "web-01", "-p", "cmd"], 2, "--param 'cmd' is not NAME=VALUE"),
+    (["command", "-t", "web-01", "-p", "cmd=a", "-p", "cmd=b"], 2, "--param cmd is given twice"),
+    (["copy", "-t", "web-01", "-p", "src=relative.txt", "-p", "dest=/etc/x"], 2,
+     "action copy: parameter 'src'"),
+    (["copy", "-t", "web-01", "-p", "src=/a", "-p", "dest=/b", "-p", "mode=999"], 2,
+     "parameter 'mode' must be an octal file mode"),
+    (["key-rollover", "-t", "web-01", "-p", "pre_check=true", "-p", "rollover=true", "-p",
+      "post_check=true", "-p", "secret=hunter2-literal"], 2,
+     "parameter 'secret' is secret: give a reference"),
+    (["command", "-t", "web-01", "-p", "cmd=true", "--executor", "telnet"], 2,
+     "unknown executor 'telnet'"),
+    (["command", "-t", "web-01", "-p", "cmd=true", "--executor", "simulate",
+      "--executor-option", "speed=9"], 2, "simulate executor has no option 'speed'"),
+    (["command", "-t", "web-01", "-p", "cmd=true", "--max-concurrency", "0"], 2,
+     "--max-concurrency '0' is not a positive number"),
+    (["command", "-t", "web-01", "-p", "cmd=true", "--max-failures", "150%"], 2,
+     "--max-failures '150%'"),
+    (["command", "-t", "web-01", "-p", "cmd=true", "--timeout", "soon"], 2,
+     "--timeout 'soon' is not a duration"),
+    (["command", "-t", "web-01", "-p", "cmd=true", "--priority", "high"], 2,
+     "priority 'high' is not one of urgent, normal, bulk"),
+    (["command", "-t", "web-01", "-p", "cmd=true", "--at", "2001-01-01T00:00Z"], 2,
+     "is in the past"),
+    (["command", "-t", "web-01", "-p", "cmd=true", "--at", "tomorrow"], 2, "is not ISO 8601"),
+    (["command", "-t", "web-01", "-p", "cmd=true", "--in", "1h", "--at", "2099-01-01T00:00Z"],
+     2, "give --at or --in, not both"),
+    (["command", "-t", "web-01", "-p", "cmd=true", "--retries", "-1"], 2, "retries -1"),
+    (["firmware", "-t", "web-01", "-p", "image=/srv/fw.bin", "-p", "expected_version=4.2",
+      "-p", "upgrade_cmd=fw-up {image}", "-p", "version_cmd=fw-version"], 2,
+     "action firmware must run inside service windows"),
+    (["reboot-everything", "-t", "web-01"], 4, "reboot-everything"),
+    (["-t", "web-01"], 2, "no action given"),
+    (["command", "-p", "cmd=true"], 2, "no --target given"),
+])
+def test_a_bad_option_or_parameter_is_one_line_and_nothing_is_enqueued(
+        cli: Cli, redis_client: redis.Redis, args: list[str], code: int, message: str) -> None:
+    err = refused(cli, redis_client, args, code, message)
+    assert "hunter2-literal" not in err  # a refused secret is never echoed
+
+
+@pytest.mark.parametrize("text, message", [
+    ("action: command\ntarget: web-01\nmax_concurency: 2\n",
+     "task.yaml:3: unknown key 'max_concurency'"),
+    ("action: command\ntarget: web-01\nparams: {cmd: true}\n\n\n  \nsecrets: x\n",
+     "task.yaml:7: unknown key 'secrets'"),
+    ("action: command\n", "task.yaml:1: missing required key 'target'"),
+    ("- action: command\n", "task.yaml:1: a task file is one mapping"),
+    ("action: command\ntarget: web-01\ntarget: web-02\n", "task.yaml:3: key 'target' appears twice"),
+    ("action: command\ntarget: [web-01]\n", "task.yaml:2: target must be a text value"),
+    ("action: command\ntarget: web-01\nparams: cmd=true\n",
+     "task.yaml:3: params must be a mapping of name: value"),
+    ("action: command\ntarget: web-01\nparams: {cmd: [a, b}\n", "task.yaml:3: not valid YAML"),
+    ("action: command\ntarget: web-01\nretries: -1\n",
+     "task.yaml:3: retries must be a whole number from 0 to 100"),
+    ("action: command\ntarget: web-01\nin: 1h\nat: 2099-01-01T00:00:00Z\n",
+     "give 'at' or 'in', not both"),
+    ("action: command\ntarget: web-01\ntimeout: forever\n",
+     "task.yaml:3: timeout 'forever' is not a duration"),
+    ("action: command\ntarget: web-01\nidempotent: maybe\n",
+     "task.yaml:3: idempotent must be true or false"),
+    ("action: command\ntarget: web-01\nparams: {cmd: true, typo: 1}\n",
+     "action command: unknown parameter 'typo'"),
+    ("", "task.yaml: the file is empty"),
+])
+def test_a_bad_task_file_is_one_line_with_its_line_and_nothing_is_enqueued(
+        cli: Cli, redis_client: redis.Redis, tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "task.yaml"
+    path.write_text(text)
+    err = refused(cli, redis_client, ["-f", str(path)], 2, message)
+    assert str(tmp_path) in err or "action command" in err
+
+
+def test_a_task_file_cannot_be_mixed_with_task_options(cli: Cli, redis_client: redis.Redis,
+                                                       tmp_path: Path) -> None:
+    path = tmp_path / "task.yaml"
+    path.write_text("action: command\ntarget: web-01\nparams: {cmd: 'true'}\n")
+    refused(cli, redis_client, ["-f", str(path), "--max-failures", "1"], 2, "not both")
+
+
+def test_a_task_file_submits_the_same_task_as_the_options(
+        cli: Cli, redis_client: redis.Redis, tmp_path: Path) -> None:
+    path = tmp_path / "task.yaml"
+    path.write_text(
+        "# reload the web tier\n"
+        "action: command\n"
+        "target: group:web,!web-02\n"
+        "params:\n  cmd: [sh, -c, 'systemctl reload nginx']\n"
+        "name: reload\n"
+        "max_concurrency: 50%\n"
+        "max_failures: 1\n"
+        "timeout: 90s\n"
+        "retries: 0\n"
+        "backoff: 5s\n"
+        "priority: bulk\n"
+        "executor: simulate\n"
+        "executor_options: {duration_ms: 10}\n"
+        "idempotent: true\n")
+    from_file = int(cli.ok("submit", "-f", str(path), "--yes").strip())
+    from_options = cli.submit(
+        "command", "-t", "group:web,!web-02", "-p", "cmd=sh -c 'systemctl reload nginx'",
+        "--name", "reload", "--max-concurrency", "50%", "--max-failures", "1", "--timeout",
+        "90s", "--retries", "0", "--backoff", "5s", "--priority", "bulk", "--executor",
+        "simulate", "--executor-option", "duration_ms=10", "--idempotent")
+    queue = Queue(redis_client, KEYS)
+    a, b = queue.task_state(str(from_file)), queue.task_state(str(from_options))
+    ignore = {"created", "share"}
+    assert {k: v for k, v in a.items() if k not in ignore} == {
+        k: v for k, v in b.items() if k not in ignore} | {
+        "spec": a["spec"]}  # options arrive as text from the CLI, as YAML numbers from a file
+    spec_a, spec_b = json.loads(a["spec"]), json.loads(b["spec"])
+    assert spec_a["params"] == spec_b["params"] == {"cmd": ["sh", "-c", "systemctl reload nginx"]}
+    assert spec_a["executor_options"] == {"duration_ms": 10}
+    assert spec_b["executor_options"] == {"duration_ms": "10"}
+    assert (a["max_running"], a["max_failures"], a["max_attempts"], a["timeout_ms"],
+            a["backoff_ms"], a["prio"], a["idempotent"]) == ("2", "1", "1", "90000", "5000",
+                                                             "bulk", "1")
