@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -138,9 +139,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer runs")
     parser.add_argument("--only", choices=["sqlite", "postgresql"], help="one database only")
     args = parser.parse_args()
-    n = 20_000 if args.quick else 100_000
-    runs = 3 if args.quick else 5
-    batches = [1000] if args.quick else [100, 1000, 5000]
+    n = 20_000 if args.quick else 50_000
+    runs = 3
+    batches = [1000] if args.quick else [200, 1000, 5000]
     tmp = Path(tempfile.mkdtemp(prefix="fs-bench-rec-"))
     redis_srv = RedisServer(binary=redis_server_binary() or "redis-server", dir=tmp)
     redis_srv.start()
@@ -172,6 +173,8 @@ def main() -> None:
         redis_srv.stop()
         if pg is not None:
             pg.stop(mode="immediate")
+            shutil.rmtree(pg.datadir.parent, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
     print(f"{'database':10} {'workload':8} {'batch':>6} {'events/s':>10} {'ev/cpu-s':>10} "
           f"{'floor/s':>10} {'ratio':>6}")
     for r in results:

@@ -196,7 +196,12 @@ def _insert_events(conn: sa.Connection, rows: list[dict[str, Any]]) -> int:
 
 _SQLITE_INSERT = ("INSERT INTO events (id, ts, kind, task_id, job_id, host, worker, operator, data)"
                   " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
-_SQLITE_TS = "%Y-%m-%d %H:%M:%S.%f"  # SQLAlchemy's SQLite DATETIME storage format
+def _sqlite_ts(value: datetime) -> str:
+    """SQLAlchemy's SQLite DATETIME storage format, ``YYYY-MM-DD HH:MM:SS.ffffff`` in UTC
+    (``isoformat`` is several times faster than ``strftime``)."""
+    if value.utcoffset():
+        value = value.astimezone(timezone.utc)
+    return value.isoformat(" ", "microseconds")[:26]
 
 
 def _insert_events_sqlite(conn: sa.Connection, rows: list[dict[str, Any]]) -> int:
@@ -205,7 +210,7 @@ def _insert_events_sqlite(conn: sa.Connection, rows: list[dict[str, Any]]) -> in
     text), which is several times faster than per-row type processing for 1000-row batches.
     sqlite3's rowcount counts only the rows actually inserted, so replays report 0."""
     dumps = json.dumps
-    params = [(r["id"], r["ts"].strftime(_SQLITE_TS), r["kind"], r["task_id"], r["job_id"],
+    params = [(r["id"], _sqlite_ts(r["ts"]), r["kind"], r["task_id"], r["job_id"],
                r["host"], r["worker"], r["operator"], dumps(r["data"])) for r in rows]
     cursor = conn.exec_driver_sql(_SQLITE_INSERT, params)
     return max(cursor.rowcount, 0)
@@ -242,8 +247,8 @@ def _update_rows_sqlite(conn: sa.Connection, table: sa.Table,
     for key in sorted(patches):
         pos, patch = patches[key]
         cols = tuple(sorted(patch))
-        values = [v.astimezone(timezone.utc).strftime(_SQLITE_TS) if isinstance(v, datetime)
-                  else v for v in (patch[c] for c in cols)]
+        values = [_sqlite_ts(v) if isinstance(v, datetime) else v
+                  for v in (patch[c] for c in cols)]
         by_columns[cols].append((*values, pos, key, pos))
     updated = 0
     for cols, params in by_columns.items():
