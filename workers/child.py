@@ -7,9 +7,10 @@ socketpair as ``<fd>``. Responsibilities:
    (a child must never keep running jobs whose leases nobody renews).
 2. Leave SIGINT and SIGTERM to the master (a Ctrl-C reaches the whole process group; the master
    decides what happens to running jobs).
-3. Start every order it receives at once in a thread pool sized by the master (the master
+3. Load actions and executors before saying ``ready``, so no due job pays for imports.
+4. Start every order it receives at once in a thread pool sized by the master (the master
    never sends more than the child's share of slots).
-4. Send outcomes back in batches: one sender thread drains everything finished so far into one
+5. Send outcomes back in batches: one sender thread drains everything finished so far into one
    message, so a burst of short jobs costs one pickle and one write.
 """
 
@@ -57,6 +58,7 @@ class Child:
             raise SystemExit(f"first message must be {INIT!r}, got {msg[0]!r}")
         _, settings, threads = msg
         runner = Runner(settings, log_through_redactor(settings.log_level))
+        warm_up()
         pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="job")
         threading.Thread(target=self._send_loop, name="sender", daemon=True).start()
         self.conn.send((READY, os.getpid()))
@@ -94,6 +96,20 @@ class Child:
                 self.conn.send((DONE, [o for o in batch if o is not None]))
             except OSError:
                 os._exit(0)
+
+
+def warm_up() -> None:
+    """Load the actions (plugins included) and the executors now, not on the first due job."""
+    import importlib
+
+    from tasks.registry import registry
+
+    registry()
+    for name in ("simulate", "local", "ssh"):
+        try:
+            importlib.import_module(f"workers.executors.{name}")
+        except ImportError as exc:  # reported by the first job that needs it
+            logging.getLogger(__name__).warning("executor %s cannot be loaded: %s", name, exc)
 
 
 def log_through_redactor(level: str) -> LockedRedactor:

@@ -25,6 +25,8 @@ JOBS_PER_PROCESS = 50
 def _ms(text: str | None, what: str) -> int | None:
     if text is None:
         return None
+    if text.strip().rstrip("msh").strip() in ("0", "0.0"):
+        return 0  # "--grace 0": give running jobs back at once
     from scheduler.policy import parse_duration
 
     return int(parse_duration(text, what).total_seconds() * 1000)
@@ -55,7 +57,7 @@ def worker(
 
         raise ValidationError(f"--slots must be at least 1, not {n_slots}")
     n_proc = processes if processes is not None else min(n_slots, max(2, math.ceil(n_slots / JOBS_PER_PROCESS)))
-    lease_ms = _ms(lease, "--lease") or settings.lease_ms
+    lease_ms = settings.lease_ms if lease is None else (_ms(lease, "--lease") or 0)
     config = NodeConfig(
         settings=settings, slots=n_slots, processes=n_proc, lease_ms=lease_ms,
         heartbeat_ms=min(settings.heartbeat_ms, lease_ms // 3),
