@@ -42,38 +42,42 @@ for i = 1, n do
     return fs_err(FS_BAD_ARGUMENT, 'job id ' .. id .. ' is not of task ' .. task_id .. ' (<task>.<n>)')
   end
   if host == '' then return fs_err(FS_BAD_ARGUMENT, 'job ' .. id .. ' has no host') end
-  if fs_count(due) == nil then
+  if not string.match(due, '^%d+$') then
     return fs_err(FS_BAD_ARGUMENT, 'job ' .. id .. ': due must be a non-negative integer (ms), not ' .. due)
   end
-  if wclose ~= '' and fs_count(wclose) == nil then
+  if wclose ~= '' and not string.match(wclose, '^%d+$') then
     return fs_err(FS_BAD_ARGUMENT, 'job ' .. id .. ': window close must be a ms epoch, not ' .. wclose)
   end
   if tonumber(k) + 1 > span then span = tonumber(k) + 1 end
 end
 
 local now = fs_now()
+local now_text = fs_int(now)
 local due_key = fs_due_of(due_keys, t[2])
 local head = redis.call('ZRANGE', due_key, 0, 0, 'WITHSCORES')
 local earliest = nil
-local added = {}
+local added, scored = {}, {}
 for i = 1, n do
   local a = 3 + 5 * (i - 1)
   local jk = KEYS[6 + i]
   if redis.call('EXISTS', jk) == 0 then
-    local id, host, due, window, wclose = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), ARGV[a + 4], ARGV[a + 5]
-    if due == 0 then due = now end
+    local id, host, due, window, wclose = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
+    if tonumber(due) == 0 then due = now_text end
     -- A small hash: the task is the id's prefix, attempt and token are absent until the first
     -- claim (read as 0).
     if window ~= '' then
-      redis.call('HSET', jk, 'host', host, 'state', 'pending', 'due', fs_int(due), 'window', window,
-        'wclose', wclose)
+      redis.call('HSET', jk, 'host', host, 'state', 'pending', 'due', due, 'window', window, 'wclose', wclose)
     else
-      redis.call('HSET', jk, 'host', host, 'state', 'pending', 'due', fs_int(due))
+      redis.call('HSET', jk, 'host', host, 'state', 'pending', 'due', due)
     end
-    redis.call('ZADD', due_key, due, id)
     added[#added + 1] = id
-    if earliest == nil or due < earliest then earliest = due end
+    scored[#scored + 1], scored[#scored + 2] = due, id
+    if earliest == nil or tonumber(due) < earliest then earliest = tonumber(due) end
   end
+end
+-- One ZADD per 500 jobs at most (the same job id twice in a batch was skipped above by EXISTS).
+for start = 1, #scored, 1000 do
+  redis.call('ZADD', due_key, unpack(scored, start, math.min(start + 999, #scored)))
 end
 
 local total = fs_num(redis.call('HGET', task_key, 'total'))
