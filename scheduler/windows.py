@@ -266,8 +266,9 @@ def next_opening(windows: Sequence[Window] | None, at: datetime,
 
     ``windows=None``: no window required (only freezes restrict); an empty sequence: never.
     Returns ``Opening(start, end)`` with ``start >= at`` the instant and ``end`` the end of
-    the free stretch (the window closes or a freeze begins), or None if nothing fits before
-    ``at + horizon``. Unapproved windows count as absent.
+    the free stretch (the window closes or a freeze begins; for a stretch longer than
+    ``2 * horizon``, cut there), or None if nothing fits before ``at + horizon``. Unapproved
+    windows count as absent.
     """
     start = as_utc(at)
     if min_remaining < timedelta(0):
@@ -275,18 +276,35 @@ def next_opening(windows: Sequence[Window] | None, at: datetime,
     for w in windows or ():
         if w.freeze:
             raise ValueError(f"{w.name!r} is a freeze period: pass it in freezes=")
+    approved = None if windows is None else [w for w in windows if w.approved]
     until = start + horizon + min_remaining
-    if windows is None:
-        stretches: Iterator[Opening] = iter([Opening(start, until)])
-    else:
-        stretches = _union([w for w in windows if w.approved], start, until)
-    for free in _subtract(stretches, _union(freezes, start, until)):
+    for free in _free(approved, freezes, start, until):
         begin = max(free.start_utc, start)
         if begin >= start + horizon:
             return None
         if free.end_utc > begin and free.end_utc - begin >= min_remaining:
-            return replace(free, start_utc=begin)
+            return _full_end(replace(free, start_utc=begin), approved, freezes, until, horizon)
     return None
+
+
+def _free(approved: Sequence[Window] | None, freezes: Sequence[Window], start: datetime,
+          until: datetime) -> Iterator[Opening]:
+    """Free stretches (approved openings minus freezes) overlapping ``[start, until)``."""
+    stretches = iter([Opening(start, until)]) if approved is None else \
+        _union(approved, start, until)
+    return _subtract(stretches, _union(freezes, start, until))
+
+
+def _full_end(found: Opening, approved: Sequence[Window] | None, freezes: Sequence[Window],
+              until: datetime, horizon: timedelta) -> Opening:
+    """``found`` with the end of its whole free stretch: the search stopped generating
+    openings at ``until``, so a stretch reaching past it may go on (up to ``horizon`` more)."""
+    begin = found.start_utc
+    while found.end_utc >= until and until - begin < 2 * horizon:
+        until = found.end_utc + horizon
+        whole = next(p for p in _free(approved, freezes, begin, until) if p.end_utc > begin)
+        found = replace(found, end_utc=whole.end_utc)
+    return found
 
 
 def is_open(windows: Sequence[Window] | None, at: datetime, *,
