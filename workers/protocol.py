@@ -43,7 +43,7 @@ class Outcome(NamedTuple):
     output: str  # JSON of capped output head/tail, secrets redacted
     error: str | None
     retryable: bool
-    started_ms: int  # wall clock (ms epoch) when the child started the job
+    started_ms: float  # wall clock (ms epoch, sub-ms precision) when the child started the job
 
 
 INIT = "init"

@@ -101,7 +101,7 @@ class Runner:
             return found
 
     def run(self, order: Order) -> Outcome:
-        started_ms = int(time.time() * 1000)
+        started_ms = time.time() * 1000
         t0 = time.monotonic()
         redactor = SharedRedactor(self.node_redactor)
         results: list = []

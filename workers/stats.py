@@ -24,7 +24,7 @@ class NodeStats:
     children_died: int = 0
     started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     # Child start time minus the job's due time, ms (wall clock of this node).
-    lateness_ms: deque[int] = field(default_factory=lambda: deque(maxlen=LATENESS_SAMPLES))
+    lateness_ms: deque[float] = field(default_factory=lambda: deque(maxlen=LATENESS_SAMPLES))
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, **counts: int) -> None:
