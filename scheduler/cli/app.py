@@ -72,7 +72,7 @@ def main(args: list[str] | None = None) -> None:
     ``args`` defaults to ``sys.argv[1:]``; tests pass their own."""
     try:
         # In non-standalone mode click returns the code of a typer.Exit instead of raising it.
-        rc = app(args=args, standalone_mode=False)
+        rc = app(args=args, standalone_mode=False, prog_name="fleetsched")
     except FleetschedError as exc:
         output.error(str(exc), exc.hint)
         sys.exit(exc.exit_code)
@@ -146,3 +146,8 @@ app.command("report", epilog=report_cmd.EPILOG)(report_cmd.report)
 app.command("top", epilog=top_cmd.EPILOG)(top_cmd.top)
 tasks_app.command("watch", epilog=watch_cmd.WATCH_EPILOG)(watch_cmd.watch)
 hosts_app.command("history", epilog=watch_cmd.HISTORY_EPILOG)(watch_cmd.history)
+
+# Examples in --help for the commands registered without an epilog (scheduler/cli/examples.py).
+from scheduler.cli import examples  # noqa: E402
+
+examples.apply(app)
