@@ -26,7 +26,7 @@ from typing import Any
 import redis
 
 from scheduler.errors import Code, error_for
-from scheduler.keys import Keys
+from scheduler.keys import PRIORITY_CLASSES, Keys
 from scheduler.queue_types import (
     MAX_BATCH,
     Claim,
@@ -49,12 +49,13 @@ __all__ = ["Claim", "ClaimedJob", "FailOutcome", "JobResult", "JobSpec", "Queue"
 
 LUA_DIR = Path(__file__).with_name("lua")
 VERBS = ("create_task", "enqueue", "claim", "extend", "ack", "fail", "defer", "release",
-         "cancel", "pause", "resume", "next_due")
+         "cancel", "pause", "resume", "next_due", "reorder", "reprioritize")
 
 ENQUEUE_CHUNK = 1_000  # jobs per enqueue script call: one call stays well under a millisecond
 ACK_CHUNK = 200  # jobs per ack / extend / release call
 CANCEL_CHUNK = 500  # job ids per cancel call
 RESUME_CHUNK = 1_000  # held jobs moved back per resume call
+REPRIORITIZE_CHUNK = 500  # job ids walked per reprioritize call
 BACKOFF_CAP_MS = 3_600_000  # exponential retry backoff never waits longer than an hour
 OUTPUT_CAP = 8_192  # characters of job output kept in an event
 SCAN_FACTOR = 4  # claim visits at most batch * SCAN_FACTOR + SCAN_EXTRA due entries per call
@@ -76,6 +77,11 @@ def _raise_if_error(reply: Any) -> list[Any]:
     return reply
 
 
+def _score(value: float) -> str:
+    """A sorted-set score as exact text (integral ms without a trailing .0)."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
 def _wake_score(data: Any) -> float:
     """The due time a wake message announces (0, i.e. wake now, if it is not a number)."""
     try:
@@ -91,8 +97,9 @@ class Queue:
     1. create tasks and enqueue their jobs (``create_task``, ``enqueue``);
     2. hand due jobs to workers with a fencing token (``claim``), renew (``extend``) and end
        their leases (``ack``, ``fail``, ``defer``, ``release``); a stale token changes nothing;
-    3. operator verbs on a task (``pause``, ``resume``, ``cancel_task``);
-    4. tell workers when to look again (``next_due``, ``wait_for_work``).
+    3. operator verbs on a task (``pause``, ``resume``, ``cancel_task``, ``reprioritize``);
+    4. tell workers when to look again (``next_due``, ``wait_for_work``);
+    5. apply fair-share reorder chunks (``reorder_chunk``; the reorder is scheduler/fairshare.py).
     """
 
     def __init__(self, client: redis.Redis, keys: Keys = Keys(), *, lease_ms: int = 30_000) -> None:
@@ -289,6 +296,39 @@ class Queue:
             first = 0
             if int(count) == 0 or int(remaining) == 0:
                 return moved
+
+    def reprioritize(self, task_id: str, priority: str, operator: str) -> int:
+        """Move a task to another class (urgent, normal, bulk); returns the pending jobs moved.
+
+        The task's class changes at once (event ``reprioritize``), then its pending jobs move in
+        chunks, each keeping its score; claims meanwhile are safe (see reprioritize.lua).
+        """
+        check_task_id(task_id)
+        if priority not in PRIORITY_CLASSES:
+            raise bad(f"priority must be one of {', '.join(PRIORITY_CLASSES)}, not {priority!r}")
+        fixed = [self.keys.task(task_id), *self.keys.all_due(), self.keys.events]
+        moved, span = self._run("reprioritize", fixed, [task_id, priority, operator, 1, self.keys.wake])[:2]
+        for start in range(0, int(span), REPRIORITIZE_CHUNK):
+            ids = [f"{task_id}.{k}" for k in range(start, min(start + REPRIORITIZE_CHUNK, int(span)))]
+            reply = self._run("reprioritize", fixed + [self.keys.job(i) for i in ids],
+                              [task_id, priority, operator, 0, self.keys.wake, *ids])
+            moved += int(reply[0])
+        return int(moved)
+
+    def reorder_chunk(self, priority: str, token: str, lock_ms: int,
+                      moves: Sequence[tuple[str, float, float]]) -> int | None:
+        """Apply fair-share moves (job id, expected score, new score) to one class's due set.
+
+        Returns how many jobs moved (a job claimed, finished or moved since it was read is
+        skipped), or None when the overload lock ``token`` no longer holds (nothing written).
+        Renews the lock for ``lock_ms``. See scheduler/lua/reorder.lua and scheduler/fairshare.py.
+        """
+        keys = [self.keys.due(priority), self.keys.overload_lock, *(self.keys.job(m[0]) for m in moves)]
+        args: list[Any] = [token, lock_ms, len(moves)]
+        for job_id, expected, new in moves:
+            args += [job_id, _score(expected), _score(new)]
+        moved, owned = self._run("reorder", keys, args)
+        return int(moved) if owned else None
 
     # ---------------------------------------------------------------- waiting and reading
 

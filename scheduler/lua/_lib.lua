@@ -79,6 +79,24 @@ local function fs_due_of(due_keys, prio)
   return due_keys[prio] or due_keys['normal']
 end
 
+-- The due set holding a job's entry: `home` (its task's class set) or, while
+-- Queue.reprioritize moves the task (reprioritize.lua), another class's set. `home` if none.
+local function fs_due_holding(due_keys, home, id)
+  if redis.call('ZSCORE', home, id) then return home end
+  for _, key in pairs(due_keys) do
+    if key ~= home and redis.call('ZSCORE', key, id) then return key end
+  end
+  return home
+end
+
+-- Drop a job's entry from every class set but `home` (a lease entry left in the class the
+-- task had when the job was claimed), before the job is filed into `home` or buried.
+local function fs_drop_elsewhere(due_keys, home, id)
+  for _, key in pairs(due_keys) do
+    if key ~= home then redis.call('ZREM', key, id) end
+  end
+end
+
 -- A running job of the task finished (slot freed): running - 1, counter + 1 (if given).
 local function fs_finish(task_key, counter)
   redis.call('HINCRBY', task_key, 'running', -1)

@@ -60,8 +60,9 @@ for i = 1, n do
     end
     gone[#gone + 1] = jk
     acked[jk] = true
-    removed[t.due] = removed[t.due] or {}
-    table.insert(removed[t.due], id)
+    local holder = fs_due_holding(due_keys, t.due, id)  -- another class while reprioritized
+    removed[holder] = removed[holder] or {}
+    table.insert(removed[holder], id)
     t.done = t.done + 1
     local task_id = fs_task_of(id)
     redis.call('XADD', events, '*', 'kind', 'ack', 'ts', now_text, 'task', task_id, 'job', id,

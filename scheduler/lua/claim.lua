@@ -28,6 +28,8 @@ What happens to a due entry, by the state of its job and task (one branch of vis
       task cancelled or aborted              -> event lost, job cancelled
       otherwise                              -> event lost, job failed for good (dead letter)
   task cancelled or aborted (or gone)        -> job cancelled (one cancel event per task)
+  job pending, its active task now in another class (Queue.reprioritize under way)
+                                             -> moved to that class's set at its score
   task paused                                -> job moved to {P}:held:<task> at its due time
   task at its max_running                    -> job moved to {P}:parked:<task> (event park)
   otherwise                                  -> claimed: new fencing token, attempt + 1,
@@ -164,6 +166,15 @@ local function visit(due, id, pairs_out)
   local t = task_of(fs_task_of(id) or '')
   if t.state == 'gone' then
     cancel(due, id, jk, t)
+    return
+  end
+  local home = due_keys[t.prio] or due_keys['normal']
+  if home ~= due and j.state == 'pending' and t.state == 'active' then
+    -- Queue.reprioritize is moving this task to another class: file the job there, at its
+    -- score, and claim it in its class's turn (this call's, or the next one's).
+    local score = redis.call('ZSCORE', due, id)
+    redis.call('ZREM', due, id)
+    if not redis.call('ZSCORE', home, id) then redis.call('ZADD', home, score, id) end
     return
   end
   if j.state == 'running' then

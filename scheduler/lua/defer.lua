@@ -46,6 +46,7 @@ local attempt = math.max(fs_num(j[4]) - 1, 0)
 redis.call('HSET', jk, 'state', 'pending', 'attempt', attempt, 'due', fs_int(due_ms))
 redis.call('HDEL', jk, 'owner')
 if wclose ~= '' then redis.call('HSET', jk, 'wclose', wclose) else redis.call('HDEL', jk, 'wclose') end
+fs_drop_elsewhere(due_keys, due, id)  -- its lease entry may be in its task's old class
 fs_put_due(due, id, due_ms, wake)
 fs_finish(task_key, nil)
 fs_emit(events, now, 'defer', {'task', task_id, 'job', id, 'host', j[3], 'attempt', fs_int(attempt),

@@ -35,7 +35,7 @@ for i = 1, n do
   elseif j[2] ~= 'running' then
     codes[i] = FS_NOT_RUNNING
   else
-    local due = fs_due_of(due_keys, redis.call('HGET', task_key, 'prio'))
+    local due = fs_due_holding(due_keys, fs_due_of(due_keys, redis.call('HGET', task_key, 'prio')), id)
     redis.call('ZADD', due, 'XX', expiry, id)
     codes[i] = FS_OK
   end

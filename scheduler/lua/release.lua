@@ -49,6 +49,7 @@ for i = 1, n do
     local due_ms = fs_num(j[5])
     redis.call('HSET', jk, 'state', 'pending', 'attempt', attempt)
     redis.call('HDEL', jk, 'owner')
+    fs_drop_elsewhere(due_keys, due, id)  -- its lease entry may be in its task's old class
     fs_put_due(due, id, due_ms, wake)
     fs_finish(task_key, nil)
     fs_emit(events, now, 'release', {'task', task_id, 'job', id, 'host', j[3], 'attempt', fs_int(attempt),
