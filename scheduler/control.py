@@ -36,8 +36,8 @@ from scheduler.keys import PRIORITY_CLASSES
 from scheduler.queue import Queue, script_source
 from scheduler.queue_types import text
 
-__all__ = ["ControlResult", "RETRY_CHUNK", "cancel", "pause", "reprioritize", "resume",
-           "retry_failed"]
+__all__ = ["ControlResult", "RETRY_CHUNK", "cancel", "pause", "reprioritize", "requeue_failed",
+           "resume", "retry_failed"]
 
 RETRY_CHUNK = 500  # job ids per retry_failed.lua call
 READ_CHUNK = 1_000  # stream entries per XRANGE while recording
@@ -152,31 +152,35 @@ def _retry_source() -> str:
     return script_source("retry_failed")
 
 
+def requeue_failed(queue: Queue, task_id: str, operator: str) -> list[tuple[str, list[str]]]:
+    """Run ``retry_failed.lua`` over the task's job ids in chunks (Redis only); returns
+    (event id, job ids) for each chunk that queued any failed job again."""
+    script = queue.client.register_script(_retry_source())
+    keys = queue.keys
+    span = int(queue.task_state(task_id).get("span") or 0)
+    fixed = [keys.task(task_id), *keys.all_due(), keys.dead, keys.events]
+    moved: list[tuple[str, list[str]]] = []
+    for start in range(0, max(span, 1), RETRY_CHUNK):
+        ids = [f"{task_id}.{k}" for k in range(start, min(start + RETRY_CHUNK, span))]
+        reply = script(keys=fixed + [keys.job(i) for i in ids], args=[task_id, operator, keys.wake, *ids])
+        if isinstance(reply, list) and len(reply) == 2 and int(reply[0]) < 0:
+            raise error_for(int(reply[0]), text(reply[1]))
+        if int(reply[0]):
+            event_id = text(reply[1])
+            entry = queue.client.xrange(keys.events, min=event_id, max=event_id)
+            jobs = text(entry[0][1].get("jobs", "")).split() if entry else []
+            moved.append((event_id, jobs))
+    return moved
+
+
 def retry_failed(engine: Engine, queue: Queue, task_id: int, operator: str) -> ControlResult:
     """Queue the task's failed jobs again, each with a new attempt budget (see
     ``scheduler/lua/retry_failed.lua``); an aborted task becomes active again."""
-    script = queue.client.register_script(_retry_source())
-    tid = str(task_id)
-    moved: list[tuple[str, list[str]]] = []  # (event id, job ids)
+    moved: list[tuple[str, list[str]]] = []
 
     def call() -> int:
-        span = int(queue.task_state(tid).get("span") or 0)
-        keys = queue.keys
-        fixed = [keys.task(tid), *keys.all_due(), keys.dead, keys.events]
-        total = 0
-        for start in range(0, span, RETRY_CHUNK):
-            ids = [f"{tid}.{k}" for k in range(start, min(start + RETRY_CHUNK, span))]
-            reply = script(keys=fixed + [keys.job(i) for i in ids],
-                           args=[tid, operator, keys.wake, *ids])
-            if isinstance(reply, list) and len(reply) == 2 and int(reply[0]) < 0:
-                raise error_for(int(reply[0]), text(reply[1]))
-            if int(reply[0]):
-                event_id = text(reply[1])
-                entry = queue.client.xrange(keys.events, min=event_id, max=event_id)
-                jobs = text(entry[0][1].get("jobs", "")).split() if entry else []
-                moved.append((event_id, jobs))
-                total += int(reply[0])
-        return total
+        moved.extend(requeue_failed(queue, str(task_id), operator))
+        return sum(len(jobs) for _, jobs in moved)
 
     result = _run(engine, queue, task_id, "retry-failed", call)
     if moved:

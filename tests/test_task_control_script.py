@@ -1,0 +1,86 @@
+"""``retry_failed.lua`` called directly (through ``control.requeue_failed``), on Redis 7 and 6.2:
+only failed jobs move, with a new attempt budget and the same growing fencing token; an aborted
+task is revived; a cancelled task and bad arguments change nothing."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from scheduler.control import _retry_source, requeue_failed
+from scheduler.errors import Code, QueueError, UnknownTaskError
+from scheduler.queue import JobResult, Queue
+from tests.queue_support import KEYS, events, make_task, qclient, queue, redis62_server  # noqa: F401
+
+
+def fail_for_good(q: Queue, n: int) -> list[str]:
+    claim = q.claim("w", n)
+    for job in claim.jobs:
+        q.fail("w", job.job_id, job.token, JobResult(1), error="boom", retryable=False)
+    return [j.job_id for j in claim.jobs]
+
+
+def snapshot(client: redis.Redis) -> dict:
+    raw = redis.Redis(connection_pool=client.connection_pool)
+    return {k: raw.dump(k) for k in sorted(client.scan_iter("*"))}
+
+
+def test_failed_jobs_are_pending_again_now_with_a_new_attempt_budget_and_the_same_token(
+        queue: Queue, qclient: redis.Redis) -> None:
+    # Given a task of 5 jobs: 3 failed for good, 1 running, 1 pending
+    make_task(queue, "t1", 5, max_attempts=2)
+    failed = fail_for_good(queue, 3)
+    running = queue.claim("w", 1).jobs[0].job_id
+    pending = ({f"t1.{k}" for k in range(5)} - set(failed) - {running}).pop()
+    tokens = {j: queue.job_state(j)["token"] for j in failed}
+    # When an operator retries the failed jobs
+    moved = requeue_failed(queue, "t1", "ops")
+    # Then exactly the failed ones are pending again, due now, attempt 0, token unchanged
+    assert [sorted(jobs) for _, jobs in moved] == [sorted(failed)]
+    for job in failed:
+        state = queue.job_state(job)
+        assert (state["state"], state["attempt"], state["token"]) == ("pending", "0", tokens[job])
+        assert "error" not in state
+    assert qclient.zcard(KEYS.dead) == 0
+    assert queue.job_state(running)["state"] == "running"
+    assert queue.job_state(pending)["state"] == "pending"
+    assert queue.task_state("t1")["failed"] == "0"
+    (event,) = events(qclient, "retry-failed")
+    assert event["operator"] == "ops" and event["count"] == "3" and event["task"] == "t1"
+    # And they can be claimed again, from attempt 1 with a newer token
+    again = {j.job_id: j for j in queue.claim("w2", 10).jobs}
+    assert set(again) == set(failed) | {pending}
+    assert all(again[j].attempt == 1 and again[j].token == int(tokens[j]) + 1 for j in failed)
+
+
+def test_an_aborted_task_is_revived_and_its_cancelled_jobs_stay_cancelled(
+        queue: Queue, qclient: redis.Redis) -> None:
+    # Given a task aborted by its second failure, its pending jobs swept
+    make_task(queue, "t2", 6, max_failures=2, max_attempts=1)
+    failed = fail_for_good(queue, 2)
+    queue.cancel_task("t2", "sweeper")
+    assert queue.task_state("t2")["state"] == "aborted"
+    # When the failed jobs are retried
+    requeue_failed(queue, "t2", "ops")
+    # Then the task is active again, only the two failed jobs come back
+    live = queue.task_state("t2")
+    assert (live["state"], live["failed"], live["overshoot"]) == ("active", "0", "0")
+    assert sorted(j.job_id for j in queue.claim("w", 10).jobs) == sorted(failed)
+
+
+def test_a_cancelled_task_an_unknown_task_and_a_foreign_job_id_change_nothing(
+        queue: Queue, qclient: redis.Redis) -> None:
+    make_task(queue, "t3", 3, max_attempts=1)
+    fail_for_good(queue, 1)
+    queue.cancel_task("t3", "ops")
+    make_task(queue, "t5", 1)
+    before = snapshot(qclient)
+    with pytest.raises(QueueError, match="t3 is cancelled; its failed jobs stay failed"):
+        requeue_failed(queue, "t3", "ops")
+    with pytest.raises(UnknownTaskError):
+        requeue_failed(queue, "nope", "ops")
+    script = qclient.register_script(_retry_source())
+    reply = script(keys=[KEYS.task("t5"), *KEYS.all_due(), KEYS.dead, KEYS.events,
+                         KEYS.job("t4.0")], args=["t5", "ops", KEYS.wake, "t4.0"])
+    assert reply[0] == Code.BAD_ARGUMENT and "not of task t5" in reply[1]
+    assert snapshot(qclient) == before
