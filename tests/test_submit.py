@@ -240,3 +240,41 @@ def test_a_fan_out_cut_off_halfway_is_finished_by_reconcile_without_doubling_a_j
         assert redis_client.exists(KEYS.host("n-249"))
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("answer, code", [("n", 5), ("y", 0)])
+def test_a_fleet_wide_task_at_a_terminal_asks_first_and_submits_only_on_yes(
+        tmp_path: Path, redis_url: str, redis_client: redis.Redis, answer: str, code: int) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    # Given 30 hosts in 3 groups and a real terminal on stdin
+    db = f"sqlite:///{tmp_path / 'fleetsched.db'}"
+    upgrade(db)
+    cli = Cli(tmp_path, redis_url, db)
+    inventory(cli, tmp_path, "[a]\nh-[00:09]\n[b]\nh-[10:19]\n[c]\nh-[20:29]\n")
+    master, slave = pty.openpty()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("FLEETSCHED_")},
+           "FLEETSCHED_REDIS_URL": redis_url, "FLEETSCHED_DATABASE_URL": db,
+           "FLEETSCHED_OPERATOR": "tty-user", "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "NO_COLOR": "1"}
+    # When the operator submits without --yes and answers the question
+    proc = subprocess.Popen([sys.executable, "-c", "from scheduler.cli.app import main; main()",
+                             "submit", "command", "-t", "all", "-p", "cmd=true"],
+                            stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    os.close(slave)
+    os.write(master, f"{answer}\n".encode())
+    out, err = proc.communicate(timeout=60)
+    os.close(master)
+    # Then the blast radius was shown, and only "y" submitted the task
+    assert proc.returncode == code, err
+    assert "fleet-wide: command on 30 hosts in 3 groups (target all)" in err.decode()
+    tasks = sql_rows(db, "SELECT id, operator FROM tasks")
+    if answer == "y":
+        assert [(t.operator) for t in tasks] == ["tty-user"] and out.decode().strip() == str(tasks[0].id)
+        assert redis_client.zcard(KEYS.due("normal")) == 30
+    else:
+        assert tasks == [] and redis_client.zcard(KEYS.due("normal")) == 0
+        assert "error: not submitted" in err.decode()
