@@ -161,3 +161,23 @@ def test_control_of_an_unknown_or_unqueued_task_is_one_line(
     assert events(cli.database_url, 1, ("cancel",))[0].operator == "erin"
     cli.ok("reconcile")
     assert not redis_client.exists(KEYS.task("1"))
+
+
+def test_reprioritize_moves_pending_jobs_to_the_new_class_recorded_with_the_operator(
+        cli: Cli, redis_client: redis.Redis) -> None:
+    # Given a bulk task of 60 jobs waiting (no worker)
+    task = cli.submit("command", "-t", "all", "-p", "cmd=true", "--executor", "simulate",
+                      "--priority", "bulk")
+    assert redis_client.zcard(KEYS.due("bulk")) == 60
+    # When frank makes it urgent
+    code, _, err = cli("tasks", "reprioritize", str(task), "urgent", operator="frank")
+    assert code == 0, err
+    # Then its jobs wait in the urgent set, the task hash says so, and SQL has it with frank
+    assert (redis_client.zcard(KEYS.due("urgent")), redis_client.zcard(KEYS.due("bulk"))) == (60, 0)
+    assert Queue(redis_client, KEYS).task_state(str(task))["prio"] == "urgent"
+    (row,) = sql_rows(cli.database_url, "SELECT priority FROM tasks WHERE id = :t", t=task)
+    assert row.priority == "urgent"
+    assert [e.operator for e in events(cli.database_url, task, ("reprioritize",))][:1] == ["frank"]
+    # And a class that does not exist is one line
+    code, _, err = cli("tasks", "reprioritize", str(task), "asap")
+    assert code == 2 and err.splitlines()[0] == "error: priority 'asap' is not one of urgent, normal, bulk"
