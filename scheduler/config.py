@@ -73,6 +73,12 @@ class Settings:
     worker_slots: int = 50
     # Fair-share reorder starts when the head of a due set is late by more than this.
     overload_threshold_ms: int = 5_000
+    # Fair share under overload: one share per "task", per submitting "operator", or "off"
+    # (first come, first served: due order only).
+    fair_share_by: str = "task"
+    # The overload-handling lock's TTL; every reorder chunk renews it, so only a dead holder's
+    # lock runs out, and the next worker takes over after this long.
+    overload_lock_ms: int = 10_000
     # SSH: strict host-key checking against this file; never auto-added.
     known_hosts: Path = field(default_factory=lambda: Path.home() / ".ssh" / "known_hosts")
     ssh_config: Path = field(default_factory=lambda: Path.home() / ".ssh" / "config")
@@ -227,6 +233,12 @@ def validate(settings: Settings) -> None:
         )
     if settings.worker_slots < 1:
         raise ConfigError("worker_slots must be at least 1")
+    if settings.fair_share_by not in ("task", "operator", "off"):
+        raise ConfigError(f"fair_share_by must be 'task', 'operator' or 'off', "
+                          f"not {settings.fair_share_by!r}")
+    if settings.overload_lock_ms < 100:
+        raise ConfigError(f"overload_lock_ms = {settings.overload_lock_ms} is too short "
+                          "(at least 100 ms)")
     if settings.log_level.lower() not in LOG_LEVELS:
         raise ConfigError(f"log_level must be one of {', '.join(LOG_LEVELS)}, "
                           f"not {settings.log_level!r}")

@@ -307,9 +307,11 @@ class Queue:
         if priority not in PRIORITY_CLASSES:
             raise bad(f"priority must be one of {', '.join(PRIORITY_CLASSES)}, not {priority!r}")
         fixed = [self.keys.task(task_id), *self.keys.all_due(), self.keys.events]
-        moved, span = self._run("reprioritize", fixed, [task_id, priority, operator, 1, self.keys.wake])[:2]
+        args: list[Any] = [task_id, priority, operator, 1, self.keys.wake]
+        moved, span = self._run("reprioritize", fixed, args)[:2]
         for start in range(0, int(span), REPRIORITIZE_CHUNK):
-            ids = [f"{task_id}.{k}" for k in range(start, min(start + REPRIORITIZE_CHUNK, int(span)))]
+            stop = min(start + REPRIORITIZE_CHUNK, int(span))
+            ids = [f"{task_id}.{k}" for k in range(start, stop)]
             reply = self._run("reprioritize", fixed + [self.keys.job(i) for i in ids],
                               [task_id, priority, operator, 0, self.keys.wake, *ids])
             moved += int(reply[0])
@@ -323,7 +325,8 @@ class Queue:
         skipped), or None when the overload lock ``token`` no longer holds (nothing written).
         Renews the lock for ``lock_ms``. See scheduler/lua/reorder.lua and scheduler/fairshare.py.
         """
-        keys = [self.keys.due(priority), self.keys.overload_lock, *(self.keys.job(m[0]) for m in moves)]
+        keys = [self.keys.due(priority), self.keys.overload_lock]
+        keys += [self.keys.job(job_id) for job_id, _, _ in moves]
         args: list[Any] = [token, lock_ms, len(moves)]
         for job_id, expected, new in moves:
             args += [job_id, _score(expected), _score(new)]

@@ -16,6 +16,9 @@ Responsibilities, in the order a job meets them:
 6. On :meth:`stop`: stop claiming, let running jobs finish within the grace period, then kill
    the children and give back the leases of the rest (``Queue.release``, no attempt counted;
    a non-idempotent job that was interrupted fails for good instead of running twice).
+7. After every claim, the overload check (``scheduler.fairshare.maybe_reorder``): free unless
+   the claim shows the queue's head late by more than the threshold; a reorder it starts runs
+   in a thread of its own.
 
 Every thread that talks to Redis has its own ``Queue`` object; children never talk to Redis.
 """
@@ -30,6 +33,7 @@ from typing import Any
 
 import redis
 
+from scheduler import fairshare
 from scheduler.keys import Keys
 from scheduler.queue import JobResult, Queue
 from workers.config import NodeConfig
@@ -133,6 +137,8 @@ class Node:
                 log.warning("claim failed (%s); retrying", exc)
                 self._stopping.wait(0.5)
                 continue
+            fairshare.maybe_reorder(self._claimq, claim, self.config.settings,
+                                    worker=self.config.worker_id)
             if claim.lost:
                 self.stats.add(lost_seen=len(claim.lost))
                 log.warning("jobs found lost by their worker and failed: %s", " ".join(claim.lost))
