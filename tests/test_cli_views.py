@@ -1,0 +1,178 @@
+"""``fleetsched top --once``, ``tasks watch``, ``hosts history`` and ``tasks show --events``
+on a real Redis and SQLite, with tasks submitted through ``scheduler.submit`` and run by a real
+worker process (``python -m workers``, the simulate executor)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from scheduler.db.engine import make_engine
+from scheduler.db.migrate import upgrade
+from scheduler.inventory import import_inventory
+from scheduler.keys import Keys
+from scheduler.submit import TaskRequest, submit
+from tests.cli_support import isolated_env, run_cli
+
+HOSTS = [f"web-{i:02d}" for i in range(1, 7)]
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, redis_url: str) -> dict:
+    """Six hosts imported into a fresh SQLite record; env for the CLI and for workers."""
+    db = f"sqlite:///{tmp_path / 'record.db'}"
+    upgrade(db)
+    inventory = tmp_path / "inventory.ini"
+    inventory.write_text("[web]\n" + "\n".join(HOSTS) + "\n")
+    engine = make_engine(db)
+    import_inventory(engine, inventory, operator="tester")
+    engine.dispose()
+    env = isolated_env(tmp_path, FLEETSCHED_REDIS_URL=redis_url, FLEETSCHED_DATABASE_URL=db)
+    return {"db": db, "redis_url": redis_url, "env": env, "tmp": tmp_path}
+
+
+def submit_task(fleet: dict, *, failure_rate: float = 0.0, duration_ms: int = 50,
+                target: str = "group:web", operator: str = "alice") -> int:
+    engine = make_engine(fleet["db"])
+    request = TaskRequest(action="command", target=target, params={"cmd": "uptime"},
+                          executor="simulate", retries=0,
+                          executor_options={"duration_ms": duration_ms,
+                                            "failure_rate": failure_rate})
+    try:
+        done = submit(engine, lambda: redis.Redis.from_url(fleet["redis_url"], decode_responses=True),
+                      request, operator=operator, keys=Keys())
+    finally:
+        engine.dispose()
+    return done.task_id
+
+
+@pytest.fixture
+def worker(fleet: dict) -> Iterator[Callable[[], subprocess.Popen]]:
+    procs: list[subprocess.Popen] = []
+
+    def start() -> subprocess.Popen:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCHED_")}
+        env.update({k: v for k, v in fleet["env"].items() if v is not None})
+        with open(fleet["tmp"] / f"worker-{len(procs)}.log", "wb") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "workers", "--slots", "4",
+                                     "--processes", "1", "--grace", "2s"], env=env,
+                                    stdout=log, stderr=subprocess.STDOUT)
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_top_once_counts_due_jobs_and_shows_each_task(fleet: dict) -> None:
+    # Given one task of six jobs and no worker
+    task = submit_task(fleet)
+    # When top prints one frame as JSON
+    code, out, err = run_cli(["top", "--once", "--output", "json"], fleet["env"])
+    assert code == 0, err
+    frame = json.loads(out)
+    # Then the six jobs are due and pending in that task
+    assert frame["due_now"] == 6 and frame["running"] == 0 and frame["later"] == 0
+    assert [(t["task_id"], t["total"], t["pending"], t["operator"]) for t in frame["tasks"]] == \
+        [(str(task), 6, 6, "alice")]
+    assert frame["workers"] == []
+    code, out, _ = run_cli(["top", "--once"], fleet["env"])
+    assert "due 6" in out and f"{task} alice command" in out
+    assert "\x1b[" not in out
+
+
+def test_top_once_shows_the_last_fair_share_reorder(fleet: dict, redis_client: redis.Redis) -> None:
+    now_ms = int(time.time() * 1000)
+    redis_client.hset(Keys().stats, mapping={"reorder_at": now_ms - 3000, "reorder_jobs": 120,
+                                             "reorder_tasks": 2})
+    code, out, _ = run_cli(["top", "--once"], fleet["env"])
+    assert code == 0
+    line = [ln for ln in out.splitlines() if "last reorder" in ln][0]
+    assert "ago" in line and "reorder_jobs=120" in line and "reorder_tasks=2" in line
+
+
+def test_top_refuses_csv_and_json_without_once(fleet: dict) -> None:
+    assert run_cli(["top", "--output", "csv"], fleet["env"])[0] == 2
+    code, _, err = run_cli(["top", "--output", "json"], fleet["env"])
+    assert code == 2 and "--once" in err
+
+
+def test_tasks_watch_ends_with_the_task_and_exits_0_when_every_job_succeeded(fleet: dict, worker) -> None:
+    task = submit_task(fleet)
+    worker()
+    code, out, err = run_cli(["tasks", "watch", str(task), "--interval", "0.1", "--timeout", "60s",
+                              "--output", "json"], fleet["env"])
+    assert code == 0, err
+    assert json.loads(out) == [{"task": str(task), "state": "succeeded", "total": 6,
+                                "succeeded": 6, "failed": 0, "lost": 0, "cancelled": 0}]
+    assert "6/6" in err  # the last frame of the bars (stderr: progress)
+
+
+def test_tasks_watch_lists_each_failure_and_exits_3(fleet: dict, worker) -> None:
+    # Given a task whose every job fails (simulated) with no retry
+    task = submit_task(fleet, failure_rate=1.0)
+    worker()
+    code, out, err = run_cli(["tasks", "watch", str(task), "--interval", "0.1", "--timeout", "60s"],
+                             fleet["env"])
+    # Then each failure is listed once, with its host, and the exit code says "partial failure"
+    assert code == 3, err
+    fail_lines = [ln for ln in err.splitlines() if ln.lstrip().startswith("fail ")]
+    assert sorted(ln.split(" on ")[1].split()[0] for ln in fail_lines) == HOSTS
+    assert "finished" in out
+
+
+def test_tasks_watch_of_an_unknown_task_exits_4(fleet: dict) -> None:
+    code, out, err = run_cli(["tasks", "watch", "4242"], fleet["env"])
+    assert code == 4 and out == "" and err.startswith("error: no task 4242")
+
+
+def test_tasks_watch_gives_up_after_its_timeout(fleet: dict) -> None:
+    task = submit_task(fleet)  # no worker: it never finishes
+    code, _out, err = run_cli(["tasks", "watch", str(task), "--timeout", "0.5s", "--interval", "0.1"],
+                              fleet["env"])
+    assert code == 1 and "still running" in err
+
+
+def test_hosts_history_and_tasks_show_events_give_the_full_trail(fleet: dict, worker) -> None:
+    task = submit_task(fleet, target="web-03")
+    worker()
+    assert run_cli(["tasks", "watch", str(task), "--timeout", "60s"], fleet["env"])[0] == 0
+    deadline = time.monotonic() + 20
+    while True:  # the recorder copies the events into SQL within moments
+        code, out, err = run_cli(["hosts", "history", "web-03", "--output", "json"], fleet["env"])
+        kinds = [e["kind"] for e in json.loads(out)] if code == 0 else []
+        if "ack" in kinds or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert code == 0, err
+    assert kinds.index("claim") < kinds.index("ack")
+    events = json.loads(out)
+    ack = events[kinds.index("ack")]
+    assert ack["job"] == f"{task}.0" and ack["exit_code"] == 0 and ack["worker"]
+    code, out, err = run_cli(["tasks", "show", str(task), "--events", "--output", "json"],
+                             fleet["env"])
+    assert code == 0, err
+    trail = json.loads(out)["events"]
+    assert {"create", "enqueue", "claim", "ack"} <= {e["kind"] for e in trail}
+    assert [e["ts"] for e in trail] == sorted(e["ts"] for e in trail)
+
+
+def test_hosts_history_of_an_unknown_host_exits_4(fleet: dict) -> None:
+    code, _out, err = run_cli(["hosts", "history", "nope-99"], fleet["env"])
+    assert code == 4 and "nope-99" in err
