@@ -50,6 +50,7 @@ BOB_DELAY_S = 3.0  # Bob submits this long after Alice
 OVERLOAD_MS = 2_000  # the head of the queue late by this much triggers a fair-share reorder
 FAILURE_RATE = 0.004  # simulated failures (each job has one retry)
 WORKERS = 2  # worker processes (one per core of a small machine)
+DEMO_COLUMNS = ("task", "progress", "done", "failed", "running", "rate/s", "eta")  # fits 80 columns
 CUSTOMERS = ("acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "wonka",
              "tyrell", "cyberdyne", "soylent", "oscorp", "aperture", "blackmesa", "vandelay",
              "dunder", "gringotts", "monarch", "nakatomi", "oceanic", "pied", "prestige",
@@ -269,10 +270,12 @@ class Demo:
     # ---------------------------------------------------------------------------- live view
 
     def _header(self, stats: dict[str, str], started: float) -> Text:
-        from scheduler.views.render import reorder_line
-
-        return Text(f"SIMULATION  t+{time.monotonic() - started:5.1f}s   "
-                    f"{reorder_line(stats, int(time.time() * 1000))}", style="dim")
+        """One line under 80 columns: the clock and the fair-share reorders so far."""
+        line = f"SIMULATION  t+{time.monotonic() - started:.1f}s  fair-share reorders: " \
+               f"{stats.get('reorder_count', '0')}"
+        if stats.get("reorder_jobs"):
+            line += f" (last: {stats['reorder_jobs']} jobs of {stats.get('reorder_tasks', '?')} tasks)"
+        return Text(line, style="dim")
 
     def follow(self, alice: TaskRun, bob: TaskRun) -> None:
         """Draw both tasks until they have finished; submit Bob's on time; note milestones."""
@@ -302,7 +305,8 @@ class Demo:
                 labels = {str(r.task_id): r.who for r in runs}
                 shown = [r.progress for r in runs if r.progress is not None]
                 live.update(Group(self._header(self.client.hgetall(keys.stats), alice.submitted),
-                                  task_table(shown, meter, labels=labels, width=32)), refresh=True)
+                                  task_table(shown, meter, labels=labels, width=24,
+                                             columns=DEMO_COLUMNS)), refresh=True)
                 if bob.task_id and all(r.finished is not None for r in (alice, bob)):
                     return
                 self._check_workers()

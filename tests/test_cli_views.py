@@ -5,6 +5,7 @@ worker process (``python -m workers``, the simulate executor)."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -100,11 +101,12 @@ def test_top_once_counts_due_jobs_and_shows_each_task(fleet: dict) -> None:
 def test_top_once_shows_the_last_fair_share_reorder(fleet: dict, redis_client: redis.Redis) -> None:
     now_ms = int(time.time() * 1000)
     redis_client.hset(Keys().stats, mapping={"reorder_at": now_ms - 3000, "reorder_jobs": 120,
-                                             "reorder_tasks": 2})
+                                             "reorder_tasks": 2, "reorder_count": 5})
     code, out, _ = run_cli(["top", "--once"], fleet["env"])
     assert code == 0
     line = [ln for ln in out.splitlines() if "last reorder" in ln][0]
-    assert "ago" in line and "reorder_jobs=120" in line and "reorder_tasks=2" in line
+    assert re.search(r"last reorder [34]\.\ds ago", line), line
+    assert "120 jobs of 2 tasks interleaved, 5 so far" in line
 
 
 def test_top_refuses_csv_and_json_without_once(fleet: dict) -> None:

@@ -68,12 +68,15 @@ def demo(
     if fmt is output.OutputFormat.json:
         output.stdout.out(to_json(result), highlight=False)
         return
-    alice, bob = result.runs
-    rows = [{**t, "completed_after": f"{r.summary(result.t0)['completed_s']}s"}
-            for t in result.audit["tasks"] for r in result.runs if r.task_id == t["task"]]
+    rows = []
+    for t in result.audit["tasks"]:
+        run = next(r.summary(result.t0) for r in result.runs if r.task_id == t["task"])
+        rows.append({**t, "submitted": f"t+{run['submitted_s']}s",
+                     "finished": f"t+{run['completed_s']}s", "took": f"{run['duration_s']}s"})
     output.stdout.print("")
-    output.emit_rows(rows, ["who", "task", "jobs", "succeeded", "failed", "completed_after"],
-                     title="Audit (read back from the SQL record)")
+    output.emit_rows(rows, ["who", "task", "jobs", "succeeded", "failed", "submitted",
+                            "finished", "took"],
+                     title="Audit (read back from the SQL record; t = Alice's submission)")
     output.stdout.print(f"{result.audit['events']} events recorded, "
                         f"{result.reorders} fair-share reorders; whole demo "
                         f"{result.elapsed_s:.0f}s. (simulation)")

@@ -46,21 +46,26 @@ def _eta(meter: RateMeter | None, task: TaskProgress) -> str:
     return "-" if eta is None else format_duration(eta)
 
 
+COLUMNS = ("task", "progress", "done", "ok", "failed", "running", "waiting", "rate/s", "eta")
+
+
 def task_table(tasks: list[TaskProgress], meter: RateMeter | None = None, *,
-               labels: dict[str, str] | None = None, width: int = 30) -> Table:
-    """One row per task: name, bar, counts, throughput and ETA."""
+               labels: dict[str, str] | None = None, width: int = 30,
+               columns: tuple[str, ...] = COLUMNS) -> Table:
+    """One row per task: name, bar, counts, throughput and ETA (``columns`` picks some)."""
     table = Table(show_edge=False, box=None, header_style="bold", pad_edge=False)
-    for col, justify in (("task", "left"), ("progress", "left"), ("done", "right"),
-                         ("ok", "right"), ("failed", "right"), ("running", "right"),
-                         ("waiting", "right"), ("rate/s", "right"), ("eta", "right")):
-        table.add_column(col, justify=justify, no_wrap=True)
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("task", "progress") else "right",
+                         no_wrap=True)
     for t in tasks:
         label = (labels or {}).get(t.task_id) or f"{t.task_id} {t.operator} {t.action}".strip()
         rate = meter.rate(t.task_id) if meter else 0.0
-        table.add_row(Text(label), bar(t, width), f"{t.done}/{t.total}", str(t.succeeded),
-                      Text(str(t.failed + t.lost), style="red" if t.failed + t.lost else ""),
-                      str(t.running), str(t.pending), f"{rate:.0f}",
-                      _eta(meter, t))
+        bad = t.failed + t.lost
+        cells = {"task": Text(label), "progress": bar(t, width), "done": f"{t.done}/{t.total}",
+                 "ok": str(t.succeeded), "failed": Text(str(bad), style="red" if bad else ""),
+                 "running": str(t.running), "waiting": str(t.pending), "rate/s": f"{rate:.0f}",
+                 "eta": _eta(meter, t)}
+        table.add_row(*[cells[c] for c in columns])
     return table
 
 
@@ -77,16 +82,22 @@ def _workers(workers: list[dict[str, Any]]) -> Table:
 
 
 def reorder_line(stats: dict[str, str], now_ms: int) -> str:
-    """The last fair-share reorder from ``Keys.stats`` (fields named ``reorder*``)."""
-    fields = {k: v for k, v in stats.items() if k.startswith(("reorder", "last_reorder"))}
+    """The last fair-share reorder, from the ``reorder_*`` fields of ``Keys.stats``
+    (written by ``scheduler/lua/overload.lua``); unknown extra fields are listed as they are."""
+    fields = {k: v for k, v in stats.items() if k.startswith("reorder_")}
     if not fields:
         return "last reorder: none (no overload seen)"
-    at = next((v for k, v in fields.items() if k.endswith(("_ms", "_at", "ts"))), None)
-    when = ""
-    if at and str(at).isdigit():
-        when = f" {format_duration(max(0, now_ms - int(at)) / 1000)} ago"
-    rest = ", ".join(f"{k}={v}" for k, v in sorted(fields.items()) if v != at)
-    return f"last reorder:{when} {rest}".rstrip()
+    at = fields.pop("reorder_at", None)
+    when = f" {format_duration(max(0, now_ms - int(at)) / 1000)} ago" if str(at).isdigit() else ""
+    parts = []
+    if "reorder_jobs" in fields:
+        parts.append(f"{fields.pop('reorder_jobs')} jobs of {fields.pop('reorder_tasks', '?')} "
+                     "tasks interleaved")
+    if "reorder_count" in fields:
+        parts.append(f"{fields.pop('reorder_count')} so far")
+    known = ("reorder_duration", "reorder_chunks", "reorder_longest_call", "reorder_worker")
+    parts += [f"{k}={v}" for k, v in sorted(fields.items()) if k not in known]
+    return f"last reorder{when}: {', '.join(parts)}".rstrip(": ")
 
 
 def top_frame(snap: QueueSnapshot, meter: RateMeter | None = None) -> RenderableType:
