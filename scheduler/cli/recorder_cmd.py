@@ -48,14 +48,17 @@ def recorder(
     consumer: Annotated[str | None, typer.Option(help="Consumer name in the group (default: <hostname>:<pid>).")] = None,
     batch: Annotated[int, typer.Option(help="Events per SQL transaction.", min=1, max=50_000)] = 1000,
     drain: Annotated[bool, typer.Option("--drain", help="Record what is in the stream now, then exit.")] = False,
+    claim_idle: Annotated[str, typer.Option(help="Take over entries a dead consumer left unacknowledged this long.")] = "60s",
 ) -> None:
     """Record events until SIGTERM/SIGINT (or, with --drain, until the stream is recorded)."""
     if ctx.invoked_subcommand is not None:
         return
     from scheduler.db.recorder import Recorder
+    from scheduler.policy import parse_duration
 
+    idle_ms = int(parse_duration(claim_idle, "--claim-idle").total_seconds() * 1000)
     client, engine, keys = _open(ctx)
-    rec = Recorder(client, engine, keys, consumer, batch=batch)
+    rec = Recorder(client, engine, keys, consumer, batch=batch, claim_idle_ms=idle_ms)
     try:
         if drain:
             while rec.run_once(block_ms=None):

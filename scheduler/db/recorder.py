@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 GROUP = "recorder"
 BACKOFF_MIN_S = 0.1
 BACKOFF_MAX_S = 5.0
+LAG_COUNT_MAX = 100_000  # unread entries counted one by one at most (status only)
 
 
 def default_consumer_name() -> str:
@@ -243,9 +244,13 @@ class Recorder:
         """Entries in the stream not yet recorded (unread plus pending)."""
         try:
             for g in self.client.xinfo_groups(self.stream):
-                if _s(g["name"]) == GROUP:
-                    lag = g.get("lag")
-                    return int(lag or 0) + int(g["pending"])
+                if _s(g["name"]) != GROUP:
+                    continue
+                lag = g.get("lag")
+                if lag is None:  # Redis cannot tell (entries deleted): count what is unread
+                    after = "(" + _s(g["last-delivered-id"])
+                    lag = len(self.client.xrange(self.stream, after, "+", count=LAG_COUNT_MAX))
+                return int(lag) + int(g["pending"])
         except redis.ResponseError:
             return 0
         return int(self.client.xlen(self.stream))

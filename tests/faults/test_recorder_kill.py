@@ -1,0 +1,67 @@
+"""A recorder process killed with ``kill -9`` in the middle of the stream loses nothing: another
+recorder takes over the entries it had read but not acknowledged (XAUTOCLAIM), and the ones it
+had already written are not written twice."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import redis
+import sqlalchemy as sa
+
+from scheduler.db import migrate
+from scheduler.db.engine import make_engine
+from scheduler.db.recorder import GROUP
+from scheduler.keys import Keys
+from tests.recorder_events import job_lifecycle, xadd_all
+
+KEYS = Keys()
+
+
+def _recorder(url: str, redis_url: str, name: str, *extra: str, env: dict) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", "from scheduler.cli.app import main; main()",
+         "--database-url", url, "--redis-url", redis_url, "recorder", "--consumer", name,
+         "--batch", "100", *extra],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_recorder_killed_mid_stream_loses_and_duplicates_nothing(
+        database_url: str, redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> None:
+    migrate.upgrade(database_url)
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path)}
+    # Given a recorder process busy with a long stream
+    produced = xadd_all(redis_client, (ev for k in range(40) for ev in job_lifecycle(
+        f"k{k}", [(f"k{k}.{i}", f"h{i}") for i in range(99)])))
+    first = _recorder(database_url, redis_url, "first", env=env)
+    engine = make_engine(database_url)
+
+    def recorded() -> int:
+        with engine.connect() as conn:
+            return conn.execute(sa.text("SELECT count(*) FROM events")).scalar_one()
+
+    deadline = time.monotonic() + 60
+    while recorded() < 500 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # When it is killed with no chance to finish its batch
+    first.send_signal(signal.SIGKILL)
+    first.wait(10)
+    first.stderr.close()
+    assert 0 < recorded() < len(produced)
+    # Then another recorder, taking over entries idle for a moment, records the rest
+    time.sleep(0.3)
+    second = _recorder(database_url, redis_url, "second", "--drain", "--claim-idle", "200ms",
+                       env=env)
+    _, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+    with engine.connect() as conn:
+        ids = list(conn.scalars(sa.text("SELECT id FROM events")))
+    engine.dispose()
+    assert len(ids) == len(set(ids)) == len(produced)
+    assert set(ids) == set(produced)
+    assert redis_client.xpending(KEYS.events, GROUP)["pending"] == 0
