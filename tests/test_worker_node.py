@@ -171,3 +171,21 @@ def test_sigterm_acks_what_finishes_in_the_grace_period_and_releases_the_rest(
     again = [e for e in events(redis_client, ("claim",)) if e["worker"] == "node-i"]
     assert {e["attempt"] for e in again} == {"1"}
     assert not events(redis_client, ("lost", "retry", "fail"))
+
+
+def test_children_are_started_up_to_the_limit_under_load_and_exit_when_idle(
+        redis_client, start_worker) -> None:
+    # Given an idle node allowed 3 children of 2 jobs each, idle period 1 s
+    w = start_worker("node-j", slots=6, processes=3, extra=["--idle", "1s"])
+    w.wait_registered(redis_client)
+    assert len(w.children()) == 1  # one warm child
+    # When 6 jobs of 1.5 s arrive at once
+    jobs = submit(redis_client, "10", 6, options={"duration_ms": 1500})
+    # Then the node starts children up to its limit, all six jobs run at once
+    wait_until(lambda: len(w.children()) == 3, 5, "three children", w.tail, [w])
+    wait_until(lambda: acked(redis_client, jobs), 10, "every job acked", w.tail, [w])
+    acks = [int(e["duration_ms"]) for e in events(redis_client, ("ack",))]
+    claims = [int(e["ts"]) for e in events(redis_client, ("claim",))]
+    assert max(claims) - min(claims) < 1000 and len(acks) == 6
+    # And once idle for the idle period, the extra children exit; one stays warm
+    wait_until(lambda: len(w.children()) == 1, 5, "the extra children to exit", w.tail, [w])
