@@ -149,6 +149,12 @@ def _split_rrule(rule: str) -> dict[str, str]:
         parts[name] = value
     if parts.get("FREQ") not in _FREQS:
         raise _rrule_error(rule, f"FREQ must be one of {', '.join(_FREQS)}")
+    # RFC 5545 allows BYWEEKNO with YEARLY only. Beyond that we refuse the combinations whose
+    # impossible forms dateutil can only detect by walking to year 9999 in small steps.
+    for name, freqs in (("BYWEEKNO", ("YEARLY",)), ("BYYEARDAY", ("YEARLY",)),
+                        ("BYSETPOS", ("YEARLY", "MONTHLY"))):
+        if name in parts and parts["FREQ"] not in freqs:
+            raise _rrule_error(rule, f"{name} needs FREQ={' or '.join(freqs)}")
     for name, low in (("INTERVAL", 1), ("COUNT", 1)):
         if name in parts and not (parts[name].isdigit() and low <= int(parts[name]) <= 10_000):
             raise _rrule_error(rule, f"{name} must be a whole number from {low} to 10000")

@@ -186,7 +186,7 @@ def anchored_rules(draw: st.DrawFn):
     if freq == "MONTHLY" and draw(st.booleans()):
         parts.append("BYMONTHDAY=" + ",".join(map(str, sorted(draw(
             st.sets(st.sampled_from([1, 15, 28, 29, 30, 31, -1]), min_size=1, max_size=2))))))
-    if freq in ("MONTHLY", "WEEKLY") and "BYDAY" in parts[-1] and draw(st.booleans()):
+    if freq == "MONTHLY" and "BYDAY" in parts[-1] and draw(st.booleans()):
         parts.append(f"BYSETPOS={draw(st.sampled_from([1, -1, 2]))}")
     anchor = datetime(2000, 1, 1) + timedelta(
         minutes=draw(st.integers(0, 30 * 365 * 24 * 60)))
