@@ -145,7 +145,10 @@ class Node:
             if claim.jobs:
                 idle_claims = 0
                 self.stats.add(claimed=len(claim.jobs))
-                self._start(claim)
+                try:
+                    self._start(claim)
+                except redis.RedisError as exc:
+                    self._give_back(claim, exc)
             if len(claim.jobs) >= asked:
                 continue
             if claim.next_due_ms is not None and claim.next_due_ms <= claim.now_ms:
@@ -200,6 +203,17 @@ class Node:
             sent = self.pool.dispatch(child, [orders[i] for i in idx])
             if not sent or child.exited:
                 self.finisher.undelivered([runs[i] for i in idx], f"child pid {child.pid} is gone")
+
+    def _give_back(self, claim: Any, exc: Exception) -> None:
+        """Redis failed between the claim and the start: none of these jobs has started."""
+        leases = [(j.job_id, j.token) for j in claim.jobs if not self.slots.has(j.job_id)]
+        log.warning("could not start %d claimed jobs (%s); giving them back", len(leases), exc)
+        try:
+            self._claimq.release(self.config.worker_id, leases)
+            self.stats.add(released=len(leases))
+        except redis.RedisError:
+            log.error("could not give %d jobs back either; their leases will expire",
+                      len(leases))
 
     def _defer_outside_windows(self, claim: Any) -> list[Any]:
         keep = []

@@ -97,6 +97,10 @@ class Slots:
             self.changed.notify_all()
             return r
 
+    def has(self, job_id: str) -> bool:
+        with self.lock:
+            return job_id in self._running
+
     def of_child(self, child: ChildHandle) -> list[Running]:
         with self.lock:
             return [self._running[j] for j in child.jobs if j in self._running]
