@@ -320,6 +320,8 @@ class Demo:
 
         with transaction(self.engine, commit=False) as session:
             names = [h["name"] for h in list_hosts(session, group="customer-acme")]
+            if len(names) < 4:
+                names = [h["name"] for h in list_hosts(session)]
         return ",".join(names[-4:])
 
     def _milestone(self, run: TaskRun, alice: TaskRun) -> None:
