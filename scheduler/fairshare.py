@@ -70,6 +70,7 @@ class ReorderSummary:
     chunks: int = 0  # reorder.lua calls
     longest_call_ms: float = 0.0  # the longest single Redis call (read page or chunk), client side
     classes: list[str] = field(default_factory=list)
+    cut_ms: int = 0  # the Redis clock when it began: entries due at or before it were overdue
     complete: bool = True  # False: the lock was lost (expired) before the end
     calls_ms: list[float] = field(default_factory=list, repr=False)  # every call, for benchmarks
 
@@ -191,7 +192,7 @@ def run_reorder(queue: Queue, settings: Settings, start: ReorderStart, *,
     ``on_chunk(i)`` is called after chunk ``i`` (tests use it to claim in between, or to be
     killed between chunks). Raises what Redis raises; the lock is then released (or expires).
     """
-    summary = ReorderSummary(classes=list(start.classes))
+    summary = ReorderSummary(classes=list(start.classes), cut_ms=start.now_ms)
     t_start = time.perf_counter()
     lock_ms = settings.overload_lock_ms
 
