@@ -29,14 +29,14 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, time, timedelta
+from datetime import datetime, time, timedelta, timezone
 from itertools import islice
 from zoneinfo import ZoneInfo
 
 from scheduler.errors import ValidationError
 from scheduler.cron import parse_cron
 from scheduler.recurrence import (
-    HORIZON_YEARS, Recurrence, as_utc, check_horizon, localize, parse_rrule, wall, zone,
+    HORIZON_YEARS, Recurrence, as_utc, localize, parse_rrule, wall, zone,
 )
 
 DEFAULT_HORIZON = timedelta(days=2 * 366)  # how far next_opening looks before giving up
@@ -168,14 +168,14 @@ class Window:
 
     def check_future(self, now: datetime | None = None) -> None:
         """``ValidationError`` if the window has no opening in the next ``HORIZON_YEARS``."""
-        at = as_utc(now) if now is not None else datetime.now(tz=ZoneInfo("UTC"))
+        at = as_utc(now) if now is not None else datetime.now(timezone.utc)
         if self._rec is None:
             if self._last is not None and self._last <= at:
                 raise _bad(self.name, f"it ended at {self._last:%Y-%m-%d %H:%M} UTC")
             return
-        check_horizon(self._rec, max(at, self._first or at), f"window {self.name!r}")
         if next(_raw(self, at, at.replace(year=at.year + HORIZON_YEARS, day=1)), None) is None:
-            raise _bad(self.name, f"it has no opening in the next {HORIZON_YEARS} years")
+            raise _bad(self.name, f"it has no opening in the next {HORIZON_YEARS} years",
+                       "check the rule's UNTIL/COUNT, the window's start and end")
 
 
 def _end_of(start: datetime, end_time: time, tz: ZoneInfo) -> datetime:

@@ -128,9 +128,11 @@ def test_a_stored_window_whose_rule_has_ended_loads_but_is_refused_as_new():
     window = Window("old", rrule="FREQ=DAILY;UNTIL=20210101", duration=timedelta(hours=1),
                     start=datetime(2020, 1, 1))
     # When an operator tries to create it now, it is refused
-    assert "no occurrence" in refusal(lambda: window.check_future(NOW))
+    assert "no opening in the next 10 years" in refusal(lambda: window.check_future(NOW))
     past = Window("gone", start=datetime(2026, 1, 1), end=datetime(2026, 1, 2))
     assert "it ended at 2026-01-02" in refusal(lambda: past.check_future(NOW))
+    far = Window("far", rrule="FREQ=DAILY", duration=timedelta(hours=1), start=datetime(2040, 1, 1))
+    assert "no opening in the next 10 years" in refusal(lambda: far.check_future(NOW))
     # while windows with a future opening pass
     Window("fine", rrule="FREQ=DAILY", duration=timedelta(hours=1)).check_future(NOW)
     Window("soon", start=datetime(2026, 7, 1), end=datetime(2026, 7, 2)).check_future(NOW)
