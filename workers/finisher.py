@@ -155,15 +155,25 @@ class Finisher:
         self.stats.add(acked=ok)
 
     def _fail(self, r: Running, result: JobResult, error: str, retryable: bool) -> None:
-        def call() -> str:
-            return self.queue.fail(self.config.worker_id, r.job_id, r.token, result,
-                                   error=error, retryable=retryable)
+        def call() -> Any:
+            return self.queue.fail_job(self.config.worker_id, r.job_id, r.token, result,
+                                       error=error, retryable=retryable)
 
         try:
-            verdict = self._retrying("fail", call)
+            outcome = self._retrying("fail", call)
         except QueueError as exc:
             log.warning("job %s: fail refused (%s)", r.job_id, exc)
             return
+        verdict = None if outcome is None else outcome.outcome
+        if outcome is not None and outcome.aborted:
+            # This failure aborted the task: sweep its pending, parked and held jobs now (a
+            # parked job would otherwise wait for a finish that never comes). No operator: the
+            # task stays "aborted", not "cancelled".
+            task_id = r.job_id.rpartition(".")[0]
+            try:
+                self._retrying("cancel", lambda: self.queue.cancel_task(task_id, ""))
+            except QueueError as exc:
+                log.warning("task %s: sweeping after its abort refused (%s)", task_id, exc)
         if verdict == "retry":
             self.stats.add(retried=1)
         elif verdict is not None:
