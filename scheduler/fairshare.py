@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 
 PAGE = 2_000  # overdue entries read per ZRANGE (by rank): about a millisecond of Redis time
 OVERLAP = 500  # entries re-read at each page boundary, so claims in between shift no entry past us
-CHUNK = 300  # moves per reorder.lua call: well under a millisecond of Redis time
+CHUNK = 200  # moves per reorder.lua call: about a millisecond of Redis time
 CHECK_INTERVAL_S = 0.2  # an overloaded worker asks "reorder now?" at most this often
 GAP_FACTOR = 4  # the next reorder waits at least this many times the last one's duration
 

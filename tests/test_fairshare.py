@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 from scheduler.config import Settings
-from scheduler.fairshare import interleave, maybe_reorder, reorder_now
+from scheduler.fairshare import CHUNK, interleave, maybe_reorder, reorder_now
 from scheduler.queue import JobResult, JobSpec, Queue, TaskSpec
 from tests.queue_support import (  # noqa: F401  (fixtures)
     KEYS,
@@ -125,11 +125,11 @@ def test_a_reorder_is_one_event_and_a_stats_summary(queue: Queue) -> None:
     [event] = events(queue.client, "reorder")
     detail = json.loads(event["detail"])
     assert event["worker"] == "node-1" and int(event["count"]) == 705
-    assert detail["jobs"] == 705 and detail["tasks"] == 2 and detail["chunks"] == 3
+    assert detail["jobs"] == 705 and detail["tasks"] == 2 and detail["chunks"] == -(-705 // CHUNK)
     assert detail["complete"] is True and detail["longest_call_ms"] > 0
     stats = queue.client.hgetall(KEYS.stats)
     assert stats["reorder_jobs"] == "705" and stats["reorder_tasks"] == "2"
-    assert stats["reorder_chunks"] == "3" and stats["reorder_count"] == "1"
+    assert stats["reorder_chunks"] == str(-(-705 // CHUNK)) and stats["reorder_count"] == "1"
     assert int(stats["reorder_at"]) >= int(event["ts"]) - 1
     assert "fairshare_open" not in stats
     assert not queue.client.exists(KEYS.overload_lock)
@@ -187,7 +187,7 @@ def test_a_reorder_that_lost_its_lock_midway_stops_and_says_so(queue: Queue) -> 
 
     summary = reorder_now(queue, SETTINGS, on_chunk=steal)
     assert summary is not None and not summary.complete and summary.chunks == 2
-    assert summary.jobs == 300
+    assert summary.jobs == CHUNK
     assert queue.client.get(KEYS.overload_lock) == "thief"  # not released by the loser
 
 
