@@ -52,6 +52,9 @@ log = logging.getLogger(__name__)
 WAIT_CAP_S = 0.5
 """Longest single wait for work: how late a stop request may be noticed while idle."""
 
+WARM_UP_S = 30.0
+"""Longest wait at start for the warm children to load actions and executors."""
+
 
 class Node:
     """One worker node's master. ``run()`` blocks until ``stop()`` and the shutdown are done."""
@@ -105,11 +108,13 @@ class Node:
         """Serve until stopped. Call it from a thread that lives until it returns: children die
         with the thread that started them (``PR_SET_PDEATHSIG``)."""
         self.finisher.start()
-        self._spawn("heartbeat", self.heartbeat.run)
         self._spawn("watchdog", self.watchdog.run)
         if self.recorder is not None:
             self._spawn("recorder", self.recorder.run)
+        # Claim nothing before a child can run it: a lease and a timeout start at the claim.
         self.pool.ensure_warm()
+        self.pool.wait_ready(WARM_UP_S)
+        self._spawn("heartbeat", self.heartbeat.run)  # the node shows up in P:workers now
         self.started.set()
         try:
             self._claim_loop()
@@ -221,7 +226,9 @@ class Node:
             if job.window is None and job.wclose_ms is None:
                 keep.append(job)
                 continue
-            deferral = window_deferral(self.client, self.keys, job, claim.now_ms, 0)
+            info = self.inputs.task(job.task_id)
+            expected = int(info.spec.get("expected_ms") or 0) if not isinstance(info, str) else 0
+            deferral = window_deferral(self.client, self.keys, job, claim.now_ms, expected)
             if deferral is None:
                 keep.append(job)
                 continue

@@ -141,6 +141,16 @@ class Pool:
             while len(self.active()) < min(self.config.min_processes, self.config.processes):
                 self.start_child()
 
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until every child has said ``ready`` (or died); False after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if all(c.ready or c.exited for c in self.children):
+                    return True
+            time.sleep(0.01)
+        return False
+
     # ---------------------------------------------------------------------------- placing
 
     def place(self, count: int) -> list[ChildHandle]:
