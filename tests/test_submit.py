@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 import sqlalchemy as sa
+import sqlalchemy.orm
 
 from scheduler.db.migrate import upgrade
 from scheduler.queue import JobResult, Queue
@@ -278,3 +279,39 @@ def test_a_fleet_wide_task_at_a_terminal_asks_first_and_submits_only_on_yes(
     else:
         assert tasks == [] and redis_client.zcard(KEYS.due("normal")) == 0
         assert "error: not submitted" in err.decode()
+
+
+def test_in_window_gives_each_job_its_hosts_next_opening_and_refuses_hosts_without_one(
+        cli: Cli, redis_client: redis.Redis) -> None:
+    from datetime import datetime, timezone
+    from zoneinfo import ZoneInfo
+
+    from scheduler.db.models import Group, Window, WindowAssignment
+
+    # Given a nightly two-hour window (22:00 Berlin) on group web, and none on group db
+    engine = sa.create_engine(cli.database_url)
+    with sa.orm.Session(engine) as s:
+        w = Window(name="nightly", kind="recurring", cron="0 22 * * *", duration_s=7200,
+                   tz="Europe/Berlin")
+        s.add(w)
+        s.flush()
+        s.add(WindowAssignment(window_id=w.id,
+                               group_id=s.scalar(sa.select(Group.id).where(Group.name == "web"))))
+        s.commit()
+    engine.dispose()
+    # When a task for web is submitted --in-window
+    task = cli.submit("command", "-t", "group:web", "-p", "cmd=true", "--in-window",
+                      "--executor", "simulate")
+    # Then every job waits for its next opening, with the window and its close on the job
+    state = Queue(redis_client, KEYS).job_state(f"{task}.0")
+    due = datetime.fromtimestamp(int(state["due"]) / 1000, timezone.utc)
+    close = datetime.fromtimestamp(int(state["wclose"]) / 1000, timezone.utc)
+    assert state["window"] == "nightly" and (close - due).total_seconds() == 7200
+    assert due.astimezone(ZoneInfo("Europe/Berlin")).hour == 22
+    assert due > datetime.now(timezone.utc)
+    rows = sql_rows(cli.database_url, "SELECT \"window\" AS w, due_at FROM jobs WHERE task_id = :t", t=task)
+    assert {r.w for r in rows} == {"nightly"} and len(rows) == 5
+    # And a target with hosts that have no window is refused, naming them, with nothing written
+    code, _, err = cli("submit", "command", "-t", "all", "-p", "cmd=true", "--in-window", "--yes")
+    assert code == 2 and "3 of 8 hosts have no service window: db-01, db-02, db-03" in err
+    assert len(sql_rows(cli.database_url, "SELECT id FROM tasks")) == 1
