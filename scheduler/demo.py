@@ -191,6 +191,7 @@ class Demo:
              "overload_threshold_ms": self.overload_ms},
             environ={}, config_path=self.config)
         self.workers: list[subprocess.Popen[bytes]] = []
+        self._moved = ""  # the latest reorder that moved jobs, for the live header
         self.client: Any = None
         self.engine: Any = None
 
@@ -273,9 +274,10 @@ class Demo:
         """One line under 80 columns: the clock and the fair-share reorders so far."""
         line = f"SIMULATION  t+{time.monotonic() - started:.1f}s  fair-share reorders: " \
                f"{stats.get('reorder_count', '0')}"
-        if stats.get("reorder_jobs"):
-            line += f" (last: {stats['reorder_jobs']} jobs of {stats.get('reorder_tasks', '?')} tasks)"
-        return Text(line, style="dim")
+        if stats.get("reorder_jobs", "0") != "0":  # a reorder that found nothing to move is no news
+            self._moved = f" (latest moved {stats['reorder_jobs']} jobs, " \
+                          f"{stats.get('reorder_tasks', '?')} tasks)"
+        return Text(line + self._moved, style="dim")
 
     def follow(self, alice: TaskRun, bob: TaskRun) -> None:
         """Draw both tasks until they have finished; submit Bob's on time; note milestones."""
