@@ -90,3 +90,14 @@ class Keys:
     def window(self, name: str) -> str:
         """HASH: a service window's definition, copied from SQL for the claim path."""
         return f"{self.tag}:window:{name}"
+
+    def schedule(self, name: str) -> str:
+        """HASH of a schedule's due entry ``sched:<name>``: occurrence (ms), token, owner, state.
+
+        claim.lua builds the same name as ``<tag>:`` .. entry id."""
+        return f"{self.tag}:sched:{name}"
+
+    @staticmethod
+    def schedule_entry(name: str) -> str:
+        """The due-set member of a schedule (it lives in the ``urgent`` set)."""
+        return f"sched:{name}"

@@ -31,6 +31,7 @@ from scheduler.queue_types import (
     MAX_BATCH,
     Claim,
     ClaimedJob,
+    ClaimedSchedule,
     FailOutcome,
     JobResult,
     JobSpec,
@@ -163,10 +164,11 @@ class Queue:
         check_ms("lease_ms", lease, minimum=1)
         keys = [*self.keys.all_due(), self.keys.dead, self.keys.events]
         args = [self.keys.tag, worker, batch, lease, batch * SCAN_FACTOR + SCAN_EXTRA, self.keys.wake]
-        now, next_due, claimed, lost = self._run("claim", keys, args)
+        now, next_due, claimed, lost, fires = self._run("claim", keys, args)
         jobs = [ClaimedJob.from_reply(fields) for fields in json.loads(claimed) or ()]
         return Claim(now_ms=int(now), jobs=jobs, next_due_ms=None if next_due < 0 else int(next_due),
-                     lost=[text(x) for x in lost])
+                     lost=[text(x) for x in lost],
+                     schedules=[ClaimedSchedule.from_reply(f) for f in json.loads(fires) or ()])
 
     def extend(self, worker: str, leases: Sequence[tuple[str, int]], *,
                lease_ms: int | None = None) -> list[Code]:

@@ -178,6 +178,22 @@ class ClaimedJob:
 
 
 @dataclass(frozen=True)
+class ClaimedSchedule:
+    """A schedule's due entry (``sched:<name>``) claimed to be fired: create the task of
+    ``occurrence_ms``, then ``fire`` with ``token`` (scheduler/schedules.py)."""
+
+    name: str
+    token: int
+    occurrence_ms: int
+
+    @classmethod
+    def from_reply(cls, f: list[str]) -> ClaimedSchedule:
+        """From claim.lua's 3 strings: name, token, occurrence."""
+        name, token, occurrence = f
+        return cls(name=name, token=int(token), occurrence_ms=int(occurrence))
+
+
+@dataclass(frozen=True)
 class Claim:
     """The result of one claim call."""
 
@@ -185,6 +201,7 @@ class Claim:
     jobs: list[ClaimedJob]
     next_due_ms: int | None  # earliest score left in any due set
     lost: list[str]  # job ids failed as lost by this claim
+    schedules: list[ClaimedSchedule] = field(default_factory=list)  # entries to fire
 
 
 @dataclass(frozen=True)

@@ -2,18 +2,45 @@
 
 The master calls :func:`window_deferral` for every claimed job that carries a window (``window``
 or ``wclose_ms`` set), before the job is started. A :class:`Deferral` makes the master call
-``Queue.defer`` (no attempt counted) instead of running the job. Until service windows land this
-defers nothing; the windows code replaces the body of this one function.
+``Queue.defer`` (no attempt counted, a ``defer`` event) instead of running the job.
+
+How it decides, judged by the Redis clock at the claim (``Claim.now_ms``):
+
+1. The job's ``window`` field names the windows and freezes that applied to its host at
+   submission (``scheduler.windowing.window_field``: ``"maint-sun !year-end"``); their
+   definitions are read from ``Keys.window`` (one pipelined round trip, parsed once per
+   definition and cached).
+2. ``scheduler.windows.next_opening(windows, now, expected, freezes=...)``: the first instant
+   at or after ``now`` from which the action's expected duration fits inside an approved
+   opening and outside every freeze. If that instant is ``now``, the job runs.
+3. Otherwise the job is deferred to that instant, with the opening's close as its new
+   ``wclose``, and a reason saying which case it was: outside the window (closed, not yet
+   open, or frozen), or too little of the window left for the expected duration (the cutoff,
+   as in AWS SSM maintenance windows).
+4. No opening within the search horizon, or a definition missing from Redis: deferred by
+   :data:`RECHECK_MS` with a reason naming the problem (the operator approves or fixes the
+   window, or cancels the task); the job never starts outside a window.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import redis
 
+from scheduler.errors import FleetschedError
 from scheduler.keys import Keys
+from scheduler.windowing import parse_window_field, window_from_hash
+from scheduler.windows import Window, is_open, next_opening
+
+RECHECK_MS = 300_000
+"""A job whose window cannot be evaluated (missing, corrupt, no opening) looks again this late."""
+
+_CACHE = 256  # parsed window definitions kept per process
+_parsed: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], Window | str] = OrderedDict()
 
 
 @dataclass(frozen=True)
@@ -25,11 +52,86 @@ class Deferral:
     reason: str  # one line for the operator, e.g. "window maint-sun closed at 04:00 UTC"
 
 
+def _at(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, timezone.utc)
+
+
+def _ms_ceil(at: datetime) -> int:
+    """A datetime as ms epoch, rounded up (a job never becomes due before its opening)."""
+    whole = int(at.timestamp()) * 1000
+    return whole + -(-at.microsecond // 1000)
+
+
+def _fmt(at: datetime) -> str:
+    return at.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _window(name: str, data: dict[str, str]) -> Window | str:
+    """The parsed definition (cached by content), or a message saying why it is unusable."""
+    key = (name, tuple(sorted(data.items())))
+    found = _parsed.get(key)
+    if found is None:
+        if not data:
+            found = f"window {name} is not in Redis (removed? run `fleetsched windows sync`)"
+        else:
+            try:
+                found = window_from_hash(name, data)
+            except (FleetschedError, ValueError) as exc:
+                found = f"window {name} cannot be read: {exc}"
+        _parsed[key] = found
+        if len(_parsed) > _CACHE:
+            _parsed.popitem(last=False)
+    return found
+
+
+def _definitions(client: redis.Redis, keys: Keys, names: list[str]) -> list[Window | str]:
+    pipe = client.pipeline(transaction=False)
+    for name in names:
+        pipe.hgetall(keys.window(name))
+    return [_window(n, {_s(k): _s(v) for k, v in d.items()})
+            for n, d in zip(names, pipe.execute())]
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def window_deferral(client: redis.Redis, keys: Keys, job: Any, now_ms: int,
                     expected_ms: int) -> Deferral | None:
-    """Whether ``job`` (a ``ClaimedJob``) must wait for its window's next opening.
+    """Whether ``job`` (a ``ClaimedJob``) must wait for its window's next opening (see above).
 
     ``now_ms`` is the Redis clock at the claim; ``expected_ms`` the action's expected duration
-    (a job that cannot finish before ``job.wclose_ms`` should wait too).
+    (a job that cannot finish before its window closes waits for the next opening).
     """
-    return None
+    if not job.window:
+        return None  # a window close alone (queue-core tests) says nothing about openings
+    wanted, frozen = parse_window_field(job.window)
+    defs = _definitions(client, keys, wanted + frozen)
+    problems = [d for d in defs if isinstance(d, str)]
+    now = _at(now_ms)
+    if problems or not wanted:
+        why = problems[0] if problems else "the job names no window"
+        return Deferral(now_ms + RECHECK_MS, None, f"{why}; checking again in 5 min")
+    windows = [d for d in defs[:len(wanted)] if isinstance(d, Window)]
+    freezes = [d for d in defs[len(wanted):] if isinstance(d, Window)]
+    need = timedelta(milliseconds=max(0, expected_ms))
+    found = next_opening(windows, now, need, freezes=freezes)
+    if found is not None and found.start_utc <= now:
+        return None
+    if found is None:
+        return Deferral(now_ms + RECHECK_MS, None,
+                        f"no approved opening of {' '.join(wanted)} fits "
+                        f"{need.total_seconds():g}s in the next two years; checking again in 5 min")
+    due, wclose = _ms_ceil(found.start_utc), _ms_ceil(found.end_utc)
+    if is_open(windows, now, freezes=freezes):
+        why = (f"{need.total_seconds():g}s expected, but the window closes before that "
+               f"(cutoff)")
+    elif any(is_open([replace(f, freeze=False, approved=True)], now) for f in freezes):
+        why = "inside a freeze period"
+    else:
+        why = "outside its window"
+    return Deferral(due, wclose, f"{why}; deferred to the next opening at {_fmt(found.start_utc)} "
+                                 f"(closes {_fmt(found.end_utc)})")
+
+
+__all__ = ["Deferral", "RECHECK_MS", "window_deferral"]

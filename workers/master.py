@@ -19,6 +19,8 @@ Responsibilities, in the order a job meets them:
 7. After every claim, the overload check (``scheduler.fairshare.maybe_reorder``): free unless
    the claim shows the queue's head late by more than the threshold; a reorder it starts runs
    in a thread of its own.
+8. Schedule entries a claim returns (``Claim.schedules``) go to the firer thread
+   (``workers.firer``), which creates each occurrence's task and moves the entry on.
 
 Every thread that talks to Redis has its own ``Queue`` object; children never talk to Redis.
 """
@@ -39,6 +41,7 @@ from scheduler.queue import JobResult, Queue
 from workers.config import NodeConfig
 from workers.deferral import window_deferral
 from workers.finisher import Finisher
+from workers.firer import Firer
 from workers.heartbeat import Heartbeat
 from workers.inputs import InputReader
 from workers.pool import ChildHandle, Pool
@@ -74,6 +77,8 @@ class Node:
                                    extra=self._presence_extra)
         self.watchdog = Watchdog(self.slots, self.pool, self.finisher)
         self.recorder = recorder
+        self.firer = Firer(config.settings, client, self.keys, config.worker_id,
+                           getattr(recorder, "engine", None))
         self._claimq = self._queue()
         self._stopping = threading.Event()
         self._background_stop = threading.Event()
@@ -144,6 +149,8 @@ class Node:
                 continue
             fairshare.maybe_reorder(self._claimq, claim, self.config.settings,
                                     worker=self.config.worker_id)
+            if claim.schedules:
+                self.firer.submit(claim)  # fired in its own thread (workers/firer.py)
             if claim.lost:
                 self.stats.add(lost_seen=len(claim.lost))
                 log.warning("jobs found lost by their worker and failed: %s", " ".join(claim.lost))
@@ -260,6 +267,7 @@ class Node:
         if not self.pool.wait_all_exited(10):
             log.error("some child processes did not exit")
         self.finisher.stop()
+        self.firer.stop()
         self._background_stop.set()
         for t in self._threads:
             t.join(5)

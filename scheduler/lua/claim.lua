@@ -10,11 +10,13 @@ ARGV[4]     lease (ms, >= 1): a claimed job's score becomes now + lease
 ARGV[5]     scan limit: due entries visited at most in this call (>= batch), bounds the work
             spent parking, holding, cancelling and burying when few jobs are claimable
 ARGV[6]     wake channel ({P}:wake)
-Returns     {now_ms, next_due_ms or -1, claimed, lost}
+Returns     {now_ms, next_due_ms or -1, claimed, lost, schedules}
             claimed: JSON text (one bulk reply parses faster than a nested array): a list with
                      one list of 8 strings per job: id, host, token, attempt, due, window
                      ('' none), window close ('' none), after_loss ('1' | '0'); '{}' when empty
             lost:    ids failed as lost by this call
+            schedules: JSON text: one list of 3 strings per schedule entry claimed: name,
+                     token, occurrence (ms); '{}' when empty
 Errors      {-4 BAD_ARGUMENT, message}; nothing is written.
 
 Every due entry visited leaves the range [-inf, now] in the same call (claimed: moved to the
@@ -35,6 +37,10 @@ What happens to a due entry, by the state of its job and task (one branch of vis
   otherwise                                  -> claimed: new fencing token, attempt + 1,
                                                 score = now + lease, running + 1 (event claim)
 (Fair-share reorder and window deferral hook in before the claim branch.)
+A schedule's entry `sched:<name>` (no job hash; its hash is <tag>:sched:<name>) is claimed like a
+job: token + 1, owner and state 'firing' in its hash, score = now + lease; it counts toward the
+batch. The worker creates the occurrence's task, then fire.lua moves the entry on (token-checked).
+An entry without its hash is dropped with a cancel event.
 
 Derived keys: job ids come from the due sets, task ids from the job hashes; their keys
 <tag>:job:<id>, <tag>:task:<id>, <tag>:parked:<id>, <tag>:held:<id> are built from the tag in
@@ -57,7 +63,7 @@ if worker == '' then return fs_err(FS_BAD_ARGUMENT, 'worker id is empty') end
 local now = fs_now()
 local now_text = fs_int(now)
 local expiry = now + lease
-local claimed, lost = {}, {}
+local claimed, lost, schedules = {}, {}, {}
 local taken = 0
 local tasks = {}     -- task id -> cached {key, state, max_running, running, claimed, ...}
 local task_order = {}
@@ -152,7 +158,24 @@ local function lose(due, id, jk, j, t)
   return false
 end
 
+local function take_schedule(due, id, pairs_out)
+  local sk = tag .. ':' .. id
+  local f = redis.call('HMGET', sk, 'occurrence', 'token')
+  if not f[1] then
+    redis.call('ZREM', due, id)
+    fs_emit(events, now, 'cancel', {'schedule', string.sub(id, 7), 'error', 'no schedule hash for this due entry'})
+    return
+  end
+  local token = fs_int(fs_num(f[2]) + 1)
+  redis.call('HSET', sk, 'token', token, 'owner', worker, 'state', 'firing')
+  pairs_out[#pairs_out + 1] = expiry
+  pairs_out[#pairs_out + 1] = id
+  schedules[#schedules + 1] = {string.sub(id, 7), token, f[1]}
+  taken = taken + 1
+end
+
 local function visit(due, id, pairs_out)
+  if string.sub(id, 1, 6) == 'sched:' then return take_schedule(due, id, pairs_out) end
   local jk = tag .. ':job:' .. id
   local f = redis.call('HMGET', jk, 'state', 'attempt', 'token', 'host', 'due', 'owner', 'window', 'wclose')
   if not f[1] then
@@ -228,4 +251,4 @@ for _, prio in ipairs({'urgent', 'normal', 'bulk'}) do
   local head = redis.call('ZRANGE', due_keys[prio], 0, 0, 'WITHSCORES')
   if head[2] ~= nil and (next_due < 0 or tonumber(head[2]) < next_due) then next_due = tonumber(head[2]) end
 end
-return {now, next_due, cjson.encode(claimed), lost}
+return {now, next_due, cjson.encode(claimed), lost, cjson.encode(schedules)}
