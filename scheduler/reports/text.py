@@ -29,7 +29,10 @@ def _cell(value: Any) -> str:
 
 
 def _plain(value: Any) -> Any:
-    return value.isoformat() if isinstance(value, datetime) else value
+    """ISO 8601 with the UTC offset for every time (SQLite's come back naive UTC)."""
+    if isinstance(value, datetime):
+        return value.isoformat() if value.tzinfo else value.isoformat() + "+00:00"
+    return value
 
 
 def summary_rows(report: Report) -> list[dict[str, Any]]:
