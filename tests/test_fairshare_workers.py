@@ -83,15 +83,18 @@ def test_bob_s_four_jobs_start_within_a_few_claim_rounds_of_the_reorder(
     submit(redis_client, "bob", 4)
     # When the node notices the overload and reorders
     wait_until(lambda: finished(redis_client, "bob", 4), 20, "bob's jobs done", w.tail, [w])
-    stream = events(redis_client, ("enqueue", "reorder", "claim"))
+    # (a reorder's event is written when it ends, maybe after Bob's jobs; cut_ms is its start)
+    queued = next(int(e["ts"]) for e in events(redis_client, ("enqueue",)) if e["task"] == "bob")
+
+    def reorder_after_bob() -> dict | None:
+        details = [json.loads(e["detail"]) for e in events(redis_client, ("reorder",))]
+        return next((d for d in details if d["cut_ms"] >= queued), None)
+
+    reorder = wait_until(reorder_after_bob, 20, "the reorder's event", w.tail, [w])
+    stream = events(redis_client, ("claim",))
     # Then Bob's jobs were all claimed within three claim rounds (8 slots each) of the reorder
-    # (its event is written when it ends; its detail says when it began: cut_ms)
-    queued = next(int(e["ts"]) for e in stream if e["kind"] == "enqueue" and e["task"] == "bob")
-    reorder = next(json.loads(e["detail"]) for e in stream
-                   if e["kind"] == "reorder" and json.loads(e["detail"])["cut_ms"] >= queued)
-    bob_last = max(int(e["ts"]) for e in stream if e["kind"] == "claim" and e["task"] == "bob")
-    claims_between = [e for e in stream if e["kind"] == "claim"
-                      and reorder["cut_ms"] <= int(e["ts"]) <= bob_last]
+    bob_last = max(int(e["ts"]) for e in stream if e["task"] == "bob")
+    claims_between = [e for e in stream if reorder["cut_ms"] <= int(e["ts"]) <= bob_last]
     assert len(claims_between) <= 3 * 8, claims_between
     assert reorder["tasks"] == 2
     # and long before Alice's task is done
@@ -107,6 +110,7 @@ def test_ten_backlogged_tasks_get_equal_shares_of_the_claims(redis_client: redis
     w = node(slots=8)
     wait_until(lambda: finished(redis_client, "t9", sizes["t9"]), 60, "the smallest task done",
                w.tail, [w])
+    wait_until(lambda: events(redis_client, ("reorder",)), 20, "the reorder's event", w.tail, [w])
     stream = events(redis_client, ("reorder", "claim"))
     # Then from the reorder until the smallest task's last claim, each task got 10% +- 10%
     start = next(json.loads(e["detail"])["cut_ms"] for e in stream if e["kind"] == "reorder")
