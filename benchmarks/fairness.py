@@ -129,7 +129,8 @@ def reorder_cost(url: str, jobs: int) -> dict[str, Any]:
     client.config_set("slowlog-log-slower-than", SLOWLOG_US)
     client.slowlog_reset()
     client.config_resetstat()
-    summary = reorder_now(q, Settings(overload_threshold_ms=1_000, overload_lock_ms=30_000), force=True)
+    settings = Settings(overload_threshold_ms=1_000, overload_lock_ms=30_000)
+    summary = reorder_now(q, settings, force=True)
     stats = client.info("commandstats")
     log = client.slowlog_get(10_000)
     client.config_set("slowlog-log-slower-than", 10_000)
@@ -177,7 +178,8 @@ def run(quick: bool) -> dict[str, Any]:
         "slots": SLOTS, "overload_threshold_ms": THRESHOLD_MS,
         "fair_share_on": {k: median(on, k) for k in ("alice_s", "bob_s", "ratio", "reorders")},
         "fair_share_off": {k: median(off, k) for k in ("alice_s", "bob_s", "ratio", "reorders")},
-        "reorder_cost": {size: {k: median(rows, k) for k in rows[0]} for size, rows in costs.items()},
+        "reorder_cost": {size: {k: median(rows, k) for k in rows[0]}
+                         for size, rows in costs.items()},
         "raw": {"on": on, "off": off, "reorder_cost": costs},
     }
 
@@ -185,7 +187,8 @@ def run(quick: bool) -> dict[str, Any]:
 def table(r: dict[str, Any]) -> str:
     lines = [f"Alice/Bob: Alice {r['alice_jobs']} jobs, Bob 4, {r['job_ms']} ms each, {r['slots']} "
              f"slots, threshold {r['overload_threshold_ms']} ms, median of {r['runs']}",
-             f"{'fair share':<12}{'Bob done (s)':>14}{'Alice done (s)':>16}{'ratio':>8}{'reorders':>10}"]
+             f"{'fair share':<12}{'Bob done (s)':>14}{'Alice done (s)':>16}{'ratio':>8}"
+             f"{'reorders':>10}"]
     for label, key in (("on", "fair_share_on"), ("off", "fair_share_off")):
         row = r[key]
         lines.append(f"{label:<12}{row['bob_s']:>14.2f}{row['alice_s']:>16.2f}{row['ratio']:>8.3f}"

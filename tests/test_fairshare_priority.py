@@ -126,7 +126,8 @@ def test_a_lost_lease_in_the_old_class_is_still_found_and_retried(queue: Queue) 
     assert all(queue.client.zcard(KEYS.due(p)) == 0 for p in PRIORITY_CLASSES)
 
 
-def test_claim_files_a_pending_job_met_in_its_tasks_old_class_into_the_new_one(queue: Queue) -> None:
+def test_claim_files_a_pending_job_met_in_its_tasks_old_class_into_the_new_one(
+        queue: Queue) -> None:
     # Given a task whose class changed but whose jobs were not moved yet (a move under way)
     now = redis_now_ms(queue.client)
     make_task(queue, "slow", 3, due_ms=now - 10_000)

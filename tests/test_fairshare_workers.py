@@ -101,7 +101,8 @@ def test_bob_s_four_jobs_start_within_a_few_claim_rounds_of_the_reorder(
     assert int(redis_client.hget(KEYS.task("alice"), "succeeded") or 0) < 1_500
 
 
-def test_ten_backlogged_tasks_get_equal_shares_of_the_claims(redis_client: redis.Redis, node) -> None:
+def test_ten_backlogged_tasks_get_equal_shares_of_the_claims(
+        redis_client: redis.Redis, node) -> None:
     # Given ten tasks of 400 down to 40 jobs, all queued at once, the biggest first
     sizes = {f"t{i}": 400 - 40 * i for i in range(10)}
     for task, n in sizes.items():
@@ -115,7 +116,8 @@ def test_ten_backlogged_tasks_get_equal_shares_of_the_claims(redis_client: redis
     # Then from the reorder until the smallest task's last claim, each task got 10% +- 10%
     start = next(json.loads(e["detail"])["cut_ms"] for e in stream if e["kind"] == "reorder")
     end = max(int(e["ts"]) for e in stream if e["kind"] == "claim" and e["task"] == "t9")
-    window = Counter(e["task"] for e in stream if e["kind"] == "claim" and start <= int(e["ts"]) <= end)
+    window = Counter(e["task"] for e in stream
+                     if e["kind"] == "claim" and start <= int(e["ts"]) <= end)
     fair = sum(window.values()) / 10
     assert len(window) == 10 and fair >= 20
     assert all(abs(n - fair) <= 0.1 * fair for n in window.values()), window
