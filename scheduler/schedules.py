@@ -42,9 +42,9 @@ from scheduler.recurrence import as_utc, zone
 from scheduler.submit import TaskRequest
 
 __all__ = [
-    "EVERY", "Every", "NAME_RE", "ScheduleSpec", "add_schedule", "grace", "list_schedules",
+    "EVERY", "Every", "LIST_COLUMNS", "NAME_RE", "ScheduleSpec", "add_schedule", "grace", "list_schedules",
     "next_occurrences", "pause_schedule", "remove_schedule", "request_of", "resume_schedule",
-    "show_schedule", "timing", "timing_of",
+    "show_schedule", "timing", "timing_of", "upcoming_rows",
 ]
 
 EVERY = "@every "
@@ -75,7 +75,8 @@ class Every:
             k += 1
 
     def explain(self) -> str:
-        return f"every {format_duration(self.seconds)} (on whole multiples since the epoch)"
+        size = f"{self.seconds}s" if self.seconds < 60 else format_duration(self.seconds)
+        return f"every {size} (on whole multiples since the epoch)"
 
 
 Timing = CronSchedule | Every
@@ -374,9 +375,23 @@ def show_schedule(session: Session, name: str, now: datetime | None = None,
     for ts, data in session.execute(sa.select(e.c.ts, e.c.data).where(e.c.kind == "missed")
                                     .order_by(e.c.ts.desc()).limit(5000)):
         if isinstance(data, dict) and data.get("schedule") == name and len(missed) < limit:
-            missed.append({"recorded": ts, "occurrence": data.get("occurrence"),
+            occ = data.get("occurrence")
+            missed.append({"recorded": ts,
+                           "occurrence": datetime.fromtimestamp(int(occ) / 1000, timezone.utc)
+                           if str(occ or "").isdigit() else None,
                            "why": data.get("error")})
     return {**_summary(row, now), "explain": t.explain(), "options": row.options,
             "params": row.params, "catchup_window_s": row.catchup_window_s,
             "created_by": row.created_by, "created_at": row.created_at,
             "tasks": tasks, "missed": missed}
+
+
+def upcoming_rows(session: Session, name: str, count: int,
+                  now: datetime | None = None) -> list[dict[str, Any]]:
+    """``schedules next``: the next ``count`` occurrences in the schedule's zone and in UTC."""
+    if not 1 <= count <= 1000:
+        raise ValidationError(f"--count {count} must be from 1 to 1000")
+    row = _row(session, name)
+    tz = zone(row.tz)
+    return [{"local": at.astimezone(tz), "tz": row.tz, "utc": at}
+            for at in next_occurrences(timing_of(row.cron, row.tz), now or utcnow(), count)]

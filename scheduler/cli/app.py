@@ -118,7 +118,9 @@ from scheduler.cli.hosts_cmd import hosts_app  # noqa: E402
 from scheduler.cli.recorder_cmd import recorder_app  # noqa: E402
 from scheduler.cli.reconcile_cmd import reconcile_app  # noqa: E402
 from scheduler.cli.redis_cmd import redis_app  # noqa: E402
+from scheduler.cli.schedules_cmd import schedules_app  # noqa: E402
 from scheduler.cli.tasks_cmd import tasks_app  # noqa: E402
+from scheduler.cli.windows_cmd import windows_app  # noqa: E402
 from scheduler.cli.worker_cmd import worker_app  # noqa: E402
 
 app.add_typer(actions_app, name="actions")
@@ -129,7 +131,9 @@ app.add_typer(hosts_app, name="hosts")
 app.add_typer(reconcile_app, name="reconcile")
 app.add_typer(recorder_app, name="recorder")
 app.add_typer(redis_app, name="redis")
+app.add_typer(schedules_app, name="schedules")
 app.add_typer(tasks_app, name="tasks")
+app.add_typer(windows_app, name="windows")
 app.add_typer(worker_app, name="worker")
 
 from scheduler.cli import submit_cmd  # noqa: E402

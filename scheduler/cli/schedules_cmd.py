@@ -1,0 +1,168 @@
+"""``fleetsched schedules add|list|show|pause|resume|remove|next``: recurring tasks.
+
+Thin: the task options are parsed exactly as ``fleetsched submit`` parses them (its
+``_request``), then ``scheduler.schedules`` checks, records and arms the schedule. Workers fire
+it (no leader process). Rules: docs/guides/windows-and-schedules.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+import typer
+
+from scheduler.cli import output
+
+schedules_app = typer.Typer(help="Recurring schedules: tasks created at cron times, exactly once.",
+                            no_args_is_help=True)
+
+OutputOption = Annotated[output.OutputFormat,
+                         typer.Option("--output", "-o", help="table, json or csv")]
+Name = Annotated[str, typer.Argument(help="The schedule's name.")]
+
+
+@contextmanager
+def _context(ctx: typer.Context) -> Iterator[tuple[Any, Any, Any, str]]:
+    """(engine, connect, keys, operator)."""
+    from scheduler.cli.app import state  # here: app.py imports this module
+    from scheduler.inventory import open_database
+    from scheduler.keys import Keys
+    from scheduler.redis_conn import connect
+
+    settings = state(ctx).settings
+    engine = open_database(settings)
+    try:
+        yield engine, (lambda: connect(settings)), Keys(settings.queue_prefix), settings.operator
+    finally:
+        engine.dispose()
+
+
+@schedules_app.command("add", epilog="""Examples:
+
+  fleetsched schedules add dnssec-roll --cron '0 3 * * SUN' --tz Europe/Berlin key-rollover --target group:dns -p zone=example.org
+
+  fleetsched schedules add fw-check --cron '*/15 * * * *' command -t 'fw-*' -p cmd='fw status' --catch-up skip
+
+  fleetsched schedules add heartbeat --every 30s command -t all -p cmd=true --overlap allow
+
+Exit codes: 0 armed, 1 recorded but not armed (run schedules resume NAME), 2 bad input (nothing
+written), 4 unknown action.
+""")
+def add_cmd(
+    ctx: typer.Context, name: Name,
+    action: Annotated[str, typer.Argument(help="The action (see `fleetsched actions list`).")],
+    cron: Annotated[str | None, typer.Option("--cron", help="Cron expression (5 fields or @daily ...).")] = None,
+    every: Annotated[str | None, typer.Option("--every", help="An interval instead of cron (30s, 5m): whole multiples since the epoch.")] = None,
+    tz: Annotated[str, typer.Option("--tz", help="IANA time zone of the cron expression.")] = "UTC",
+    target: Annotated[str | None, typer.Option("--target", "-t", help="Hosts: group:NAME, names, globs, !exclusions, all.")] = None,
+    param: Annotated[list[str] | None, typer.Option("--param", "-p", help="An action parameter NAME=VALUE (repeatable).")] = None,
+    in_window: Annotated[bool, typer.Option("--in-window", help="Each host's job waits for its service window.")] = False,
+    max_concurrency: Annotated[str | None, typer.Option("--max-concurrency", help="N or P% of the hosts.")] = None,
+    max_failures: Annotated[str | None, typer.Option("--max-failures", help="Abort after N or P% failed jobs.")] = None,
+    timeout: Annotated[str | None, typer.Option("--timeout", help="Per attempt (default 1h).")] = None,
+    retries: Annotated[int | None, typer.Option("--retries", help="Retries after a failed attempt (default 2).")] = None,
+    priority: Annotated[str, typer.Option("--priority", help="urgent, normal or bulk.")] = "normal",
+    executor: Annotated[str | None, typer.Option("--executor", help="ssh, local or simulate.")] = None,
+    executor_option: Annotated[list[str] | None, typer.Option("--executor-option", help="Executor option NAME=VALUE (repeatable).")] = None,
+    catch_up: Annotated[str, typer.Option("--catch-up", help="After downtime: skip, latest or all.")] = "latest",
+    catch_up_window: Annotated[str, typer.Option("--catch-up-window", help="How old a missed occurrence may be and still run (latest/all).")] = "1h",
+    overlap: Annotated[str, typer.Option("--overlap", help="skip (not while the previous task runs) or allow.")] = "skip",
+    fmt: OutputOption = output.OutputFormat.table,
+) -> None:
+    """Add a schedule: the task is checked as `submit` would, then armed for its next occurrence."""
+    from scheduler.cli.submit_cmd import _request
+    from scheduler.policy import parse_duration
+    from scheduler.schedules import ScheduleSpec, add_schedule
+
+    options = {"in_window": in_window, "max_concurrency": max_concurrency,
+               "max_failures": max_failures, "timeout": timeout, "retries": retries,
+               "backoff": None, "name": None, "priority": priority, "executor": executor,
+               "executor_option": executor_option, "idempotent": None}
+    request = _request(action, target, param, None, None, options)
+    window = parse_duration(catch_up_window, "--catch-up-window")
+    spec = ScheduleSpec(name=name, request=request, tz=tz, cron=cron, every=every,
+                        catchup=catch_up, catchup_window_s=int(window.total_seconds()),
+                        overlap=overlap)
+    with _context(ctx) as (engine, connect, keys, operator):
+        done = add_schedule(engine, connect, spec, operator=operator, keys=keys)
+    if fmt is not output.OutputFormat.table:
+        output.emit_object(done, fmt)
+    nxt = done["next"]
+    output.info(f"schedule {name} armed: {done['explain']} ({done['tz']}), {done['hosts']} hosts; "
+                f"next {nxt.isoformat() if nxt else 'never'}")
+
+
+@schedules_app.command("list", epilog="Example:\n\n  fleetsched schedules list -o json")
+def list_cmd(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) -> None:
+    """List schedules with their last and next occurrence."""
+    from scheduler.inventory import transaction
+    from scheduler.schedules import LIST_COLUMNS, list_schedules
+
+    with _context(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
+        rows = list_schedules(session)
+    output.emit_rows(rows, LIST_COLUMNS, fmt)
+
+
+@schedules_app.command("show", epilog="Example:\n\n  fleetsched schedules show dnssec-roll")
+def show_cmd(ctx: typer.Context, name: Name, fmt: OutputOption = output.OutputFormat.table) -> None:
+    """One schedule: definition, options, latest tasks, latest missed occurrences."""
+    from scheduler.inventory import transaction
+    from scheduler.schedules import show_schedule
+
+    with _context(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
+        info = show_schedule(session, name)
+    if fmt is not output.OutputFormat.table:
+        output.emit_object(info, fmt)
+        return
+    output.emit_object({k: v for k, v in info.items() if k not in ("tasks", "missed")}, fmt)
+    output.emit_rows(info["tasks"], ["task", "occurrence", "state", "total", "succeeded", "failed"],
+                     fmt, title="latest tasks")
+    output.emit_rows(info["missed"], ["occurrence", "why", "recorded"], fmt, title="latest missed")
+
+
+@schedules_app.command("pause", epilog="Example:\n\n  fleetsched schedules pause dnssec-roll")
+def pause_cmd(ctx: typer.Context, name: Name) -> None:
+    """Stop firing until resume (occurrences meanwhile are recorded as missed at resume)."""
+    from scheduler.schedules import pause_schedule
+
+    with _context(ctx) as (engine, connect, keys, operator):
+        changed = pause_schedule(engine, connect, name, operator=operator, keys=keys)
+    output.info(f"schedule {name} {'paused' if changed else 'was paused already'}")
+
+
+@schedules_app.command("resume", epilog="Example:\n\n  fleetsched schedules resume dnssec-roll")
+def resume_cmd(ctx: typer.Context, name: Name) -> None:
+    """Fire again from the next occurrence (also re-arms a schedule Redis lost)."""
+    from scheduler.schedules import resume_schedule
+
+    with _context(ctx) as (engine, connect, keys, operator):
+        done = resume_schedule(engine, connect, name, operator=operator, keys=keys)
+    nxt = done["next"]
+    output.info(f"schedule {name} {'resumed' if done['resumed'] else 'armed'}: "
+                f"{done['missed']} occurrences recorded as missed; next "
+                f"{nxt.isoformat() if nxt else 'never'}")
+
+
+@schedules_app.command("remove", epilog="Example:\n\n  fleetsched schedules remove dnssec-roll")
+def remove_cmd(ctx: typer.Context, name: Name) -> None:
+    """Remove a schedule; the tasks it created stay, with their record."""
+    from scheduler.schedules import remove_schedule
+
+    with _context(ctx) as (engine, connect, keys, operator):
+        remove_schedule(engine, connect, name, operator=operator, keys=keys)
+    output.info(f"schedule {name} removed")
+
+
+@schedules_app.command("next", epilog="Example:\n\n  fleetsched schedules next dnssec-roll --count 3")
+def next_cmd(ctx: typer.Context, name: Name,
+             count: Annotated[int, typer.Option("--count", "-n", help="How many occurrences.")] = 5,
+             fmt: OutputOption = output.OutputFormat.table) -> None:
+    """The next occurrences, in the schedule's zone and in UTC."""
+    from scheduler.inventory import transaction
+    from scheduler.schedules import upcoming_rows
+
+    with _context(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
+        rows = upcoming_rows(session, name, count)
+    output.emit_rows(rows, ["local", "tz", "utc"], fmt)
