@@ -64,7 +64,7 @@ def test_concurrent_upgrades_from_several_nodes_do_not_collide(database_url: str
             "t = float(sys.argv[2]); time.sleep(max(0, t - time.time())); "
             "migrate.upgrade(sys.argv[1])")
     import time
-    start = str(time.time() + 2.0)
+    start = str(time.time() + 1.0)
     procs = [subprocess.Popen([sys.executable, "-c", code, database_url, start],
                               stderr=subprocess.PIPE, text=True) for _ in range(4)]
     results = [(p.wait(60), p.stderr.read()) for p in procs]
