@@ -6,7 +6,7 @@ A :class:`Demo` runs these steps, each on real components, in a private state di
 1. settings built from nothing but the demo directory (an empty config file, no
    ``FLEETSCHED_*`` variable), so the embedded Redis and the SQLite file are the demo's own;
 2. a generated Ansible INI inventory (``--hosts`` hosts in 30 customer groups, 3 regions)
-   imported into SQL, and three service windows assigned to groups;
+   imported into SQL, and three service windows assigned to groups (``scheduler.demo_fleet``);
 3. worker processes (``python -m workers``, i.e. ``fleetsched worker``) started and waited for;
 4. Alice submits a task on every host; a moment later Bob submits one on 4 hosts; both use
    the ``simulate`` executor (nothing is contacted; every result is marked simulated);
@@ -40,9 +40,10 @@ from rich.live import Live
 from rich.text import Text
 
 from scheduler.config import Settings, load_settings
+from scheduler.demo_fleet import add_windows, write_inventory
 from scheduler.errors import FleetschedError, ValidationError
 
-__all__ = ["DemoOptions", "DemoResult", "Demo", "write_inventory"]
+__all__ = ["DemoOptions", "DemoResult", "Demo"]
 
 JOB_MS = 1_200  # a simulated job's duration at speed 1 (± a third)
 ALICE_S = 45.0  # Alice's task should take about this long at speed 1
@@ -51,18 +52,6 @@ OVERLOAD_MS = 2_000  # the head of the queue late by this much triggers a fair-s
 FAILURE_RATE = 0.004  # simulated failures (each job has one retry)
 WORKERS = 2  # worker processes (one per core of a small machine)
 DEMO_COLUMNS = ("task", "progress", "done", "failed", "running", "rate/s", "eta")  # fits 80 columns
-CUSTOMERS = ("acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "wonka",
-             "tyrell", "cyberdyne", "soylent", "oscorp", "aperture", "blackmesa", "vandelay",
-             "dunder", "gringotts", "monarch", "nakatomi", "oceanic", "pied", "prestige",
-             "sterling", "tessier", "virtucon", "weyland", "yoyodyne", "zorg", "duff", "krusty")
-REGIONS = ("eu", "us", "ap")
-WINDOWS = (  # (name, cron, hours, zone, group): a few customers only work at night
-    ("acme-sunday-night", "0 2 * * 0", 4, "Europe/Zurich", "customer-acme"),
-    ("globex-weeknights", "0 22 * * 1-5", 6, "America/New_York", "customer-globex"),
-    ("initech-saturday", "0 1 * * 6", 3, "Asia/Tokyo", "customer-initech"),
-)
-
-
 @dataclass(frozen=True)
 class DemoOptions:
     hosts: int = 3000
@@ -124,49 +113,6 @@ class DemoResult:
                     alice.finished is None or bob.finished < alice.finished),
                 "reorders": self.reorders, "elapsed_s": round(self.elapsed_s, 2),
                 "audit": self.audit, "state_dir": self.state_dir}
-
-
-def write_inventory(path: Path, hosts: int) -> list[str]:
-    """An INI inventory of ``hosts`` hosts in customer groups and regions; the group names."""
-    per = math.ceil(hosts / len(CUSTOMERS))
-    lines: list[str] = []
-    regions: dict[str, list[str]] = {r: [] for r in REGIONS}
-    made = 0
-    for i, customer in enumerate(CUSTOMERS):
-        group = f"customer-{customer}"
-        count = min(per, hosts - made)
-        if count <= 0:
-            break
-        lines.append(f"[{group}]")
-        for n in range(count):
-            name = f"{customer}-{n + 1:03d}"
-            lines.append(f"{name} ansible_host=10.{i}.{n // 250}.{n % 250 + 1}")
-        regions[REGIONS[i % len(REGIONS)]].append(group)
-        made += count
-    for region, groups in regions.items():
-        lines.append(f"[region-{region}:children]")
-        lines.extend(groups)
-    path.write_text("\n".join(lines) + "\n")
-    return [f"customer-{c}" for c in CUSTOMERS]
-
-
-def add_windows(engine: Any) -> list[str]:
-    """The demo's service windows, assigned to customer groups (rows of the SQL record)."""
-    from scheduler.db.models import Group, Window, WindowAssignment
-    from scheduler.inventory import transaction
-
-    names = []
-    with transaction(engine) as session:
-        for name, cron, hours, tz, group in WINDOWS:
-            g = session.query(Group).filter_by(name=group).one_or_none()
-            if g is None:
-                continue
-            w = Window(name=name, kind="recurring", cron=cron, duration_s=hours * 3600, tz=tz,
-                       created_by="demo", description=f"{group}: maintenance window")
-            w.assignments.append(WindowAssignment(group_id=g.id))
-            session.add(w)
-            names.append(f"{name} ({cron}, {hours}h {tz}) for {group}")
-    return names
 
 
 def _env(config: Path, state_dir: Path, overload_ms: int) -> dict[str, str]:

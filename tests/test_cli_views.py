@@ -5,8 +5,8 @@ worker process (``python -m workers``, the simulate executor)."""
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import signal
 import subprocess
 import sys
