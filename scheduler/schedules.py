@@ -108,8 +108,8 @@ def timing_of(expr: str, tz: str) -> Timing:
 
 def grace(t: Timing) -> timedelta:
     """How late an occurrence may fire and still count as on time (runs under every policy)."""
-    if isinstance(t, Every):
-        return timedelta(seconds=min(60, t.seconds))
+    if isinstance(t, Every):  # half the period: a late claim is not taken for the next fire
+        return timedelta(seconds=min(60, t.seconds / 2))
     return timedelta(minutes=1)
 
 
