@@ -3,8 +3,9 @@
 ``connect(settings)`` is the one way every part of fleetsched gets a Redis client:
 
 1. No ``redis_url``: start or reuse the embedded private server (``scheduler.embedded``).
-2. A ``redis_url``: ``redis.Redis.from_url`` with connect/read timeouts, TCP keepalive and
-   periodic health checks, so a dead server is noticed instead of hanging a worker.
+2. A ``redis_url``: ``redis.Redis.from_url`` with connect/read timeouts, TCP keepalive (TCP
+   URLs only: ``unix://`` sockets take no keepalive option) and periodic health checks, so a
+   dead server is noticed instead of hanging a worker.
 3. PING it; a refused, timed-out or unauthenticated connection becomes one
    ``RedisUnavailableError`` line naming the redacted URL.
 4. Refuse any server whose ``maxmemory-policy`` is not ``noeviction``: an evicted job is a lost
@@ -41,15 +42,18 @@ def display_url(settings: Settings) -> str:
 
 
 def _client_for_url(url: str, socket_timeout: float | None) -> redis.Redis:
+    options: dict[str, Any] = {
+        "decode_responses": True,
+        "socket_connect_timeout": CONNECT_TIMEOUT_S,
+        "socket_timeout": socket_timeout,
+        "health_check_interval": HEALTH_CHECK_INTERVAL_S,
+    }
+    # TCP keepalive only for TCP: a unix socket connection refuses the option (TypeError at
+    # the first command), and a local socket has no idle middlebox to keep alive through.
+    if not url.lower().startswith("unix:"):
+        options["socket_keepalive"] = True
     try:
-        return redis.Redis.from_url(
-            url,
-            decode_responses=True,
-            socket_connect_timeout=CONNECT_TIMEOUT_S,
-            socket_timeout=socket_timeout,
-            socket_keepalive=True,
-            health_check_interval=HEALTH_CHECK_INTERVAL_S,
-        )
+        return redis.Redis.from_url(url, **options)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"redis_url {redact_url(url)!r} is not usable: "
                           f"{redact_exception(exc, url)}",
