@@ -26,6 +26,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 
+from scheduler.config import Settings, UrlRedactingFilter
 from workers.protocol import DONE, INIT, READY, RUN, STOP, Order, Outcome
 from tasks.secrets import RedactingFilter
 from workers.runner import LockedRedactor, Runner
@@ -57,7 +58,7 @@ class Child:
         if msg[0] != INIT:
             raise SystemExit(f"first message must be {INIT!r}, got {msg[0]!r}")
         _, settings, threads = msg
-        runner = Runner(settings, log_through_redactor(settings.log_level))
+        runner = Runner(settings, log_through_redactor(settings))
         warm_up()
         pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="job")
         threading.Thread(target=self._send_loop, name="sender", daemon=True).start()
@@ -112,16 +113,18 @@ def warm_up() -> None:
             logging.getLogger(__name__).warning("executor %s cannot be loaded: %s", name, exc)
 
 
-def log_through_redactor(level: str) -> LockedRedactor:
-    """Log to stderr (the master's), masking every secret any job of this child resolved."""
+def log_through_redactor(settings: Settings) -> LockedRedactor:
+    """Log to stderr (the master's), masking every secret any job of this child resolved and
+    the credentials of the Redis and database URLs (``UrlRedactingFilter``)."""
     redactor = LockedRedactor()
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter(f"%(asctime)s child[{os.getpid()}] %(levelname)s "
                                            "%(name)s: %(message)s"))
     handler.addFilter(RedactingFilter(redactor))
+    handler.addFilter(UrlRedactingFilter(settings))
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(getattr(logging, level.upper(), logging.WARNING))
+    root.setLevel(getattr(logging, settings.log_level.upper(), logging.WARNING))
     return redactor
 
 

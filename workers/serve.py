@@ -1,5 +1,6 @@
 """Running a node as a process: connections, the recorder thread, signals. ``fleetsched worker``.
 
+0. Log to stderr through ``UrlRedactingFilter`` (children add their jobs' secrets to theirs).
 1. Connect to Redis (``scheduler.redis_conn.connect``: the embedded server by default).
 2. Unless disabled, make sure the SQL schema is current and start a recorder consumer in a
    thread, so a single node needs no other process.
@@ -18,6 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from scheduler.config import Settings, UrlRedactingFilter
 from scheduler.keys import Keys
 from workers.config import NodeConfig
 from workers.master import Node
@@ -38,13 +40,24 @@ def build_recorder(config: NodeConfig, client: Any, keys: Keys) -> Any:
     return Recorder(client, engine, keys, consumer_name=f"worker:{config.worker_id}")
 
 
+def configure_logging(settings: Settings) -> None:
+    """Log to stderr at the configured level, every record of every library passing through
+    ``UrlRedactingFilter``: the passwords of the Redis and database URLs (and any URL's
+    credentials) are masked before a line is written. Filters go on handlers, not loggers (a
+    logger's filter misses its children's records); a handler set up earlier gets one too."""
+    logging.basicConfig(level=getattr(logging, settings.log_level.upper(), logging.WARNING),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, UrlRedactingFilter) for f in handler.filters):
+            handler.addFilter(UrlRedactingFilter(settings))
+
+
 def serve(config: NodeConfig, on_started: Callable[[Node], None] | None = None) -> NodeStats:
     """Run a node until a signal stops it (call from the main thread)."""
     from scheduler.redis_conn import connect
 
     settings = config.settings
-    logging.basicConfig(level=getattr(logging, settings.log_level.upper(), logging.WARNING),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings)
     client = connect(settings)
     keys = Keys(settings.queue_prefix)
     recorder = build_recorder(config, client, keys) if config.recorder else None
