@@ -19,14 +19,18 @@ import time
 from typing import Any
 
 from scheduler.config import Settings
-from scheduler.errors import HostKeyError
+from scheduler.errors import AuthenticationError, ConfigError, HostKeyError, ValidationError
 from tasks.secrets import Redactor
 from workers.executors.base import Executor, Host
 from workers.protocol import Order, Outcome
 from workers.results import exit_code_of, output_json
 
-# Connection failures that trying again cannot cure (a wrong host key, refused credentials).
-PERMANENT_ERRORS: tuple[str, ...] = ("HostKeyError", "AuthenticationError")
+# Failures that trying again cannot cure: a wrong host key, refused credentials, and a
+# configuration the worker refuses (a ProxyJump in ssh_config, a missing identity file, a bad
+# executor option). By class, and by name for plugins that raise look-alikes of their own.
+PERMANENT_CLASSES: tuple[type[Exception], ...] = (
+    HostKeyError, AuthenticationError, ConfigError, ValidationError)
+PERMANENT_ERRORS: tuple[str, ...] = tuple(c.__name__ for c in PERMANENT_CLASSES)
 
 
 class JobError(Exception):
@@ -113,7 +117,7 @@ class Runner:
         except Exception as exc:  # a connection failure, or an action bug: never kill the child
             name = type(exc).__name__
             ok, error = False, f"{name}: {exc}"
-            retryable = not (isinstance(exc, HostKeyError) or name in PERMANENT_ERRORS)
+            retryable = not (isinstance(exc, PERMANENT_CLASSES) or name in PERMANENT_ERRORS)
         duration_ms = int((time.monotonic() - t0) * 1000)
         return Outcome(
             job_id=order.job_id, token=order.token, ok=ok,
@@ -138,7 +142,11 @@ class Runner:
         try:
             params = action.validate(dict(spec.get("params") or {}))
         except Exception as exc:
-            raise JobError(f"parameters of {action_name}: {exc}", retryable=False) from None
+            # ValidationError already reads "action <name>: ..."; name the action only once
+            message = str(exc)
+            if not message.startswith(f"action {action_name}"):
+                message = f"parameters of {action_name}: {message}"
+            raise JobError(message, retryable=False) from None
         host = host_from(order.host, order.host_data)
         executor = self.executor(spec.get("executor") or action.default_executor,
                                  dict(spec.get("executor_options") or {}))
