@@ -24,11 +24,11 @@ lease expiry; otherwise removed from the set), so the loop always advances: O(B 
 jobs are claimable, O(scan limit * log N) at worst.
 
 What happens to a due entry, by the state of its job and task (one branch of visit() each):
-  job running (its lease expired: its worker lost it), see lose():
-      task active, idempotent, attempts left -> events lost + claim, after_loss = 1
-      task paused, idempotent, attempts left -> event lost, job held until resume
-      task cancelled or aborted              -> event lost, job cancelled
-      otherwise                              -> event lost, job failed for good (dead letter)
+  job running (its lease expired: its worker lost it), see lose(); the lost event's `outcome`:
+      task active, idempotent, attempts left -> events lost (retry) + claim, after_loss = 1
+      task paused, idempotent, attempts left -> event lost (held), job held until resume
+      task cancelled or aborted (or gone)    -> event lost (cancelled), job cancelled
+      otherwise                              -> event lost (failed), job failed for good (dead letter)
   task cancelled or aborted (or gone)        -> job cancelled (one cancel event per task)
   job pending, its active task now in another class (Queue.reprioritize under way)
                                              -> moved to that class's set at its score
@@ -121,22 +121,24 @@ local function lose(due, id, jk, j, t)
   local head = 'worker ' .. owner .. ' stopped renewing its lease'
   local fields = {'task', t.id, 'job', id, 'host', j.host, 'attempt', fs_int(attempt),
     'token', j.token or '0', 'worker', owner}
-  if retry and t.state == 'active' then
-    fields[#fields + 1], fields[#fields + 2] = 'error', head .. '; run again because the action is idempotent'
+  local function emit(outcome, message)
+    fields[#fields + 1], fields[#fields + 2] = 'outcome', outcome
+    fields[#fields + 1], fields[#fields + 2] = 'error', message
     fs_emit(events, now, 'lost', fields)
+  end
+  if retry and t.state == 'active' then
+    emit('retry', head .. '; run again because the action is idempotent')
     return true
   end
   local pq = tag .. ':parked:' .. t.id
   if retry and t.state == 'paused' then
-    fields[#fields + 1], fields[#fields + 2] = 'error', head .. '; runs again when the task resumes'
-    fs_emit(events, now, 'lost', fields)
+    emit('held', head .. '; runs again when the task resumes')
     redis.call('HSET', jk, 'state', 'held')
     redis.call('HDEL', jk, 'owner')
     redis.call('ZREM', due, id)
     redis.call('ZADD', tag .. ':held:' .. t.id, fs_num(j.due), id)
   elseif t.state ~= 'active' and t.state ~= 'paused' then
-    fields[#fields + 1], fields[#fields + 2] = 'error', head .. '; not run again because the task is ' .. t.state
-    fs_emit(events, now, 'lost', fields)
+    emit('cancelled', head .. '; not run again because the task is ' .. t.state)
     cancel(due, id, jk, t)
   else
     local why
@@ -146,10 +148,9 @@ local function lose(due, id, jk, j, t)
       why = head .. '; not run again because attempt ' .. fs_int(attempt) .. ' of ' ..
         fs_int(t.max_attempts) .. ' was the last'
     end
-    fields[#fields + 1], fields[#fields + 2] = 'error', why
     -- The token moves so that a late ack, fail or extend of the lost worker is refused as stale.
     redis.call('HINCRBY', jk, 'token', 1)
-    fs_emit(events, now, 'lost', fields)
+    emit('failed', why)
     fs_bury(jk, id, due, dead, now, why)
     if fs_count_failure(t.key, t.id, events, now) then t.state = 'aborted' end
     lost[#lost + 1] = id
