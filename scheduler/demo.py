@@ -22,6 +22,8 @@ sized so Alice's task takes about 45 s / speed whatever ``--hosts`` is.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import math
 import os
@@ -36,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.live import Live
 from rich.text import Text
 
 from scheduler.config import Settings, load_settings
@@ -138,8 +139,17 @@ class Demo:
             environ={}, config_path=self.config)
         self.workers: list[subprocess.Popen[bytes]] = []
         self._moved = ""  # the latest reorder that moved jobs, for the live header
+        self._interrupted = False
         self.client: Any = None
         self.engine: Any = None
+
+    def _on_signal(self, _signum: int, _frame: Any) -> None:
+        self._interrupted = True
+
+    def check_interrupt(self) -> None:
+        """Raise KeyboardInterrupt here if Ctrl-C or SIGTERM arrived."""
+        if self._interrupted:
+            raise KeyboardInterrupt
 
     def say(self, message: str, style: str = "") -> None:
         self.console.print(Text(message, style=style))
@@ -176,13 +186,15 @@ class Demo:
                     "--grace", "5s", "--idle", "120s"]
             self.workers.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
                                                  stderr=subprocess.STDOUT, env=env,
-                                                 start_new_session=True))
+                                                 start_new_session=True,
+                                                 preexec_fn=_die_with_demo))
             log.close()
         self.say(f"started {self.o.workers} worker processes, {per} slots each "
                  f"(simulated jobs take {self.o.job_ms / 1000:g}s)")
         deadline = time.monotonic() + 60
         keys = Keys(self.settings.queue_prefix)
         while len(self.client.hkeys(keys.workers)) < self.o.workers:
+            self.check_interrupt()
             self._check_workers()
             if time.monotonic() > deadline:
                 raise FleetschedError("the demo workers did not start within 60s",
@@ -231,13 +243,15 @@ class Demo:
 
         from scheduler.keys import Keys
         from scheduler.views import RateMeter, read_tasks, task_table
+        from scheduler.views.live import live_view
 
         keys = Keys(self.settings.queue_prefix)
         meter = RateMeter(window_s=5.0)
         bob_at = alice.submitted + BOB_DELAY_S / self.o.speed
         deadline = alice.submitted + 20 * ALICE_S / self.o.speed + 60
-        with Live(console=self.console, auto_refresh=False, transient=False) as live:
+        with live_view(self.console) as live:
             while True:
+                self.check_interrupt()
                 now = time.monotonic()
                 if not bob.task_id and now >= bob_at:
                     self.submit(bob, self._bob_target(), "systemctl restart nginx")
@@ -296,19 +310,23 @@ class Demo:
         keys = Keys(self.settings.queue_prefix)
         deadline = time.monotonic() + 30
         while _recorder(self.client, keys)[0] > 0 and time.monotonic() < deadline:
+            self.check_interrupt()
             time.sleep(0.1)
         self.stop_workers()
 
-    def stop_workers(self) -> None:
+    def stop_workers(self, fast: bool = False) -> None:
+        """SIGTERM (finish running jobs, record, leave), or with ``fast`` SIGINT (give the
+        leases back at once); SIGKILL to whoever is still there after 20 s."""
         for proc in self.workers:
             if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
+                proc.send_signal(signal.SIGINT if fast else signal.SIGTERM)
         deadline = time.monotonic() + 20
         for proc in self.workers:
             try:
                 proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
 
     def audit(self, runs: list[TaskRun]) -> dict[str, Any]:
@@ -332,11 +350,16 @@ class Demo:
                 "failures": [{"job": f["job"], "host": f["host"], "error": f["error"]}
                              for f in report.failures[:10]]}
 
-    def close(self) -> None:
+    def close(self, interrupted: bool = False) -> None:
+        """Stop everything the demo started and remove its directory (unless ``keep``); a
+        second Ctrl-C meanwhile only makes the workers stop faster."""
         from scheduler import embedded
 
         try:
-            self.stop_workers()
+            try:
+                self.stop_workers(fast=interrupted)
+            except KeyboardInterrupt:
+                self.stop_workers(fast=True)
         finally:
             if self.client is not None:
                 self.client.close()
@@ -351,20 +374,37 @@ class Demo:
     def run(self) -> DemoResult:
         t0 = time.monotonic()
         alice, bob = TaskRun("Alice"), TaskRun("Bob")
+        interrupted = False
+        # Ctrl-C and SIGTERM only set a flag; the steps check it at safe points (a
+        # KeyboardInterrupt raised inside a rich print could leave the console buffering).
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
-            self.setup()
-            self.start_workers()
-            self.submit(alice, "all", "apt-get install --only-upgrade -y openssl")
-            self.follow(alice, bob)
-            self.drain_and_stop()
+            for step in (self.setup, self.start_workers,
+                         lambda: self.submit(alice, "all", "apt-get install --only-upgrade -y openssl"),
+                         lambda: self.follow(alice, bob), self.drain_and_stop):
+                self.check_interrupt()
+                step()
             audit = self.audit([alice, bob])
+        except KeyboardInterrupt:
+            interrupted = True
+            raise
         finally:
-            self.close()
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+            self.close(interrupted)
         result = DemoResult(self.o, [alice, bob], alice.submitted, state_dir=str(self.dir)
                             if self.o.keep else None, elapsed_s=time.monotonic() - t0,
                             audit=audit)
         result.reorders = audit["reorder_events"]
         return result
+
+
+def _die_with_demo() -> None:
+    """In a worker process before exec: SIGTERM it if the demo process dies (Linux), so a
+    killed demo leaves no worker behind."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
 def to_json(result: DemoResult) -> str:

@@ -103,3 +103,57 @@ def test_tempdir_is_the_default_parent_of_the_demo_state() -> None:
         demo.close()
         demo.console.file.close()
     assert not demo.dir.exists()
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    """Pids whose command line or environment mentions ``text`` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            blob = (entry / "cmdline").read_bytes() + (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if text.encode() in blob:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
+def test_an_interrupted_demo_stops_its_workers_and_redis_and_removes_its_state(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCHED_")}
+    env.update({"NO_COLOR": "1", "TMPDIR": str(tmp_path / "tmp")})
+    (tmp_path / "tmp").mkdir()
+    # Given a demo in the middle of Alice's task
+    proc = subprocess.Popen([str(BINARY), "demo", "--hosts", "2000"], env=env, text=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        demo_dir = None
+        deadline = time.monotonic() + 120
+        while demo_dir is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if line.startswith("state: "):
+                demo_dir = line.split()[1]
+            assert line or proc.poll() is None, "the demo ended early"
+        assert demo_dir is not None
+        while "Alice submitted" not in proc.stderr.readline():
+            assert time.monotonic() < deadline
+        assert _processes_mentioning(demo_dir), "workers and redis run with the demo's state dir"
+        # When it is told to stop
+        proc.send_signal(signal.SIGTERM)
+        with proc.stderr:
+            err = proc.stderr.read()  # until the demo exits and closes it
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:  # a failed assertion: the demo still cleans up on SIGTERM
+            proc.terminate()
+            proc.wait(60)
+    # Then it says so, and nothing of it is left: no process, no directory
+    assert proc.returncode == 130
+    assert "error: interrupted" in err
+    assert _processes_mentioning(demo_dir) == []
+    assert not Path(demo_dir).exists()

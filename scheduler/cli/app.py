@@ -98,6 +98,8 @@ def main(args: list[str] | None = None) -> None:
             output.error(f"{type(exc).__name__}: {redact_exception(exc)}")
             sys.exit(1)
         raise
+    if rc == 130:  # typer turns Ctrl-C (KeyboardInterrupt) into a returned exit code 130
+        output.error("interrupted")
     sys.exit(rc if isinstance(rc, int) else 0)
 
 

@@ -12,8 +12,9 @@ terminal keeps the last frame; on a non-terminal only the final frame is printed
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -31,6 +32,16 @@ from scheduler.views.snapshot import QueueSnapshot, RateMeter, TaskProgress, rea
 ENDED_STATES = ("cancelled", "aborted")
 
 
+@contextlib.contextmanager
+def live_view(console: Console) -> Iterator[Live]:
+    """A ``rich.live.Live`` redrawn by hand; on a non-terminal (a pipe, a log file) only its
+    last frame is written, and a newline after it, so the next message starts a line."""
+    with Live(console=console, auto_refresh=False, transient=False) as live:
+        yield live
+    if not console.is_terminal:
+        console.line()
+
+
 def ended(task: TaskProgress) -> bool:
     """Nothing more will happen to this task without an operator."""
     return task.finished or (task.state in ENDED_STATES and task.running == 0)
@@ -41,7 +52,7 @@ def top(client: redis.Redis, keys: Keys, console: Console, *, interval_s: float 
     """Redraw ``fleetsched top`` until Ctrl-C (or ``iterations`` frames); the last snapshot."""
     meter = RateMeter()
     snap = take_snapshot(client, keys, overload_threshold_ms=overload_threshold_ms)
-    with Live(console=console, auto_refresh=False, transient=False) as live:
+    with live_view(console) as live:
         n = 0
         while True:
             for t in snap.tasks:
@@ -118,7 +129,7 @@ def watch(client: redis.Redis, keys: Keys, task_ids: list[str], console: Console
         return [t for t in found if t is not None]
 
     tasks = read()
-    with Live(console=console, auto_refresh=False, transient=False) as live:
+    with live_view(console) as live:
         while True:
             for t in tasks:
                 meter.add(t.task_id, t.done)
@@ -140,4 +151,4 @@ def watch(client: redis.Redis, keys: Keys, task_ids: list[str], console: Console
     return tasks, failures
 
 
-__all__ = ["FailureFeed", "ended", "failure_line", "top", "watch"]
+__all__ = ["FailureFeed", "ended", "failure_line", "live_view", "top", "watch"]
