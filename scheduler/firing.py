@@ -43,7 +43,7 @@ from scheduler.errors import Code, FleetschedError
 from scheduler.keys import Keys
 from scheduler.queue_types import ClaimedSchedule
 from scheduler.schedule_entry import fire
-from scheduler.schedules import MISSED_LIMIT, grace, request_of, timing_of
+from scheduler.schedules import MISSED_LIMIT, as_cron, grace, request_of, timing_of
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,8 @@ class FireResult:
     next_at: datetime | None = None
 
 
-def _existing(engine: Engine, schedule_id: int, start: datetime, end: datetime) -> dict[datetime, int]:
+def _existing(engine: Engine, schedule_id: int, start: datetime,
+              end: datetime) -> dict[datetime, int]:
     t = Task.__table__
     with engine.connect() as conn:
         rows = conn.execute(sa.select(t.c.occurrence, t.c.id).where(
@@ -180,7 +181,7 @@ def fire_claimed(engine: Engine, client: redis.Redis, keys: Keys, claimed: Claim
     now = from_ms(now_ms)
     t = timing_of(row.cron, row.tz)
     window = timedelta(seconds=row.catchup_window_s) if row.catchup_window_s else None
-    cu = catch_up(t, occurrence - timedelta(microseconds=1), max(now, occurrence),  # type: ignore[arg-type]
+    cu = catch_up(as_cron(t), occurrence - timedelta(microseconds=1), max(now, occurrence),
                   row.catchup, window=window, grace=grace(t), limit=MISSED_LIMIT)
     have = _existing(engine, row.id, occurrence, max(now, occurrence))
     events: list[dict[str, Any]] = []

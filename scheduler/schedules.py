@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, cast
 
 import redis
 import sqlalchemy as sa
@@ -42,7 +42,8 @@ from scheduler.recurrence import as_utc, zone
 from scheduler.submit import TaskRequest
 
 __all__ = [
-    "EVERY", "Every", "LIST_COLUMNS", "NAME_RE", "ScheduleSpec", "add_schedule", "grace", "list_schedules",
+    "EVERY", "Every", "LIST_COLUMNS", "NAME_RE", "ScheduleSpec", "add_schedule", "as_cron", "grace",
+    "list_schedules",
     "next_occurrences", "pause_schedule", "remove_schedule", "request_of", "resume_schedule",
     "show_schedule", "timing", "timing_of", "upcoming_rows",
 ]
@@ -82,7 +83,8 @@ class Every:
 Timing = CronSchedule | Every
 
 
-def timing(cron: str | None, every: str | None, tz: str, *, now: datetime | None = None) -> Timing:
+def timing(cron: str | None, every: str | None, tz: str, *,
+           now: datetime | None = None) -> Timing:
     """The timing an operator typed: ``--cron EXPR`` or ``--every D`` (one of them), in ``tz``."""
     from scheduler.policy import parse_duration
 
@@ -104,6 +106,11 @@ def timing_of(expr: str, tz: str) -> Timing:
     if expr.startswith(EVERY):
         return Every(int(expr[len(EVERY):].rstrip("s")), tz)
     return parse_cron(expr, tz, check_future=False)
+
+
+def as_cron(t: Timing) -> CronSchedule:
+    """``t`` for ``catch_up``, which needs only ``starts()`` (``Every`` has it too)."""
+    return cast(CronSchedule, t)
 
 
 def grace(t: Timing) -> timedelta:
@@ -217,7 +224,8 @@ def _arm(connect: Any, keys: Keys, name: str, at: datetime | None, replace: bool
         finally:
             client.close()
     except (FleetschedError, redis.RedisError, OSError) as exc:
-        raise NotArmedError(name, str(exc).splitlines()[0] if str(exc) else "Redis failed") from None
+        why = str(exc).splitlines()[0] if str(exc) else "Redis failed"
+        raise NotArmedError(name, why) from None
 
 
 def add_schedule(engine: Engine, connect: Any, spec: ScheduleSpec, *, operator: str,
@@ -302,7 +310,7 @@ def resume_schedule(engine: Engine, connect: Any, name: str, *, operator: str,
         missed = 0
         if row.paused:
             start = _paused_from(session, row)
-            cu = catch_up(t, start - timedelta(microseconds=1), now, Policy.SKIP,  # type: ignore[arg-type]
+            cu = catch_up(as_cron(t), start - timedelta(microseconds=1), now, Policy.SKIP,
                           grace=timedelta(0), limit=MISSED_LIMIT)
             for at in cu.missed:
                 _event(session, "missed", operator, {"schedule": name, "occurrence": str(to_ms(at)),
@@ -329,8 +337,8 @@ def remove_schedule(engine: Engine, connect: Any, name: str, *, operator: str,
 
     with transaction(engine) as session:
         row = _row(session, name)
-        session.execute(sa.update(Task.__table__).where(Task.__table__.c.schedule_id == row.id)
-                        .values(schedule_id=None))
+        t = Task.__table__
+        session.execute(sa.update(t).where(t.c.schedule_id == row.id).values(schedule_id=None))
         session.delete(row)
         _event(session, "schedule-remove", operator, {"schedule": name})
     try:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 from typing import Any
 
 import redis
@@ -61,8 +61,8 @@ def _when(text: str, what: str) -> datetime:
     try:
         return datetime.fromisoformat(text.strip())
     except ValueError:
-        raise ValidationError(f"{what} {text!r} is not an ISO time",
-                              hint="e.g. 2026-12-01T22:00 (in --tz) or 2026-12-01T22:00+01:00") from None
+        raise ValidationError(f"{what} {text!r} is not an ISO time", hint="e.g. "
+                              "2026-12-01T22:00 (in --tz) or 2026-12-01T22:00+01:00") from None
 
 
 def _duration(text: str) -> timedelta:
@@ -97,11 +97,16 @@ def build(spec: WindowSpec, now: datetime | None = None) -> tuple[Window, dict[s
     kind = "freeze" if spec.freeze else "recurring" if window.recurring else "oneoff"
     values = {"name": spec.name, "kind": kind, "rrule": spec.rrule, "cron": spec.cron,
               "duration_s": int(duration.total_seconds()) if duration else None,
-              "end_time": window.end_time.strftime("%H:%M:%S") if window.end_time else None,  # type: ignore[union-attr]
+              "end_time": _clock(window),
               "tz": spec.tz, "starts_at": _instant(start, spec.tz),
               "ends_at": _instant(end, spec.tz), "requires_approval": spec.requires_approval,
               "description": spec.description}
     return window, values
+
+
+def _clock(window: Window) -> str | None:
+    end = window.end_time
+    return end.strftime("%H:%M:%S") if isinstance(end, time) else None
 
 
 def _row(session: Session, name: str) -> WindowRow:
@@ -117,7 +122,8 @@ def _event(session: Session, kind: str, operator: str, data: dict[str, Any]) -> 
     record_event(session, kind, operator, data)
 
 
-def _copy(connect: Any, keys: Keys, rows: Sequence[Any] = (), gone: Sequence[str] = ()) -> str | None:
+def _copy(connect: Any, keys: Keys, rows: Sequence[Any] = (),
+          gone: Sequence[str] = ()) -> str | None:
     """Copy to Redis; returns a warning (the SQL change stands) or None."""
     try:
         client = connect()
@@ -133,7 +139,8 @@ def _copy(connect: Any, keys: Keys, rows: Sequence[Any] = (), gone: Sequence[str
 
 
 def add_window(engine: Engine, connect: Any, spec: WindowSpec, *, operator: str,
-               keys: Keys = Keys(), now: datetime | None = None) -> tuple[dict[str, Any], str | None]:
+               keys: Keys = Keys(),
+               now: datetime | None = None) -> tuple[dict[str, Any], str | None]:
     """Validate, record (``window-add``), copy to Redis. Returns (summary, warning)."""
     from scheduler.inventory import transaction
 

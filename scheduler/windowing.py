@@ -119,7 +119,8 @@ def host_groups(session: Session, hosts: Iterable[str]) -> dict[str, dict[str, i
 def load_assignments(session: Session) -> list[Assignment]:
     """Every stored assignment, with its window as the calendar model."""
     a, h, g = WindowAssignment.__table__, Host.__table__, Group.__table__
-    windows = {row.id: window_from_row(row) for row in session.execute(sa.select(WindowRow.__table__))}
+    rows = session.execute(sa.select(WindowRow.__table__))
+    windows = {row.id: window_from_row(row) for row in rows}
     rows = session.execute(
         sa.select(a.c.window_id, h.c.name.label("host"), g.c.name.label("group"))
         .select_from(a).outerjoin(h, h.c.id == a.c.host_id).outerjoin(g, g.c.id == a.c.group_id)
@@ -201,7 +202,9 @@ def due_times_in_window(session: Session, hosts: Iterable[str], start_utc: datet
 
 
 def _ms(value: datetime | None) -> str:
-    return "" if value is None else str(int(_utc(value).timestamp() * 1000))  # type: ignore[union-attr]
+    if value is None:
+        return ""
+    return str(int(value.replace(tzinfo=value.tzinfo or timezone.utc).timestamp() * 1000))
 
 
 def window_hash(row: Any) -> dict[str, str]:
