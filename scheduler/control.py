@@ -8,8 +8,14 @@ What it owns, for every verb:
    it): the script appends the event with the operator's name in the same atomic step;
 3. recording at once in SQL what the transition did: the new stream entries of this task are
    applied with the recorder's own idempotent ``apply_events`` (keyed by stream id, so when the
-   recorder meets them later it inserts nothing twice), so ``tasks show`` is right the moment
-   the command returns, with the operator on the event.
+   recorder meets them later it inserts nothing twice) and, in the same transaction,
+   ``fold_operator_events`` (what ``retry-failed`` and ``reprioritize`` change in the job and
+   task rows), so ``tasks show`` is right the moment the command returns, with the operator on
+   the event.
+
+Cancel of an aborted task is refused (``ValidationError``, exit code 2): the abort already
+cancelled its pending jobs, and Redis keeps ``aborted`` (``retry-failed`` is the way back), so
+SQL must not say ``cancelled``.
 
 A task still ``accepted`` in SQL and absent from Redis (its fan-out never happened) can only be
 cancelled; that is recorded in SQL directly (``cancel`` event) so reconcile leaves it alone.
@@ -29,7 +35,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from scheduler.db.apply import StreamEvent, apply_events
-from scheduler.db.models import TASK_FINAL_STATES, Event, Job, Task
+from scheduler.db.models import Event, Job, Task
+from scheduler.db.operator_events import fold_operator_events, fold_priority
 from scheduler.db.types import utcnow
 from scheduler.errors import FleetschedError, NotFoundError, ValidationError, error_for
 from scheduler.keys import PRIORITY_CLASSES
@@ -82,6 +89,7 @@ def _record_since(client: redis.Redis, engine: Engine, stream: str, since: str,
     if mine:
         with engine.begin() as conn:
             apply_events(conn, mine)
+            fold_operator_events(conn, mine)
     return mine
 
 
@@ -119,10 +127,29 @@ def cancel(engine: Engine, queue: Queue, task_id: int, operator: str) -> Control
     """Cancel pending, parked and held jobs; running jobs finish. A task that never reached
     Redis (still ``accepted``) is cancelled in SQL alone."""
     row = _sql_task(engine, task_id)
-    if row.state == "accepted" and not queue.task_state(str(task_id)):
+    live = queue.task_state(str(task_id))
+    if row.state == "accepted" and not live:
         return _cancel_unqueued(engine, task_id, operator)
-    return _run(engine, queue, task_id, "cancel",
-                lambda: queue.cancel_task(str(task_id), operator))
+    if live.get("state") == "aborted":
+        raise _already_aborted(task_id)
+    result = _run(engine, queue, task_id, "cancel",
+                  lambda: queue.cancel_task(str(task_id), operator))
+    if result.state == "aborted":
+        # A failure aborted it between the check and the script: Redis keeps "aborted" (the
+        # script cancels jobs only), so SQL does too, whatever the cancel events said.
+        t = Task.__table__
+        with engine.begin() as conn:
+            conn.execute(sa.update(t).where(t.c.id == task_id, t.c.state == "cancelled")
+                         .values(state="aborted"))
+        raise _already_aborted(task_id)
+    return result
+
+
+def _already_aborted(task_id: int) -> ValidationError:
+    return ValidationError(f"task {task_id} is already aborted",
+                           hint="its pending jobs were cancelled when it aborted; "
+                                f"`fleetsched tasks retry-failed {task_id}` runs the failed "
+                                "ones again")
 
 
 def _cancel_unqueued(engine: Engine, task_id: int, operator: str) -> ControlResult:
@@ -182,35 +209,7 @@ def retry_failed(engine: Engine, queue: Queue, task_id: int, operator: str) -> C
         moved.extend(requeue_failed(queue, str(task_id), operator))
         return sum(len(jobs) for _, jobs in moved)
 
-    result = _run(engine, queue, task_id, "retry-failed", call)
-    if moved:
-        _record_retry(engine, task_id, moved)
-    return result
-
-
-def _record_retry(engine: Engine, task_id: int, moved: list[tuple[str, list[str]]]) -> None:
-    """The job rows pending again and the task active, as of the retry-failed events."""
-    t, j = Task.__table__, Job.__table__
-    with engine.begin() as conn:
-        for event_id, jobs in moved:
-            pos = StreamEvent(event_id, {}).pos
-            for start in range(0, len(jobs), 500):
-                conn.execute(sa.update(j).where(
-                    j.c.id.in_(jobs[start:start + 500]),
-                    sa.or_(j.c.last_event_pos.is_(None), j.c.last_event_pos < pos))
-                    .values(state="pending", error=None, finished_at=None, attempts=0,
-                            last_event_pos=pos))
-        last = StreamEvent(moved[-1][0], {}).pos
-        counts = dict(conn.execute(sa.select(j.c.state, sa.func.count()).where(
-            j.c.task_id == task_id).group_by(j.c.state)).all())
-        conn.execute(sa.update(t).where(t.c.id == task_id).values(
-            failed=counts.get("failed", 0), succeeded=counts.get("succeeded", 0),
-            cancelled=counts.get("cancelled", 0), lost=counts.get("lost", 0)))
-        conn.execute(sa.update(t).where(
-            t.c.id == task_id, t.c.state.in_((*TASK_FINAL_STATES, "active")),
-            t.c.state != "cancelled",
-            sa.or_(t.c.last_event_pos.is_(None), t.c.last_event_pos < last))
-            .values(state="active", finished_at=None, last_event_pos=last))
+    return _run(engine, queue, task_id, "retry-failed", call)
 
 
 def reprioritize(engine: Engine, queue: Queue, task_id: int, priority: str,
@@ -222,9 +221,12 @@ def reprioritize(engine: Engine, queue: Queue, task_id: int, priority: str,
     if move is None:
         raise FleetschedError("reprioritize is not available in this build yet",
                               hint="cancel the task and submit it again with --priority")
+    # SQL tasks.priority follows the task's latest reprioritize event, folded in the
+    # transaction that records it (fold_operator_events): one writer, and overlapping calls end
+    # where Redis ends. Folded again when this call wrote no event (same class), which heals a
+    # row an interrupted earlier call left behind once the recorder has its event.
     result = _run(engine, queue, task_id, "reprioritize",
                   lambda: int(move(str(task_id), priority, operator) or 0))
     with engine.begin() as conn:
-        conn.execute(sa.update(Task.__table__).where(Task.__table__.c.id == task_id)
-                     .values(priority=priority))
+        fold_priority(conn, task_id)
     return result
