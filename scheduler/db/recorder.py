@@ -27,7 +27,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -263,13 +263,18 @@ def quarantined(ev: StreamEvent, exc: BaseException) -> StreamEvent:
                                "original_kind": ev.fields.get("kind", "")[:24]})
 
 
-def _decode(fields: Mapping[Any, Any]) -> dict[str, str]:
-    out = {k if k.__class__ is str else _s(k): v if v.__class__ is str else _s(v)
-           for k, v in fields.items()}
-    for k, v in out.items():
-        if "\x00" in v:  # PostgreSQL text cannot hold NUL; a host's output might
-            out[k] = v.replace("\x00", "\ufffd")
-    return out
+def _decode(fields: dict[Any, Any]) -> dict[str, str]:
+    """The entry's fields as text, NUL replaced (PostgreSQL text cannot hold NUL; a host's
+    output might). A client with ``decode_responses`` already gives text: checked in one
+    join instead of field by field."""
+    try:
+        joined = "".join(fields.values())
+    except TypeError:  # bytes: decode every key and value
+        fields = {_s(k): _s(v) for k, v in fields.items()}
+        joined = "".join(fields.values())
+    if "\x00" in joined:
+        fields = {_s(k): v.replace("\x00", "\ufffd") for k, v in fields.items()}
+    return fields
 
 
 def _split(stream_id: str) -> tuple[int, int]:
