@@ -10,7 +10,7 @@ What it owns, for every verb:
    applied with the recorder's own idempotent ``apply_events`` (keyed by stream id, so when the
    recorder meets them later it inserts nothing twice) and, in the same transaction,
    ``fold_operator_events`` (what ``retry-failed`` and ``reprioritize`` change in the job and
-   task rows), so ``tasks show`` is right the moment the command returns, with the operator on
+   task rows), both through ``scheduler.db.operator_events.record_now``, so ``tasks show`` is right the moment the command returns, with the operator on
    the event.
 
 Cancel of an aborted task is refused (``ValidationError``, exit code 2): the abort already
@@ -30,13 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import redis
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from scheduler.db.apply import StreamEvent, apply_events
 from scheduler.db.models import Event, Job, Task
-from scheduler.db.operator_events import fold_operator_events, fold_priority
+from scheduler.db.operator_events import fold_priority, record_now, stream_tail
 from scheduler.db.types import utcnow
 from scheduler.errors import FleetschedError, NotFoundError, ValidationError, error_for
 from scheduler.keys import PRIORITY_CLASSES
@@ -47,7 +45,6 @@ __all__ = ["ControlResult", "RETRY_CHUNK", "cancel", "pause", "reprioritize", "r
            "resume", "retry_failed"]
 
 RETRY_CHUNK = 500  # job ids per retry_failed.lua call
-READ_CHUNK = 1_000  # stream entries per XRANGE while recording
 
 
 @dataclass(frozen=True)
@@ -67,32 +64,6 @@ def _sql_task(engine: Engine, task_id: int) -> Any:
     return row
 
 
-def _last_id(client: redis.Redis, stream: str) -> str:
-    last = client.xrevrange(stream, count=1)
-    return text(last[0][0]) if last else "0-0"
-
-
-def _record_since(client: redis.Redis, engine: Engine, stream: str, since: str,
-                  task_id: int) -> list[StreamEvent]:
-    """Apply this task's stream entries after ``since`` to SQL now (idempotent)."""
-    mine: list[StreamEvent] = []
-    start = "(" + since
-    while True:
-        batch = client.xrange(stream, min=start, count=READ_CHUNK)
-        for entry_id, fields in batch:
-            f = {text(k): text(v) for k, v in fields.items()}
-            if f.get("task") == str(task_id):
-                mine.append(StreamEvent(text(entry_id), f))
-        if len(batch) < READ_CHUNK:
-            break
-        start = "(" + text(batch[-1][0])
-    if mine:
-        with engine.begin() as conn:
-            apply_events(conn, mine)
-            fold_operator_events(conn, mine)
-    return mine
-
-
 def _run(engine: Engine, queue: Queue, task_id: int, verb: str,
          call: Callable[[], int]) -> ControlResult:
     row = _sql_task(engine, task_id)
@@ -104,9 +75,9 @@ def _run(engine: Engine, queue: Queue, task_id: int, verb: str,
                                        "cancel it")
         raise NotFoundError(f"task {task_id} is not in Redis (state {row.state} in SQL)",
                             hint="a finished task has nothing to " + verb)
-    since = _last_id(queue.client, queue.keys.events)
+    since = stream_tail(queue.client, queue.keys.events)
     count = call()
-    _record_since(queue.client, engine, queue.keys.events, since, task_id)
+    record_now(queue.client, engine, queue.keys.events, since, [str(task_id)])
     return ControlResult(task_id, verb, count, queue.task_state(str(task_id)).get("state", "?"))
 
 

@@ -1,10 +1,14 @@
-"""SQL for the operator events the recorder's fold (``scheduler/db/apply.py``) leaves alone:
-``retry-failed`` and ``reprioritize``.
+"""Recording at once what an operator command wrote to the stream, and SQL for the operator
+events the recorder's fold (``scheduler/db/apply.py``) leaves alone: ``retry-failed`` and
+``reprioritize``.
 
-``scheduler.control`` calls :func:`fold_operator_events` in the same transaction as
-``apply_events`` for the stream entries its verb wrote, so an event row and its effect on the
-``jobs``/``tasks`` rows are committed together (this module is the one writer of both). Both
-folds are idempotent and independent of the order events arrive in:
+:func:`record_now` (used by ``scheduler.control`` and ``scheduler.db.reconcile``) reads the
+entries of the given tasks appended after a stream id and applies them in one transaction with
+``apply_events`` and :func:`fold_operator_events`, so the command's effect is in SQL when it
+returns, not when a recorder next runs; keyed by stream id, so the recorders' later pass
+inserts nothing twice. An event row and its effect on the ``jobs``/``tasks`` rows are
+committed together (this module is the one writer of the two folds below). Both folds are
+idempotent and independent of the order events arrive in:
 
 1. ``retry-failed`` (the job ids in ``jobs``): those job rows become ``pending`` again
    (attempts 0, no error, not finished) unless a newer event already moved them
@@ -18,17 +22,50 @@ folds are idempotent and independent of the order events arrive in:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
+import redis
 import sqlalchemy as sa
+from sqlalchemy.engine import Engine
 
-from scheduler.db.apply import StreamEvent
+from scheduler.db.apply import StreamEvent, apply_events
 from scheduler.db.models import TASK_FINAL_STATES, Event, Job, Task
 from scheduler.keys import PRIORITY_CLASSES
+from scheduler.queue_types import text
 
-__all__ = ["fold_operator_events", "fold_priority"]
+__all__ = ["fold_operator_events", "fold_priority", "record_now", "stream_tail"]
 
 UPDATE_CHUNK = 500  # job ids per UPDATE ... WHERE id IN (...)
+READ_CHUNK = 1_000  # stream entries per XRANGE while recording
+
+
+def stream_tail(client: redis.Redis, stream: str) -> str:
+    """The id of the stream's last entry ("0-0" if empty): take it before the command."""
+    last = client.xrevrange(stream, count=1)
+    return text(last[0][0]) if last else "0-0"
+
+
+def record_now(client: redis.Redis, engine: Engine, stream: str, since: str,
+               task_ids: Collection[str]) -> list[StreamEvent]:
+    """Apply the entries of ``task_ids`` appended to ``stream`` after ``since`` to SQL now,
+    in one transaction (``apply_events`` + :func:`fold_operator_events`); returns them."""
+    mine: list[StreamEvent] = []
+    wanted = set(task_ids)
+    start = "(" + since
+    while wanted:
+        batch = client.xrange(stream, min=start, count=READ_CHUNK)
+        for entry_id, fields in batch:
+            f = {text(k): text(v) for k, v in fields.items()}
+            if f.get("task") in wanted:
+                mine.append(StreamEvent(text(entry_id), f))
+        if len(batch) < READ_CHUNK:
+            break
+        start = "(" + text(batch[-1][0])
+    if mine:
+        with engine.begin() as conn:
+            apply_events(conn, mine)
+            fold_operator_events(conn, mine)
+    return mine
 
 
 def _sql_task_id(value: str | None) -> int | None:

@@ -14,7 +14,11 @@ jobs. ``reconcile``:
 5. re-enqueues the rest (``Queue.enqueue``; duplicates are skipped by the script), except jobs
    of non-idempotent tasks that had started running: they may have run, so they are reported
    for the operator instead of being run again blindly;
-6. records a ``reconcile`` event in SQL with the counts (and the ids, capped).
+6. records in SQL at once what steps 2 and 5 wrote to the stream (``create``, ``enqueue``,
+   ``pause`` of the tasks it touched; ``operator_events.record_now``, the recorder's own
+   idempotent apply), so the re-enqueued job rows are ``pending`` and a recreated ``accepted``
+   task ``active`` when reconcile returns, not when a recorder next runs;
+7. records a ``reconcile`` event in SQL with the counts (and the ids, capped).
 
 Steps 3 to 5 never re-run a job SQL knows to be finished.
 """
@@ -31,6 +35,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from scheduler.db.models import JOB_FINAL_STATES, Event, Job, Task
+from scheduler.db.operator_events import record_now, stream_tail
 from scheduler.db.recorder import Recorder
 from scheduler.db.types import to_ms, utcnow
 from scheduler.errors import DatabaseUnavailableError
@@ -130,6 +135,8 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
     """Repair Redis from SQL (see the module docstring); ``dry_run`` changes nothing."""
     client = queue.client
     report = ReconcileReport(dry_run=dry_run)
+    since = stream_tail(client, queue.keys.events)
+    touched: set[str] = set()
     tasks, jobs = _unfinished(engine)
     report.tasks_checked = len(tasks)
     recreated = []
@@ -141,6 +148,7 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
             with engine.connect() as conn:
                 recorded = recorded_spec(conn, task.id)
             queue.create_task(task_spec(task, recorded))
+            touched.add(str(task.id))
     report.tasks_recreated = len(recreated)
     candidates = [j for t in tasks for j in jobs.get(t.id, [])]
     report.jobs_checked = len(candidates)
@@ -173,10 +181,12 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
                     write_hosts(client, queue.keys, host_conns(conn, names))
             for task_id, specs in requeue.items():
                 queue.enqueue(str(task_id), specs)
+                touched.add(str(task_id))
     if not dry_run:
         for task in recreated:
             if task.state == "paused":
                 queue.pause(str(task.id), operator)
+        record_now(client, engine, queue.keys.events, since, touched)
         record_event(engine, "reconcile", operator, {
             **report.counts(), "requeued": report.requeued[:ID_LIST_CAP],
             "not_rerun": report.not_rerun[:ID_LIST_CAP]})
