@@ -200,11 +200,22 @@ class RRuleSchedule:
                        as_utc(from_utc))
 
     def clock_times(self) -> tuple[set[int], set[int], set[int]]:
-        """The hours, minutes and seconds a start can have (before DST shifts)."""
-        r = self._rule
-        every = (set(range(24)), set(range(60)), set(range(60)))
-        return (set(r._byhour or every[0]), set(r._byminute or every[1]),  # noqa: SLF001
-                set(r._bysecond or every[2]))  # noqa: SLF001
+        """The hours, minutes and seconds a start can have (before DST shifts), from the rule's
+        text and anchor, not dateutil's internals: BYHOUR, BYMINUTE and BYSECOND where given,
+        else the anchor's (RFC 5545: parts a rule leaves open come from DTSTART), except the
+        hours of an HOURLY rule, which step from the anchor's hour by INTERVAL, modulo 24."""
+        parts = _split_rrule(self.rule)
+        a = self.anchor
+
+        def given(name: str, default: set[int]) -> set[int]:
+            return {int(v) for v in parts[name].split(",")} if name in parts else default
+
+        if parts["FREQ"] == "HOURLY":
+            step = math.gcd(int(parts.get("INTERVAL", "1")), 24)
+            every = {h for h in range(24) if (h - a.hour) % step == 0}
+        else:
+            every = {a.hour}
+        return given("BYHOUR", every), given("BYMINUTE", {a.minute}), given("BYSECOND", {a.second})
 
     def _near(self, local: datetime) -> rrule:
         """The same rule re-anchored a whole number of periods later, just before ``local``.
