@@ -36,6 +36,7 @@ from scheduler.queue_types import (
     JobResult,
     JobSpec,
     TaskSpec,
+    ack_entry,
     bad,
     check_job_id,
     check_jobs,
@@ -70,6 +71,8 @@ def script_source(verb: str) -> str:
 
 
 CODES = {int(code): code for code in Code}  # a dict lookup is cheaper than Code(value) per job
+_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+"""Compact JSON for script arguments; text passes through as UTF-8 (as a plain argument would)."""
 
 
 def _raise_if_error(reply: Any) -> list[Any]:
@@ -165,7 +168,7 @@ class Queue:
         keys = [*self.keys.all_due(), self.keys.dead, self.keys.events]
         args = [self.keys.tag, worker, batch, lease, batch * SCAN_FACTOR + SCAN_EXTRA, self.keys.wake]
         now, next_due, claimed, lost, fires = self._run("claim", keys, args)
-        jobs = [ClaimedJob.from_reply(fields) for fields in json.loads(claimed) or ()]
+        jobs = ClaimedJob.from_replies(json.loads(claimed) or [])
         return Claim(now_ms=int(now), jobs=jobs, next_due_ms=None if next_due < 0 else int(next_due),
                      lost=[text(x) for x in lost],
                      schedules=[ClaimedSchedule.from_reply(f) for f in json.loads(fires) or ()])
@@ -190,15 +193,12 @@ class Queue:
     def ack(self, worker: str, done: Sequence[tuple[str, int, JobResult]]) -> list[Code]:
         """Jobs succeeded: one code per job (OK, or STALE_TOKEN / NOT_RUNNING / UNKNOWN_JOB)."""
         check_worker(worker)
-        check_leases([(job_id, token) for job_id, token, _ in done])
+        entries = [ack_entry(job_id, token, result, OUTPUT_CAP) for job_id, token, result in done]
+        keys = [self.keys.events, *self.keys.all_due()]
         codes: list[Code] = []
-        for start in range(0, len(done), ACK_CHUNK):
-            chunk = done[start:start + ACK_CHUNK]
-            keys = [self.keys.events, *self.keys.all_due()]
-            args: list[Any] = [self.keys.tag, worker, self.keys.wake, len(chunk)]
-            for job_id, token, result in chunk:
-                keys += self._job_keys(job_id)
-                args += [job_id, token, *result.script_args(OUTPUT_CAP)]
+        for start in range(0, len(entries), ACK_CHUNK):
+            jobs = _json(entries[start:start + ACK_CHUNK])  # one argument: see ack.lua
+            args = [self.keys.tag, worker, self.keys.wake, jobs]
             codes += [CODES[c] for c in self._run("ack", keys, args)]
         return codes
 

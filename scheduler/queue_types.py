@@ -10,7 +10,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from scheduler.errors import BadArgumentError, Code
 from scheduler.keys import PRIORITY_CLASSES
@@ -145,18 +145,37 @@ class JobResult:
     output: str = ""  # capped head/tail text; never holds a secret
 
     def script_args(self, cap: int) -> list[Any]:
-        if self.exit_code is not None and not _is_int(self.exit_code):
-            raise bad(f"exit code must be an integer or None, not {self.exit_code!r}")
-        check_ms("duration_ms", self.duration_ms)
-        if not isinstance(self.output, str):
+        """[exit code ('' for None), duration, output capped to ``cap`` characters], checked."""
+        exit_code, duration, output = self.exit_code, self.duration_ms, self.output
+        if exit_code is not None and type(exit_code) is not int and not _is_int(exit_code):
+            raise bad(f"exit code must be an integer or None, not {exit_code!r}")
+        if type(duration) is not int or duration < 0:  # the common case costs one test
+            check_ms("duration_ms", duration)
+        if type(output) is not str:
             raise bad("output must be text")
-        output = self.output if len(self.output) <= cap else self.output[: cap // 2] + "\n...\n" + self.output[-cap // 2:]
-        return ["" if self.exit_code is None else self.exit_code, self.duration_ms, output]
+        if len(output) > cap:
+            output = output[: cap // 2] + "\n...\n" + output[-cap // 2:]
+        return ["" if exit_code is None else exit_code, duration, output]
 
 
-@dataclass(frozen=True)
-class ClaimedJob:
-    """A job handed to a worker by ``Queue.claim``; present ``token`` to ack, extend, fail."""
+def ack_entry(job_id: str, token: int, result: JobResult, cap: int) -> list[str]:
+    """One job of an ack call, checked, all text: [job id, token, exit code, duration, output]."""
+    if type(job_id) is not str or JOB_ID.fullmatch(job_id) is None:
+        check_job_id(job_id)
+    if type(token) is not int or token < 0:
+        check_leases([(job_id, token)])
+    if not isinstance(result, JobResult):
+        raise bad(f"ack takes JobResult records, not {type(result).__name__}")
+    exit_code, duration, output = result.script_args(cap)
+    return [job_id, str(token), str(exit_code), str(duration), output]
+
+
+class ClaimedJob(NamedTuple):
+    """A job handed to a worker by ``Queue.claim``; present ``token`` to ack, extend, fail.
+
+    A named tuple (immutable, read by attribute): a claim of 100 jobs builds 100 of them, and a
+    tuple is about three times cheaper to build than a frozen dataclass.
+    """
 
     job_id: str
     task_id: str
@@ -169,12 +188,16 @@ class ClaimedJob:
     after_loss: bool  # re-claimed because its previous worker lost it
 
     @classmethod
-    def from_reply(cls, f: list[str]) -> ClaimedJob:
-        """From claim.lua's 8 strings: id, host, token, attempt, due, window, wclose, after_loss."""
-        job_id, host, token, attempt, due, window, wclose, after_loss = f
-        return cls(job_id=job_id, task_id=job_id.rpartition(".")[0], host=host, token=int(token),
-                   attempt=int(attempt), due_ms=int(due) if due else 0, window=window or None,
-                   wclose_ms=int(wclose) if wclose else None, after_loss=after_loss == "1")
+    def from_replies(cls, rows: list[list[Any]]) -> list[ClaimedJob]:
+        """From claim.lua's JSON reply, one row per job: id, task id, host, token, attempt, due
+        ('' none), window (None), window close (None), after_loss; numbers as decimal text.
+        One comprehension for the whole batch (the per-job cost is the claim's hot path)."""
+        new = _new_tuple
+        return [new(cls, (f[0], f[1], f[2], int(f[3]), int(f[4]), int(f[5]) if f[5] else 0, f[6],
+                          None if f[7] is None else int(f[7]), f[8])) for f in rows]
+
+
+_new_tuple = tuple.__new__  # builds a named tuple without the keyword handling of its __new__
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@ Every test runs on Redis 7 and on Redis 6.2 (the ``qclient`` fixture).
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import redis
 
@@ -200,11 +202,18 @@ def test_finishing_scripts_reject_malformed_arguments_before_writing(qclient: re
     job = queue.claim("w", 1).jobs[0]
     before = snapshot(qclient)
     ack = qclient.register_script(script_source("ack"))
-    keys = [KEYS.events, *KEYS.all_due(), KEYS.job("t.0"), KEYS.task("t"), KEYS.parked("t")]
-    code, message = ack(keys=keys, args=[KEYS.tag, "w", KEYS.wake, 1, "t.0", "abc", "", 0, ""])
-    assert code == Code.BAD_ARGUMENT and "token" in message
-    code, _ = ack(keys=keys, args=[KEYS.tag, "w", KEYS.wake, 2, "t.0", job.token, "", 0, ""])
-    assert code == Code.BAD_ARGUMENT
+    keys = [KEYS.events, *KEYS.all_due()]
+    good = ["t.0", str(job.token), "", "0", ""]
+    for jobs, words in ((json.dumps([["t.0", "abc", "", "0", ""]]), "token"),
+                        (json.dumps([good, ["t.0", str(job.token), "", "-3", ""]]), "duration"),
+                        (json.dumps([good, ["t.0", str(job.token), "x", "0", ""]]), "exit code"),
+                        (json.dumps([["t0", str(job.token), "", "0", ""]]), "not <task>.<n>"),
+                        (json.dumps([good[:4]]), "is not [id"),
+                        (json.dumps([["t.0", job.token, "", "0", ""]]), "is not [id"),
+                        (json.dumps([]), "at least one job"),
+                        (json.dumps(good)[:-1], "JSON list")):
+        code, message = ack(keys=keys, args=[KEYS.tag, "w", KEYS.wake, jobs])
+        assert code == Code.BAD_ARGUMENT and words in message, (jobs, message)
     fail = qclient.register_script(script_source("fail"))
     keys = [KEYS.job("t.0"), KEYS.task("t"), *KEYS.all_due(), KEYS.parked("t"), KEYS.dead, KEYS.events]
     code, message = fail(keys=keys, args=[KEYS.tag, "w", KEYS.wake, "t.0", job.token, 1, "e", "", 0, "",

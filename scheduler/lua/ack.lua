@@ -2,80 +2,110 @@
 
 KEYS[1]      events    {P}:events                  STREAM
 KEYS[2..4]   due sets  {P}:due:urgent|normal|bulk  ZSET
-KEYS[4+3(i-1)+1..3]  job i: {P}:job:<id> HASH, {P}:task:<task> HASH, {P}:parked:<task> LIST
-ARGV[1]      tag ("{prefix}", for the job hash of a parked job released by this ack)
+ARGV[1]      tag ("{prefix}"): job, task and parked keys are built from it (see below)
 ARGV[2]      worker id (recorded in the event)
 ARGV[3]      wake channel
-ARGV[4]      n, the number of jobs (>= 1)
-ARGV[4+5(i-1)+1..5]  job i: job id, fencing token, exit code ('' none), duration (ms), output
+ARGV[4]      the jobs, as JSON text: a list of n >= 1 lists of 5 strings [job id, fencing
+             token, exit code ('' none), duration (ms), output], numbers in decimal text (one
+             argument parses faster on both sides than 5n, and text reaches XADD without a
+             float format; see docs/benchmarks.md "Queue core")
 Returns      {code_1, ..., code_n}: 0 OK (hash deleted, succeeded + 1, event ack, one parked job
              of the task released), -1 STALE_TOKEN (claimed again since: nothing changed),
              -2 UNKNOWN_JOB, -5 NOT_RUNNING
 Errors       {-4 BAD_ARGUMENT, message} for malformed arguments; nothing is written.
-A job of a parked task's list is named by a member of that list: its key is built from the
-tag, which every key of the shard carries (same slot).
+Derived keys: <tag>:job:<id>, <tag>:task:<task>, <tag>:parked:<task> (and the job hash of a
+parked job released by this ack) are built from the tag, which every key of the shard carries,
+so they hash to the slot of KEYS[1..4] (Redis Cluster).
 ]]
 local events = KEYS[1]
 local due_keys = {urgent = KEYS[2], normal = KEYS[3], bulk = KEYS[4]}
 local tag, worker, wake = ARGV[1], ARGV[2], ARGV[3]
-local n = fs_count(ARGV[4])
 fs_effects()
 
-if n == nil or n < 1 or #KEYS ~= 4 + 3 * n or #ARGV ~= 4 + 5 * n then
-  return fs_err(FS_BAD_ARGUMENT, 'ack needs at least one job, with three keys and five arguments each')
+local ok, jobs = pcall(cjson.decode, ARGV[4] or '')
+if #KEYS ~= 4 or #ARGV ~= 4 or not ok or type(jobs) ~= 'table' or #jobs < 1 then
+  return fs_err(FS_BAD_ARGUMENT, 'ack needs a JSON list of at least one job [id, token, exit code, duration, output]')
 end
-for i = 1, n do
-  local a = 4 + 5 * (i - 1)
-  if fs_count(ARGV[a + 2]) == nil or fs_count(ARGV[a + 4]) == nil then
-    return fs_err(FS_BAD_ARGUMENT, 'job ' .. ARGV[a + 1] .. ': token and duration must be non-negative integers')
+local task_ids = {}
+for i = 1, #jobs do
+  local job = jobs[i]
+  if type(job) ~= 'table' or type(job[1]) ~= 'string' or type(job[2]) ~= 'string'
+      or type(job[3]) ~= 'string' or type(job[4]) ~= 'string' or type(job[5]) ~= 'string' then
+    return fs_err(FS_BAD_ARGUMENT, 'ack job ' .. i .. ' is not [id, token, exit code, duration, output]')
+  end
+  task_ids[i] = fs_task_of(job[1])
+  if task_ids[i] == nil then return fs_err(FS_BAD_ARGUMENT, 'job id ' .. job[1] .. ' is not <task>.<n>') end
+  if not string.match(job[2], '^%d+$') or not string.match(job[4], '^%d+$') then
+    return fs_err(FS_BAD_ARGUMENT, 'job ' .. job[1] .. ': token and duration must be non-negative integers')
+  end
+  if job[3] ~= '' and not string.match(job[3], '^%-?%d+$') then
+    return fs_err(FS_BAD_ARGUMENT, 'job ' .. job[1] .. ': exit code must be an integer or empty')
   end
 end
 
 local now = fs_now()
 local now_text = fs_int(now)
 local codes = {}
-local tasks, task_order = {}, {}  -- task key -> {prio, max_running, done}: counters move once per task
-local removed = {}                -- due key -> ids, removed with one ZREM per set
+local tasks, task_order = {}, {}  -- task id -> {key, due, max_running, done}: counters move once
+local removed, due_order = {}, {} -- due key -> ids, removed with one ZREM per set
 local gone, acked = {}, {}        -- job keys, deleted with one DEL
-for i = 1, n do
-  local a, k = 4 + 5 * (i - 1), 4 + 3 * (i - 1)
-  local jk, task_key, parked = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
-  local id, token = ARGV[a + 1], ARGV[a + 2]
+for i = 1, #jobs do
+  local job = jobs[i]
+  local id, token = job[1], job[2]
+  local jk = tag .. ':job:' .. id
   local j = redis.call('HMGET', jk, 'token', 'state', 'host', 'attempt')
   if acked[jk] then
     codes[i] = FS_NOT_RUNNING  -- the same job twice in one batch: acked the first time
   elseif not j[2] then
     codes[i] = FS_UNKNOWN_JOB
-  elseif fs_num(j[1]) ~= tonumber(token) then
+  elseif (j[1] or '0') ~= token then  -- both canonical decimal text: no number conversion
     codes[i] = FS_STALE_TOKEN
   elseif j[2] ~= 'running' then
     codes[i] = FS_NOT_RUNNING
   else
-    local t = tasks[task_key]
+    local task_id = task_ids[i]
+    local t = tasks[task_id]
     if t == nil then
-      local f = redis.call('HMGET', task_key, 'prio', 'max_running')
-      t = {due = fs_due_of(due_keys, f[1]), max_running = fs_num(f[2]), done = 0}
-      tasks[task_key] = t
-      task_order[#task_order + 1] = task_key
+      local key = tag .. ':task:' .. task_id
+      local f = redis.call('HMGET', key, 'prio', 'max_running')
+      t = {key = key, due = fs_due_of(due_keys, f[1]), max_running = fs_num(f[2]), done = 0}
+      tasks[task_id] = t
+      task_order[#task_order + 1] = task_id
     end
     gone[#gone + 1] = jk
     acked[jk] = true
-    local holder = fs_due_holding(due_keys, t.due, id)  -- another class while reprioritized
-    removed[holder] = removed[holder] or {}
-    table.insert(removed[holder], id)
+    local ids = removed[t.due]
+    if ids == nil then
+      ids = {}
+      removed[t.due] = ids
+      due_order[#due_order + 1] = t.due
+    end
+    ids[#ids + 1] = id
     t.done = t.done + 1
-    local task_id = fs_task_of(id)
     redis.call('XADD', events, '*', 'kind', 'ack', 'ts', now_text, 'task', task_id, 'job', id,
       'host', j[3], 'attempt', j[4] or '0', 'token', token, 'worker', worker,
-      'exit_code', ARGV[a + 3], 'duration_ms', ARGV[a + 4], 'output', ARGV[a + 5])  -- hot path
-    if t.max_running > 0 then fs_unpark(tag, parked, t.due, wake, events, now, task_id) end
+      'exit_code', job[3], 'duration_ms', job[4], 'output', job[5])  -- hot path: no helper
+    if t.max_running > 0 then
+      fs_unpark(tag, tag .. ':parked:' .. task_id, t.due, wake, events, now, task_id)
+    end
     codes[i] = FS_OK
   end
 end
 if #gone > 0 then redis.call('DEL', unpack(gone)) end
-for due, ids in pairs(removed) do redis.call('ZREM', due, unpack(ids)) end
-for _, task_key in ipairs(task_order) do
-  redis.call('HINCRBY', task_key, 'running', -tasks[task_key].done)
-  redis.call('HINCRBY', task_key, 'succeeded', tasks[task_key].done)
+-- A lease entry is in its task's class set, unless Queue.reprioritize moved the task since the
+-- claim (reprioritize.lua): when one ZREM on the home set removes fewer ids than asked, the
+-- same ids are removed from the other class sets too (an acked job must leave every set).
+for _, due in ipairs(due_order) do
+  local ids = removed[due]
+  if redis.call('ZREM', due, unpack(ids)) < #ids then
+    for _, key in pairs(due_keys) do
+      if key ~= due then redis.call('ZREM', key, unpack(ids)) end
+    end
+  end
+end
+for _, task_id in ipairs(task_order) do
+  local t = tasks[task_id]
+  redis.call('HINCRBY', t.key, 'running', -t.done)
+  redis.call('HINCRBY', t.key, 'succeeded', t.done)
 end
 return codes

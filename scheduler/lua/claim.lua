@@ -12,8 +12,11 @@ ARGV[5]     scan limit: due entries visited at most in this call (>= batch), bou
 ARGV[6]     wake channel ({P}:wake)
 Returns     {now_ms, next_due_ms or -1, claimed, lost, schedules}
             claimed: JSON text (one bulk reply parses faster than a nested array): a list with
-                     one list of 8 strings per job: id, host, token, attempt, due, window
-                     ('' none), window close ('' none), after_loss ('1' | '0'); '{}' when empty
+                     one list per job, in the field order of scheduler.queue_types.ClaimedJob:
+                     id, task id, host, token, attempt, due (ms, '' none), window (null none),
+                     window close (ms, null none), after_loss (true | false); '{}' when empty.
+                     Numbers travel as decimal text (a Lua number costs a float format in
+                     cjson and in redis.call; see docs/benchmarks.md "Queue core")
             lost:    ids failed as lost by this call
             schedules: JSON text: one list of 3 strings per schedule entry claimed: name,
                      token, occurrence (ms); '{}' when empty
@@ -63,6 +66,7 @@ if worker == '' then return fs_err(FS_BAD_ARGUMENT, 'worker id is empty') end
 local now = fs_now()
 local now_text = fs_int(now)
 local expiry = now + lease
+local expiry_text = fs_int(expiry)
 local claimed, lost, schedules = {}, {}, {}
 local taken = 0
 local tasks = {}     -- task id -> cached {key, state, max_running, running, claimed, ...}
@@ -95,18 +99,34 @@ local function cancel(due, id, jk, t)
   table.insert(cancels[t.id], id)
 end
 
-local function take(due, id, jk, j, t, after_loss, pairs_out)
-  local attempt = fs_num(j.attempt) + 1
-  local token = fs_num(j.token) + 1
+-- Decimal text of small integers (attempts, tokens), formatted once per call: redis.call and
+-- cjson format a Lua number as a float, several times dearer than passing text.
+local int_texts = {}
+local function int_text(n)
+  local s = int_texts[n]
+  if s == nil then
+    s = fs_int(n)
+    int_texts[n] = s
+  end
+  return s
+end
+
+-- f: the job hash fields read by visit() (HMGET order: state, attempt, token, host, due, owner,
+-- window, wclose). The hot path: the event is written inline, numbers are passed as text.
+local function take(due, id, jk, f, t, after_loss, pairs_out)
+  local attempt = int_text(fs_num(f[2]) + 1)
+  local token = int_text(fs_num(f[3]) + 1)
+  local host, window, wclose = f[4], f[7], f[8]
   redis.call('HSET', jk, 'state', 'running', 'owner', worker, 'attempt', attempt, 'token', token)
   t.running = t.running + 1
   t.claimed = t.claimed + 1  -- added to the task's running counter once, at the end
-  pairs_out[#pairs_out + 1] = expiry
+  pairs_out[#pairs_out + 1] = expiry_text
   pairs_out[#pairs_out + 1] = id
-  token, attempt = fs_int(token), fs_int(attempt)
   redis.call('XADD', events, '*', 'kind', 'claim', 'ts', now_text, 'task', t.id, 'job', id,
-    'host', j.host, 'attempt', attempt, 'token', token, 'worker', worker)  -- hot path: no helper
-  claimed[#claimed + 1] = {id, j.host, token, attempt, j.due or '', j.window or '', j.wclose or '', after_loss}
+    'host', host, 'attempt', attempt, 'token', token, 'worker', worker)
+  if not window or window == '' then window = cjson.null end
+  if not wclose or wclose == '' then wclose = cjson.null end
+  claimed[#claimed + 1] = {id, t.id, host, token, attempt, f[5] or '', window, wclose, after_loss}
   taken = taken + 1
 end
 
@@ -169,7 +189,7 @@ local function take_schedule(due, id, pairs_out)
   end
   local token = fs_int(fs_num(f[2]) + 1)
   redis.call('HSET', sk, 'token', token, 'owner', worker, 'state', 'firing')
-  pairs_out[#pairs_out + 1] = expiry
+  pairs_out[#pairs_out + 1] = expiry_text
   pairs_out[#pairs_out + 1] = id
   schedules[#schedules + 1] = {string.sub(id, 7), token, f[1]}
   taken = taken + 1
@@ -185,15 +205,14 @@ local function visit(due, id, pairs_out)
     fs_emit(events, now, 'cancel', {'job', id, 'count', '1', 'jobs', id, 'error', 'no job hash for this due entry'})
     return
   end
-  local j = {state = f[1], attempt = f[2], token = f[3], host = f[4], due = f[5], owner = f[6],
-             window = f[7], wclose = f[8]}
+  local state = f[1]
   local t = task_of(fs_task_of(id) or '')
   if t.state == 'gone' then
     cancel(due, id, jk, t)
     return
   end
   local home = due_keys[t.prio] or due_keys['normal']
-  if home ~= due and j.state == 'pending' and t.state == 'active' then
+  if home ~= due and state == 'pending' and t.state == 'active' then
     -- Queue.reprioritize is moving this task to another class: file the job there, at its
     -- score, and claim it in its class's turn (this call's, or the next one's).
     local score = redis.call('ZSCORE', due, id)
@@ -201,8 +220,9 @@ local function visit(due, id, pairs_out)
     if not redis.call('ZSCORE', home, id) then redis.call('ZADD', home, score, id) end
     return
   end
-  if j.state == 'running' then
-    if lose(due, id, jk, j, t) then take(due, id, jk, j, t, '1', pairs_out) end
+  if state == 'running' then
+    local j = {attempt = f[2], token = f[3], host = f[4], due = f[5], owner = f[6]}
+    if lose(due, id, jk, j, t) then take(due, id, jk, f, t, true, pairs_out) end
     return
   end
   if t.state ~= 'active' and t.state ~= 'paused' then
@@ -210,15 +230,15 @@ local function visit(due, id, pairs_out)
   elseif t.state == 'paused' then
     redis.call('HSET', jk, 'state', 'held')
     redis.call('ZREM', due, id)
-    redis.call('ZADD', tag .. ':held:' .. t.id, fs_num(j.due), id)
+    redis.call('ZADD', tag .. ':held:' .. t.id, fs_num(f[5]), id)
   elseif t.max_running > 0 and t.running >= t.max_running then
     redis.call('HSET', jk, 'state', 'parked')
     redis.call('ZREM', due, id)
     redis.call('RPUSH', tag .. ':parked:' .. t.id, id)
-    fs_emit(events, now, 'park', {'task', t.id, 'job', id, 'host', j.host,
+    fs_emit(events, now, 'park', {'task', t.id, 'job', id, 'host', f[4],
       'detail', '{"running":' .. fs_int(t.running) .. ',"max_running":' .. fs_int(t.max_running) .. '}'})
   else
-    take(due, id, jk, j, t, '0', pairs_out)
+    take(due, id, jk, f, t, false, pairs_out)
   end
 end
 
@@ -227,7 +247,7 @@ for _, prio in ipairs({'urgent', 'normal', 'bulk'}) do
   local due = due_keys[prio]
   while taken < batch and visited < scan_limit do
     local want = math.min(batch - taken, scan_limit - visited)
-    local ids = redis.call('ZRANGE', due, '-inf', now, 'BYSCORE', 'LIMIT', 0, want)
+    local ids = redis.call('ZRANGE', due, '-inf', now_text, 'BYSCORE', 'LIMIT', '0', fs_int(want))
     if #ids == 0 then break end
     local pairs_out = {}
     for _, id in ipairs(ids) do
