@@ -48,7 +48,7 @@ _NO_ATTEMPT_KINDS = frozenset(("enqueue", "cancel", "park", "unpark"))
 _FIELD_HOW = {**dict.fromkeys(COLUMN_FIELDS, 0), **dict.fromkeys(INT_FIELDS, 1), "jobs": 2,
               "detail": 3, "output": 3}
 _by_pos = operator.attrgetter("pos")
-_dumps = json.dumps
+_quote = json.encoder.encode_basestring_ascii  # json.dumps of a str
 Ts = Callable[[int], Any]
 
 
@@ -94,34 +94,32 @@ _check_json = json.JSONDecoder(parse_constant=_no_constant).decode
 def _data_json(f: Mapping[str, str]) -> str:
     """The event's ``data`` column as JSON text: every field that is not a column, ints as
     ints, ``jobs`` as a list, ``detail``/``output`` as JSON when they are JSON (spliced in as
-    sent: parsed to check, never re-encoded), else as text."""
-    data: dict[str, Any] = {}
-    raw: list[str] = []
+    sent: parsed to check, never re-encoded), else as text. Written directly, as
+    ``json.dumps`` of that object would write it (the same separators and escaping)."""
+    parts: list[str] = []
+    add = parts.append
     how_of = _FIELD_HOW.get
     for key, value in f.items():
         how = how_of(key)
         if how is None:
-            data[key] = value
-        elif how == 1:
+            add(f"{_quote(key)}: {_quote(value)}")
+        elif how == 1:  # known keys below need no escaping
             try:
-                data[key] = int(value)
+                add(f'"{key}": {int(value)}')
             except ValueError:
-                data[key] = value
+                add(f'"{key}": {_quote(value)}')
         elif how == 2:
-            data[key] = value.split()
+            add(f'"{key}": [{", ".join(map(_quote, value.split()))}]')
         elif how == 3:
             if value[:1] in ("{", "["):
                 try:
                     _check_json(value)
-                    raw.append(f'"{key}": {value}')  # key: "detail" or "output"
+                    add(f'"{key}": {value}')
                     continue
                 except ValueError:
                     pass
-            data[key] = value
-    text = _dumps(data)
-    if raw:
-        text = f"{text[:-1]}{', ' if data else ''}{', '.join(raw)}}}"
-    return text
+            add(f'"{key}": {_quote(value)}')
+    return f"{{{', '.join(parts)}}}"
 
 
 def _event_tuple(ev: StreamEvent, ts: Ts) -> tuple[Any, ...]:
