@@ -227,3 +227,70 @@ def test_output_with_nul_bytes_and_oversized_fields_is_recorded(
         job = conn.execute(sa.select(Job)).one()
     assert job.state == "succeeded" and len(job.output_tail) == 64 * 1024
     assert job.worker == "w" * 255
+
+
+def _lost(task_id: int, job: str, pos: int, error: str, outcome: str | None) -> StreamEvent:
+    fields = {"kind": "lost", "ts": str(1_700_000_000_000 + pos), "task": str(task_id),
+              "job": job, "attempt": "1", "token": "1", "worker": "w1", "error": error}
+    if outcome is not None:
+        fields["outcome"] = outcome
+    return StreamEvent(f"{1_700_000_000_000 + pos}-0", fields)
+
+
+def test_a_lost_event_s_outcome_field_decides_the_job_state_and_its_wording_is_the_fallback(
+        engine: sa.Engine) -> None:
+    # Given six running jobs that their workers lost
+    task_id, jobs = create_task_rows(engine, 6)
+    ids = [j for j, _ in jobs]
+    plain = "worker w1 stopped renewing its lease"
+    events = [StreamEvent(f"{1_700_000_000_000 + i}-1", {
+        "kind": "claim", "ts": str(1_700_000_000_000 + i), "task": str(task_id), "job": j,
+        "attempt": "1", "token": "1", "worker": "w1"}) for i, j in enumerate(ids)]
+    # When lost events arrive: four with an explicit outcome and wording that says nothing (or
+    # says otherwise), one with wording only, one with an outcome this recorder does not know
+    events += [
+        _lost(task_id, ids[0], 100, plain, "retry"),
+        _lost(task_id, ids[1], 101, plain, "held"),
+        _lost(task_id, ids[2], 102, plain + "; run again because the action is idempotent",
+              "cancelled"),
+        _lost(task_id, ids[3], 103, plain, "failed"),
+        _lost(task_id, ids[4], 104, plain + "; not run again because the action is not "
+              "idempotent", None),
+        _lost(task_id, ids[5], 105, plain + "; runs again when the task resumes", "someday"),
+    ]
+    with engine.begin() as conn:
+        apply_events(conn, events)
+    # Then the outcome field decides where it is given, the wording otherwise
+    with engine.connect() as conn:
+        rows = {r.id: r for r in conn.execute(sa.select(Job.id, Job.state, Job.finished_at))}
+        task = conn.execute(sa.select(Task).where(Task.id == task_id)).one()
+    assert [rows[j].state for j in ids] == ["pending", "held", "cancelled", "lost", "lost",
+                                            "held"]
+    # and the jobs that ended have a finish time, those that did not have none
+    assert [rows[j].finished_at is not None for j in ids] == [False, False, True, True, True,
+                                                              False]
+    assert (task.lost, task.cancelled, task.running, task.state) == (2, 1, 0, "accepted")
+
+
+def test_every_event_of_a_job_in_one_batch_collapses_into_one_row_update(
+        engine: sa.Engine) -> None:
+    # Given a task of 50 jobs whose whole lifecycle (enqueue, claim, ack) is in one batch
+    task_id, jobs = create_task_rows(engine, 50)
+    raw = list(job_lifecycle(str(task_id), jobs))
+    events = [StreamEvent(f"{1_700_000_000_000 + i}-0", {k: str(v) for k, v in ev.items()})
+              for i, ev in enumerate(raw)]
+    # When it is applied
+    with engine.begin() as conn:
+        result = apply_events(conn, events)
+    # Then every event is a row, but each job row was updated once, to its newest state
+    assert (result.events, result.inserted) == (len(raw), len(raw))
+    assert result.jobs_updated == 50 and result.tasks_updated == 1
+    with engine.connect() as conn:
+        states = set(conn.scalars(sa.select(Job.state)))
+        task = conn.execute(sa.select(Task).where(Task.id == task_id)).one()
+    assert states == {"succeeded"}
+    assert (task.succeeded, task.state) == (50, "succeeded")
+    # and the same batch again inserts nothing and moves no row
+    with engine.begin() as conn:
+        again = apply_events(conn, events)
+    assert (again.inserted, again.jobs_updated) == (0, 0)
