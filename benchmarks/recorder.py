@@ -1,7 +1,8 @@
 """Recorder benchmark: events per second from the Redis stream into SQLite and PostgreSQL.
 
     .venv/bin/python benchmarks/recorder.py            # full run
-    .venv/bin/python benchmarks/recorder.py --quick    # smaller sizes, fewer runs
+    .venv/bin/python benchmarks/recorder.py --quick    # 20,000 events, batch 1000 only
+    .venv/bin/python benchmarks/recorder.py --only sqlite --batches 1000,2000 --runs 5
 
 Starts its own private redis-server, a SQLite file in a temporary directory, and a private
 PostgreSQL cluster (tests.servers.start_postgres), or uses FLEETSCHED_BENCH_DATABASE_URL (a
@@ -11,13 +12,17 @@ read, insert events, update job rows, recompute task counters, XACK, trim.
 
 Workloads:
 - ``rows``: tasks of 100 jobs with SQL rows (create, enqueue, claim + ack per job), so nearly
-  every event also updates a job row: what a production recorder does;
+  every event also updates a job row: what a production recorder does. A job's claim and ack
+  are neighbours, so they land in one batch and collapse into one row update;
+- ``apart``: the same events, ordered every create and enqueue first, then every claim, then
+  every ack: a job's claim and ack land in different batches, as when many jobs run at once,
+  so every job event is a row update of its own (the harder case);
 - ``events``: the same events for tasks without rows (the queue used alone): inserts only.
 Throughput is reported per second of wall time and per CPU second of the recorder process (the
-machine is shared: CPU time is the steadier figure). The floor, in the same run: the same event rows, parsed and serialized beforehand, inserted by
-a bare driver executemany (no Redis, no SQLAlchemy, no row updates), and the ratio
-recorder/floor. Medians of several runs. Prints a table, then JSON
-(also written to benchmarks/results/recorder.json).
+machine is shared: CPU time is the steadier figure). The floor, in the same run: the same event
+rows, parsed and serialized beforehand, inserted by a bare driver executemany (no Redis, no
+SQLAlchemy, no row updates), and the ratio recorder/floor. Medians of several runs. Prints a
+table, then JSON (also written to benchmarks/results/recorder.json).
 """
 
 from __future__ import annotations
@@ -51,22 +56,29 @@ from tests.servers import RedisServer, redis_server_binary, start_postgres  # no
 
 KEYS = Keys("bench")
 JOBS_PER_TASK = 100
+PHASE = {"claim": 1, "ack": 2, "fail": 2}
+WORKLOADS = ("events", "rows", "apart")
 
 
-def fill(client: redis.Redis, engine: sa.Engine, n_events: int, with_rows: bool) -> int:
-    """Put about ``n_events`` events in the stream; create the task/job rows if ``with_rows``."""
+def fill(client: redis.Redis, engine: sa.Engine, n_events: int, workload: str) -> int:
+    """Put about ``n_events`` events of ``workload`` in the stream (and the SQL rows it needs)."""
     client.delete(KEYS.events)
+    batches: list[list[dict]] = []
     produced, k = 0, 0
     while produced < n_events:
-        if with_rows:
-            task_id, jobs = create_task_rows(engine, JOBS_PER_TASK)
-            tid = str(task_id)
-        else:
+        if workload == "events":
             tid = f"q{k}"
             jobs = [(f"{tid}.{i}", f"web-{i:04d}") for i in range(JOBS_PER_TASK)]
-        produced += len(xadd_all(client, job_lifecycle(tid, jobs), KEYS, pipeline_size=2000))
+        else:
+            task_id, jobs = create_task_rows(engine, JOBS_PER_TASK)
+            tid = str(task_id)
+        batches.append(list(job_lifecycle(tid, jobs)))
+        produced += len(batches[-1])
         k += 1
-    return produced
+    events = [ev for batch in batches for ev in batch]
+    if workload == "apart":  # every create and enqueue, then every claim, then every ack
+        events.sort(key=lambda ev: PHASE.get(ev["kind"], 0))
+    return len(xadd_all(client, events, KEYS, pipeline_size=2000))
 
 
 def reset(engine: sa.Engine) -> None:
@@ -76,9 +88,9 @@ def reset(engine: sa.Engine) -> None:
 
 
 def run_recorder(client: redis.Redis, engine: sa.Engine, n: int, batch: int,
-                 with_rows: bool) -> tuple[float, float]:
+                 workload: str) -> tuple[float, float]:
     reset(engine)
-    produced = fill(client, engine, n, with_rows)
+    produced = fill(client, engine, n, workload)
     rec = Recorder(client, engine, KEYS, f"bench-{uuid.uuid4().hex[:6]}", batch=batch)
     start, cpu = time.perf_counter(), time.process_time()
     while rec.run_once(block_ms=None):
@@ -93,7 +105,7 @@ def run_floor(client: redis.Redis, engine: sa.Engine, n: int, batch: int) -> tup
     """The database's floor: the same event rows, already parsed and serialized, written by a
     bare driver executemany in transactions of ``batch`` (no Redis, no SQLAlchemy, no rows)."""
     reset(engine)
-    fill(client, engine, n, with_rows=False)
+    fill(client, engine, n, "events")
     rows = [event_row(StreamEvent(i, f)) for i, f in client.xrange(KEYS.events)]
     sqlite = engine.dialect.name == "sqlite"
     mark = "?" if sqlite else "%s"
@@ -138,10 +150,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer runs")
     parser.add_argument("--only", choices=["sqlite", "postgresql"], help="one database only")
+    parser.add_argument("--batches", help="comma-separated batch sizes (default 200,1000,5000; "
+                        "--quick: 1000)")
+    parser.add_argument("--runs", type=int, default=3, help="runs per figure (the median)")
     args = parser.parse_args()
     n = 20_000 if args.quick else 50_000
-    runs = 3
-    batches = [1000] if args.quick else [200, 1000, 5000]
+    runs = args.runs
+    batches = ([int(b) for b in args.batches.split(",")] if args.batches
+               else [1000] if args.quick else [200, 1000, 5000])
     tmp = Path(tempfile.mkdtemp(prefix="fs-bench-rec-"))
     redis_srv = RedisServer(binary=redis_server_binary() or "redis-server", dir=tmp)
     redis_srv.start()
@@ -155,8 +171,8 @@ def main() -> None:
             for batch in batches:
                 floors = [run_floor(client, engine, n, batch) for _ in range(runs)]
                 floor = statistics.median(f[0] for f in floors)
-                for workload, with_rows in (("events", False), ("rows", True)):
-                    got = [run_recorder(client, engine, n, batch, with_rows) for _ in range(runs)]
+                for workload in WORKLOADS:
+                    got = [run_recorder(client, engine, n, batch, workload) for _ in range(runs)]
                     eps = statistics.median(g[0] for g in got)
                     cpu = statistics.median(g[1] for g in got)
                     results.append({"database": name, "workload": workload, "batch": batch,
