@@ -36,14 +36,14 @@ from scheduler.queue_types import (
     JobResult,
     JobSpec,
     TaskSpec,
-    ack_entry,
+    ack_entries,
     bad,
     check_job_id,
-    check_jobs,
     check_leases,
     check_ms,
     check_task_id,
     check_worker,
+    enqueue_entries,
     text,
 )
 
@@ -143,17 +143,12 @@ class Queue:
         Every job is validated before the first chunk is sent, so bad input writes nothing.
         """
         check_task_id(task_id)
-        check_jobs(task_id, jobs)
+        entries = enqueue_entries(task_id, jobs)
         added = 0
-        fixed = [self.keys.task(task_id), *self.keys.all_due(), self.keys.stats, self.keys.events]
-        for start in range(0, len(jobs), ENQUEUE_CHUNK):
-            chunk = jobs[start:start + ENQUEUE_CHUNK]
-            args: list[Any] = [task_id, self.keys.wake, len(chunk)]
-            for job in chunk:
-                args += [job.job_id, job.host, job.due_ms, job.window or "",
-                         "" if job.wclose_ms is None else job.wclose_ms]
-            reply = self._run("enqueue", fixed + [self.keys.job(j.job_id) for j in chunk], args)
-            added += int(reply[0])
+        keys = [self.keys.task(task_id), *self.keys.all_due(), self.keys.stats, self.keys.events]
+        for start in range(0, len(entries), ENQUEUE_CHUNK):
+            args = [self.keys.tag, task_id, self.keys.wake, _json(entries[start:start + ENQUEUE_CHUNK])]
+            added += int(self._run("enqueue", keys, args)[0])
         return added
 
     # ---------------------------------------------------------------- worker verbs
@@ -193,7 +188,7 @@ class Queue:
     def ack(self, worker: str, done: Sequence[tuple[str, int, JobResult]]) -> list[Code]:
         """Jobs succeeded: one code per job (OK, or STALE_TOKEN / NOT_RUNNING / UNKNOWN_JOB)."""
         check_worker(worker)
-        entries = [ack_entry(job_id, token, result, OUTPUT_CAP) for job_id, token, result in done]
+        entries = ack_entries(done, OUTPUT_CAP)
         keys = [self.keys.events, *self.keys.all_due()]
         codes: list[Code] = []
         for start in range(0, len(entries), ACK_CHUNK):

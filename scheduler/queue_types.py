@@ -68,6 +68,30 @@ def check_leases(leases: Sequence[tuple[str, int]]) -> None:
             raise bad(f"fencing token of {job_id} must be a non-negative integer, not {token!r}")
 
 
+def enqueue_entries(task_id: str, jobs: Sequence[JobSpec]) -> list[list[str]]:
+    """The jobs of an enqueue call, checked, as text: [id, host, due, window, window close].
+
+    Plain values pass one combined test per job; anything else takes ``check_jobs``' full
+    checks (which raise BadArgumentError naming the job and the field).
+    """
+    if not jobs:
+        check_jobs(task_id, jobs)
+    out: list[list[str]] = []
+    append, match, prefix = out.append, JOB_ID.fullmatch, task_id + "."
+    for job in jobs:
+        if type(job) is JobSpec:
+            job_id, host, due, window, wclose = job.job_id, job.host, job.due_ms, job.window, job.wclose_ms
+            if (type(job_id) is str and job_id.startswith(prefix) and type(host) is str
+                    and 0 < len(host) <= MAX_NAME and type(due) is int and due >= 0
+                    and window is None and wclose is None and host == host.strip() and match(job_id)):
+                append([job_id, host, str(due), "", ""])
+                continue
+        check_jobs(task_id, [job])
+        append([job.job_id, job.host, str(int(job.due_ms)), job.window or "",
+                "" if job.wclose_ms is None else str(int(job.wclose_ms))])
+    return out
+
+
 def check_jobs(task_id: str, jobs: Sequence[JobSpec]) -> None:
     if not jobs:
         raise bad(f"enqueue of task {task_id} needs at least one job")
@@ -158,16 +182,34 @@ class JobResult:
         return ["" if exit_code is None else exit_code, duration, output]
 
 
+def ack_entries(done: Sequence[tuple[str, int, JobResult]], cap: int) -> list[list[str]]:
+    """The jobs of an ack call, checked, as text: [job id, token, exit code, duration, output].
+
+    The hot path of every finished job: plain values pass one combined test; anything else
+    (int subclasses, output over ``cap``, bad input) takes ``ack_entry``'s full checks.
+    """
+    out: list[list[str]] = []
+    append, match = out.append, JOB_ID.fullmatch
+    for job_id, token, result in done:
+        if type(job_id) is str and type(token) is int and token >= 0 and type(result) is JobResult:
+            exit_code, duration, output = result.exit_code, result.duration_ms, result.output
+            if (type(duration) is int and duration >= 0 and type(output) is str and len(output) <= cap
+                    and (exit_code is None or type(exit_code) is int) and match(job_id)):
+                append([job_id, str(token), "" if exit_code is None else str(exit_code), str(duration),
+                        output])
+                continue
+        append(ack_entry(job_id, token, result, cap))
+    return out
+
+
 def ack_entry(job_id: str, token: int, result: JobResult, cap: int) -> list[str]:
-    """One job of an ack call, checked, all text: [job id, token, exit code, duration, output]."""
-    if type(job_id) is not str or JOB_ID.fullmatch(job_id) is None:
-        check_job_id(job_id)
-    if type(token) is not int or token < 0:
-        check_leases([(job_id, token)])
+    """One job of an ack call, fully checked (raises BadArgumentError), as text."""
+    check_leases([(job_id, token)])
     if not isinstance(result, JobResult):
         raise bad(f"ack takes JobResult records, not {type(result).__name__}")
     exit_code, duration, output = result.script_args(cap)
-    return [job_id, str(token), str(exit_code), str(duration), output]
+    return [job_id, str(int(token)), "" if exit_code == "" else str(int(exit_code)), str(int(duration)),
+            output]
 
 
 class ClaimedJob(NamedTuple):

@@ -60,6 +60,21 @@ def test_ack_removes_the_job_and_counts_it(queue: Queue) -> None:
         ("t.0", "0", "12", "done", "w")
 
 
+def test_ack_output_reaches_the_event_byte_for_byte_through_the_json_argument(queue: Queue) -> None:
+    # Given output with quotes, backslashes, control characters, NUL, non-ASCII and an emoji
+    make_task(queue, "t", 2)
+    jobs = queue.claim("w", 2).jobs
+    tricky = 'say "hi" \\ C:\\tmp\n\ttab\x00nul \x7f é 漢字 🚀 \u2028 ]},'
+    # When both jobs are acked in one call, one with the tricky output and a negative exit code
+    codes = queue.ack("w", [(jobs[0].job_id, jobs[0].token, JobResult(-9, 3, tricky)),
+                            (jobs[1].job_id, jobs[1].token, JobResult(None, 0, ""))])
+    # Then the events carry exactly what was given
+    assert codes == [Code.OK, Code.OK]
+    first, second = events(queue.client, "ack")
+    assert (first["output"], first["exit_code"], first["duration_ms"]) == (tricky, "-9", "3")
+    assert (second["output"], second["exit_code"], second["duration_ms"]) == ("", "", "0")
+
+
 def test_a_stale_ack_extend_fail_defer_or_release_changes_nothing(queue: Queue) -> None:
     stale, current = claimed_twice(queue)
     before = snapshot(queue.client)

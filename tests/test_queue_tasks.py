@@ -5,6 +5,8 @@ Every test runs on Redis 7 and on Redis 6.2 (the ``qclient`` fixture).
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import redis
 
@@ -49,6 +51,20 @@ def test_due_zero_means_now_by_the_redis_clock(queue: Queue) -> None:
     assert queue.client.hgetall(KEYS.job("t.0")) == {"host": "host-t.0", "state": "pending", "due": due}
     assert queue.job_state("t.0") == {"task": "t", "host": "host-t.0", "state": "pending", "due": due,
                                       "attempt": "0", "token": "0"}
+
+
+def test_hosts_with_quotes_and_non_ascii_survive_enqueue_and_claim(queue: Queue) -> None:
+    # Given host and window names that JSON must escape (the jobs travel as one JSON argument)
+    queue.create_task(TaskSpec("t"))
+    hosts = ['we"b\\1', "hôte-漢字", "a]},{b", "tab\there"]
+    jobs = [JobSpec(f"t.{k}", h, due_ms=1 + k) for k, h in enumerate(hosts)]
+    jobs.append(JobSpec("t.4", "w", due_ms=9, window='win "1"', wclose_ms=1_700_000_000_123))
+    assert queue.enqueue("t", jobs) == 5
+    # When they are claimed, they come back exactly as given
+    claimed = queue.claim("w", 5).jobs
+    assert [(j.host, j.due_ms) for j in claimed[:4]] == [(h, 1 + k) for k, h in enumerate(hosts)]
+    assert (claimed[4].window, claimed[4].wclose_ms) == ('win "1"', 1_700_000_000_123)
+    assert [e["host"] for e in events(queue.client, "claim")] == [*hosts, "w"]
 
 
 def test_a_job_hash_keeps_its_window(queue: Queue) -> None:
@@ -113,11 +129,18 @@ def test_bad_jobs_are_refused_and_nothing_is_written(queue: Queue, jobs: list, w
 def test_the_enqueue_script_validates_the_whole_batch_before_its_first_write(qclient: redis.Redis) -> None:
     Queue(qclient).create_task(TaskSpec("t"))
     enqueue = qclient.register_script(script_source("enqueue"))
-    keys = [KEYS.task("t"), *KEYS.all_due(), KEYS.stats, KEYS.events, KEYS.job("t.0"), KEYS.job("x.1")]
-    code, message = enqueue(keys=keys, args=["t", KEYS.wake, 2, "t.0", "h", 0, "", "", "x.1", "h", 0, "", ""])
-    assert code == Code.BAD_ARGUMENT and "not of task t" in message
-    code, message = enqueue(keys=keys[:-1], args=["t", KEYS.wake, 1, "t.0", "h", "-3", "", ""])
-    assert code == Code.BAD_ARGUMENT and "due" in message
+    keys = [KEYS.task("t"), *KEYS.all_due(), KEYS.stats, KEYS.events]
+    good = ["t.0", "h", "0", "", ""]
+    for jobs, words in (([good, ["x.1", "h", "0", "", ""]], "not of task t"),
+                        ([good, ["t.1", "h", "-3", "", ""]], "due"),
+                        ([good, ["t.1", "", "0", "", ""]], "no host"),
+                        ([good, ["t.1", "h", "0", "w", "soon"]], "window close"),
+                        ([good, ["t.1", "h", 0, "", ""]], "5 strings"),
+                        ([], "at least one job")):
+        code, message = enqueue(keys=keys, args=[KEYS.tag, "t", KEYS.wake, json.dumps(jobs)])
+        assert code == Code.BAD_ARGUMENT and words in message, (jobs, message)
+    code, message = enqueue(keys=keys, args=[KEYS.tag, "t", KEYS.wake, "[[\"t.0\""])
+    assert code == Code.BAD_ARGUMENT and "JSON list" in message
     assert qclient.exists(KEYS.job("t.0")) == 0 and qclient.zcard(KEYS.due("normal")) == 0
 
 

@@ -4,12 +4,13 @@ KEYS[1]      task      {P}:task:<task id>       HASH (must exist, state active o
 KEYS[2..4]   due sets  {P}:due:urgent|normal|bulk  ZSET job id -> ms epoch
 KEYS[5]      stats     {P}:stats                HASH (field enqueued)
 KEYS[6]      events    {P}:events               STREAM
-KEYS[6+i]    job i     {P}:job:<job id i>       HASH, i = 1..n (passed so the script is cluster-safe)
-ARGV[1]      task id
-ARGV[2]      wake channel ({P}:wake)
-ARGV[3]      n, the number of jobs (>= 1)
-ARGV[3+5(i-1)+1..5]  job i: job id "<task id>.<k>", host, due (ms epoch, 0 = now by the
-             Redis clock), window name ('' = none), window close (ms epoch, '' = none)
+ARGV[1]      tag ("{prefix}"): job i's hash is <tag>:job:<job id i>, in the slot of KEYS[1..6]
+ARGV[2]      task id
+ARGV[3]      wake channel ({P}:wake)
+ARGV[4]      the jobs, as JSON text: a list of n >= 1 lists of 5 strings [job id "<task id>.<k>",
+             host, due (ms epoch in decimal text, '0' = now by the Redis clock), window name
+             ('' = none), window close (ms epoch, '' = none)] (one argument parses faster on
+             both sides than 5n, see docs/benchmarks.md "Queue core")
 Returns  {added, total} where added counts the new jobs (ids already present are skipped) and
          total is the task's job count. One event enqueue per call (jobs = space-separated ids).
          Publishes on wake when the batch puts a job ahead of the head of the due set.
@@ -19,13 +20,13 @@ local task_key = KEYS[1]
 local due_keys = {urgent = KEYS[2], normal = KEYS[3], bulk = KEYS[4]}
 local stats = KEYS[5]
 local events = KEYS[6]
-local task_id, wake = ARGV[1], ARGV[2]
-local n = fs_count(ARGV[3])
+local tag, task_id, wake = ARGV[1], ARGV[2], ARGV[3]
 fs_effects()
 
 -- Validate everything before the first write.
-if n == nil or n < 1 or #KEYS ~= 6 + n or #ARGV ~= 3 + 5 * n then
-  return fs_err(FS_BAD_ARGUMENT, 'enqueue needs at least one job, with one job key and five arguments each')
+local ok, jobs = pcall(cjson.decode, ARGV[4] or '')
+if #KEYS ~= 6 or #ARGV ~= 4 or not ok or type(jobs) ~= 'table' or #jobs < 1 then
+  return fs_err(FS_BAD_ARGUMENT, 'enqueue needs a JSON list of at least one job [id, host, due, window, window close]')
 end
 local t = redis.call('HMGET', task_key, 'state', 'prio', 'span')
 if not t[1] then return fs_err(FS_UNKNOWN_TASK, 'no task ' .. task_id) end
@@ -34,9 +35,13 @@ if t[1] ~= 'active' and t[1] ~= 'paused' then
 end
 local prefix = task_id .. '.'
 local span = fs_num(t[3])
-for i = 1, n do
-  local a = 3 + 5 * (i - 1)
-  local id, host, due, wclose = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 5]
+for i = 1, #jobs do
+  local job = jobs[i]
+  if type(job) ~= 'table' or type(job[1]) ~= 'string' or type(job[2]) ~= 'string' or type(job[3]) ~= 'string'
+      or type(job[4]) ~= 'string' or type(job[5]) ~= 'string' then
+    return fs_err(FS_BAD_ARGUMENT, 'enqueue job ' .. i .. ' is not 5 strings [id, host, due, window, window close]')
+  end
+  local id, host, due, wclose = job[1], job[2], job[3], job[5]
   local k = string.sub(id, #prefix + 1)
   if string.sub(id, 1, #prefix) ~= prefix or not string.match(k, '^%d+$') then
     return fs_err(FS_BAD_ARGUMENT, 'job id ' .. id .. ' is not of task ' .. task_id .. ' (<task>.<n>)')
@@ -57,12 +62,12 @@ local due_key = fs_due_of(due_keys, t[2])
 local head = redis.call('ZRANGE', due_key, 0, 0, 'WITHSCORES')
 local earliest = nil
 local added, scored = {}, {}
-for i = 1, n do
-  local a = 3 + 5 * (i - 1)
-  local jk = KEYS[6 + i]
+for i = 1, #jobs do
+  local id, host, due, window, wclose = unpack(jobs[i])
+  local jk = tag .. ':job:' .. id
   if redis.call('EXISTS', jk) == 0 then
-    local id, host, due, window, wclose = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
-    if tonumber(due) == 0 then due = now_text end
+    local at = tonumber(due)
+    if at == 0 then due, at = now_text, now end
     -- A small hash: the task is the id's prefix, attempt and token are absent until the first
     -- claim (read as 0).
     if window ~= '' then
@@ -72,7 +77,7 @@ for i = 1, n do
     end
     added[#added + 1] = id
     scored[#scored + 1], scored[#scored + 2] = due, id
-    if earliest == nil or tonumber(due) < earliest then earliest = tonumber(due) end
+    if earliest == nil or at < earliest then earliest = at end
   end
 end
 -- One ZADD per 500 jobs at most (the same job id twice in a batch was skipped above by EXISTS).
