@@ -27,19 +27,25 @@ if #KEYS ~= 4 or #ARGV ~= 4 or not ok or type(jobs) ~= 'table' or #jobs < 1 then
   return fs_err(FS_BAD_ARGUMENT, 'ack needs a JSON list of at least one job [id, token, exit code, duration, output]')
 end
 local task_ids = {}
+local match = string.match
+local ints = {['0'] = true, ['1'] = true, [''] = true}  -- texts already seen to be integers
 for i = 1, #jobs do
   local job = jobs[i]
-  if type(job) ~= 'table' or type(job[1]) ~= 'string' or type(job[2]) ~= 'string'
-      or type(job[3]) ~= 'string' or type(job[4]) ~= 'string' or type(job[5]) ~= 'string' then
+  if type(job) ~= 'table' then return fs_err(FS_BAD_ARGUMENT, 'ack job ' .. i .. ' is not a list') end
+  local id, token, exit_code, duration, output = job[1], job[2], job[3], job[4], job[5]
+  if type(id) ~= 'string' or type(token) ~= 'string' or type(exit_code) ~= 'string'
+      or type(duration) ~= 'string' or type(output) ~= 'string' then
     return fs_err(FS_BAD_ARGUMENT, 'ack job ' .. i .. ' is not [id, token, exit code, duration, output]')
   end
-  task_ids[i] = fs_task_of(job[1])
-  if task_ids[i] == nil then return fs_err(FS_BAD_ARGUMENT, 'job id ' .. job[1] .. ' is not <task>.<n>') end
-  if not string.match(job[2], '^%d+$') or not string.match(job[4], '^%d+$') then
-    return fs_err(FS_BAD_ARGUMENT, 'job ' .. job[1] .. ': token and duration must be non-negative integers')
+  local task_id = match(id, '^(.+)%.%d+$')
+  if task_id == nil then return fs_err(FS_BAD_ARGUMENT, 'job id ' .. id .. ' is not <task>.<n>') end
+  task_ids[i] = task_id
+  if token == '' or not (ints[token] or match(token, '^%d+$')) or not match(duration, '^%d+$') then
+    return fs_err(FS_BAD_ARGUMENT, 'job ' .. id .. ': token and duration must be non-negative integers')
   end
-  if job[3] ~= '' and not string.match(job[3], '^%-?%d+$') then
-    return fs_err(FS_BAD_ARGUMENT, 'job ' .. job[1] .. ': exit code must be an integer or empty')
+  ints[token] = true
+  if not (ints[exit_code] or match(exit_code, '^%-?%d+$')) then
+    return fs_err(FS_BAD_ARGUMENT, 'job ' .. id .. ': exit code must be an integer or empty')
   end
 end
 

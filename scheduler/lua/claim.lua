@@ -114,8 +114,8 @@ end
 -- f: the job hash fields read by visit() (HMGET order: state, attempt, token, host, due, owner,
 -- window, wclose). The hot path: the event is written inline, numbers are passed as text.
 local function take(due, id, jk, f, t, after_loss, pairs_out)
-  local attempt = int_text(fs_num(f[2]) + 1)
-  local token = int_text(fs_num(f[3]) + 1)
+  local attempt, token = (tonumber(f[2]) or 0) + 1, (tonumber(f[3]) or 0) + 1
+  attempt, token = int_texts[attempt] or int_text(attempt), int_texts[token] or int_text(token)
   local host, window, wclose = f[4], f[7], f[8]
   redis.call('HSET', jk, 'state', 'running', 'owner', worker, 'attempt', attempt, 'token', token)
   t.running = t.running + 1
@@ -206,7 +206,8 @@ local function visit(due, id, pairs_out)
     return
   end
   local state = f[1]
-  local t = task_of(fs_task_of(id) or '')
+  local task_id = fs_task_of(id) or ''
+  local t = tasks[task_id] or task_of(task_id)
   if t.state == 'gone' then
     cancel(due, id, jk, t)
     return
