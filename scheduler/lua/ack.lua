@@ -24,7 +24,8 @@ fs_effects()
 
 local ok, jobs = pcall(cjson.decode, ARGV[4] or '')
 if #KEYS ~= 4 or #ARGV ~= 4 or not ok or type(jobs) ~= 'table' or #jobs < 1 then
-  return fs_err(FS_BAD_ARGUMENT, 'ack needs a JSON list of at least one job [id, token, exit code, duration, output]')
+  return fs_err(FS_BAD_ARGUMENT,
+    'ack needs a JSON list of at least one job [id, token, exit code, duration, output]')
 end
 local task_ids = {}
 local match = string.match

@@ -111,12 +111,12 @@ local function int_text(n)
   return s
 end
 
--- f: the job hash fields read by visit() (HMGET order: state, attempt, token, host, due, owner,
--- window, wclose). The hot path: the event is written inline, numbers are passed as text.
+-- f: the job hash fields read by visit() (HMGET order: state, attempt, token, host, due, window,
+-- wclose). The hot path: the event is written inline, numbers are passed as text.
 local function take(due, id, jk, f, t, after_loss, pairs_out)
   local attempt, token = (tonumber(f[2]) or 0) + 1, (tonumber(f[3]) or 0) + 1
   attempt, token = int_texts[attempt] or int_text(attempt), int_texts[token] or int_text(token)
-  local host, window, wclose = f[4], f[7], f[8]
+  local host, window, wclose = f[4], f[6], f[7]
   redis.call('HSET', jk, 'state', 'running', 'owner', worker, 'attempt', attempt, 'token', token)
   t.running = t.running + 1
   t.claimed = t.claimed + 1  -- added to the task's running counter once, at the end
@@ -198,7 +198,7 @@ end
 local function visit(due, id, pairs_out)
   if string.sub(id, 1, 6) == 'sched:' then return take_schedule(due, id, pairs_out) end
   local jk = tag .. ':job:' .. id
-  local f = redis.call('HMGET', jk, 'state', 'attempt', 'token', 'host', 'due', 'owner', 'window', 'wclose')
+  local f = redis.call('HMGET', jk, 'state', 'attempt', 'token', 'host', 'due', 'window', 'wclose')
   if not f[1] then
     -- No job hash: an orphan entry (nothing can run it). Drop it so it cannot block the head.
     redis.call('ZREM', due, id)
@@ -222,7 +222,7 @@ local function visit(due, id, pairs_out)
     return
   end
   if state == 'running' then
-    local j = {attempt = f[2], token = f[3], host = f[4], due = f[5], owner = f[6]}
+    local j = {attempt = f[2], token = f[3], host = f[4], due = f[5], owner = redis.call('HGET', jk, 'owner')}
     if lose(due, id, jk, j, t) then take(due, id, jk, f, t, true, pairs_out) end
     return
   end

@@ -26,7 +26,8 @@ fs_effects()
 -- Validate everything before the first write.
 local ok, jobs = pcall(cjson.decode, ARGV[4] or '')
 if #KEYS ~= 6 or #ARGV ~= 4 or not ok or type(jobs) ~= 'table' or #jobs < 1 then
-  return fs_err(FS_BAD_ARGUMENT, 'enqueue needs a JSON list of at least one job [id, host, due, window, window close]')
+  return fs_err(FS_BAD_ARGUMENT,
+    'enqueue needs a JSON list of at least one job [id, host, due, window, window close]')
 end
 local t = redis.call('HMGET', task_key, 'state', 'prio', 'span')
 if not t[1] then return fs_err(FS_UNKNOWN_TASK, 'no task ' .. task_id) end
@@ -37,9 +38,10 @@ local prefix = task_id .. '.'
 local span = fs_num(t[3])
 for i = 1, #jobs do
   local job = jobs[i]
-  if type(job) ~= 'table' or type(job[1]) ~= 'string' or type(job[2]) ~= 'string' or type(job[3]) ~= 'string'
-      or type(job[4]) ~= 'string' or type(job[5]) ~= 'string' then
-    return fs_err(FS_BAD_ARGUMENT, 'enqueue job ' .. i .. ' is not 5 strings [id, host, due, window, window close]')
+  if type(job) ~= 'table' or type(job[1]) ~= 'string' or type(job[2]) ~= 'string'
+      or type(job[3]) ~= 'string' or type(job[4]) ~= 'string' or type(job[5]) ~= 'string' then
+    return fs_err(FS_BAD_ARGUMENT,
+      'enqueue job ' .. i .. ' is not 5 strings [id, host, due, window, window close]')
   end
   local id, host, due, wclose = job[1], job[2], job[3], job[5]
   local k = string.sub(id, #prefix + 1)
