@@ -9,7 +9,10 @@ Starts its own private redis-server (tests.servers.RedisServer, no persistence) 
    bare Lua ZRANGE BYSCORE + ZADD XX claim script with pipelined ZREM acks (seed 001's loop);
 3. claim latency p50/p99 (batch 10) with 10k, 100k and 1M jobs queued, ours and the floor's;
 4. Redis memory per queued job: INFO used_memory delta / jobs (everything the enqueue wrote:
-   job hashes, the due set, the task hash, the enqueue events).
+   job hashes, the due set, the task hash, the enqueue events);
+5. where claim+ack's time goes at batch 100: server CPU per job in claim and in ack (INFO cpu,
+   which waiting for a core does not inflate), the commands the scripts call (commandstats),
+   the client's CPU, and the same for the floor.
 Figures are medians of several runs; ours are also printed as ratios of the floor. Prints a
 table, then the JSON (also written to benchmarks/results/queue_core.json).
 """
@@ -62,6 +65,12 @@ def fresh(client: redis.Redis) -> None:
     client.flushall()
 
 
+def redis_cpu_s(client: redis.Redis) -> float:
+    """CPU seconds of the server's main thread (getrusage: not inflated by waiting for a core)."""
+    info = client.info("cpu")
+    return float(info["used_cpu_user_main_thread"]) + float(info["used_cpu_sys_main_thread"])
+
+
 def timed(fn: Callable[[], Any]) -> float:
     start = time.perf_counter()
     fn()
@@ -98,7 +107,9 @@ def enqueue_ours(client: redis.Redis, n: int) -> float:
 # ------------------------------------------------------------------------------- claim + ack
 
 
-def claim_ack_floor(client: redis.Redis, n: int, batch: int) -> float:
+def claim_ack_floor(client: redis.Redis, n: int, batch: int,
+                    cpu: dict[str, float] | None = None) -> float:
+    """Jobs/s of seed 001's loop; ``cpu``, if given, gets its server and client CPU (µs/job)."""
     fresh(client)
     script = client.register_script(BARE_CLAIM)
     pipe = client.pipeline(transaction=False)
@@ -120,7 +131,11 @@ def claim_ack_floor(client: redis.Redis, n: int, batch: int) -> float:
             acks.execute()
             done += len(ids)
 
+    server, own = redis_cpu_s(client), time.process_time()
     rate = n / timed(run)
+    if cpu is not None:
+        cpu.update(redis_cpu_us=round((redis_cpu_s(client) - server) / n * 1e6, 2),
+                   client_cpu_us=round((time.process_time() - own) / n * 1e6, 2))
     assert done == n
     return rate
 
@@ -144,6 +159,42 @@ def claim_ack_ours(client: redis.Redis, n: int, batch: int) -> float:
     rate = n / timed(run)
     assert done == n
     return rate
+
+
+# ------------------------------------------------------------------------------- where the time goes
+
+
+INNER = ("xadd", "hmget", "hset", "zadd", "zrem", "del", "zrange", "hincrby")  # commands in scripts
+
+
+def breakdown(client: redis.Redis, n: int, batch: int) -> dict[str, Any]:
+    """Per-job CPU of claim+ack, one phase at a time (all claims, then all acks), µs:
+    the server's CPU in each verb, the time of the commands the scripts call (commandstats),
+    the client's CPU; and the floor's server and client CPU for the same loop."""
+    out: dict[str, Any] = {"jobs": n, "batch": batch}
+    fresh(client)
+    queue = Queue(client, lease_ms=600_000)  # no lease runs out between the two phases
+    queue.create_task(TaskSpec("t"))
+    queue.enqueue("t", jobs_of("t", n))
+    claims, phase = [], {}
+    for verb in ("claim", "ack"):
+        client.config_resetstat()
+        server, own = redis_cpu_s(client), time.process_time()
+        if verb == "claim":
+            while jobs := queue.claim("bench", batch).jobs:
+                claims.append(jobs)
+        else:
+            for jobs in claims:
+                queue.ack("bench", [(j.job_id, j.token, RESULT) for j in jobs])
+        stats = client.info("commandstats")
+        phase[verb] = {"redis_cpu_us": round((redis_cpu_s(client) - server) / n * 1e6, 2),
+                       "client_cpu_us": round((time.process_time() - own) / n * 1e6, 2),
+                       "commands_us": {c: round(stats[f"cmdstat_{c}"]["usec"] / n, 2)
+                                       for c in INNER if f"cmdstat_{c}" in stats}}
+    out.update(phase)
+    out["floor"] = {}
+    claim_ack_floor(client, n, batch, out["floor"])
+    return out
 
 
 # ------------------------------------------------------------------------------- latency, memory
@@ -254,6 +305,9 @@ def measure(client: redis.Redis, quick: bool) -> dict[str, Any]:
         out["claim_ack"].append({"batch": batch, "jobs": jobs, **pair,
                                  "target": 0.4 if batch == 100 else None})
 
+    out["breakdown"] = [breakdown(client, 10_000 if quick else 30_000, 100) for _ in range(runs)]
+    out["breakdown_median"] = _median_breakdown(out["breakdown"])
+
     sizes = (10_000, 100_000) if quick else (10_000, 100_000, 1_000_000)
     rounds, calls = (3, 300) if quick else (5, 500)
     out["latency"] = []
@@ -295,6 +349,15 @@ def table(r: dict[str, Any]) -> str:
         label = f"claim p50 / p99, {row['queued']:,} queued (ms)"
         lines.append(f"{label:44} {row['ours_p50_ms']:>5.2f} /{row['ours_p99_ms']:>5.2f} "
                      f"{row['floor_p50_ms']:>5.2f} /{row['floor_p99_ms']:>5.2f}")
+    b = r["breakdown_median"]
+    c, a, f = b["claim"], b["ack"], b["floor"]
+    for what in ("redis", "client"):
+        label = f"per job at batch 100, {'server' if what == 'redis' else 'client'} CPU (us)"
+        lines.append(f"{label:44} claim {c[what + '_cpu_us']:.2f} + ack {a[what + '_cpu_us']:.2f}"
+                     f"   floor {f[what + '_cpu_us']:.2f}")
+    for verb, row in (("claim", c), ("ack", a)):
+        inner = ", ".join(f"{k} {v:.2f}" for k, v in row["commands_us"].items() if v >= 0.05)
+        lines.append(f"{'  commands in ' + verb + ' (us per job)':44} {inner}")
     g = r["p99_growth"]
     lines.append(f"{'claim p99 at ' + format(g['to'], ',') + ' / at ' + format(g['from'], ','):44} "
                  f"{g['ratio']:>12.2f} {'':>12} {'':>7} {'<= 1.5':>8}")
@@ -303,6 +366,19 @@ def table(r: dict[str, Any]) -> str:
                      f"{row['bytes_per_job']:>12.0f} {'':>12} {'':>7} {'<= 300':>8}"
                      f"   (events {row['of_which_events']:.0f})")
     return "\n".join(lines)
+
+
+def _median_breakdown(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median of each figure over the breakdown runs."""
+    med = statistics.median
+    out: dict[str, Any] = {}
+    for part in ("claim", "ack", "floor"):
+        rows = [r[part] for r in runs]
+        out[part] = {k: med(row[k] for row in rows) for k in ("redis_cpu_us", "client_cpu_us")}
+        if part != "floor":
+            out[part]["commands_us"] = {c: med(row["commands_us"].get(c, 0.0) for row in rows)
+                                        for c in rows[0]["commands_us"]}
+    return out
 
 
 def main() -> None:
