@@ -15,7 +15,7 @@ import redis
 
 from scheduler.keys import Keys
 from scheduler.queue import JobSpec, Queue, TaskSpec
-from tests.worker_support import WorkerProcess, events, wait_until, worker_args
+from tests.worker_support import WorkerProcess, events, started_workers, wait_until
 
 KEYS = Keys()
 THRESHOLD_MS = 300
@@ -23,20 +23,14 @@ THRESHOLD_MS = 300
 
 @pytest.fixture
 def node(redis_url: str, tmp_path: Path):
-    started: list[WorkerProcess] = []
+    with started_workers(redis_url, tmp_path) as start:
+        def start_node(worker_id: str = "node-a", *, slots: int = 8,
+                       threshold_ms: int = THRESHOLD_MS, fair_share_by: str = "task") -> WorkerProcess:
+            env = {"FLEETSCHED_OVERLOAD_THRESHOLD_MS": str(threshold_ms),
+                   "FLEETSCHED_FAIR_SHARE_BY": fair_share_by}
+            return start(worker_id, env=env, slots=slots, processes=2, lease="5s")
 
-    def start(worker_id: str = "node-a", *, slots: int = 8, threshold_ms: int = THRESHOLD_MS,
-              fair_share_by: str = "task") -> WorkerProcess:
-        env = {"FLEETSCHED_OVERLOAD_THRESHOLD_MS": str(threshold_ms),
-               "FLEETSCHED_FAIR_SHARE_BY": fair_share_by}
-        args = worker_args(worker_id, slots=slots, processes=2, lease="5s")
-        w = WorkerProcess(redis_url, tmp_path, args, env=env).start()
-        started.append(w)
-        return w
-
-    yield start
-    for w in started:
-        w.stop()
+        yield start_node
 
 
 def submit(client: redis.Redis, task: str, n: int, *, priority: str = "normal",

@@ -18,30 +18,20 @@ import redis
 from scheduler.queue import Queue
 from tests.worker_support import (
     KEYS,
-    WorkerProcess,
     claims_per_job,
     dump,
     events,
     final_outcomes,
+    started_workers,
     submit,
     wait_until,
-    worker_args,
 )
 
 
 @pytest.fixture
 def start_worker(redis_url: str, tmp_path: Path):
-    started: list[WorkerProcess] = []
-
-    def start(worker_id: str, **kwargs) -> WorkerProcess:
-        env = kwargs.pop("env", {})
-        w = WorkerProcess(redis_url, tmp_path, worker_args(worker_id, **kwargs), env=env).start()
-        started.append(w)
-        return w
-
-    yield start
-    for w in started:
-        w.stop()
+    with started_workers(redis_url, tmp_path) as start:
+        yield start
 
 
 def acked(client: redis.Redis, job_ids: list[str]) -> bool:

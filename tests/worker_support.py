@@ -3,7 +3,9 @@
 - :func:`submit` writes hosts, a task and its jobs the way submission does (host hashes,
   ``Queue.create_task``, ``Queue.enqueue``);
 - :class:`WorkerProcess` starts a node master as a subprocess, finds its children in /proc,
-  sends it signals, and keeps its stderr for the failure message;
+  sends it signals, and keeps its stderr for the failure message; :func:`started_workers`
+  starts as many as a test asks for and stops them all at the end; :func:`alive` tells whether
+  a process still runs (a zombie does not);
 - :func:`events` and :func:`final_outcomes` read the audit stream to count what became of
   every job (acked, failed, retried, lost, released) without trusting the worker's own word.
 """
@@ -17,7 +19,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -179,6 +182,33 @@ def worker_args(worker_id: str, *, slots: int = 8, processes: int = 2, lease: st
                 grace: str = "5s", extra: Sequence[str] = ()) -> list[str]:
     return ["--id", worker_id, "--slots", str(slots), "--processes", str(processes),
             "--lease", lease, "--grace", grace, "--no-recorder", *extra]
+
+
+@contextmanager
+def started_workers(redis_url: str, tmp: Path) -> Iterator[Callable[..., WorkerProcess]]:
+    """Yield ``start(worker_id, *, env=None, **worker_args_kwargs)``, which starts a node master
+    on ``redis_url``; every master started is stopped when the block ends."""
+    started: list[WorkerProcess] = []
+
+    def start(worker_id: str, *, env: dict[str, str] | None = None, **kwargs: Any) -> WorkerProcess:
+        w = WorkerProcess(redis_url, tmp, worker_args(worker_id, **kwargs), env=dict(env or {}))
+        started.append(w.start())
+        return w
+
+    try:
+        yield start
+    finally:
+        for w in started:
+            w.stop()
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` runs; a zombie (exited, not yet reaped) counts as dead."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def claims_per_job(client: redis.Redis) -> Counter[str]:

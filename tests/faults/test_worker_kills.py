@@ -15,42 +15,21 @@ import pytest
 from scheduler.queue import Queue
 from tests.worker_support import (
     KEYS,
-    WorkerProcess,
+    alive,
     claims_per_job,
     dump,
     events,
     final_outcomes,
+    started_workers,
     submit,
     wait_until,
-    worker_args,
 )
 
 
 @pytest.fixture
 def start_worker(redis_url: str, tmp_path: Path):
-    started: list[WorkerProcess] = []
-
-    def start(worker_id: str, **kwargs) -> WorkerProcess:
-        w = WorkerProcess(redis_url, tmp_path, worker_args(worker_id, **kwargs)).start()
-        started.append(w)
-        return w
-
-    yield start
-    for w in started:
-        w.stop()
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is dead for our purpose (its parent has not reaped it yet).
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    with started_workers(redis_url, tmp_path) as start:
+        yield start
 
 
 def test_killing_a_child_mid_job_reruns_idempotent_jobs_and_fails_the_others_as_lost(

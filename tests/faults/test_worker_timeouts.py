@@ -15,12 +15,13 @@ import pytest
 from tests.worker_support import (
     WorkerProcess,
     claims_per_job,
+    alive,
     dump,
     events,
     final_outcomes,
+    started_workers,
     submit,
     wait_until,
-    worker_args,
 )
 
 HANG_MODULE = '''
@@ -65,25 +66,12 @@ def plugin_site(base: Path) -> Path:
 
 @pytest.fixture
 def hang_worker(redis_url: str, tmp_path: Path):
-    started: list[WorkerProcess] = []
+    with started_workers(redis_url, tmp_path) as start:
+        def start_hang(worker_id: str, **kwargs) -> WorkerProcess:
+            env = {"PYTHONPATH": str(plugin_site(tmp_path / worker_id))}
+            return start(worker_id, env=env, **kwargs)
 
-    def start(worker_id: str, **kwargs) -> WorkerProcess:
-        env = {"PYTHONPATH": str(plugin_site(tmp_path / worker_id))}
-        w = WorkerProcess(redis_url, tmp_path, worker_args(worker_id, **kwargs), env=env).start()
-        started.append(w)
-        return w
-
-    yield start
-    for w in started:
-        w.stop()
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+        yield start_hang
 
 
 def test_a_job_that_ignores_its_timeout_is_failed_and_its_child_killed_when_its_neighbours_end(
