@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
+from scheduler.cli.context import database
 
 groups_app = typer.Typer(help="Groups of hosts (from inventories or `hosts add --group`).",
                          no_args_is_help=True)
@@ -24,7 +25,6 @@ COLUMNS = ["name", "hosts", "all_hosts", "children", "parents", "source"]
 @groups_app.command("list")
 def list_cmd(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) -> None:
     """List groups, sorted by name; ``all_hosts`` counts the hosts of child groups too."""
-    from scheduler.cli.hosts_cmd import database
     from scheduler.inventory import list_groups, transaction
 
     with database(ctx) as (engine, _operator), transaction(engine, commit=False) as session:

@@ -9,15 +9,13 @@ one library call in one transaction, and renders the result through ``scheduler.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from sqlalchemy.engine import Engine
 
 from scheduler.cli import output
+from scheduler.cli.context import database
 from scheduler.errors import ValidationError
 
 hosts_app = typer.Typer(help="The fleet's hosts: import an Ansible inventory, list, add, remove.",
@@ -26,19 +24,6 @@ hosts_app = typer.Typer(help="The fleet's hosts: import an Ansible inventory, li
 OutputOption = Annotated[output.OutputFormat,
                          typer.Option("--output", "-o", help="table, json or csv")]
 LIST_COLUMNS = ["name", "address", "port", "user", "groups", "source"]
-
-
-@contextmanager
-def database(ctx: typer.Context) -> Iterator[tuple[Engine, str]]:
-    from scheduler.cli.app import state  # here: app.py imports this module
-    from scheduler.inventory import open_database
-
-    settings = state(ctx).settings
-    engine = open_database(settings)
-    try:
-        yield engine, settings.operator
-    finally:
-        engine.dispose()
 
 
 def _short(value: Any) -> str:

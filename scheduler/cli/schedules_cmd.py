@@ -7,13 +7,12 @@ it (no leader process). Rules: docs/guides/windows-and-schedules.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from scheduler.cli import output
+from scheduler.cli.context import stores
 
 schedules_app = typer.Typer(help="Recurring schedules: tasks created at cron times, exactly once.",
                             no_args_is_help=True)
@@ -21,22 +20,6 @@ schedules_app = typer.Typer(help="Recurring schedules: tasks created at cron tim
 OutputOption = Annotated[output.OutputFormat,
                          typer.Option("--output", "-o", help="table, json or csv")]
 Name = Annotated[str, typer.Argument(help="The schedule's name.")]
-
-
-@contextmanager
-def _context(ctx: typer.Context) -> Iterator[tuple[Any, Any, Any, str]]:
-    """(engine, connect, keys, operator)."""
-    from scheduler.cli.app import state  # here: app.py imports this module
-    from scheduler.inventory import open_database
-    from scheduler.keys import Keys
-    from scheduler.redis_conn import connect
-
-    settings = state(ctx).settings
-    engine = open_database(settings)
-    try:
-        yield engine, (lambda: connect(settings)), Keys(settings.queue_prefix), settings.operator
-    finally:
-        engine.dispose()
 
 
 @schedules_app.command("add", epilog="""Examples:
@@ -85,7 +68,7 @@ def add_cmd(
     spec = ScheduleSpec(name=name, request=request, tz=tz, cron=cron, every=every,
                         catchup=catch_up, catchup_window_s=int(window.total_seconds()),
                         overlap=overlap)
-    with _context(ctx) as (engine, connect, keys, operator):
+    with stores(ctx) as (engine, connect, keys, operator):
         done = add_schedule(engine, connect, spec, operator=operator, keys=keys)
     if fmt is not output.OutputFormat.table:
         output.emit_object(done, fmt)
@@ -100,7 +83,7 @@ def list_cmd(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) 
     from scheduler.inventory import transaction
     from scheduler.schedules import LIST_COLUMNS, list_schedules
 
-    with _context(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
+    with stores(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
         rows = list_schedules(session)
     output.emit_rows(rows, LIST_COLUMNS, fmt)
 
@@ -111,7 +94,7 @@ def show_cmd(ctx: typer.Context, name: Name, fmt: OutputOption = output.OutputFo
     from scheduler.inventory import transaction
     from scheduler.schedules import show_schedule
 
-    with _context(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
+    with stores(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
         info = show_schedule(session, name)
     if fmt is not output.OutputFormat.table:
         output.emit_object(info, fmt)
@@ -127,7 +110,7 @@ def pause_cmd(ctx: typer.Context, name: Name) -> None:
     """Stop firing until resume (occurrences meanwhile are recorded as missed at resume)."""
     from scheduler.schedules import pause_schedule
 
-    with _context(ctx) as (engine, connect, keys, operator):
+    with stores(ctx) as (engine, connect, keys, operator):
         changed = pause_schedule(engine, connect, name, operator=operator, keys=keys)
     output.info(f"schedule {name} {'paused' if changed else 'was paused already'}")
 
@@ -137,7 +120,7 @@ def resume_cmd(ctx: typer.Context, name: Name) -> None:
     """Fire again from the next occurrence (also re-arms a schedule Redis lost)."""
     from scheduler.schedules import resume_schedule
 
-    with _context(ctx) as (engine, connect, keys, operator):
+    with stores(ctx) as (engine, connect, keys, operator):
         done = resume_schedule(engine, connect, name, operator=operator, keys=keys)
     nxt = done["next"]
     output.info(f"schedule {name} {'resumed' if done['resumed'] else 'armed'}: "
@@ -150,7 +133,7 @@ def remove_cmd(ctx: typer.Context, name: Name) -> None:
     """Remove a schedule; the tasks it created stay, with their record."""
     from scheduler.schedules import remove_schedule
 
-    with _context(ctx) as (engine, connect, keys, operator):
+    with stores(ctx) as (engine, connect, keys, operator):
         remove_schedule(engine, connect, name, operator=operator, keys=keys)
     output.info(f"schedule {name} removed")
 
@@ -163,6 +146,6 @@ def next_cmd(ctx: typer.Context, name: Name,
     from scheduler.inventory import transaction
     from scheduler.schedules import upcoming_rows
 
-    with _context(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
+    with stores(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
         rows = upcoming_rows(session, name, count)
     output.emit_rows(rows, ["local", "tz", "utc"], fmt)

@@ -6,13 +6,12 @@ Rules and DST behaviour: docs/guides/windows-and-schedules.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from scheduler.cli import output
+from scheduler.cli.context import stores
 
 windows_app = typer.Typer(help="Service windows and freeze periods: when hosts may be worked on.",
                           no_args_is_help=True)
@@ -20,22 +19,6 @@ windows_app = typer.Typer(help="Service windows and freeze periods: when hosts m
 OutputOption = Annotated[output.OutputFormat,
                          typer.Option("--output", "-o", help="table, json or csv")]
 Name = Annotated[str, typer.Argument(help="The window's name.")]
-
-
-@contextmanager
-def _context(ctx: typer.Context) -> Iterator[tuple[Any, Any, Any, str]]:
-    """(engine, connect, keys, operator)."""
-    from scheduler.cli.app import state  # here: app.py imports this module
-    from scheduler.inventory import open_database
-    from scheduler.keys import Keys
-    from scheduler.redis_conn import connect
-
-    settings = state(ctx).settings
-    engine = open_database(settings)
-    try:
-        yield engine, (lambda: connect(settings)), Keys(settings.queue_prefix), settings.operator
-    finally:
-        engine.dispose()
 
 
 def _warn(warning: str | None) -> None:
@@ -73,7 +56,7 @@ def add_cmd(
     spec = WindowSpec(name=name, tz=tz, rrule=rrule, cron=cron, duration=duration,
                       end_time=end_time, start=start, end=end, freeze=freeze,
                       requires_approval=requires_approval, description=description)
-    with _context(ctx) as (engine, connect, keys, operator):
+    with stores(ctx) as (engine, connect, keys, operator):
         summary, warning = add_window(engine, connect, spec, operator=operator, keys=keys)
     if fmt is not output.OutputFormat.table:
         output.emit_object(summary, fmt)
@@ -90,7 +73,7 @@ def list_cmd(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) 
     from scheduler.inventory import transaction
     from scheduler.window_store import LIST_COLUMNS, list_windows
 
-    with _context(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
+    with stores(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
         rows = list_windows(session)
     output.emit_rows(rows, LIST_COLUMNS, fmt)
 
@@ -101,7 +84,7 @@ def show_cmd(ctx: typer.Context, name: Name, fmt: OutputOption = output.OutputFo
     from scheduler.inventory import transaction
     from scheduler.window_store import show_window
 
-    with _context(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
+    with stores(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
         info = show_window(session, name)
     if fmt is not output.OutputFormat.table:
         output.emit_object(info, fmt)
@@ -122,7 +105,7 @@ def assign_cmd(
     """Assign a window to hosts or groups (a host's own assignment beats its groups')."""
     from scheduler.window_store import assign_window
 
-    with _context(ctx) as (engine, _c, _k, operator):
+    with stores(ctx) as (engine, _c, _k, operator):
         added = assign_window(engine, name, hosts=host or [], groups=group or [], operator=operator)
     output.info(f"window {name}: {added} new assignments (by {operator})")
 
@@ -132,7 +115,7 @@ def approve_cmd(ctx: typer.Context, name: Name) -> None:
     """Record a customer's approval (who and when); jobs may run in the window from now on."""
     from scheduler.window_store import approve_window
 
-    with _context(ctx) as (engine, connect, keys, operator):
+    with stores(ctx) as (engine, connect, keys, operator):
         when, warning = approve_window(engine, connect, name, operator=operator, keys=keys)
     _warn(warning)
     output.info(f"window {name} approved by {operator} at {when.isoformat()}")
@@ -143,7 +126,7 @@ def remove_cmd(ctx: typer.Context, name: Name) -> None:
     """Remove a window and its assignments (queued jobs naming it wait; cancel them)."""
     from scheduler.window_store import remove_window
 
-    with _context(ctx) as (engine, connect, keys, operator):
+    with stores(ctx) as (engine, connect, keys, operator):
         _warn(remove_window(engine, connect, name, operator=operator, keys=keys))
     output.info(f"window {name} removed")
 
@@ -156,7 +139,7 @@ def next_cmd(ctx: typer.Context, name: Name,
     from scheduler.inventory import transaction
     from scheduler.window_store import next_openings
 
-    with _context(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
+    with stores(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
         rows = next_openings(session, name, count)
     output.emit_rows(rows, ["start_local", "end_local", "tz", "start_utc", "end_utc"], fmt)
 
@@ -167,7 +150,7 @@ def sync_cmd(ctx: typer.Context) -> None:
     from scheduler.errors import RedisUnavailableError
     from scheduler.window_store import sync_windows
 
-    with _context(ctx) as (engine, connect, keys, _o):
+    with stores(ctx) as (engine, connect, keys, _o):
         n, warning = sync_windows(engine, connect, keys)
     if warning:
         raise RedisUnavailableError(warning)
