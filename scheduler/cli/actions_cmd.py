@@ -12,12 +12,10 @@ from typing import Annotated, Any
 import typer
 
 from scheduler.cli import output
+from scheduler.cli.output import OutputOption
 
 actions_app = typer.Typer(help="The actions a task can run (built-in and plugins).",
                           no_args_is_help=True)
-
-OutputOption = Annotated[output.OutputFormat,
-                         typer.Option("--output", "-o", help="table, json or csv")]
 
 
 def _report_problems() -> None:

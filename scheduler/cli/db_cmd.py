@@ -12,12 +12,10 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
+from scheduler.cli.output import OutputOption
 
 db_app = typer.Typer(help="The SQL database: schema migrations and retention.",
                      no_args_is_help=True)
-
-OutputOption = Annotated[output.OutputFormat,
-                         typer.Option("--output", "-o", help="table, json or csv")]
 
 
 def _settings(ctx: typer.Context):  # noqa: ANN202

@@ -8,15 +8,12 @@ check failed. An invalid configuration is itself a finding, not an error exit.
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
 from scheduler.cli import output
+from scheduler.cli.output import OutputOption
 from scheduler.cli.status_cmd import render_findings
 
-OutputOption = Annotated[output.OutputFormat,
-                         typer.Option("--output", "-o", help="table, json or csv")]
 
 EPILOG = """Examples:
 

@@ -7,18 +7,16 @@ host count, its host count including child groups, its children, parents and sou
 from __future__ import annotations
 
 import json
-from typing import Annotated
 
 import typer
 
 from scheduler.cli import output
+from scheduler.cli.output import OutputOption
 from scheduler.cli.context import database
 
 groups_app = typer.Typer(help="Groups of hosts (from inventories or `hosts add --group`).",
                          no_args_is_help=True)
 
-OutputOption = Annotated[output.OutputFormat,
-                         typer.Option("--output", "-o", help="table, json or csv")]
 COLUMNS = ["name", "hosts", "all_hosts", "children", "parents", "source"]
 
 

@@ -15,14 +15,13 @@ from typing import Annotated, Any
 import typer
 
 from scheduler.cli import output
+from scheduler.cli.output import OutputOption
 from scheduler.cli.context import database
 from scheduler.errors import ValidationError
 
 hosts_app = typer.Typer(help="The fleet's hosts: import an Ansible inventory, list, add, remove.",
                         no_args_is_help=True)
 
-OutputOption = Annotated[output.OutputFormat,
-                         typer.Option("--output", "-o", help="table, json or csv")]
 LIST_COLUMNS = ["name", "address", "port", "user", "groups", "source"]
 
 

@@ -12,8 +12,9 @@ import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from enum import Enum
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich.console import Console
 from rich.table import Table
 
@@ -25,6 +26,10 @@ class OutputFormat(str, Enum):
     table = "table"
     json = "json"
     csv = "csv"
+
+
+# The --output option every listing command takes.
+OutputOption = Annotated[OutputFormat, typer.Option("--output", "-o", help="table, json or csv")]
 
 
 def _plain(value: Any) -> Any:

@@ -14,14 +14,12 @@ from typing import Annotated, Any
 import typer
 
 from scheduler.cli import output
+from scheduler.cli.output import OutputOption
 
 recorder_app = typer.Typer(
     help="Copy audit events from Redis into the SQL record (one runs in every worker too).",
     invoke_without_command=True,
 )
-
-OutputOption = Annotated[output.OutputFormat,
-                         typer.Option("--output", "-o", help="table, json or csv")]
 
 
 def _open(ctx: typer.Context) -> tuple[Any, Any, Any]:

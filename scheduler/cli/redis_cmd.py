@@ -7,21 +7,17 @@ manage only the embedded server.
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
 from scheduler import embedded
 from scheduler.cli import output
+from scheduler.cli.output import OutputOption
 from scheduler.config import Settings, redact_url
 from scheduler.errors import ConfigError
 from scheduler.redis_conn import connect, server_status
 
 redis_app = typer.Typer(help="The Redis server fleetsched queues jobs in (embedded by default).",
                         no_args_is_help=True)
-
-OutputOption = Annotated[output.OutputFormat,
-                         typer.Option("--output", "-o", help="table, json or csv")]
 
 
 def _embedded_only(settings: Settings, verb: str) -> None:

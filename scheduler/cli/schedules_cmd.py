@@ -12,13 +12,12 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
+from scheduler.cli.output import OutputOption
 from scheduler.cli.context import stores
 
 schedules_app = typer.Typer(help="Recurring schedules: tasks created at cron times, exactly once.",
                             no_args_is_help=True)
 
-OutputOption = Annotated[output.OutputFormat,
-                         typer.Option("--output", "-o", help="table, json or csv")]
 Name = Annotated[str, typer.Argument(help="The schedule's name.")]
 
 

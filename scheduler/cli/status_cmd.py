@@ -6,16 +6,13 @@ Thin: ``scheduler.health.status`` does the checks; this renders them (a table, o
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 from rich.table import Table
 from rich.text import Text
 
 from scheduler.cli import output
+from scheduler.cli.output import OutputOption
 
-OutputOption = Annotated[output.OutputFormat,
-                         typer.Option("--output", "-o", help="table, json or csv")]
 
 STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
 

@@ -14,12 +14,11 @@ from typing import Annotated, Any
 import typer
 
 from scheduler.cli import output
+from scheduler.cli.output import OutputOption
 
 tasks_app = typer.Typer(help="Submitted tasks: list, show, and control them.",
                         no_args_is_help=True)
 
-OutputOption = Annotated[output.OutputFormat,
-                         typer.Option("--output", "-o", help="table, json or csv")]
 TaskId = Annotated[int, typer.Argument(help="The task id (see `fleetsched tasks list`).")]
 
 

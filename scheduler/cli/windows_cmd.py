@@ -11,13 +11,12 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
+from scheduler.cli.output import OutputOption
 from scheduler.cli.context import stores
 
 windows_app = typer.Typer(help="Service windows and freeze periods: when hosts may be worked on.",
                           no_args_is_help=True)
 
-OutputOption = Annotated[output.OutputFormat,
-                         typer.Option("--output", "-o", help="table, json or csv")]
 Name = Annotated[str, typer.Argument(help="The window's name.")]
 
 
