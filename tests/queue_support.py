@@ -82,6 +82,21 @@ def events(client: redis.Redis, kind: str | None = None) -> list[dict[str, str]]
     return out
 
 
+def snapshot(client: redis.Redis) -> dict:
+    """Every hash, sorted set and list in Redis with its content (not the event stream), to
+    show that a refused call changed nothing."""
+    out = {}
+    for key in client.scan_iter():
+        kind = client.type(key)
+        if kind == "hash":
+            out[key] = client.hgetall(key)
+        elif kind == "zset":
+            out[key] = client.zrange(key, 0, -1, withscores=True)
+        elif kind == "list":
+            out[key] = client.lrange(key, 0, -1)
+    return out
+
+
 def redis_now_ms(client: redis.Redis) -> int:
     sec, usec = client.time()
     return int(sec) * 1000 + int(usec) // 1000
@@ -96,4 +111,4 @@ def _t(v: object) -> str:
 
 
 __all__ = ["KEYS", "Path", "due_score", "events", "make_task", "qclient", "queue", "redis62_server",
-           "redis_now_ms"]
+           "redis_now_ms", "snapshot"]

@@ -21,21 +21,8 @@ from tests.queue_support import (  # noqa: F401  (fixtures)
     queue,
     redis62_server,
     redis_now_ms,
+    snapshot,
 )
-
-
-def snapshot(client: redis.Redis) -> dict:
-    """Everything in Redis but the event stream, to show that nothing changed."""
-    out = {}
-    for key in client.scan_iter():
-        kind = client.type(key)
-        if kind == "hash":
-            out[key] = client.hgetall(key)
-        elif kind == "zset":
-            out[key] = client.zrange(key, 0, -1, withscores=True)
-        elif kind == "list":
-            out[key] = client.lrange(key, 0, -1)
-    return out
 
 
 def claimed_twice(queue: Queue) -> tuple[int, int]:

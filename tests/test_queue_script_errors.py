@@ -11,21 +11,13 @@ import redis
 
 from scheduler.errors import Code
 from scheduler.queue import JobResult, Queue, script_source
-from tests.queue_support import KEYS, make_task, qclient, redis62_server  # noqa: F401  (fixtures)
-
-
-def state(client: redis.Redis) -> dict:
-    """Every key but the event stream, with its content."""
-    out = {}
-    for key in client.scan_iter():
-        kind = client.type(key)
-        if kind == "hash":
-            out[key] = client.hgetall(key)
-        elif kind == "zset":
-            out[key] = client.zrange(key, 0, -1, withscores=True)
-        elif kind == "list":
-            out[key] = client.lrange(key, 0, -1)
-    return out
+from tests.queue_support import (  # noqa: F401  (fixtures)
+    KEYS,
+    make_task,
+    qclient,
+    redis62_server,
+    snapshot,
+)
 
 
 JOB = [KEYS.job("t.0"), KEYS.task("t")]
@@ -65,12 +57,12 @@ def test_a_script_refuses_bad_arguments_with_its_code_and_writes_nothing(
     queue = Queue(qclient)
     make_task(queue, "t", 1)
     queue.claim("w", 1)
-    before, events = state(qclient), qclient.xlen(KEYS.events)
+    before, events = snapshot(qclient), qclient.xlen(KEYS.events)
     # When the script is called with a bad argument
     reply = qclient.register_script(script_source(verb))(keys=keys, args=args)
     # Then it answers with the code and a message, and nothing changed
     assert reply[0] == code and words in reply[1]
-    assert state(qclient) == before and qclient.xlen(KEYS.events) == events
+    assert snapshot(qclient) == before and qclient.xlen(KEYS.events) == events
 
 
 def test_the_same_job_twice_in_one_ack_batch_is_acked_once(qclient: redis.Redis) -> None:
