@@ -19,7 +19,6 @@ Prints a table and JSON (benchmarks/results/calendar.json).
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import sys
@@ -33,6 +32,7 @@ from zoneinfo import ZoneInfo
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._common import save_result  # noqa: E402
 from scheduler.cron import next_fire, parse_cron  # noqa: E402
 from scheduler.recurrence import wall  # noqa: E402
 from scheduler.windows import Window, next_opening  # noqa: E402
@@ -104,8 +104,7 @@ def main() -> None:
     width = max(map(len, results))
     for name, value in results.items():
         print(f"{name:<{width}}  {value:10.2f}")
-    out = ROOT / "benchmarks" / "results" / "calendar.json"
-    out.write_text(json.dumps({"runs": args.runs, "results": results}, indent=2) + "\n")
+    out = save_result("calendar", {"runs": args.runs, "results": results})
     print(f"wrote {out.relative_to(ROOT)}")
 
 

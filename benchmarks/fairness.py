@@ -20,8 +20,6 @@ benchmarks/results/fairness.json).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -36,6 +34,7 @@ import redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._common import quick_main  # noqa: E402
 from scheduler.config import Settings  # noqa: E402
 from scheduler.fairshare import reorder_now  # noqa: E402
 from scheduler.keys import Keys  # noqa: E402
@@ -207,15 +206,8 @@ def table(r: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smaller sizes, one run each")
-    args = parser.parse_args()
-    result = run(args.quick)
-    print(table(result))
-    print(json.dumps({k: v for k, v in result.items() if k != "raw"}, indent=2))
-    results = ROOT / "benchmarks" / "results"
-    results.mkdir(exist_ok=True)
-    (results / "fairness.json").write_text(json.dumps(result, indent=2) + "\n")
+    quick_main(__doc__, "fairness", run, table,
+               shown=lambda r: {k: v for k, v in r.items() if k != "raw"})
 
 
 if __name__ == "__main__":

@@ -22,10 +22,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +34,7 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._common import median_seconds, save_result  # noqa: E402
 from scheduler.db import make_engine  # noqa: E402
 from scheduler.db.migrate import upgrade  # noqa: E402
 from scheduler.inventory import import_inventory, load_inventory, resolve  # noqa: E402
@@ -97,17 +96,6 @@ def write_json(f: dict[str, Any], path: Path) -> None:
     path.write_text(json.dumps(doc, indent=1))
 
 
-def median_s(fn: Callable[[], Any], runs: int, setup: Callable[[], Any] | None = None) -> float:
-    times = []
-    for _ in range(runs):
-        if setup:
-            setup()
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def databases(tmp: Path) -> tuple[list[tuple[str, Callable[[], str]]], Any]:
     counter = iter(range(10_000))
     dbs: list[tuple[str, Callable[[], str]]] = [
@@ -146,18 +134,18 @@ def bench_db(new_url: Callable[[], str], files: dict[str, Path], runs: int) -> d
     current: dict[str, sa.Engine] = {}
     parsed = load_inventory(files["json"])
     try:
-        first = median_s(lambda: import_inventory(current["e"], files["json"], operator="bench",
-                                                  inventory=parsed), runs,
-                         setup=lambda: current.update(e=fresh()))
-        again = median_s(lambda: import_inventory(current["e"], files["json"], operator="bench",
-                                                  inventory=parsed), runs)
+        first = median_seconds(lambda: import_inventory(current["e"], files["json"],
+                                                        operator="bench", inventory=parsed),
+                               runs, setup=lambda: current.update(e=fresh()))
+        again = median_seconds(lambda: import_inventory(current["e"], files["json"],
+                                                        operator="bench", inventory=parsed), runs)
         changed = load_inventory(files["changed"])
 
         def reset() -> None:
             current.update(e=fresh())
             import_inventory(current["e"], files["json"], operator="bench", inventory=parsed)
 
-        change = median_s(lambda: import_inventory(
+        change = median_seconds(lambda: import_inventory(
             current["e"], files["json"], operator="bench", prune=True, inventory=changed),
             runs, setup=reset)
     finally:
@@ -185,7 +173,7 @@ def main() -> None:
                 write_yaml(f, files["yaml"])
                 write_json(f, files["json"])
                 write_json(fleet(n, changed=0.10, gone=0.05), files["changed"])
-                parse = {fmt: median_s(lambda p=files[fmt]: resolve(load_inventory(p)), runs)
+                parse = {fmt: median_seconds(lambda p=files[fmt]: resolve(load_inventory(p)), runs)
                          for fmt in ("ini", "yaml", "json")}
                 for name, new_url in dbs:
                     row = {"hosts": n, "db": name,
@@ -201,9 +189,7 @@ def main() -> None:
         finally:
             if server is not None:
                 server.stop(mode="immediate")
-    out = ROOT / "benchmarks" / "results" / "inventory.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"runs": runs, "results": results}, indent=2) + "\n")
+    save_result("inventory", {"runs": runs, "results": results})
     print(json.dumps(results, indent=2))
 
 

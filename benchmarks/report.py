@@ -16,30 +16,20 @@ import argparse
 import io
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._common import median_seconds, save_result  # noqa: E402
 from scheduler.db.engine import make_engine  # noqa: E402
 from scheduler.db.migrate import upgrade  # noqa: E402
 from scheduler.reports import ReportFilter, build_report, render_html  # noqa: E402
 from scheduler.reports.text import write_csv, write_json, write_table  # noqa: E402
 from tests.report_rows import insert_jobs  # noqa: E402
-
-
-def timed(fn, runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
 
 
 def main() -> None:
@@ -55,26 +45,25 @@ def main() -> None:
         report = build_report(engine, ReportFilter())
         results = {
             "jobs": len(report.jobs), "runs": runs,
-            "query_s": timed(lambda: build_report(engine, ReportFilter()), runs),
-            "query_failed_only_s": timed(
+            "query_s": median_seconds(lambda: build_report(engine, ReportFilter()), runs),
+            "query_failed_only_s": median_seconds(
                 lambda: build_report(engine, ReportFilter(state="failed")), runs),
-            "table_s": timed(lambda: write_table(io.StringIO(), report), runs),
-            "csv_s": timed(lambda: write_csv(io.StringIO(), report), runs),
-            "json_s": timed(lambda: write_json(io.StringIO(), report), runs),
-            "html_s": timed(lambda: render_html(report), runs),
+            "table_s": median_seconds(lambda: write_table(io.StringIO(), report), runs),
+            "csv_s": median_seconds(lambda: write_csv(io.StringIO(), report), runs),
+            "json_s": median_seconds(lambda: write_json(io.StringIO(), report), runs),
+            "html_s": median_seconds(lambda: render_html(report), runs),
         }
         engine.dispose()
         cli = [str(Path(sys.executable).with_name("fleetsched")), "--database-url", url, "report",
                "--html", f"{tmp}/report.html"]
         env = {**os.environ, "NO_COLOR": "1"}
-        results["cli_html_end_to_end_s"] = timed(
+        results["cli_html_end_to_end_s"] = median_seconds(
             lambda: subprocess.run(cli, check=True, capture_output=True, env=env), runs)
         results["html_bytes"] = Path(f"{tmp}/report.html").stat().st_size
     width = max(map(len, results))
     for k, v in results.items():
         print(f"{k.ljust(width)}  {v:.3f}" if isinstance(v, float) else f"{k.ljust(width)}  {v}")
-    out = ROOT / "benchmarks" / "results" / "report.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    save_result("report", results)
     print(json.dumps(results))
 
 

@@ -17,7 +17,6 @@ Writes benchmarks/results/submit.json.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -30,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
 
+from benchmarks._common import save_result  # noqa: E402
 from scheduler.db import make_engine  # noqa: E402
 from scheduler.db.migrate import upgrade  # noqa: E402
 from scheduler.fanout import fan_out, mark_queued  # noqa: E402
@@ -118,9 +118,8 @@ def main() -> None:
     ratio = summary["fan_out"]["median_s"] / summary["zadd_floor"]["median_s"]
     print(f"fan-out / ZADD floor: {ratio:.1f}x; target total < 2 s: "
           f"{'met' if summary['total']['max_s'] < 2 else 'MISSED'}")
-    out = ROOT / "benchmarks" / "results" / "submit.json"
-    out.write_text(json.dumps({"hosts": args.hosts, "runs": runs, "redis": version,
-                               "phases": summary, "fan_out_over_floor": ratio}, indent=2) + "\n")
+    save_result("submit", {"hosts": args.hosts, "runs": runs, "redis": version,
+                           "phases": summary, "fan_out_over_floor": ratio})
 
 
 if __name__ == "__main__":

@@ -22,8 +22,6 @@ benchmarks/results/workers.json).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -39,6 +37,7 @@ import redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._common import quick_main  # noqa: E402
 from benchmarks.queue_core import claim_ack_floor, claim_ack_ours  # noqa: E402
 from scheduler.config import Settings  # noqa: E402
 from scheduler.keys import Keys  # noqa: E402
@@ -254,15 +253,7 @@ def table(r: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smaller sizes, one run each")
-    args = parser.parse_args()
-    result = run(args.quick)
-    print(table(result))
-    print(json.dumps(result, indent=2))
-    results = ROOT / "benchmarks" / "results"
-    results.mkdir(exist_ok=True)
-    (results / "workers.json").write_text(json.dumps(result, indent=2) + "\n")
+    quick_main(__doc__, "workers", run, table)
 
 
 if __name__ == "__main__":
