@@ -202,7 +202,7 @@ def _job_patch(kind: str, f: Mapping[str, str], ts: Any, to_ts: Ts) -> dict[str,
     return patch
 
 
-def _sql_task_id(value: str | None) -> int | None:
+def sql_task_id(value: str | None) -> int | None:
     if value and len(value) < 19 and value.isascii() and value.isdigit():
         return int(value)
     return None
@@ -231,7 +231,7 @@ class _Fold:
 
     def _add_task_event(self, ev: StreamEvent, kind: str, ts: Any) -> None:
         f = ev.fields
-        task_id = _sql_task_id(f.get("task"))
+        task_id = sql_task_id(f.get("task"))
         if task_id is None:
             return
         if kind == "claim":
@@ -254,7 +254,7 @@ class _Fold:
         jobs, tids, pos = self.jobs, self._tids, ev.pos
         for job_id in ids:
             prefix = job_id.partition(".")[0]
-            tid = tids[prefix] if prefix in tids else tids.setdefault(prefix, _sql_task_id(prefix))
+            tid = tids[prefix] if prefix in tids else tids.setdefault(prefix, sql_task_id(prefix))
             if tid is None:
                 continue  # not a SQL task's job: no row to update
             old = jobs.get(job_id)

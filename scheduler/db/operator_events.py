@@ -28,12 +28,12 @@ import redis
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from scheduler.db.apply import StreamEvent, apply_events
+from scheduler.db.apply import StreamEvent, apply_events, sql_task_id
 from scheduler.db.models import TASK_FINAL_STATES, Event, Job, Task
 from scheduler.keys import PRIORITY_CLASSES
 from scheduler.queue_types import text
 
-__all__ = ["fold_operator_events", "fold_priority", "record_now", "stream_tail"]
+__all__ = ["OPERATOR_KINDS", "fold_operator_events", "fold_priority", "record_now", "stream_tail"]
 
 UPDATE_CHUNK = 500  # job ids per UPDATE ... WHERE id IN (...)
 READ_CHUNK = 1_000  # stream entries per XRANGE while recording
@@ -68,8 +68,8 @@ def record_now(client: redis.Redis, engine: Engine, stream: str, since: str,
     return mine
 
 
-def _sql_task_id(value: str | None) -> int | None:
-    return int(value) if value and value.isdigit() and len(value) < 19 else None
+OPERATOR_KINDS = frozenset({"retry-failed", "reprioritize"})
+"""The event kinds :func:`fold_operator_events` applies (``apply_events`` leaves them alone)."""
 
 
 def fold_operator_events(conn: sa.Connection, events: Iterable[StreamEvent]) -> None:
@@ -78,7 +78,7 @@ def fold_operator_events(conn: sa.Connection, events: Iterable[StreamEvent]) -> 
     retried: dict[int, list[StreamEvent]] = {}
     reprioritized: set[int] = set()
     for ev in sorted(events, key=lambda e: e.pos):
-        task_id = _sql_task_id(ev.fields.get("task"))
+        task_id = sql_task_id(ev.fields.get("task"))
         if task_id is None:
             continue
         kind = ev.fields.get("kind")

@@ -36,6 +36,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from scheduler.db.apply import BatchResult, StreamEvent, apply_events
+from scheduler.db.operator_events import OPERATOR_KINDS, fold_operator_events
 from scheduler.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -161,6 +162,11 @@ class Recorder:
         try:
             with self.engine.begin() as conn:
                 result = apply_events(conn, events)
+                # Normally the operator command folded these already (record_now); if it died
+                # between its Redis script and its SQL step, this is where SQL catches up.
+                operator = [e for e in events if e.fields.get("kind") in OPERATOR_KINDS]
+                if operator:
+                    fold_operator_events(conn, operator)
         except (sa.exc.IntegrityError, sa.exc.DataError) as exc:
             # Not an outage: some entry cannot be stored as it is. Retrying would stall the
             # stream forever, so record the batch entry by entry and quarantine the bad ones.

@@ -1,0 +1,75 @@
+"""An operator command that died between its Redis script and its SQL step leaves its event in
+the stream only: the recorder must still apply it to the job and task rows. Real redis-server,
+SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import redis
+import sqlalchemy as sa
+
+from scheduler.db import migrate
+from scheduler.db.engine import make_engine
+from scheduler.db.models import Event, Job, Task
+from scheduler.db.recorder import Recorder
+from scheduler.keys import Keys
+from tests.recorder_events import create_task_rows, job_lifecycle, xadd_all
+
+KEYS = Keys()
+
+
+@pytest.fixture
+def engine(database_url: str):
+    migrate.upgrade(database_url)
+    engine = make_engine(database_url)
+    yield engine
+    engine.dispose()
+
+
+def drain(recorder: Recorder) -> None:
+    while recorder.run_once(block_ms=None):
+        pass
+
+
+def test_retry_failed_and_reprioritize_written_only_to_the_stream_reach_sql_through_the_recorder(
+        engine: sa.Engine, redis_client: redis.Redis) -> None:
+    # Given a task whose first job failed for good, recorded in SQL
+    task_id, jobs = create_task_rows(engine, 2)
+    failed_job = jobs[0][0]
+    xadd_all(redis_client, job_lifecycle(str(task_id), jobs, fail=frozenset({failed_job})))
+    drain(Recorder(redis_client, engine, KEYS, "r1"))
+    # and then a retry-failed and a reprioritize whose commands died before their SQL step
+    # (the events exactly as retry_failed.lua and reprioritize.lua write them)
+    xadd_all(redis_client, [
+        {"kind": "retry-failed", "ts": 1_700_000_100_000, "task": task_id, "operator": "bob",
+         "count": 1, "jobs": failed_job, "due": 1_700_000_100_000},
+        {"kind": "reprioritize", "ts": 1_700_000_100_001, "task": task_id, "operator": "bob",
+         "count": 0, "detail": json.dumps({"from": "normal", "to": "urgent"})},
+    ])
+    # When a recorder copies the stream
+    drain(Recorder(redis_client, engine, KEYS, "r2"))
+    # Then the failed job is pending again, the task active and urgent, as in Redis
+    with engine.connect() as conn:
+        job = conn.execute(sa.select(Job).where(Job.id == failed_job)).one()
+        task = conn.execute(sa.select(Task).where(Task.id == task_id)).one()
+    assert job.state == "pending" and job.error is None
+    assert task.state == "active"
+    assert task.priority == "urgent"
+    assert task.failed == 0
+
+
+def test_an_operator_event_of_a_task_id_with_non_ascii_digits_does_not_stop_the_stream(
+        engine: sa.Engine, redis_client: redis.Redis) -> None:
+    # Given an operator event whose task id is made of digits Python's isdigit accepts but int
+    # does not ("²3"), followed by an ordinary event
+    xadd_all(redis_client, [
+        {"kind": "reprioritize", "ts": 1_700_000_000_000, "task": "\u00b23", "operator": "eve",
+         "count": 0, "detail": json.dumps({"from": "normal", "to": "bulk"})},
+        {"kind": "create", "ts": 1_700_000_000_001, "task": "q1", "operator": "alice"},
+    ])
+    # When the recorder copies the stream, then both events are recorded
+    drain(Recorder(redis_client, engine, KEYS, "r1"))
+    with engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(Event)).scalar_one() == 2
