@@ -2,7 +2,8 @@
 
 Every change is checked in full before anything is written (the calendar core validates the
 model: ``scheduler.windows.Window``, ``check_future``), written to SQL with an audit event
-(``window-add``, ``window-assign``, ``window-approve`` with who and when, ``window-remove``) in
+(``window-add``, ``window-assign``, ``window-unassign``, ``window-approve`` with who and when,
+``window-remove``) in
 one transaction, then copied into Redis (``Keys.window``, ``scheduler.windowing.publish``) for
 the claim-time check. If Redis does not answer, the SQL change stands and the command says to
 run ``fleetsched windows sync``, which copies every definition again.
@@ -35,6 +36,7 @@ from scheduler.windows import Window, upcoming
 __all__ = [
     "LIST_COLUMNS", "WindowSpec", "add_window", "approve_window", "assign_window",
     "list_windows", "next_openings", "remove_window", "show_window", "sync_windows",
+    "unassign_window",
 ]
 
 LIST_COLUMNS = ["name", "kind", "rule", "length", "tz", "approval", "assigned", "next_open_utc"]
@@ -211,6 +213,42 @@ def assign_window(engine: Engine, name: str, *, hosts: Sequence[str] = (),
         _event(session, "window-assign", operator, {"window": name, "hosts": list(hosts),
                                                     "groups": list(groups), "added": added})
     return added
+
+
+def unassign_window(engine: Engine, connect: Any, name: str, *, hosts: Sequence[str] = (),
+                    groups: Sequence[str] = (), operator: str,
+                    keys: Keys = Keys()) -> tuple[int, str | None]:
+    """Remove assignments (``window-unassign``), then copy the definition to Redis again.
+
+    Every named host or group must hold an assignment of this window, or nothing is removed
+    (``NotFoundError``). Jobs already queued with the window keep it. Returns (removed, warning)."""
+    from scheduler.inventory import transaction
+
+    if not hosts and not groups:
+        raise ValidationError("give --host or --group (repeatable)",
+                              hint="e.g. fleetsched windows unassign sun-night --group customer-acme")
+    with transaction(engine) as session:
+        row = _row(session, name)
+        by_key = {(a.host_id, a.group_id): a for a in row.assignments}
+        drop: dict[tuple[int | None, int | None], WindowAssignment] = {}
+        for what, model, names in (("host", Host, hosts), ("group", Group, groups)):
+            for n in names:
+                target = session.scalars(sa.select(model).where(model.name == n)).first()
+                if target is None:
+                    raise NotFoundError(f"no {what} named {n!r}",
+                                        hint=f"see `fleetsched {what}s list`")
+                key = (target.id, None) if what == "host" else (None, target.id)
+                if key not in by_key:
+                    raise NotFoundError(f"window {name!r} is not assigned to {what} {n!r}",
+                                        hint=f"see `fleetsched windows show {name}`")
+                drop[key] = by_key[key]
+        for assignment in drop.values():
+            session.delete(assignment)
+        _event(session, "window-unassign", operator, {"window": name, "hosts": list(hosts),
+                                                      "groups": list(groups),
+                                                      "removed": len(drop)})
+        copy = [_Copy.of(row)]
+    return len(drop), _copy(connect, keys, copy)
 
 
 def approve_window(engine: Engine, connect: Any, name: str, *, operator: str,

@@ -200,3 +200,47 @@ def test_assigning_to_an_unknown_host_writes_nothing(cli: Cli, db: str) -> None:
     code, _, err = cli("windows", "assign", "w", "--group", "web", "--host", "nope")
     assert code == 4 and err.startswith("error: no host named 'nope'")
     assert snapshot(db) == before
+
+
+def test_unassigning_removes_only_the_named_assignment_with_an_event_and_later_tasks_see_it(
+        cli: Cli, redis_client: redis.Redis, db: str) -> None:
+    # Given a window assigned to web-01 and to group db
+    at = soon(60)
+    cli.ok("windows", "add", "w", "--start", iso(at), "--duration", "1h")
+    cli.ok("windows", "assign", "w", "--host", "web-01", "--group", "db")
+    # When alice takes the group's assignment back
+    code, out, err = cli("windows", "unassign", "w", "--group", "db", operator="alice")
+    # Then only host web-01 is left, the change is an event by alice, Redis still has the window
+    assert code == 0 and out == "" and "1 assignments removed (by alice)" in err
+    shown = json.loads(cli.ok("windows", "show", "w", "-o", "json"))
+    assert shown["assigned"] == ["host:web-01"]
+    [event] = sql_rows(db, "SELECT operator, data FROM events WHERE kind = 'window-unassign'")
+    data = json.loads(event.data) if isinstance(event.data, str) else event.data
+    assert event.operator == "alice" and data == {"window": "w", "hosts": [], "groups": ["db"],
+                                                  "removed": 1}
+    assert redis_client.hget(KEYS.window("w"), "starts_at") == str(int(at.timestamp() * 1000))
+    # And a windowed task for the db group is now refused: its hosts have no window
+    code, _, err = cli("submit", "command", "-t", "group:db", "-p", "cmd=true", "--in-window", "--yes")
+    assert code == 2 and "db-01, db-02" in err
+
+
+def test_unassigning_what_is_not_assigned_is_one_line_exit_4_and_removes_nothing(
+        cli: Cli, db: str) -> None:
+    # Given a window assigned to web-01 only
+    cli.ok("windows", "add", "w", "--start", iso(soon(60)), "--duration", "1h")
+    cli.ok("windows", "assign", "w", "--host", "web-01")
+    before = snapshot(db)
+    # When web-01 (assigned) and web-02 (not assigned) are unassigned together
+    code, out, err = cli("windows", "unassign", "w", "--host", "web-01", "--host", "web-02")
+    # Then it is refused in one line naming web-02, and web-01 keeps its assignment
+    assert code == 4 and out == ""
+    assert err.splitlines()[0] == "error: window 'w' is not assigned to host 'web-02'"
+    assert "Traceback" not in err
+    assert snapshot(db) == before
+    # And an unknown window, unknown host or no target at all are one line each, too
+    for args, code_, line in ((["nope", "--host", "web-01"], 4, "error: no window named 'nope'"),
+                              (["w", "--host", "ghost"], 4, "error: no host named 'ghost'"),
+                              (["w"], 2, "error: give --host or --group (repeatable)")):
+        code, _, err = cli("windows", "unassign", *args)
+        assert code == code_ and err.splitlines()[0] == line, err
+    assert snapshot(db) == before

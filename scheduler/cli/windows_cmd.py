@@ -1,4 +1,4 @@
-"""``fleetsched windows add|list|show|assign|approve|remove|next|sync``: service windows.
+"""``fleetsched windows add|list|show|assign|unassign|approve|remove|next|sync``: service windows.
 
 Thin: parse, call ``scheduler.window_store``, render through ``scheduler.cli.output``.
 Rules and DST behaviour: docs/guides/windows-and-schedules.md.
@@ -107,6 +107,23 @@ def assign_cmd(
     with stores(ctx) as (engine, _c, _k, operator):
         added = assign_window(engine, name, hosts=host or [], groups=group or [], operator=operator)
     output.info(f"window {name}: {added} new assignments (by {operator})")
+
+
+@windows_app.command("unassign", epilog="Examples:\n\n  fleetsched windows unassign sun-night --group customer-acme\n\n"
+                                        "  fleetsched windows unassign dc-move --host db-01")
+def unassign_cmd(
+    ctx: typer.Context, name: Name,
+    host: Annotated[list[str] | None, typer.Option("--host", help="A host (repeatable).")] = None,
+    group: Annotated[list[str] | None, typer.Option("--group", help="A group (repeatable).")] = None,
+) -> None:
+    """Remove a window's assignment to hosts or groups (jobs already queued keep their window)."""
+    from scheduler.window_store import unassign_window
+
+    with stores(ctx) as (engine, connect, keys, operator):
+        removed, warning = unassign_window(engine, connect, name, hosts=host or [],
+                                           groups=group or [], operator=operator, keys=keys)
+    _warn(warning)
+    output.info(f"window {name}: {removed} assignments removed (by {operator})")
 
 
 @windows_app.command("approve", epilog="Example:\n\n  fleetsched --as alice windows approve acme-weekly")
