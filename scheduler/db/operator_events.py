@@ -4,9 +4,10 @@ events the recorder's fold (``scheduler/db/apply.py``) leaves alone: ``retry-fai
 
 :func:`record_now` (used by ``scheduler.control`` and ``scheduler.db.reconcile``) reads the
 entries of the given tasks appended after a stream id and applies them in one transaction with
-``apply_events`` and :func:`fold_operator_events`, so the command's effect is in SQL when it
-returns, not when a recorder next runs; keyed by stream id, so the recorders' later pass
-inserts nothing twice. An event row and its effect on the ``jobs``/``tasks`` rows are
+:func:`record_batch` (``apply_events``, then :func:`fold_operator_events`), so the command's
+effect is in SQL when it returns, not when a recorder next runs; keyed by stream id, so the
+recorders' later pass, which writes every batch through the same :func:`record_batch`, inserts
+nothing twice and still applies an operator event whose command died before its SQL step. An event row and its effect on the ``jobs``/``tasks`` rows are
 committed together (this module is the one writer of the two folds below). Both folds are
 idempotent and independent of the order events arrive in:
 
@@ -28,12 +29,13 @@ import redis
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from scheduler.db.apply import StreamEvent, apply_events, sql_task_id
+from scheduler.db.apply import BatchResult, StreamEvent, apply_events, sql_task_id
 from scheduler.db.models import TASK_FINAL_STATES, Event, Job, Task
 from scheduler.keys import PRIORITY_CLASSES
 from scheduler.queue_types import text
 
-__all__ = ["OPERATOR_KINDS", "fold_operator_events", "fold_priority", "record_now", "stream_tail"]
+__all__ = ["OPERATOR_KINDS", "fold_operator_events", "fold_priority", "record_batch", "record_now",
+           "stream_tail"]
 
 UPDATE_CHUNK = 500  # job ids per UPDATE ... WHERE id IN (...)
 READ_CHUNK = 1_000  # stream entries per XRANGE while recording
@@ -63,13 +65,23 @@ def record_now(client: redis.Redis, engine: Engine, stream: str, since: str,
         start = "(" + text(batch[-1][0])
     if mine:
         with engine.begin() as conn:
-            apply_events(conn, mine)
-            fold_operator_events(conn, mine)
+            record_batch(conn, mine)
     return mine
 
 
 OPERATOR_KINDS = frozenset({"retry-failed", "reprioritize"})
 """The event kinds :func:`fold_operator_events` applies (``apply_events`` leaves them alone)."""
+
+
+def record_batch(conn: sa.Connection, events: list[StreamEvent]) -> BatchResult:
+    """Everything stream entries change in SQL, in the open transaction on ``conn``:
+    ``apply_events``, then :func:`fold_operator_events` for the operator events among them.
+    The one entry point of every writer of the stream into SQL (the recorder, ``record_now``)."""
+    result = apply_events(conn, events)
+    operator = [e for e in events if e.fields.get("kind") in OPERATOR_KINDS]
+    if operator:
+        fold_operator_events(conn, operator)
+    return result
 
 
 def fold_operator_events(conn: sa.Connection, events: Iterable[StreamEvent]) -> None:

@@ -35,8 +35,8 @@ import redis
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from scheduler.db.apply import BatchResult, StreamEvent, apply_events
-from scheduler.db.operator_events import OPERATOR_KINDS, fold_operator_events
+from scheduler.db.apply import BatchResult, StreamEvent
+from scheduler.db.operator_events import record_batch
 from scheduler.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -161,12 +161,9 @@ class Recorder:
     def _write(self, events: list[StreamEvent]) -> BatchResult:
         try:
             with self.engine.begin() as conn:
-                result = apply_events(conn, events)
-                # Normally the operator command folded these already (record_now); if it died
-                # between its Redis script and its SQL step, this is where SQL catches up.
-                operator = [e for e in events if e.fields.get("kind") in OPERATOR_KINDS]
-                if operator:
-                    fold_operator_events(conn, operator)
+                # Operator events were normally folded by their command already (record_now);
+                # if it died between its Redis script and its SQL step, SQL catches up here.
+                result = record_batch(conn, events)
         except (sa.exc.IntegrityError, sa.exc.DataError) as exc:
             # Not an outage: some entry cannot be stored as it is. Retrying would stall the
             # stream forever, so record the batch entry by entry and quarantine the bad ones.
@@ -186,10 +183,10 @@ class Recorder:
         for ev in events:
             try:
                 with self.engine.begin() as conn:
-                    total.inserted += apply_events(conn, [ev]).inserted
+                    total.inserted += record_batch(conn, [ev]).inserted
             except (sa.exc.IntegrityError, sa.exc.DataError) as exc:
                 with self.engine.begin() as conn:
-                    total.inserted += apply_events(conn, [quarantined(ev, exc)]).inserted
+                    total.inserted += record_batch(conn, [quarantined(ev, exc)]).inserted
         return total
 
     def trim(self) -> int:
