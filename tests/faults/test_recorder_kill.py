@@ -35,8 +35,9 @@ def test_a_recorder_killed_mid_stream_loses_and_duplicates_nothing(
         database_url: str, redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> None:
     migrate.upgrade(database_url)
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path)}
-    # Given a recorder process busy with a long stream
-    produced = xadd_all(redis_client, (ev for k in range(40) for ev in job_lifecycle(
+    # Given a recorder process busy with a stream long enough (24,000 events) that it is still
+    # at work when the first batches are in SQL, however fast it records
+    produced = xadd_all(redis_client, (ev for k in range(120) for ev in job_lifecycle(
         f"k{k}", [(f"k{k}.{i}", f"h{i}") for i in range(99)])))
     first = _recorder(database_url, redis_url, "first", env=env)
     engine = make_engine(database_url)
@@ -46,8 +47,8 @@ def test_a_recorder_killed_mid_stream_loses_and_duplicates_nothing(
             return conn.execute(sa.text("SELECT count(*) FROM events")).scalar_one()
 
     deadline = time.monotonic() + 60
-    while recorded() < 500 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    while recorded() < 100 and time.monotonic() < deadline:
+        time.sleep(0.002)
     # When it is killed with no chance to finish its batch
     first.send_signal(signal.SIGKILL)
     first.wait(10)
