@@ -33,9 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._common import save_result  # noqa: E402
-from scheduler.cron import next_fire, parse_cron  # noqa: E402
-from scheduler.recurrence import wall  # noqa: E402
-from scheduler.windows import Window, next_opening  # noqa: E402
+from scheduler.calendar.cron import next_fire, parse_cron  # noqa: E402
+from scheduler.calendar.recurrence import wall  # noqa: E402
+from scheduler.calendar.windows import Window, next_opening  # noqa: E402
 
 UTC = timezone.utc
 JOB = timedelta(minutes=40)

@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/fairness.py --quick    # smaller sizes, one run each
 
 Starts its own private redis-server (tests.servers.RedisServer, no persistence) and measures:
-1. Alice/Bob (seed 002): one real worker node (``python -m workers``, 8 slots, simulate
+1. Alice/Bob (seed 002): one real worker node (``python -m scheduler worker``, 8 slots, simulate
    executor). Alice submits 3,000 jobs of 20 ms; Bob submits 4 jobs of 20 ms a second later.
    Completion time = the task's last ack minus its enqueue (Redis clock, from the events).
    Run with fair share on (``fair_share_by=task``) and off (``off``: due order only), in the
@@ -36,9 +36,9 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._common import quick_main  # noqa: E402
 from scheduler.config import Settings  # noqa: E402
-from scheduler.fairshare import reorder_now  # noqa: E402
-from scheduler.keys import Keys  # noqa: E402
-from scheduler.queue import JobSpec, Queue, TaskSpec  # noqa: E402
+from scheduler.queue.client import JobSpec, Queue, TaskSpec  # noqa: E402
+from scheduler.queue.fairshare import reorder_now  # noqa: E402
+from scheduler.queue.keys import Keys  # noqa: E402
 from tests.servers import RedisServer, redis_server_binary  # noqa: E402
 
 KEYS = Keys()
@@ -67,7 +67,7 @@ def start_worker(url: str, tmp: Path, fair_share_by: str) -> subprocess.Popen:
                XDG_CONFIG_HOME=str(tmp / "config"), FLEETSCHED_LOG_LEVEL="warning",
                FLEETSCHED_OVERLOAD_THRESHOLD_MS=str(THRESHOLD_MS),
                FLEETSCHED_FAIR_SHARE_BY=fair_share_by, PYTHONPATH=str(ROOT))
-    args = [sys.executable, "-m", "workers", "--id", "bench", "--slots", str(SLOTS),
+    args = [sys.executable, "-P", "-m", "scheduler", "worker", "--id", "bench", "--slots", str(SLOTS),
             "--processes", "2", "--lease", "30s", "--grace", "5s", "--no-recorder"]
     return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             cwd=tmp)

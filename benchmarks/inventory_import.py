@@ -35,9 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._common import median_seconds, save_result  # noqa: E402
-from scheduler.db import make_engine  # noqa: E402
-from scheduler.db.migrate import upgrade  # noqa: E402
 from scheduler.inventory import import_inventory, load_inventory, resolve  # noqa: E402
+from scheduler.record import make_engine  # noqa: E402
+from scheduler.record.migrate import upgrade  # noqa: E402
 from tests.servers import start_postgres  # noqa: E402
 
 REGIONS, RACKS = 3, 30

@@ -33,7 +33,7 @@ import redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scheduler.queue import JobResult, JobSpec, Queue, TaskSpec  # noqa: E402
+from scheduler.queue.client import JobResult, JobSpec, Queue, TaskSpec  # noqa: E402
 from tests.servers import RedisServer, redis_server_binary  # noqa: E402
 
 FLOOR_KEY = "{bench}:floor"

@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._common import median_seconds, save_result  # noqa: E402
-from scheduler.db.engine import make_engine  # noqa: E402
-from scheduler.db.migrate import upgrade  # noqa: E402
+from scheduler.record.engine import make_engine  # noqa: E402
+from scheduler.record.migrate import upgrade  # noqa: E402
 from scheduler.reports import ReportFilter, build_report, render_html  # noqa: E402
 from scheduler.reports.text import write_csv, write_json, write_table  # noqa: E402
 from tests.report_rows import insert_jobs  # noqa: E402

@@ -30,12 +30,13 @@ sys.path.insert(0, str(ROOT))
 import redis  # noqa: E402
 
 from benchmarks._common import save_result  # noqa: E402
-from scheduler.db import make_engine  # noqa: E402
-from scheduler.db.migrate import upgrade  # noqa: E402
-from scheduler.fanout import fan_out, mark_queued  # noqa: E402
-from scheduler.inventory import import_inventory, transaction  # noqa: E402
-from scheduler.keys import Keys  # noqa: E402
-from scheduler.submit import TaskRequest, plan_task, record_task  # noqa: E402
+from scheduler.inventory import import_inventory  # noqa: E402
+from scheduler.queue.keys import Keys  # noqa: E402
+from scheduler.record import make_engine  # noqa: E402
+from scheduler.record.migrate import upgrade  # noqa: E402
+from scheduler.record.session import transaction
+from scheduler.submission.fanout import fan_out, mark_queued  # noqa: E402
+from scheduler.submission.submit import TaskRequest, plan_task, record_task  # noqa: E402
 from tests.servers import start_redis  # noqa: E402
 
 GROUPS = 100

@@ -13,7 +13,7 @@ Starts its own private redis-server (no persistence) and measures, with the simu
 2. lateness: 200 jobs due 50 ms apart on an idle node: start time in the child minus due time,
    p50 / p99 / max, medians of the runs (both the machine's wall clock: Redis runs on this
    machine; the due time is the Redis clock).
-3. in-flight capacity: 1,000 jobs of 5 s on one node started as ``python -m workers``: peak
+3. in-flight capacity: 1,000 jobs of 5 s on one node started as ``python -m scheduler worker``: peak
    jobs in flight (running jobs have their lease expiry, in the future, as score) and peak RSS
    of the master plus its children (from /proc).
 Drain figures are medians of several runs. Prints a table, then the JSON (also written to
@@ -40,8 +40,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._common import quick_main  # noqa: E402
 from benchmarks.queue_core import claim_ack_floor, claim_ack_ours  # noqa: E402
 from scheduler.config import Settings  # noqa: E402
-from scheduler.keys import Keys  # noqa: E402
-from scheduler.queue import JobSpec, Queue, TaskSpec  # noqa: E402
+from scheduler.queue.client import JobSpec, Queue, TaskSpec  # noqa: E402
+from scheduler.queue.keys import Keys  # noqa: E402
 from tests.fleet import descendants  # noqa: E402
 from tests.servers import RedisServer, redis_server_binary  # noqa: E402
 from workers.config import NodeConfig  # noqa: E402
@@ -152,7 +152,7 @@ def capacity(url: str, client: redis.Redis, n: int, duration_ms: int, slots: int
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCHED_")}
     env.update(FLEETSCHED_REDIS_URL=url, FLEETSCHED_STATE_DIR=str(tmp / "state"),
                XDG_CONFIG_HOME=str(tmp / "config"), PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "workers", "--id", "cap", "--slots", str(slots),
+    proc = subprocess.Popen([sys.executable, "-P", "-m", "scheduler", "worker", "--id", "cap", "--slots", str(slots),
                              "--processes", str(processes), "--no-recorder", "--grace", "0s"],
                             env=env, stdout=subprocess.DEVNULL,
                             stderr=open(tmp / "worker.log", "wb"))

@@ -1,4 +1,4 @@
-"""Alembic environment of fleetsched (run by scheduler.db.migrate, not by an alembic.ini).
+"""Alembic environment of fleetsched (run by scheduler.record.migrate, not by an alembic.ini).
 
 Concurrent upgrades from several nodes cannot collide: before reading the current revision,
 the migration transaction takes a lock that every other upgrader waits on.
@@ -18,9 +18,9 @@ from alembic import context
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from scheduler.db.engine import make_engine
-from scheduler.db.models import Base
-from scheduler.db.types import UTCDateTime
+from scheduler.record.engine import make_engine
+from scheduler.record.models import Base
+from scheduler.record.types import UTCDateTime
 
 # Any 64-bit number unique to fleetsched's migrations: "fleetsch" in ASCII, as a bigint.
 ADVISORY_LOCK_KEY = int.from_bytes(b"fleetsch", "big") & 0x7FFF_FFFF_FFFF_FFFF

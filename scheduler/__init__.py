@@ -1,5 +1,5 @@
 """fleetsched's control side: settings, Redis key names, the queue core, submission, windows and
-schedules, the SQL record, the CLI. Import the submodules (``scheduler.queue``,
+schedules, the SQL record, the CLI. Import the submodules (``scheduler.queue.client``,
 ``scheduler.config`` ...); docs/architecture.md lists what each one owns.
 """
 

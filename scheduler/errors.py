@@ -19,7 +19,6 @@ class Code(IntEnum):
     UNKNOWN_TASK = -3  # no such task in Redis
     BAD_ARGUMENT = -4  # an argument failed validation inside the script
     NOT_RUNNING = -5  # the job is not running, so it cannot be acked, failed, extended or deferred
-    DUPLICATE = -6  # enqueue of a job id that already exists
     TASK_NOT_ACTIVE = -7  # the task is cancelled or aborted, or the transition does not apply
 
 
@@ -121,7 +120,6 @@ ERROR_FOR_CODE: dict[Code, type[QueueError]] = {
     Code.UNKNOWN_TASK: UnknownTaskError,
     Code.BAD_ARGUMENT: BadArgumentError,
     Code.NOT_RUNNING: QueueError,
-    Code.DUPLICATE: QueueError,
     Code.TASK_NOT_ACTIVE: QueueError,
 }
 

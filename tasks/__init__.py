@@ -5,10 +5,25 @@ See docs/actions.md for each action and for writing a plugin.
 """
 
 from tasks.base import Action, ActionContext, ActionResult, BaseAction, StepFailed, Steps
-from tasks.params import (Argv, Boolean, Choice, Duration, Integer, KeyValues, LocalPath, Mode,
-                          Owner, Param, ParamType, RemotePath, Sha256, Text, validate_params)
+from tasks.params import (
+                          Argv,
+                          Boolean,
+                          Choice,
+                          Duration,
+                          Integer,
+                          KeyValues,
+                          LocalPath,
+                          Mode,
+                          Owner,
+                          Param,
+                          ParamType,
+                          RemotePath,
+                          Sha256,
+                          Text,
+                          validate_params,
+)
 from tasks.registry import GROUP, describe_action, get_action, list_actions, reload
-from tasks.secrets import Redactor, RedactingFilter, SecretError, SecretRef, resolve
+from tasks.secrets import RedactingFilter, Redactor, SecretError, SecretRef, resolve
 
 __all__ = [
     "Action", "ActionContext", "ActionResult", "Argv", "BaseAction", "Boolean", "Choice",

@@ -21,8 +21,8 @@ import re
 from typing import Any
 
 from tasks.base import ActionContext, BaseAction, StepFailed, Steps
+from tasks.host import Host
 from tasks.params import Boolean, KeyValues, LocalPath, Param, Text
-from workers.executors.base import Host
 
 _SAFE_LIMIT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 _BUILTIN_GROUPS = ("all", "ungrouped")  # Ansible's implicit groups: a pattern for many hosts

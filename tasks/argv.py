@@ -18,8 +18,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tasks.host import Host
 from tasks.secrets import SecretValue
-from workers.executors.base import Host
 
 __all__ = ["PlaceholderError", "check_placeholders", "render", "render_one"]
 

@@ -26,9 +26,9 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from scheduler.errors import ValidationError
 from tasks.argv import PlaceholderError, render
+from tasks.host import CommandResult, Host, HostSession
 from tasks.params import Param, validate_params
 from tasks.secrets import Redactor, SecretError, resolve
-from workers.executors.base import CommandResult, Host, HostSession
 
 __all__ = [
     "Action", "ActionContext", "ActionResult", "BaseAction", "StepFailed", "Steps",

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from tasks.base import ActionContext, BaseAction, Steps
+from tasks.host import Host
 from tasks.params import Argv, Param, Text
-from workers.executors.base import Host
 
 
 class CommandAction(BaseAction):

@@ -16,10 +16,16 @@ import secrets
 from typing import Any
 
 from tasks.base import ActionContext, BaseAction, StepFailed, Steps
+from tasks.host import Host
 from tasks.params import LocalPath, Mode, Owner, Param, RemotePath, Sha256
-from tasks.remote import (is_transport_error, parse_sha256sum, read_local, sha256_hex, upload,
-                          verify_upload)
-from workers.executors.base import Host
+from tasks.remote import (
+    is_transport_error,
+    parse_sha256sum,
+    read_local,
+    sha256_hex,
+    upload,
+    verify_upload,
+)
 
 
 def temp_name_for(dest: str) -> str:

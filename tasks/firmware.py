@@ -27,10 +27,16 @@ from typing import Any
 
 from scheduler.errors import HostKeyError
 from tasks.base import ActionContext, BaseAction, StepFailed, Steps
+from tasks.host import Host
 from tasks.params import Argv, Boolean, Duration, LocalPath, Param, RemotePath, Sha256, Text
-from tasks.remote import (make_temp_dir, read_local, remove_temp_dir, sha256_hex, upload,
-                          verify_upload)
-from workers.executors.base import Host
+from tasks.remote import (
+    make_temp_dir,
+    read_local,
+    remove_temp_dir,
+    sha256_hex,
+    upload,
+    verify_upload,
+)
 
 REBOOT_CMD_TIMEOUT_S = 30.0
 RECONNECT_PAUSE_S = (0.5, 5.0)  # first and largest pause between reconnect attempts

@@ -24,8 +24,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.errors import ValidationError
-from tasks.paramtypes import (Argv, BadValue, Boolean, Choice, Duration, Integer, KeyValues,
-                              LocalPath, Mode, Owner, ParamType, RemotePath, Sha256, Text)
+from tasks.paramtypes import (
+    Argv,
+    BadValue,
+    Boolean,
+    Choice,
+    Duration,
+    Integer,
+    KeyValues,
+    LocalPath,
+    Mode,
+    Owner,
+    ParamType,
+    RemotePath,
+    Sha256,
+    Text,
+)
 from tasks.secrets import SecretError, SecretRef, parse_ref
 
 __all__ = [

@@ -196,11 +196,11 @@ class Duration(ParamType):
         self.min_s, self.max_s = min_s, max_s
         self.expected = "a duration like 30s, 10m or 1h30m"
         if max_s is not None:
-            from scheduler.policy import format_duration
+            from scheduler.parse import format_duration
             self.expected += f" (at most {format_duration(max_s)})"
 
     def parse(self, raw: Any) -> float:
-        from scheduler.policy import parse_duration
+        from scheduler.parse import parse_duration
 
         if isinstance(raw, bool):
             raise BadValue
@@ -218,7 +218,7 @@ class Duration(ParamType):
         return seconds
 
     def dump(self, value: Any) -> Any:
-        from scheduler.policy import format_duration
+        from scheduler.parse import format_duration
 
         return format_duration(value) if float(value).is_integer() else value
 

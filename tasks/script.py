@@ -12,9 +12,9 @@ import posixpath
 from typing import Any
 
 from tasks.base import ActionContext, BaseAction, StepFailed, Steps
+from tasks.host import Host
 from tasks.params import Argv, LocalPath, Param, RemotePath, Sha256, Text
 from tasks.remote import make_temp_dir, read_local, remove_temp_dir, sha256_hex, upload
-from workers.executors.base import Host
 
 
 class ScriptAction(BaseAction):

@@ -13,8 +13,8 @@ from typing import Any
 
 import tasks
 from tasks import ActionContext, ActionResult
+from tasks.host import Host, HostSession
 from tests.fleet import FleetHost, SshFleet
-from workers.executors.base import Host, HostSession
 
 
 class CorruptingSession:

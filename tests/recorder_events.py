@@ -10,8 +10,8 @@ from datetime import datetime, timezone
 import redis
 import sqlalchemy as sa
 
-from scheduler.db.models import Job, Task
-from scheduler.keys import Keys
+from scheduler.queue.keys import Keys
+from scheduler.record.models import Job, Task
 
 
 def job_lifecycle(task: str, jobs: Sequence[tuple[str, str]], *, ts: int = 1_700_000_000_000,

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from scheduler.db.models import Job, Task
+from scheduler.record.models import Job, Task
 
 START = datetime(2026, 11, 2, 8, 0, tzinfo=timezone.utc)
 

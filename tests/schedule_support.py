@@ -11,9 +11,9 @@ from typing import Any
 import redis
 import sqlalchemy as sa
 
-from scheduler.db.engine import make_engine
-from scheduler.firing import FireResult, fire_claimed
-from scheduler.queue import Queue
+from scheduler.queue.client import Queue
+from scheduler.record.engine import make_engine
+from scheduler.schedules.firing import FireResult, fire_claimed
 from tests.submit_support import KEYS, data, drain, sql_rows
 
 

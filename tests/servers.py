@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.embedded import find_binary
+from scheduler.redisdb.embedded import find_binary
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

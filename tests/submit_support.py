@@ -24,8 +24,8 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from scheduler.cli.app import main
-from scheduler.db.recorder import Recorder
-from scheduler.keys import Keys
+from scheduler.queue.keys import Keys
+from scheduler.record.recorder import Recorder
 
 KEYS = Keys()
 TABLES = ("hosts", "groups", "group_hosts", "tasks", "jobs", "events")

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 import tasks
+from tasks.host import Host
 from tasks.secrets import MASK
 from workers.executors import build_executor
-from workers.executors.base import Host
 
 FAKE = """#!{python}
 import json, os, sys

@@ -17,8 +17,8 @@ import pytest
 
 import tasks
 from tasks import registry
+from tasks.host import Host
 from workers.executors import build_executor
-from workers.executors.base import Host
 
 PLUGIN_MODULE = '''
 """A tiny third-party action: says hello to the host."""

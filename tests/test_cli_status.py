@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import redis
 
-from scheduler.db.engine import make_engine
-from scheduler.db.migrate import upgrade
-from scheduler.db.models import Task
-from scheduler.db.types import utcnow
-from scheduler.keys import Keys
-from scheduler.queue import JobSpec, Queue, TaskSpec
+from scheduler.queue.client import JobSpec, Queue, TaskSpec
+from scheduler.queue.keys import Keys
+from scheduler.record.engine import make_engine
+from scheduler.record.migrate import upgrade
+from scheduler.record.models import Task
+from scheduler.record.types import utcnow
 from tests.cli_support import isolated_env, run_cli
 
 

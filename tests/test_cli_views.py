@@ -1,6 +1,6 @@
 """``fleetsched top --once``, ``tasks watch``, ``hosts history`` and ``tasks show --events``
-on a real Redis and SQLite, with tasks submitted through ``scheduler.submit`` and run by a real
-worker process (``python -m workers``, the simulate executor)."""
+on a real Redis and SQLite, with tasks submitted through ``scheduler.submission.submit`` and run by a real
+worker process (``python -m scheduler worker``, the simulate executor)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from scheduler.db.engine import make_engine
-from scheduler.db.migrate import upgrade
 from scheduler.inventory import import_inventory
-from scheduler.keys import Keys
-from scheduler.submit import TaskRequest, submit
+from scheduler.queue.keys import Keys
+from scheduler.record.engine import make_engine
+from scheduler.record.migrate import upgrade
+from scheduler.submission.submit import TaskRequest, submit
 from tests.cli_support import isolated_env, run_cli
 
 HOSTS = [f"web-{i:02d}" for i in range(1, 7)]
@@ -64,7 +64,7 @@ def worker(fleet: dict) -> Iterator[Callable[[], subprocess.Popen]]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCHED_")}
         env.update({k: v for k, v in fleet["env"].items() if v is not None})
         with open(fleet["tmp"] / f"worker-{len(procs)}.log", "wb") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "workers", "--slots", "4",
+            proc = subprocess.Popen([sys.executable, "-P", "-m", "scheduler", "worker", "--slots", "4",
                                      "--processes", "1", "--grace", "2s"], env=env,
                                     stdout=log, stderr=subprocess.STDOUT)
         procs.append(proc)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from scheduler.db import migrate
+from scheduler.record import migrate
 from tests.test_config import run_cli
 
 

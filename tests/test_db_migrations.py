@@ -15,9 +15,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from scheduler.config import Settings
-from scheduler.db import migrate
-from scheduler.db.engine import make_engine
-from scheduler.db.models import Base
+from scheduler.record import migrate
+from scheduler.record.engine import make_engine
+from scheduler.record.models import Base
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -60,7 +60,7 @@ def test_the_models_and_the_migrations_agree(database_url: str) -> None:
 
 def test_concurrent_upgrades_from_several_nodes_do_not_collide(database_url: str) -> None:
     # Given four nodes (processes) that upgrade an empty database at the same moment
-    code = ("import sys, time; from scheduler.db import migrate; "
+    code = ("import sys, time; from scheduler.record import migrate; "
             "t = float(sys.argv[2]); time.sleep(max(0, t - time.time())); "
             "migrate.upgrade(sys.argv[1])")
     import time
@@ -124,7 +124,7 @@ def test_the_migrations_are_found_in_an_installed_wheel_layout(tmp_path: Path) -
     shutil.copytree(REPO / "migrations", site / "scheduler" / "_migrations",
                     ignore=shutil.ignore_patterns("__pycache__"))
     db = tmp_path / "w.db"
-    code = ("import scheduler.db.migrate as m, sys; print(m.migrations_dir()); "
+    code = ("import scheduler.record.migrate as m, sys; print(m.migrations_dir()); "
             f"m.upgrade('sqlite:///{db}'); print(m.current('sqlite:///{db}'))")
     # When a process that sees only that layout upgrades a database
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,

@@ -6,26 +6,17 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import pytest
 import sqlalchemy as sa
 
-from scheduler.db import migrate
-from scheduler.db.engine import make_engine
-from scheduler.db.models import Event, Job, Task
-from scheduler.db.prune import prune
+from scheduler.record import migrate
+from scheduler.record.engine import make_engine
+from scheduler.record.models import Event, Job, Task
+from scheduler.record.prune import prune
 from tests.test_config import run_cli
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 OLD = NOW - timedelta(days=120)
 RECENT = NOW - timedelta(days=10)
-
-
-@pytest.fixture
-def engine(database_url: str):
-    migrate.upgrade(database_url)
-    engine = make_engine(database_url)
-    yield engine
-    engine.dispose()
 
 
 def _fill(engine: sa.Engine) -> dict[str, int]:

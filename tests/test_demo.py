@@ -91,8 +91,9 @@ def test_bad_demo_options_are_refused_before_anything_starts(tmp_path: Path, arg
 
 
 def test_tempdir_is_the_default_parent_of_the_demo_state() -> None:
-    from scheduler.demo import Demo, DemoOptions
     from rich.console import Console
+
+    from scheduler.demo.run import Demo, DemoOptions
 
     demo = Demo(DemoOptions(hosts=10), Console(file=open(os.devnull, "w")))  # noqa: SIM115
     try:

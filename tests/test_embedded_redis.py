@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from scheduler import embedded
 from scheduler.config import Settings, load_settings
-from scheduler.redis_conn import connect
+from scheduler.redisdb import embedded
+from scheduler.redisdb.connect import connect
 from tests.servers import missing
 from tests.test_config import run_cli
 
@@ -146,7 +146,7 @@ def test_a_stale_pidfile_after_a_crash_is_detected_and_the_server_restarts(
 STARTER = """
 import sys
 from scheduler.config import load_settings
-from scheduler.redis_conn import connect
+from scheduler.redisdb.connect import connect
 client = connect(load_settings({"state_dir": sys.argv[1]}, environ={}))
 print(client.info("server")["process_id"])
 """

@@ -1,4 +1,4 @@
-"""Fair share under overload (scheduler/fairshare.py, reorder.lua, overload.lua) on a real Redis.
+"""Fair share under overload (scheduler/queue/fairshare.py, reorder.lua, overload.lua) on a real Redis.
 
 The reorder is driven directly here (``reorder_now``, ``maybe_reorder``) and the claims are
 ``Queue.claim`` calls; tests/test_fairshare_workers.py runs the same on real worker processes.
@@ -13,17 +13,9 @@ from collections import Counter
 import pytest
 
 from scheduler.config import Settings
-from scheduler.fairshare import CHUNK, interleave, maybe_reorder, reorder_now
-from scheduler.queue import JobResult, JobSpec, Queue, TaskSpec
-from tests.queue_support import (  # noqa: F401  (fixtures)
-    KEYS,
-    events,
-    make_task,
-    qclient,
-    queue,
-    redis62_server,
-    redis_now_ms,
-)
+from scheduler.queue.client import JobResult, JobSpec, Queue, TaskSpec
+from scheduler.queue.fairshare import CHUNK, interleave, maybe_reorder, reorder_now
+from tests.queue_support import KEYS, events, make_task, redis_now_ms
 
 SETTINGS = Settings(overload_threshold_ms=1_000, overload_lock_ms=5_000)
 

@@ -12,18 +12,10 @@ import redis
 
 from scheduler.config import Settings
 from scheduler.errors import BadArgumentError, Code, QueueError, UnknownTaskError
-from scheduler.fairshare import reorder_now
-from scheduler.keys import PRIORITY_CLASSES
-from scheduler.queue import JobResult, Queue
-from tests.queue_support import (  # noqa: F401  (fixtures)
-    KEYS,
-    events,
-    make_task,
-    qclient,
-    queue,
-    redis62_server,
-    redis_now_ms,
-)
+from scheduler.queue.client import JobResult, Queue
+from scheduler.queue.fairshare import reorder_now
+from scheduler.queue.keys import PRIORITY_CLASSES
+from tests.queue_support import KEYS, events, make_task, redis_now_ms
 
 SETTINGS = Settings(overload_threshold_ms=1_000)
 

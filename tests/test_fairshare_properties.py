@@ -12,10 +12,10 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler import fairshare
 from scheduler.config import Settings
-from scheduler.keys import PRIORITY_CLASSES
-from scheduler.queue import JobResult, JobSpec, Queue, TaskSpec
+from scheduler.queue import fairshare
+from scheduler.queue.client import JobResult, JobSpec, Queue, TaskSpec
+from scheduler.queue.keys import PRIORITY_CLASSES
 from tests.queue_support import KEYS, redis_now_ms
 
 TASKS = st.lists(

@@ -1,4 +1,4 @@
-"""Fair share and priority classes on real worker processes (``python -m workers``), real Redis,
+"""Fair share and priority classes on real worker processes (``python -m scheduler worker``), real Redis,
 the simulate executor: the node master's overload check starts the reorders by itself.
 
 The overload threshold is 300 ms here (5 s by default) so each scenario takes seconds.
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from scheduler.keys import Keys
-from scheduler.queue import JobSpec, Queue, TaskSpec
+from scheduler.queue.client import JobSpec, Queue, TaskSpec
+from scheduler.queue.keys import Keys
 from tests.worker_support import WorkerProcess, events, started_workers, wait_until
 
 KEYS = Keys()

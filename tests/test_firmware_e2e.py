@@ -1,8 +1,8 @@
 """The ``firmware`` action through the whole pipeline on real sshd hosts, inside a service window.
 
 A one-off window open now is made with the library ``fleetsched windows add/assign`` uses
-(``scheduler.window_store``), assigned to two hosts; ``fleetsched submit firmware --in-window``
-queues the task; a real worker node (``python -m workers``, ssh executor, its own recorder
+(``scheduler.windows.store``), assigned to two hosts; ``fleetsched submit firmware --in-window``
+queues the task; a real worker node (``python -m scheduler worker``, ssh executor, its own recorder
 thread) runs it; the results are read from SQL. No reboot (the reboot path is covered in
 tests/test_actions_ssh_files.py).
 """
@@ -19,8 +19,8 @@ import pytest
 import redis
 import sqlalchemy as sa
 
-from scheduler.db.migrate import upgrade
-from scheduler.window_store import WindowSpec, add_window, assign_window
+from scheduler.record.migrate import upgrade
+from scheduler.windows.store import WindowSpec, add_window, assign_window
 from tests.fleet import SshFleet, current_user
 from tests.submit_support import KEYS, Cli, inventory, sql_rows
 from tests.worker_support import WorkerProcess, wait_until, worker_args

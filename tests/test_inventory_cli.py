@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from scheduler.cli.app import main
-from scheduler.db.migrate import upgrade
+from scheduler.record.migrate import upgrade
 from tests.test_inventory_refusals import BAD
 
 DATA = Path(__file__).parent / "data" / "inventories"

@@ -4,7 +4,6 @@ transaction, the import event; group membership through child groups."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,24 +11,22 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from scheduler.db import make_engine
-from scheduler.db.migrate import upgrade
 from scheduler.errors import FleetschedError, NotFoundError, ValidationError
 from scheduler.inventory import (
-    add_host, group_member_map, group_members, hosts_in_groups, import_inventory, list_groups,
-    list_hosts, remove_host, show_host, transaction,
+    add_host,
+    group_member_map,
+    group_members,
+    hosts_in_groups,
+    import_inventory,
+    list_groups,
+    list_hosts,
+    remove_host,
+    show_host,
 )
+from scheduler.record.session import transaction
 
 DATA = Path(__file__).parent / "data" / "inventories"
 TABLES = ("hosts", "groups", "group_hosts", "group_children", "events")
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    upgrade(database_url)
-    eng = make_engine(database_url)
-    yield eng
-    eng.dispose()
 
 
 def counts(engine: Engine) -> dict[str, int]:

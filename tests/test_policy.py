@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scheduler.errors import ValidationError
-from scheduler.policy import format_duration, parse_duration, parse_limit, parse_time
+from scheduler.parse import format_duration, parse_duration, parse_limit, parse_time
 
 
 def test_a_percentage_limit_rounds_up_and_never_reaches_zero() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import redis
 
-from scheduler.queue import JobResult, JobSpec, Queue, TaskSpec
+from scheduler.queue.client import JobResult, JobSpec, Queue, TaskSpec
 from tests.queue_support import events, redis_now_ms
 
 CTX = mp.get_context("fork")

@@ -11,18 +11,9 @@ import pytest
 import redis
 
 from scheduler.errors import BadArgumentError, Code, QueueError, StaleTokenError, UnknownJobError
-from scheduler.queue import BACKOFF_CAP_MS, JobResult, Queue, TaskSpec, script_source
-from tests.queue_support import (  # noqa: F401  (fixtures)
-    KEYS,
-    due_score,
-    events,
-    make_task,
-    qclient,
-    queue,
-    redis62_server,
-    redis_now_ms,
-    snapshot,
-)
+from scheduler.queue.client import BACKOFF_CAP_MS, JobResult, Queue, TaskSpec
+from scheduler.queue.scripts import script_source
+from tests.queue_support import KEYS, due_score, events, make_task, redis_now_ms, snapshot
 
 
 def claimed_twice(queue: Queue) -> tuple[int, int]:

@@ -10,16 +10,8 @@ from __future__ import annotations
 import time
 
 from scheduler.errors import Code
-from scheduler.queue import JobResult, Queue
-from tests.queue_support import (  # noqa: F401  (fixtures)
-    KEYS,
-    due_score,
-    events,
-    make_task,
-    qclient,
-    queue,
-    redis62_server,
-)
+from scheduler.queue.client import JobResult, Queue
+from tests.queue_support import KEYS, due_score, events, make_task
 
 LEASE_MS = 100
 

@@ -8,15 +8,8 @@ from __future__ import annotations
 
 import time
 
-from scheduler.queue import JobResult, Queue
-from tests.queue_support import (  # noqa: F401  (fixtures)
-    KEYS,
-    events,
-    make_task,
-    qclient,
-    queue,
-    redis62_server,
-)
+from scheduler.queue.client import JobResult, Queue
+from tests.queue_support import KEYS, events, make_task
 
 LEASE_MS = 100
 

@@ -10,15 +10,9 @@ import pytest
 import redis
 
 from scheduler.errors import Code
-from scheduler.queue import JobResult, Queue, script_source
-from tests.queue_support import (  # noqa: F401  (fixtures)
-    KEYS,
-    make_task,
-    qclient,
-    redis62_server,
-    snapshot,
-)
-
+from scheduler.queue.client import JobResult, Queue
+from scheduler.queue.scripts import script_source
+from tests.queue_support import KEYS, make_task, snapshot
 
 JOB = [KEYS.job("t.0"), KEYS.task("t")]
 TASK = [KEYS.task("t"), *KEYS.all_due(), KEYS.parked("t"), KEYS.held("t"), KEYS.events]

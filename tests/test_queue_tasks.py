@@ -11,17 +11,9 @@ import pytest
 import redis
 
 from scheduler.errors import BadArgumentError, Code, QueueError, UnknownTaskError
-from scheduler.queue import JobResult, JobSpec, Queue, TaskSpec, script_source
-from tests.queue_support import (  # noqa: F401  (fixtures)
-    KEYS,
-    due_score,
-    events,
-    make_task,
-    qclient,
-    queue,
-    redis62_server,
-    redis_now_ms,
-)
+from scheduler.queue.client import JobResult, JobSpec, Queue, TaskSpec
+from scheduler.queue.scripts import script_source
+from tests.queue_support import KEYS, due_score, events, make_task, redis_now_ms
 
 
 def test_enqueue_counts_only_new_jobs_and_emits_one_event_per_batch(queue: Queue) -> None:

@@ -12,14 +12,8 @@ import pytest
 import redis
 
 from scheduler.errors import BadArgumentError
-from scheduler.queue import JobSpec, Queue, TaskSpec
-from tests.queue_support import (  # noqa: F401  (fixtures)
-    make_task,
-    qclient,
-    queue,
-    redis62_server,
-    redis_now_ms,
-)
+from scheduler.queue.client import JobSpec, Queue, TaskSpec
+from tests.queue_support import make_task, redis_now_ms
 
 
 def test_next_due_is_the_redis_clock_and_the_earliest_score_of_any_class(queue: Queue) -> None:

@@ -5,28 +5,17 @@ meets them later inserts nothing twice). SQLite and PostgreSQL, real redis-serve
 
 from __future__ import annotations
 
-import pytest
 import redis
 import sqlalchemy as sa
 
-from scheduler.db import migrate
-from scheduler.db.engine import make_engine
-from scheduler.db.models import Event, Job, Task
-from scheduler.db.reconcile import reconcile
-from scheduler.db.recorder import Recorder
-from scheduler.keys import Keys
-from scheduler.queue import JobSpec, Queue, TaskSpec
+from scheduler.queue.client import JobSpec, Queue, TaskSpec
+from scheduler.queue.keys import Keys
+from scheduler.record.models import Event, Job, Task
+from scheduler.record.recorder import Recorder
+from scheduler.submission.reconcile import reconcile
 from tests.recorder_events import create_task_rows
 
 KEYS = Keys()
-
-
-@pytest.fixture
-def engine(database_url: str):
-    migrate.upgrade(database_url)
-    engine = make_engine(database_url)
-    yield engine
-    engine.dispose()
 
 
 def record(client: redis.Redis, engine: sa.Engine) -> int:

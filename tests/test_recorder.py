@@ -7,27 +7,16 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
 import redis
 import sqlalchemy as sa
 
-from scheduler.db import migrate
-from scheduler.db.apply import StreamEvent, apply_events
-from scheduler.db.engine import make_engine
-from scheduler.db.models import Event, Job, Task
-from scheduler.db.recorder import GROUP, Recorder
-from scheduler.keys import Keys
+from scheduler.queue.keys import Keys
+from scheduler.record.fold import StreamEvent, apply_events
+from scheduler.record.models import Event, Job, Task
+from scheduler.record.recorder import GROUP, Recorder
 from tests.recorder_events import create_task_rows, job_lifecycle, xadd_all
 
 KEYS = Keys()
-
-
-@pytest.fixture
-def engine(database_url: str):
-    migrate.upgrade(database_url)
-    engine = make_engine(database_url)
-    yield engine
-    engine.dispose()
 
 
 def drain(recorder: Recorder, limit: int = 10_000) -> int:
@@ -237,7 +226,7 @@ def _lost(task_id: int, job: str, pos: int, error: str, outcome: str | None) -> 
     return StreamEvent(f"{1_700_000_000_000 + pos}-0", fields)
 
 
-def test_a_lost_event_s_outcome_field_decides_the_job_state_and_its_wording_is_the_fallback(
+def test_a_lost_event_s_outcome_field_decides_the_job_state_and_its_wording_is_never_read(
         engine: sa.Engine) -> None:
     # Given six running jobs that their workers lost
     task_id, jobs = create_task_rows(engine, 6)
@@ -247,7 +236,7 @@ def test_a_lost_event_s_outcome_field_decides_the_job_state_and_its_wording_is_t
         "kind": "claim", "ts": str(1_700_000_000_000 + i), "task": str(task_id), "job": j,
         "attempt": "1", "token": "1", "worker": "w1"}) for i, j in enumerate(ids)]
     # When lost events arrive: four with an explicit outcome and wording that says nothing (or
-    # says otherwise), one with wording only, one with an outcome this recorder does not know
+    # says otherwise), one with wording only, one with an outcome no script writes
     events += [
         _lost(task_id, ids[0], 100, plain, "retry"),
         _lost(task_id, ids[1], 101, plain, "held"),
@@ -260,16 +249,16 @@ def test_a_lost_event_s_outcome_field_decides_the_job_state_and_its_wording_is_t
     ]
     with engine.begin() as conn:
         apply_events(conn, events)
-    # Then the outcome field decides where it is given, the wording otherwise
+    # Then the outcome field decides; without a known one the job is lost, whatever the words
     with engine.connect() as conn:
         rows = {r.id: r for r in conn.execute(sa.select(Job.id, Job.state, Job.finished_at))}
         task = conn.execute(sa.select(Task).where(Task.id == task_id)).one()
     assert [rows[j].state for j in ids] == ["pending", "held", "cancelled", "lost", "lost",
-                                            "held"]
+                                            "lost"]
     # and the jobs that ended have a finish time, those that did not have none
     assert [rows[j].finished_at is not None for j in ids] == [False, False, True, True, True,
-                                                              False]
-    assert (task.lost, task.cancelled, task.running, task.state) == (2, 1, 0, "accepted")
+                                                              True]
+    assert (task.lost, task.cancelled, task.running, task.state) == (3, 1, 0, "accepted")
 
 
 def test_every_event_of_a_job_in_one_batch_collapses_into_one_row_update(

@@ -9,9 +9,9 @@ from pathlib import Path
 import redis
 import sqlalchemy as sa
 
-from scheduler.db import migrate
-from scheduler.db.engine import make_engine
-from scheduler.keys import Keys
+from scheduler.queue.keys import Keys
+from scheduler.record import migrate
+from scheduler.record.engine import make_engine
 from tests.recorder_events import job_lifecycle, xadd_all
 from tests.test_config import run_cli
 

@@ -6,26 +6,15 @@ from __future__ import annotations
 
 import json
 
-import pytest
 import redis
 import sqlalchemy as sa
 
-from scheduler.db import migrate
-from scheduler.db.engine import make_engine
-from scheduler.db.models import Event, Job, Task
-from scheduler.db.recorder import Recorder
-from scheduler.keys import Keys
+from scheduler.queue.keys import Keys
+from scheduler.record.models import Event, Job, Task
+from scheduler.record.recorder import Recorder
 from tests.recorder_events import create_task_rows, job_lifecycle, xadd_all
 
 KEYS = Keys()
-
-
-@pytest.fixture
-def engine(database_url: str):
-    migrate.upgrade(database_url)
-    engine = make_engine(database_url)
-    yield engine
-    engine.dispose()
 
 
 def drain(recorder: Recorder) -> None:

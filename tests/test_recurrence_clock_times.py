@@ -9,9 +9,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from scheduler.calendar.recurrence import parse_rrule, wall
+from scheduler.calendar.windows import Window
 from scheduler.errors import ValidationError
-from scheduler.recurrence import parse_rrule, wall
-from scheduler.windows import Window
 
 RULES = [
     ("FREQ=DAILY;BYHOUR=9,17;BYMINUTE=0,30", None),

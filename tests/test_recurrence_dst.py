@@ -9,9 +9,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from scheduler.cron import fires_between, next_fire, parse_cron
-from scheduler.recurrence import localize, parse_rrule
-from scheduler.windows import Window, upcoming
+from scheduler.calendar.cron import fires_between, next_fire, parse_cron
+from scheduler.calendar.recurrence import localize, parse_rrule
+from scheduler.calendar.windows import Window, upcoming
 
 UTC = timezone.utc
 BERLIN = ZoneInfo("Europe/Berlin")

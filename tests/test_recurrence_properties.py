@@ -15,9 +15,9 @@ from zoneinfo import ZoneInfo
 from hypothesis import HealthCheck, event, given, reject, settings
 from hypothesis import strategies as st
 
-from scheduler.cron import parse_cron
+from scheduler.calendar.cron import parse_cron
+from scheduler.calendar.recurrence import parse_rrule
 from scheduler.errors import ValidationError
-from scheduler.recurrence import parse_rrule
 
 UTC = timezone.utc
 ZONES = ["Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata", "UTC"]

@@ -6,10 +6,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from scheduler.cron import explain_cron, parse_cron
+from scheduler.calendar.cron import explain_cron, parse_cron
+from scheduler.calendar.recurrence import parse_rrule, zone
+from scheduler.calendar.windows import Window
 from scheduler.errors import ValidationError
-from scheduler.recurrence import parse_rrule, zone
-from scheduler.windows import Window
 
 UTC = timezone.utc
 NOW = datetime(2026, 6, 1, tzinfo=UTC)

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.catchup import Policy, catch_up
-from scheduler.cron import explain_cron, fires_between, next_fire, parse_cron
+from scheduler.calendar.catchup import Policy, catch_up
+from scheduler.calendar.cron import explain_cron, fires_between, next_fire, parse_cron
 
 UTC = timezone.utc
 T0 = datetime(2026, 5, 4, tzinfo=UTC)  # a Monday

@@ -13,7 +13,7 @@ import redis
 
 from scheduler.config import Settings, load_settings
 from scheduler.errors import ConfigError, RedisUnavailableError
-from scheduler.redis_conn import connect, eviction_policy
+from scheduler.redisdb.connect import connect, eviction_policy
 from tests.servers import RedisServer, free_port, start_redis
 from tests.test_config import run_cli
 

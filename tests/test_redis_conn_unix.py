@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.config import load_settings
-from scheduler.redis_conn import connect
+from scheduler.redisdb.connect import connect
 from tests.servers import missing, redis_server_binary
 from tests.test_config import run_cli
 

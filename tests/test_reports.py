@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from scheduler.db.engine import make_engine
-from scheduler.db.migrate import upgrade
-from scheduler.db.models import Group, Host, Job, Task, group_hosts
+from scheduler.record.engine import make_engine
+from scheduler.record.migrate import upgrade
+from scheduler.record.models import Group, Host, Job, Task, group_hosts
 from tests.cli_support import isolated_env, run_cli
 from tests.report_rows import START, insert_jobs
+
 
 class Tags(HTMLParser):
     """Every element name and attribute name of a document (escaped text is not a tag)."""

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from scheduler.db.migrate import upgrade
-from scheduler.queue import Queue
+from scheduler.queue.client import Queue
+from scheduler.record.migrate import upgrade
 from tests.submit_support import KEYS, Cli, drain, events, inventory, max_overlap, sql_rows
 from tests.worker_support import WorkerProcess, wait_until, worker_args
 

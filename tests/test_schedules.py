@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 import redis
 
-from scheduler.db.migrate import upgrade
 from scheduler.errors import Code
-from scheduler.fanout import fan_out
-from scheduler.firing import _create, fire_claimed
-from scheduler.queue import JobResult, Queue
-from scheduler.schedule_entry import arm
-from scheduler.schedules import request_of
+from scheduler.queue.client import JobResult, Queue
+from scheduler.record.migrate import upgrade
+from scheduler.schedules.entry import arm
+from scheduler.schedules.firing import _create, fire_claimed
+from scheduler.schedules.store import request_of
+from scheduler.submission.fanout import fan_out
 from tests.schedule_support import engine_for, entry_score, fired, missed, ms, occurrences
-from tests.submit_support import KEYS, Cli, drain, inventory, redis_snapshot, sql_rows
+from tests.submit_support import KEYS, Cli, inventory, redis_snapshot, sql_rows
 from tests.test_windows_cli import snapshot
 
 FLEET = "[web]\nweb-01 ansible_host=10.0.0.1\nweb-02 ansible_host=10.0.0.2\nweb-03 ansible_host=10.0.0.3\n"
@@ -119,7 +119,7 @@ def test_a_retried_claim_after_a_crash_mid_fan_out_completes_the_same_task(
 def sa_select_schedule(name: str):  # type: ignore[no-untyped-def]
     import sqlalchemy as sa
 
-    from scheduler.db.models import Schedule
+    from scheduler.record.models import Schedule
     return sa.select(Schedule.__table__).where(Schedule.name == name)
 
 

@@ -9,9 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from tasks.secrets import (MASK, RedactingFilter, Redactor, SecretError, SecretRef, SecretValue,
-                           parse_ref, resolve)
-from workers.executors.base import CommandResult
+from tasks.host import CommandResult
+from tasks.secrets import (
+    MASK,
+    RedactingFilter,
+    Redactor,
+    SecretError,
+    SecretRef,
+    SecretValue,
+    parse_ref,
+    resolve,
+)
 
 CANARY = "canary-7f3a'9\"$x"
 

@@ -12,8 +12,8 @@ import redis
 import sqlalchemy as sa
 import sqlalchemy.orm
 
-from scheduler.db.migrate import upgrade
-from scheduler.queue import JobResult, Queue
+from scheduler.queue.client import JobResult, Queue
+from scheduler.record.migrate import upgrade
 from tests.submit_support import (
     KEYS,
     Cli,
@@ -210,11 +210,11 @@ def test_redis_down_at_submit_fails_in_one_line_the_task_stays_accepted_and_reco
 
 def test_a_fan_out_cut_off_halfway_is_finished_by_reconcile_without_doubling_a_job(
         tmp_path: Path, db: str, redis_client: redis.Redis, redis_url: str) -> None:
-    from scheduler.db.engine import make_engine
-    from scheduler.db.reconcile import reconcile
-    from scheduler.fanout import fan_out
-    from scheduler.inventory import transaction
-    from scheduler.submit import TaskRequest, plan_task, record_task
+    from scheduler.record.engine import make_engine
+    from scheduler.record.session import transaction
+    from scheduler.submission.fanout import fan_out
+    from scheduler.submission.reconcile import reconcile
+    from scheduler.submission.submit import TaskRequest, plan_task, record_task
 
     cli = Cli(tmp_path, redis_url, db)
     inventory(cli, tmp_path, "[all_of_them]\nn-[000:249]\n")
@@ -286,7 +286,7 @@ def test_in_window_gives_each_job_its_hosts_next_opening_and_refuses_hosts_witho
     from datetime import datetime, timezone
     from zoneinfo import ZoneInfo
 
-    from scheduler.db.models import Group, Window, WindowAssignment
+    from scheduler.record.models import Group, Window, WindowAssignment
 
     # Given a nightly two-hour window (22:00 Berlin) on group web, and none on group db
     engine = sa.create_engine(cli.database_url)

@@ -1,5 +1,5 @@
 """Every action through the whole pipeline on real sshd hosts: ``fleetsched submit`` -> a real
-worker node (``python -m workers``, ssh executor, its own recorder thread) -> SQL. Then the
+worker node (``python -m scheduler worker``, ssh executor, its own recorder thread) -> SQL. Then the
 secrets canary: a secret planted with ``@env`` is found nowhere, not in Redis, not in SQL, not
 in the worker's debug log, not in any CLI output.
 
@@ -16,8 +16,8 @@ import pytest
 import redis
 import sqlalchemy as sa
 
-from scheduler.db.migrate import upgrade
-from scheduler.queue import Queue
+from scheduler.queue.client import Queue
+from scheduler.record.migrate import upgrade
 from tests.fleet import SshFleet, current_user
 from tests.submit_support import KEYS, Cli, inventory, sql_rows
 from tests.worker_support import WorkerProcess, wait_until, worker_args

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from scheduler.db.migrate import upgrade
-from scheduler.queue import Queue
+from scheduler.queue.client import Queue
+from scheduler.record.migrate import upgrade
 from tests.submit_support import KEYS, Cli, inventory, redis_snapshot, sql_snapshot
 
 

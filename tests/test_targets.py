@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.errors import ValidationError
-from scheduler.targets import parse_target, resolve_target
+from scheduler.submission.targets import parse_target, resolve_target
 
 HOSTS = [f"web-{i:02d}" for i in range(1, 11)] + ["db-01", "db-02", "lb-01"]
 GROUPS = {

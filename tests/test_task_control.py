@@ -1,5 +1,5 @@
 """``fleetsched tasks pause|resume|cancel|retry-failed`` under load: real worker processes
-(``python -m workers``), the simulate and local executors, real redis-server and SQLite. Each
+(``python -m scheduler worker``), the simulate and local executors, real redis-server and SQLite. Each
 change is in SQL with its operator as soon as the command returns (no recorder running)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from scheduler.db.migrate import upgrade
-from scheduler.queue import Queue
+from scheduler.queue.client import Queue
+from scheduler.record.migrate import upgrade
 from tests.submit_support import KEYS, Cli, data, drain, events, inventory, sql_rows
 from tests.worker_support import WorkerProcess, wait_until, worker_args
 

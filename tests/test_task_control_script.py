@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 import redis
 
-from scheduler.control import _retry_source, requeue_failed
 from scheduler.errors import Code, QueueError, UnknownTaskError
-from scheduler.queue import JobResult, Queue
-from tests.queue_support import KEYS, events, make_task, qclient, queue, redis62_server  # noqa: F401
+from scheduler.queue.client import JobResult, Queue
+from scheduler.queue.scripts import script_source
+from scheduler.submission.control import requeue_failed
+from tests.queue_support import KEYS, events, make_task
 
 
 def fail_for_good(q: Queue, n: int) -> list[str]:
@@ -79,7 +80,7 @@ def test_a_cancelled_task_an_unknown_task_and_a_foreign_job_id_change_nothing(
         requeue_failed(queue, "t3", "ops")
     with pytest.raises(UnknownTaskError):
         requeue_failed(queue, "nope", "ops")
-    script = qclient.register_script(_retry_source())
+    script = qclient.register_script(script_source("retry_failed"))
     reply = script(keys=[KEYS.task("t5"), *KEYS.all_due(), KEYS.dead, KEYS.events,
                          KEYS.job("t4.0")], args=["t5", "ops", KEYS.wake, "t4.0"])
     assert reply[0] == Code.BAD_ARGUMENT and "not of task t5" in reply[1]

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from scheduler import control
-from scheduler.db.engine import make_engine
-from scheduler.db.migrate import upgrade
-from scheduler.queue import JobResult, Queue
+from scheduler.queue.client import JobResult, Queue
+from scheduler.record.engine import make_engine
+from scheduler.record.migrate import upgrade
+from scheduler.submission import control
 from tests.submit_support import KEYS, Cli, drain, events, inventory, sql_rows
 
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import redis
 
-from scheduler.db.migrate import upgrade
-from scheduler.queue import ClaimedJob, JobSpec, Queue, TaskSpec
+from scheduler.queue.client import ClaimedJob, JobSpec, Queue, TaskSpec
+from scheduler.record.migrate import upgrade
 from tests.submit_support import KEYS, data, drain, sql_rows
 from tests.worker_support import WorkerProcess, wait_until, worker_args
 from workers.deferral import RECHECK_MS, window_deferral

@@ -7,8 +7,15 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from scheduler.windows import (
-    Assignment, Opening, Window, effective_window, is_open, next_opening, openings, upcoming,
+from scheduler.calendar.windows import (
+    Assignment,
+    Opening,
+    Window,
+    effective_window,
+    is_open,
+    next_opening,
+    openings,
+    upcoming,
 )
 
 UTC = timezone.utc

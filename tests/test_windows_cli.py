@@ -11,7 +11,7 @@ import pytest
 import redis
 import sqlalchemy as sa
 
-from scheduler.db.migrate import upgrade
+from scheduler.record.migrate import upgrade
 from tests.submit_support import KEYS, Cli, inventory, redis_snapshot, sql_rows
 
 FLEET = """

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.windows import Window, is_open, next_opening
+from scheduler.calendar.windows import Window, is_open, next_opening
 
 UTC = timezone.utc
 T0 = datetime(2026, 6, 1, tzinfo=UTC)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from scheduler.queue import Queue
+from scheduler.queue.client import Queue
 from tests.fleet import SshFleet, current_user
 from tests.worker_support import (
     KEYS,

@@ -1,4 +1,4 @@
-"""The node master as a real process (``python -m workers``) on a real Redis: claiming, running,
+"""The node master as a real process (``python -m scheduler worker``) on a real Redis: claiming, running,
 acking, failing, heartbeats, sharing work between two masters, and SIGTERM.
 
 Leases are 1-2 s so the whole file stays fast; the simulate executor stands in for the hosts
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from scheduler.queue import Queue
+from scheduler.queue.client import Queue
 from tests.worker_support import (
     KEYS,
     claims_per_job,
@@ -179,3 +179,17 @@ def test_children_are_started_up_to_the_limit_under_load_and_exit_when_idle(
     assert max(claims) - min(claims) < 1000 and len(acks) == 6
     # And once idle for the idle period, the extra children exit; one stays warm
     wait_until(lambda: len(w.children()) == 1, 5, "the extra children to exit", w.tail, [w])
+
+
+def test_a_node_started_where_a_tasks_py_lies_runs_jobs_with_the_installed_package(
+        redis_client, start_worker, tmp_path: Path) -> None:
+    # Given the worker's working directory holds an Invoke file named tasks.py, common in ops
+    # repositories (the worker's cwd is tmp_path); importing it would break the actions
+    (tmp_path / "tasks.py").write_text("raise SystemExit('the Invoke tasks.py was imported')\n")
+    jobs = submit(redis_client, "1", 4, params={"cmd": ["true"]})
+    # When a node serves the queue from there
+    w = start_worker("node-a", slots=2, processes=1)
+    # Then master and children import only the installed package: every job succeeds
+    wait_until(lambda: acked(redis_client, jobs), 20, "every job acked",
+               lambda: w.tail() + dump(redis_client), [w])
+    assert "tasks.py was imported" not in w.tail()

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from scheduler.db.migrate import upgrade
+from scheduler.queue.client import Queue
+from scheduler.record.migrate import upgrade
 from tests.fleet import SshFleet, current_user
-from scheduler.queue import Queue
 from tests.worker_support import (
     KEYS,
     WorkerProcess,

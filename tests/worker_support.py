@@ -1,4 +1,4 @@
-"""Helpers for the worker node tests: real ``python -m workers`` processes on a real Redis.
+"""Helpers for the worker node tests: real ``python -m scheduler worker`` processes on a real Redis.
 
 - :func:`submit` writes hosts, a task and its jobs the way submission does (host hashes,
   ``Queue.create_task``, ``Queue.enqueue``);
@@ -27,8 +27,8 @@ from typing import Any
 
 import redis
 
-from scheduler.keys import Keys
-from scheduler.queue import JobSpec, Queue, TaskSpec
+from scheduler.queue.client import JobSpec, Queue, TaskSpec
+from scheduler.queue.keys import Keys
 from tests.fleet import descendants
 
 KEYS = Keys()
@@ -101,7 +101,7 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str,
 
 @dataclass
 class WorkerProcess:
-    """A node master started as ``python -m workers``; its stderr goes to ``log``."""
+    """A node master started as ``python -m scheduler worker``; its stderr goes to ``log``."""
 
     redis_url: str
     tmp: Path
@@ -130,7 +130,7 @@ class WorkerProcess:
             **self.env,
         }
         with open(self.log, "ab") as err:
-            self.proc = subprocess.Popen([sys.executable, "-m", "workers", *self.args], env=env,
+            self.proc = subprocess.Popen([sys.executable, "-P", "-m", "scheduler", "worker", *self.args], env=env,
                                          stdout=subprocess.DEVNULL, stderr=err, cwd=self.tmp)
         return self
 

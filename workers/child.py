@@ -27,8 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 
 from scheduler.config import Settings, UrlRedactingFilter
-from workers.protocol import DONE, INIT, READY, RUN, STOP, Order, Outcome
 from tasks.secrets import RedactingFilter
+from workers.protocol import DONE, INIT, READY, RUN, STOP, Order, Outcome
 from workers.runner import LockedRedactor, Runner
 
 PR_SET_PDEATHSIG = 1

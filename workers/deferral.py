@@ -7,10 +7,10 @@ or ``wclose_ms`` set), before the job is started. A :class:`Deferral` makes the 
 How it decides, judged by the Redis clock at the claim (``Claim.now_ms``):
 
 1. The job's ``window`` field names the windows and freezes that applied to its host at
-   submission (``scheduler.windowing.window_field``: ``"maint-sun !year-end"``); their
+   submission (``scheduler.windows.assignment.window_field``: ``"maint-sun !year-end"``); their
    definitions are read from ``Keys.window`` (one pipelined round trip, parsed once per
    definition and cached).
-2. ``scheduler.windows.next_opening(windows, now, expected, freezes=...)``: the first instant
+2. ``scheduler.calendar.windows.next_opening(windows, now, expected, freezes=...)``: the first instant
    at or after ``now`` from which the action's expected duration fits inside an approved
    opening and outside every freeze. If that instant is ``now``, the job runs.
 3. Otherwise the job is deferred to that instant, with the opening's close as its new
@@ -31,10 +31,10 @@ from typing import Any
 
 import redis
 
+from scheduler.calendar.windows import Window, is_open, next_opening
 from scheduler.errors import FleetschedError
-from scheduler.keys import Keys
-from scheduler.windowing import parse_window_field, window_from_hash
-from scheduler.windows import Window, is_open, next_opening
+from scheduler.queue.keys import Keys
+from scheduler.windows.assignment import parse_window_field, window_from_hash
 
 RECHECK_MS = 300_000
 """A job whose window cannot be evaluated (missing, corrupt, no opening) looks again this late."""

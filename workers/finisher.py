@@ -30,7 +30,7 @@ from typing import Any
 import redis
 
 from scheduler.errors import QueueError
-from scheduler.queue_types import JobResult
+from scheduler.queue.types import JobResult
 from workers.config import NodeConfig
 from workers.pool import ChildHandle, Pool
 from workers.protocol import Outcome

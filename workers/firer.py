@@ -2,7 +2,7 @@
 
 1. The master hands over ``Claim.schedules`` (with ``Claim.now_ms``) and goes on claiming;
    firing (SQL + fan-out) happens in this thread, so jobs never wait behind a schedule.
-2. Each entry is fired by ``scheduler.firing.fire_claimed`` with its own ``Queue``-free Redis
+2. Each entry is fired by ``scheduler.schedules.firing.fire_claimed`` with its own ``Queue``-free Redis
    calls and an engine on the configured database (the recorder's if the node runs one).
 3. A failure (Redis or SQL down) is logged; the entry's lease runs out and any worker fires it
    again, completing what this one started (the task is unique per occurrence in SQL).
@@ -18,7 +18,7 @@ from typing import Any
 
 import redis
 
-from scheduler.keys import Keys
+from scheduler.queue.keys import Keys
 
 log = logging.getLogger(__name__)
 
@@ -49,14 +49,14 @@ class Firer:
 
     def _engine_now(self) -> Any:
         if self._engine is None:
-            from scheduler.db.engine import make_engine
+            from scheduler.record.engine import make_engine
 
             self._engine = make_engine(self.settings.effective_database_url)
             self._own_engine = True
         return self._engine
 
     def _run(self) -> None:
-        from scheduler.firing import fire_claimed
+        from scheduler.schedules.firing import fire_claimed
 
         while (item := self._todo.get()) is not None:
             entry, now_ms = item

@@ -25,7 +25,7 @@ from typing import Any
 
 import redis
 
-from scheduler.keys import Keys
+from scheduler.queue.keys import Keys
 from workers.config import NodeConfig
 from workers.slots import Slots
 
@@ -91,23 +91,3 @@ class Heartbeat:
                 log.warning("heartbeat failed (%s); retrying in %.1fs", exc, wait)
             if stop.wait(wait):
                 return
-
-
-def read_workers(client: redis.Redis, prefix: str) -> list[dict[str, Any]]:
-    """The workers hash as rows (worker id, its last presence, ``age_s`` since that beat).
-
-    A worker whose beat is older than two leases is most likely dead; ``stale`` says so.
-    """
-    keys = Keys(prefix)
-    now_ms = int(time.time() * 1000)
-    rows: list[dict[str, Any]] = []
-    for worker, raw in sorted(client.hgetall(keys.workers).items()):
-        worker = worker.decode() if isinstance(worker, bytes) else worker
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            data = {}
-        age = max(0, now_ms - int(data.get("ms") or 0)) / 1000
-        lease = int(data.get("lease_ms") or 30_000) / 1000
-        rows.append({"worker": worker, **data, "age_s": round(age, 1), "stale": age > 2 * lease})
-    return rows

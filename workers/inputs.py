@@ -18,7 +18,7 @@ from typing import Any
 
 import redis
 
-from scheduler.keys import Keys
+from scheduler.queue.keys import Keys
 
 TASK_CACHE = 10_000
 """Tasks whose spec a node remembers (a few KiB each at most)."""

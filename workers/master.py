@@ -16,7 +16,7 @@ Responsibilities, in the order a job meets them:
 6. On :meth:`stop`: stop claiming, let running jobs finish within the grace period, then kill
    the children and give back the leases of the rest (``Queue.release``, no attempt counted;
    a non-idempotent job that was interrupted fails for good instead of running twice).
-7. After every claim, the overload check (``scheduler.fairshare.maybe_reorder``): free unless
+7. After every claim, the overload check (``scheduler.queue.fairshare.maybe_reorder``): free unless
    the claim shows the queue's head late by more than the threshold; a reorder it starts runs
    in a thread of its own.
 8. Schedule entries a claim returns (``Claim.schedules``) go to the firer thread
@@ -35,9 +35,9 @@ from typing import Any
 
 import redis
 
-from scheduler import fairshare
-from scheduler.keys import Keys
-from scheduler.queue import JobResult, Queue
+from scheduler.queue import fairshare
+from scheduler.queue.client import JobResult, Queue
+from scheduler.queue.keys import Keys
 from workers.config import NodeConfig
 from workers.deferral import window_deferral
 from workers.finisher import Finisher

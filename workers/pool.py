@@ -117,7 +117,7 @@ class Pool:
         child_fd = child_sock.detach()
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "workers.child", str(child_fd), str(os.getpid())],
+                [sys.executable, "-P", "-m", "workers.child", str(child_fd), str(os.getpid())],
                 pass_fds=(child_fd,), stdin=subprocess.DEVNULL,
             )
         finally:

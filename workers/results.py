@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from workers.executors.base import CommandResult
+from tasks.host import CommandResult
 
 OUTPUT_CAP = 16_384
 """Characters of output JSON one job may record; heads and tails are trimmed to fit."""

@@ -20,8 +20,8 @@ from typing import Any
 
 from scheduler.config import Settings
 from scheduler.errors import AuthenticationError, ConfigError, HostKeyError, ValidationError
+from tasks.host import Executor, Host
 from tasks.secrets import Redactor
-from workers.executors.base import Executor, Host
 from workers.protocol import Order, Outcome
 from workers.results import exit_code_of, output_json
 

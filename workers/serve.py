@@ -1,7 +1,7 @@
 """Running a node as a process: connections, the recorder thread, signals. ``fleetsched worker``.
 
 0. Log to stderr through ``UrlRedactingFilter`` (children add their jobs' secrets to theirs).
-1. Connect to Redis (``scheduler.redis_conn.connect``: the embedded server by default).
+1. Connect to Redis (``scheduler.redisdb.connect.connect``: the embedded server by default).
 2. Unless disabled, make sure the SQL schema is current and start a recorder consumer in a
    thread, so a single node needs no other process.
 3. Run the node master in a thread of its own and keep the main thread for signals:
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scheduler.config import Settings, UrlRedactingFilter
-from scheduler.keys import Keys
+from scheduler.queue.keys import Keys
 from workers.config import NodeConfig
 from workers.master import Node
 from workers.stats import NodeStats
@@ -30,9 +30,9 @@ log = logging.getLogger(__name__)
 
 def build_recorder(config: NodeConfig, client: Any, keys: Keys) -> Any:
     """A ``Recorder`` consumer named after this worker, writing to the configured database."""
-    from scheduler.db.engine import make_engine
-    from scheduler.db.migrate import ensure_schema
-    from scheduler.db.recorder import Recorder
+    from scheduler.record.engine import make_engine
+    from scheduler.record.migrate import ensure_schema
+    from scheduler.record.recorder import Recorder
 
     settings = config.settings
     engine = make_engine(settings.effective_database_url)
@@ -54,7 +54,7 @@ def configure_logging(settings: Settings) -> None:
 
 def serve(config: NodeConfig, on_started: Callable[[Node], None] | None = None) -> NodeStats:
     """Run a node until a signal stops it (call from the main thread)."""
-    from scheduler.redis_conn import connect
+    from scheduler.redisdb.connect import connect
 
     settings = config.settings
     configure_logging(settings)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from scheduler.cli import output
-from scheduler.config import Settings, load_settings
+from scheduler.cli.context import State
 from scheduler.errors import FleetschedError
 
 app = typer.Typer(
@@ -26,27 +26,6 @@ app = typer.Typer(
 )
 
 
-class State:
-    """Per-invocation state: the global options, and settings built once on first use."""
-
-    def __init__(self, overrides: dict[str, Any], config_path: Path | None) -> None:
-        self.overrides = overrides
-        self.config_path = config_path
-        self._settings: Settings | None = None
-
-    @property
-    def settings(self) -> Settings:
-        if self._settings is None:
-            self._settings = load_settings(self.overrides, config_path=self.config_path)
-        return self._settings
-
-
-def state(ctx: typer.Context) -> State:
-    """The invocation state from any command's context."""
-    root = ctx.find_root()
-    if not isinstance(root.obj, State):
-        root.obj = State({}, None)
-    return root.obj
 
 
 @app.callback()
@@ -111,14 +90,14 @@ def version() -> None:
     output.stdout.print(pkg_version("fleetsched"))
 
 
-# Sub-apps, one per noun (each module imports ``state`` lazily, so it can import this one).
+# Sub-apps, one per noun; each imports the shared state from scheduler.cli.context.
 from scheduler.cli.actions_cmd import actions_app  # noqa: E402
 from scheduler.cli.config_cmd import config_app  # noqa: E402
 from scheduler.cli.db_cmd import db_app  # noqa: E402
 from scheduler.cli.groups_cmd import groups_app  # noqa: E402
 from scheduler.cli.hosts_cmd import hosts_app  # noqa: E402
-from scheduler.cli.recorder_cmd import recorder_app  # noqa: E402
 from scheduler.cli.reconcile_cmd import reconcile_app  # noqa: E402
+from scheduler.cli.recorder_cmd import recorder_app  # noqa: E402
 from scheduler.cli.redis_cmd import redis_app  # noqa: E402
 from scheduler.cli.schedules_cmd import schedules_app  # noqa: E402
 from scheduler.cli.tasks_cmd import tasks_app  # noqa: E402
@@ -143,15 +122,13 @@ from scheduler.cli import submit_cmd  # noqa: E402
 app.command("submit", epilog=submit_cmd.EPILOG)(submit_cmd.submit)
 
 # Operator views, one command each (scheduler/cli/<name>_cmd.py; help examples in the epilog).
-from scheduler.cli import demo_cmd, doctor_cmd, report_cmd, status_cmd, top_cmd, watch_cmd  # noqa: E402
+from scheduler.cli import demo_cmd, doctor_cmd, report_cmd, status_cmd, top_cmd  # noqa: E402
 
 app.command("demo", epilog=demo_cmd.EPILOG)(demo_cmd.demo)
 app.command("status", epilog=status_cmd.EPILOG)(status_cmd.status)
 app.command("doctor", epilog=doctor_cmd.EPILOG)(doctor_cmd.doctor)
 app.command("report", epilog=report_cmd.EPILOG)(report_cmd.report)
 app.command("top", epilog=top_cmd.EPILOG)(top_cmd.top)
-tasks_app.command("watch", epilog=watch_cmd.WATCH_EPILOG)(watch_cmd.watch)
-hosts_app.command("history", epilog=watch_cmd.HISTORY_EPILOG)(watch_cmd.history)
 
 # Examples in --help for the commands registered without an epilog (scheduler/cli/examples.py).
 from scheduler.cli import examples  # noqa: E402

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
+from scheduler.cli.context import state
 from scheduler.config import load_settings_explained
 
 config_app = typer.Typer(help="Inspect fleetsched's configuration.", no_args_is_help=True)
@@ -22,7 +23,6 @@ def show(
                    typer.Option("--output", "-o", help="table, json or csv")] = output.OutputFormat.table,
 ) -> None:
     """Show every setting (passwords masked) with its source: option, env, file or default."""
-    from scheduler.cli.app import state  # here: app.py imports this module
 
     st = state(ctx)
     settings, sources = load_settings_explained(st.overrides, config_path=st.config_path)

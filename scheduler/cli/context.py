@@ -1,31 +1,57 @@
-"""What a command opens from the settings, closed again when the command ends.
+"""The state every command shares, and what a command opens from the settings.
 
+- :class:`State` and :func:`state`: the global options of the root callback and the settings
+  built from them once, found from any command's context;
 - :func:`database`: the database engine and the operator's name (hosts, groups);
 - :func:`stores`: the same plus a way to connect to Redis and the key names (windows,
   schedules), for commands that write SQL and then arm or sync something in the queue.
 
-The settings come from the root callback's state (``scheduler.cli.app.state``), imported at
-call time because app.py imports the command modules.
+Every command module imports what it needs from here at the top; nothing imports
+``scheduler.cli.app`` but the entry points, so the CLI has no import circle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 from sqlalchemy.engine import Engine
 
+from scheduler.config import Settings, load_settings
+
 if TYPE_CHECKING:
-    from scheduler.keys import Keys
+    from scheduler.queue.keys import Keys
+
+class State:
+    """Per-invocation state: the global options, and settings built once on first use."""
+
+    def __init__(self, overrides: dict[str, Any], config_path: Path | None) -> None:
+        self.overrides = overrides
+        self.config_path = config_path
+        self._settings: Settings | None = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings(self.overrides, config_path=self.config_path)
+        return self._settings
+
+
+def state(ctx: typer.Context) -> State:
+    """The invocation state from any command's context."""
+    root = ctx.find_root()
+    if not isinstance(root.obj, State):
+        root.obj = State({}, None)
+    return root.obj
 
 
 @contextmanager
 def database(ctx: typer.Context) -> Iterator[tuple[Engine, str]]:
     """(engine, operator); the engine is disposed of afterwards."""
-    from scheduler.cli.app import state
-    from scheduler.inventory import open_database
+    from scheduler.record.session import open_database
 
     settings = state(ctx).settings
     engine = open_database(settings)
@@ -38,9 +64,8 @@ def database(ctx: typer.Context) -> Iterator[tuple[Engine, str]]:
 @contextmanager
 def stores(ctx: typer.Context) -> Iterator[tuple[Engine, Callable[[], Any], Keys, str]]:
     """(engine, connect, keys, operator): ``connect()`` opens a Redis client only when called."""
-    from scheduler.cli.app import state
-    from scheduler.keys import Keys
-    from scheduler.redis_conn import connect
+    from scheduler.queue.keys import Keys
+    from scheduler.redisdb.connect import connect
 
     settings = state(ctx).settings
     with database(ctx) as (engine, operator):

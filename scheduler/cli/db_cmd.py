@@ -1,6 +1,6 @@
 """``fleetsched db upgrade|current|history|downgrade|prune``: the SQL system of record.
 
-Thin commands over ``scheduler.db.migrate`` and ``scheduler.db.prune``. Database URLs are shown
+Thin commands over ``scheduler.record.migrate`` and ``scheduler.record.prune``. Database URLs are shown
 only through ``redact_url``.
 """
 
@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
+from scheduler.cli.context import state
 from scheduler.cli.output import OutputOption
 
 db_app = typer.Typer(help="The SQL database: schema migrations and retention.",
@@ -19,7 +20,6 @@ db_app = typer.Typer(help="The SQL database: schema migrations and retention.",
 
 
 def _settings(ctx: typer.Context):  # noqa: ANN202
-    from scheduler.cli.app import state  # here: app.py imports this module
 
     return state(ctx).settings
 
@@ -34,8 +34,7 @@ def _shown(url: str) -> str:
 def upgrade(ctx: typer.Context,
             revision: Annotated[str, typer.Argument(help="Target revision (default: the newest).")] = "head") -> None:
     """Create or upgrade the schema. Safe to run on several nodes at once."""
-    from scheduler.db import migrate
-
+    from scheduler.record import migrate
     url = _settings(ctx).effective_database_url
     before = migrate.current(url)
     migrate.upgrade(url, revision)
@@ -53,8 +52,8 @@ def downgrade(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Downgrade the schema to REVISION (data in dropped tables or columns is lost)."""
-    from scheduler.db import migrate
     from scheduler.errors import DeclinedError
+    from scheduler.record import migrate
 
     url = _settings(ctx).effective_database_url
     if not yes:
@@ -71,8 +70,7 @@ def downgrade(
 @db_app.command()
 def current(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) -> None:
     """Show the schema revision of the database and whether it is the newest."""
-    from scheduler.db import migrate
-
+    from scheduler.record import migrate
     url = _settings(ctx).effective_database_url
     rev = migrate.current(url)
     head = migrate.head()
@@ -83,8 +81,7 @@ def current(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) -
 @db_app.command()
 def history(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) -> None:
     """List the migrations this fleetsched ships, oldest first; '*' marks the database's."""
-    from scheduler.db import migrate
-
+    from scheduler.record import migrate
     url = _settings(ctx).effective_database_url
     rows = [{"revision": r.revision, "down": r.down_revision or "", "created": r.created,
              "message": r.message, "current": "*" if r.is_current else "",
@@ -101,11 +98,11 @@ def prune(
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
     """Delete finished jobs, events and finished tasks older than --older-than, in batches."""
-    from scheduler.db import migrate
-    from scheduler.db.engine import make_engine
-    from scheduler.db.prune import prune as run_prune
     from scheduler.errors import ValidationError
-    from scheduler.policy import parse_duration
+    from scheduler.parse import parse_duration
+    from scheduler.record import migrate
+    from scheduler.record.engine import make_engine
+    from scheduler.record.prune import prune as run_prune
 
     age = parse_duration(older_than, "--older-than")
     if age.total_seconds() <= 0:

@@ -1,6 +1,6 @@
 """``fleetsched demo``: a simulated fleet, two operators, fair share, in about a minute.
 
-Thin: build ``scheduler.demo.DemoOptions``, run a ``Demo`` (its live view on stderr), then
+Thin: build ``scheduler.demo.run.DemoOptions``, run a ``Demo`` (its live view on stderr), then
 print the audit summary and the commands to explore further (stdout), or with
 ``--output json`` a machine-readable summary (each task's completion time, whether Bob's
 finished first, the reorders, the audit). Never touches the operator's own queue: the demo
@@ -59,7 +59,7 @@ def demo(
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="table or json (a summary for scripts)")] = output.OutputFormat.table,
 ) -> None:
     """Simulate 3,000 hosts: Alice's fleet-wide task, Bob's small one, fair share, an audit."""
-    from scheduler.demo import Demo, DemoOptions, to_json
+    from scheduler.demo.run import Demo, DemoOptions, to_json
     from scheduler.errors import ValidationError
 
     if fmt is output.OutputFormat.csv:

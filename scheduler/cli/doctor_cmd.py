@@ -1,6 +1,6 @@
 """``fleetsched doctor``: check this installation and say what to fix.
 
-Thin: ``scheduler.health.doctor`` runs the checks (configuration, state directory, Redis
+Thin: ``scheduler.health.checks.doctor`` runs the checks (configuration, state directory, Redis
 binary, reachability, eviction policy, version and AOF, database migrations, known_hosts, SSH
 keys and their permissions); each finding is one line with a ``hint:``. Exit code 1 when any
 check failed. An invalid configuration is itself a finding, not an error exit.
@@ -11,9 +11,9 @@ from __future__ import annotations
 import typer
 
 from scheduler.cli import output
+from scheduler.cli.context import state
 from scheduler.cli.output import OutputOption
 from scheduler.cli.status_cmd import render_findings
-
 
 EPILOG = """Examples:
 
@@ -30,9 +30,9 @@ def doctor(
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
     """Check configuration, Redis, database migrations and SSH set-up; say what to fix."""
-    from scheduler.cli.app import state  # here: app.py imports this module
     from scheduler.errors import ConfigError
-    from scheduler.health import Finding, doctor as run_doctor, healthy
+    from scheduler.health.checks import Finding, healthy
+    from scheduler.health.checks import doctor as run_doctor
 
     st = state(ctx)
     try:

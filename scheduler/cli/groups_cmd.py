@@ -11,8 +11,8 @@ import json
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.output import OutputOption
 from scheduler.cli.context import database
+from scheduler.cli.output import OutputOption
 
 groups_app = typer.Typer(help="Groups of hosts (from inventories or `hosts add --group`).",
                          no_args_is_help=True)
@@ -23,7 +23,8 @@ COLUMNS = ["name", "hosts", "all_hosts", "children", "parents", "source"]
 @groups_app.command("list")
 def list_cmd(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) -> None:
     """List groups, sorted by name; ``all_hosts`` counts the hosts of child groups too."""
-    from scheduler.inventory import list_groups, transaction
+    from scheduler.inventory import list_groups
+    from scheduler.record.session import transaction
 
     with database(ctx) as (engine, _operator), transaction(engine, commit=False) as session:
         rows = list_groups(session)

@@ -15,8 +15,8 @@ from typing import Annotated, Any
 import typer
 
 from scheduler.cli import output
+from scheduler.cli.context import database, state
 from scheduler.cli.output import OutputOption
-from scheduler.cli.context import database
 from scheduler.errors import ValidationError
 
 hosts_app = typer.Typer(help="The fleet's hosts: import an Ansible inventory, list, add, remove.",
@@ -120,7 +120,8 @@ def list_cmd(
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
     """List hosts, sorted by name."""
-    from scheduler.inventory import list_hosts, transaction
+    from scheduler.inventory import list_hosts
+    from scheduler.record.session import transaction
 
     with database(ctx) as (engine, _operator), transaction(engine, commit=False) as session:
         rows = list_hosts(session, group=group, match=match)
@@ -140,7 +141,8 @@ def show_cmd(
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
     """Show one host: address, port, user, groups, variables, source."""
-    from scheduler.inventory import show_host, transaction
+    from scheduler.inventory import show_host
+    from scheduler.record.session import transaction
 
     with database(ctx) as (engine, _operator), transaction(engine, commit=False) as session:
         row = show_host(session, name)
@@ -176,7 +178,8 @@ def add_cmd(
         "--var", help="KEY=VALUE host variable (repeatable)")] = None,
 ) -> None:
     """Add one host by hand (an import never prunes it)."""
-    from scheduler.inventory import add_host, transaction
+    from scheduler.inventory import add_host
+    from scheduler.record.session import transaction
 
     host_vars = _parse_vars(var or [])
     with database(ctx) as (engine, operator), transaction(engine) as session:
@@ -193,8 +196,44 @@ def remove_cmd(
     name: Annotated[str, typer.Argument(help="the host's name")],
 ) -> None:
     """Remove one host and its group memberships."""
-    from scheduler.inventory import remove_host, transaction
+    from scheduler.inventory import remove_host
+    from scheduler.record.session import transaction
 
     with database(ctx) as (engine, operator), transaction(engine) as session:
         remove_host(session, name, operator=operator)
     output.info(f"removed host {name}")
+
+
+HISTORY_EPILOG = """Examples:
+
+  fleetsched hosts history web-07
+
+  fleetsched hosts history web-07 --limit 50 --output csv
+"""
+
+
+@hosts_app.command("history", epilog=HISTORY_EPILOG)
+def history(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The host's name.")],
+    limit: Annotated[int, typer.Option(help="At most this many events (the newest).", min=1, max=1_000_000)] = 1000,
+    fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="table, json or csv")] = output.OutputFormat.table,
+) -> None:
+    """Every recorded event of one host, oldest first: jobs claimed, finished, failed, deferred."""
+    from scheduler.record.session import open_database
+    from scheduler.reports import TRAIL_COLUMNS, event_trail
+
+    engine = open_database(state(ctx).settings)
+    try:
+        rows = event_trail(engine, host=name, limit=limit)
+    finally:
+        engine.dispose()
+    columns = [c for c in TRAIL_COLUMNS if c != "host"]
+    if fmt is output.OutputFormat.table:
+        from scheduler.reports.trail import for_table
+
+        shown, columns = for_table(rows, columns)
+        output.emit_rows(shown, columns, fmt)
+        output.info(f"{len(rows)} event(s) for {name}")
+        return
+    output.emit_rows(rows, columns, fmt)

@@ -1,6 +1,6 @@
 """``fleetsched reconcile``: re-enqueue what Redis lost, from the SQL record.
 
-Thin: connect to Redis and SQL, call ``scheduler.db.reconcile.reconcile``, print the counts.
+Thin: connect to Redis and SQL, call ``scheduler.submission.reconcile.reconcile``, print the counts.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
+from scheduler.cli.context import state
 
 reconcile_app = typer.Typer(
     help="Repair the queue from SQL after Redis lost data (a crash, or a server started empty).",
@@ -27,13 +28,12 @@ def reconcile(
     SQL knows is finished, nor a started job of a non-idempotent task."""
     if ctx.invoked_subcommand is not None:
         return
-    from scheduler.cli.app import state  # here: app.py imports this module
-    from scheduler.db.engine import make_engine
-    from scheduler.db.migrate import ensure_schema
-    from scheduler.db.reconcile import reconcile as run_reconcile
-    from scheduler.keys import Keys
-    from scheduler.queue import Queue
-    from scheduler.redis_conn import connect
+    from scheduler.queue.client import Queue
+    from scheduler.queue.keys import Keys
+    from scheduler.record.engine import make_engine
+    from scheduler.record.migrate import ensure_schema
+    from scheduler.redisdb.connect import connect
+    from scheduler.submission.reconcile import reconcile as run_reconcile
 
     settings = state(ctx).settings
     engine = make_engine(settings.effective_database_url)

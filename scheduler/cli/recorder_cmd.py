@@ -1,8 +1,8 @@
 """``fleetsched recorder``: copy the event stream into SQL until stopped;
 ``fleetsched recorder status``: how far behind the record is.
 
-Thin: connect, make sure the schema is current (``scheduler.db.migrate.ensure_schema``), run a
-``scheduler.db.recorder.Recorder``. SIGTERM or SIGINT stops it after the batch in hand.
+Thin: connect, make sure the schema is current (``scheduler.record.migrate.ensure_schema``), run a
+``scheduler.record.recorder.Recorder``. SIGTERM or SIGINT stops it after the batch in hand.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from scheduler.cli import output
+from scheduler.cli.context import state
 from scheduler.cli.output import OutputOption
 
 recorder_app = typer.Typer(
@@ -23,11 +24,10 @@ recorder_app = typer.Typer(
 
 
 def _open(ctx: typer.Context) -> tuple[Any, Any, Any]:
-    from scheduler.cli.app import state  # here: app.py imports this module
-    from scheduler.db.engine import make_engine
-    from scheduler.db.migrate import ensure_schema
-    from scheduler.keys import Keys
-    from scheduler.redis_conn import connect
+    from scheduler.queue.keys import Keys
+    from scheduler.record.engine import make_engine
+    from scheduler.record.migrate import ensure_schema
+    from scheduler.redisdb.connect import connect
 
     settings = state(ctx).settings
     engine = make_engine(settings.effective_database_url)
@@ -51,8 +51,8 @@ def recorder(
     """Record events until SIGTERM/SIGINT (or, with --drain, until the stream is recorded)."""
     if ctx.invoked_subcommand is not None:
         return
-    from scheduler.db.recorder import Recorder
-    from scheduler.policy import parse_duration
+    from scheduler.parse import parse_duration
+    from scheduler.record.recorder import Recorder
 
     idle_ms = int(parse_duration(claim_idle, "--claim-idle").total_seconds() * 1000)
     client, engine, keys = _open(ctx)
@@ -85,7 +85,7 @@ def status(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) ->
     """Events waiting in Redis: not yet read, and read but not yet committed to SQL."""
     import redis
 
-    from scheduler.db.recorder import GROUP, Recorder
+    from scheduler.record.recorder import GROUP, Recorder
 
     client, engine, keys = _open(ctx)
     try:

@@ -1,6 +1,6 @@
 """``fleetsched redis status|start|stop``: the Redis fleetsched uses.
 
-Thin commands over ``scheduler.embedded`` and ``scheduler.redis_conn``: ``status`` works for the
+Thin commands over ``scheduler.redisdb.embedded`` and ``scheduler.redisdb.connect``: ``status`` works for the
 embedded server and a configured ``redis_url`` alike (passwords redacted); ``start`` and ``stop``
 manage only the embedded server.
 """
@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import typer
 
-from scheduler import embedded
 from scheduler.cli import output
+from scheduler.cli.context import state
 from scheduler.cli.output import OutputOption
 from scheduler.config import Settings, redact_url
 from scheduler.errors import ConfigError
-from scheduler.redis_conn import connect, server_status
+from scheduler.redisdb import embedded
+from scheduler.redisdb.connect import connect, server_status
 
 redis_app = typer.Typer(help="The Redis server fleetsched queues jobs in (embedded by default).",
                         no_args_is_help=True)
@@ -31,7 +32,6 @@ def _embedded_only(settings: Settings, verb: str) -> None:
 @redis_app.command()
 def status(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) -> None:
     """Show whether Redis runs: pid, address, version, AOF fsync, memory, eviction policy."""
-    from scheduler.cli.app import state  # here: app.py imports this module
 
     output.emit_object(server_status(state(ctx).settings), fmt)
 
@@ -39,7 +39,6 @@ def status(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) ->
 @redis_app.command()
 def start(ctx: typer.Context) -> None:
     """Start the embedded Redis (or find it already running) and check it."""
-    from scheduler.cli.app import state  # here: app.py imports this module
 
     settings = state(ctx).settings
     _embedded_only(settings, "start")
@@ -51,7 +50,6 @@ def start(ctx: typer.Context) -> None:
 @redis_app.command()
 def stop(ctx: typer.Context) -> None:
     """Stop the embedded Redis cleanly (SHUTDOWN flushes its append-only file)."""
-    from scheduler.cli.app import state  # here: app.py imports this module
 
     settings = state(ctx).settings
     _embedded_only(settings, "stop")

@@ -17,6 +17,7 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
+from scheduler.cli.context import state as cli_state
 
 EPILOG = """Examples:
 
@@ -35,9 +36,9 @@ EPILOG = """Examples:
 def _when(text: str | None, what: str) -> datetime | None:
     if text is None:
         return None
-    from scheduler.db.types import utcnow
     from scheduler.errors import ValidationError
-    from scheduler.policy import parse_duration, parse_time
+    from scheduler.parse import parse_duration, parse_time
+    from scheduler.record.types import utcnow
 
     raw = text.strip()
     if raw and raw[-1].isalpha() and raw[0].isdigit():
@@ -88,8 +89,7 @@ def report(
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="table, json or csv (csv: one row per job)")] = output.OutputFormat.table,
 ) -> None:
     """Audit report of jobs: who ran what, where, when, with what outcome."""
-    from scheduler.cli.app import state as cli_state  # here: app.py imports this module
-    from scheduler.inventory import open_database
+    from scheduler.record.session import open_database
     from scheduler.reports import ReportFilter, build_report, render_html
     from scheduler.reports.text import write_csv, write_json, write_table
 

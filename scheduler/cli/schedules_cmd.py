@@ -1,7 +1,7 @@
 """``fleetsched schedules add|list|show|pause|resume|remove|next``: recurring tasks.
 
 Thin: the task options are parsed exactly as ``fleetsched submit`` parses them (its
-``_request``), then ``scheduler.schedules`` checks, records and arms the schedule. Workers fire
+``_request``), then ``scheduler.schedules.store`` checks, records and arms the schedule. Workers fire
 it (no leader process). Rules: docs/guides/windows-and-schedules.md.
 """
 
@@ -12,8 +12,8 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.output import OutputOption
 from scheduler.cli.context import stores
+from scheduler.cli.output import OutputOption
 
 schedules_app = typer.Typer(help="Recurring schedules: tasks created at cron times, exactly once.",
                             no_args_is_help=True)
@@ -55,8 +55,8 @@ def add_cmd(
 ) -> None:
     """Add a schedule: the task is checked as `submit` would, then armed for its next occurrence."""
     from scheduler.cli.submit_cmd import _request
-    from scheduler.policy import parse_duration
-    from scheduler.schedules import ScheduleSpec, add_schedule
+    from scheduler.parse import parse_duration
+    from scheduler.schedules.store import ScheduleSpec, add_schedule
 
     options = {"in_window": in_window, "max_concurrency": max_concurrency,
                "max_failures": max_failures, "timeout": timeout, "retries": retries,
@@ -79,8 +79,8 @@ def add_cmd(
 @schedules_app.command("list", epilog="Example:\n\n  fleetsched schedules list -o json")
 def list_cmd(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) -> None:
     """List schedules with their last and next occurrence."""
-    from scheduler.inventory import transaction
-    from scheduler.schedules import LIST_COLUMNS, list_schedules
+    from scheduler.record.session import transaction
+    from scheduler.schedules.store import LIST_COLUMNS, list_schedules
 
     with stores(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
         rows = list_schedules(session)
@@ -90,8 +90,8 @@ def list_cmd(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) 
 @schedules_app.command("show", epilog="Example:\n\n  fleetsched schedules show dnssec-roll")
 def show_cmd(ctx: typer.Context, name: Name, fmt: OutputOption = output.OutputFormat.table) -> None:
     """One schedule: definition, options, latest tasks, latest missed occurrences."""
-    from scheduler.inventory import transaction
-    from scheduler.schedules import show_schedule
+    from scheduler.record.session import transaction
+    from scheduler.schedules.store import show_schedule
 
     with stores(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
         info = show_schedule(session, name)
@@ -107,7 +107,7 @@ def show_cmd(ctx: typer.Context, name: Name, fmt: OutputOption = output.OutputFo
 @schedules_app.command("pause", epilog="Example:\n\n  fleetsched schedules pause dnssec-roll")
 def pause_cmd(ctx: typer.Context, name: Name) -> None:
     """Stop firing until resume (occurrences meanwhile are recorded as missed at resume)."""
-    from scheduler.schedules import pause_schedule
+    from scheduler.schedules.store import pause_schedule
 
     with stores(ctx) as (engine, connect, keys, operator):
         changed = pause_schedule(engine, connect, name, operator=operator, keys=keys)
@@ -117,7 +117,7 @@ def pause_cmd(ctx: typer.Context, name: Name) -> None:
 @schedules_app.command("resume", epilog="Example:\n\n  fleetsched schedules resume dnssec-roll")
 def resume_cmd(ctx: typer.Context, name: Name) -> None:
     """Fire again from the next occurrence (also re-arms a schedule Redis lost)."""
-    from scheduler.schedules import resume_schedule
+    from scheduler.schedules.store import resume_schedule
 
     with stores(ctx) as (engine, connect, keys, operator):
         done = resume_schedule(engine, connect, name, operator=operator, keys=keys)
@@ -130,7 +130,7 @@ def resume_cmd(ctx: typer.Context, name: Name) -> None:
 @schedules_app.command("remove", epilog="Example:\n\n  fleetsched schedules remove dnssec-roll")
 def remove_cmd(ctx: typer.Context, name: Name) -> None:
     """Remove a schedule; the tasks it created stay, with their record."""
-    from scheduler.schedules import remove_schedule
+    from scheduler.schedules.store import remove_schedule
 
     with stores(ctx) as (engine, connect, keys, operator):
         remove_schedule(engine, connect, name, operator=operator, keys=keys)
@@ -142,8 +142,8 @@ def next_cmd(ctx: typer.Context, name: Name,
              count: Annotated[int, typer.Option("--count", "-n", help="How many occurrences.")] = 5,
              fmt: OutputOption = output.OutputFormat.table) -> None:
     """The next occurrences, in the schedule's zone and in UTC."""
-    from scheduler.inventory import transaction
-    from scheduler.schedules import upcoming_rows
+    from scheduler.record.session import transaction
+    from scheduler.schedules.store import upcoming_rows
 
     with stores(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
         rows = upcoming_rows(session, name, count)

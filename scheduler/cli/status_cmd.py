@@ -1,6 +1,6 @@
 """``fleetsched status``: a one-shot health summary of the running system.
 
-Thin: ``scheduler.health.status`` does the checks; this renders them (a table, or
+Thin: ``scheduler.health.checks.status`` does the checks; this renders them (a table, or
 ``--output json|csv``) and exits 1 when any check failed (warnings keep exit code 0).
 """
 
@@ -11,8 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from scheduler.cli import output
+from scheduler.cli.context import state
 from scheduler.cli.output import OutputOption
-
 
 STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
 
@@ -28,7 +28,7 @@ Exit codes: 0 healthy (warnings allowed), 1 a check failed.
 
 def render_findings(findings: list, fmt: output.OutputFormat, extra: dict | None = None) -> None:
     """Findings as a table (level, check, message, hint) or JSON/CSV rows on stdout."""
-    from scheduler.health import healthy
+    from scheduler.health.checks import healthy
 
     rows = [f.as_dict() for f in findings]
     if fmt is output.OutputFormat.json:
@@ -53,9 +53,8 @@ def status(
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
     """Health of Redis, the database, workers, recorder lag, overdue jobs and stuck tasks."""
-    from scheduler.cli.app import state  # here: app.py imports this module
-    from scheduler.health import healthy
-    from scheduler.health import status as run_status
+    from scheduler.health.checks import healthy
+    from scheduler.health.checks import status as run_status
 
     findings = run_status(state(ctx).settings)
     render_findings(findings, fmt)

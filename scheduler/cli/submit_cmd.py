@@ -1,7 +1,7 @@
 """``fleetsched submit``: fan a task out to hosts, from options or a YAML task file.
 
-Thin: parse the options into a ``scheduler.submit.TaskRequest`` (or read one with
-``scheduler.taskfile``), plan it (``plan_task``), show the plan (``--dry-run``) or the blast
+Thin: parse the options into a ``scheduler.submission.submit.TaskRequest`` (or read one with
+``scheduler.submission.taskfile``), plan it (``plan_task``), show the plan (``--dry-run``) or the blast
 radius of a fleet-wide task and ask for confirmation, then ``submit``. The task id goes to
 stdout (``id=$(fleetsched submit ...)``); messages go to stderr.
 """
@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from scheduler.cli import output
+from scheduler.cli.context import state
 from scheduler.errors import DeclinedError, ValidationError
 
 EPILOG = """Examples:
@@ -50,8 +51,8 @@ def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
 
 def _request(action: str | None, target: str | None, params: list[str] | None, at: str | None,
              in_: str | None, options: dict[str, Any]) -> Any:
-    from scheduler.policy import parse_duration, parse_limit, parse_time
-    from scheduler.submit import TaskRequest
+    from scheduler.parse import parse_duration, parse_limit, parse_time
+    from scheduler.submission.submit import TaskRequest
 
     if not action:
         raise ValidationError("no action given", hint="fleetsched submit ACTION --target EXPR, "
@@ -145,19 +146,18 @@ def submit(
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="table, json or csv")] = output.OutputFormat.table,
 ) -> None:
     """Submit a task: one job per target host, queued now, later, or in service windows."""
-    from scheduler.cli.app import state  # here: app.py imports this module
-    from scheduler.inventory import open_database, transaction
-    from scheduler.keys import Keys
-    from scheduler.redis_conn import connect
-    from scheduler.submit import plan_task
-    from scheduler.submit import submit as run_submit
+    from scheduler.queue.keys import Keys
+    from scheduler.record.session import open_database, transaction
+    from scheduler.redisdb.connect import connect
+    from scheduler.submission.submit import plan_task
+    from scheduler.submission.submit import submit as run_submit
 
     options = {"in_window": in_window, "max_concurrency": max_concurrency,
                "max_failures": max_failures, "timeout": timeout, "retries": retries,
                "backoff": backoff, "name": name, "priority": priority, "executor": executor,
                "executor_option": executor_option, "idempotent": idempotent}
     if file is not None:
-        from scheduler.taskfile import load_task_file
+        from scheduler.submission.taskfile import load_task_file
 
         given = [k for k, v in {"ACTION": action, "--target": target, "--param": param,
                                 "--at": at, "--in": in_}.items() if v]

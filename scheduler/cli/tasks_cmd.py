@@ -1,7 +1,7 @@
 """``fleetsched tasks list|show|cancel|pause|resume|retry-failed|reprioritize``.
 
-Thin: read the record through ``scheduler.taskinfo`` (live counters from Redis when it answers)
-and change a task through ``scheduler.control``, which records each change with the operator's
+Thin: read the record through ``scheduler.submission.taskinfo`` (live counters from Redis when it answers)
+and change a task through ``scheduler.submission.control``, which records each change with the operator's
 name (``--as``) in SQL before the command returns.
 """
 
@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from scheduler.cli import output
+from scheduler.cli.context import state
 from scheduler.cli.output import OutputOption
 
 tasks_app = typer.Typer(help="Submitted tasks: list, show, and control them.",
@@ -25,11 +26,10 @@ TaskId = Annotated[int, typer.Argument(help="The task id (see `fleetsched tasks 
 @contextmanager
 def _context(ctx: typer.Context, *, redis: bool = True) -> Iterator[tuple[Any, Any, str]]:
     """(engine, queue or None, operator); closed afterwards."""
-    from scheduler.cli.app import state  # here: app.py imports this module
-    from scheduler.inventory import open_database
-    from scheduler.keys import Keys
-    from scheduler.queue import Queue
-    from scheduler.redis_conn import connect
+    from scheduler.queue.client import Queue
+    from scheduler.queue.keys import Keys
+    from scheduler.record.session import open_database
+    from scheduler.redisdb.connect import connect
 
     settings = state(ctx).settings
     engine = open_database(settings)
@@ -58,8 +58,8 @@ def list_cmd(
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
     """List tasks, newest first."""
-    from scheduler.inventory import transaction
-    from scheduler.taskinfo import LIST_COLUMNS, list_tasks
+    from scheduler.record.session import transaction
+    from scheduler.submission.taskinfo import LIST_COLUMNS, list_tasks
 
     with _context(ctx, redis=False) as (engine, _, _op):
         with transaction(engine, commit=False) as session:
@@ -84,8 +84,8 @@ def _live(ctx: typer.Context, task_id: int) -> dict[str, str] | None:
 def show_cmd(ctx: typer.Context, task_id: TaskId, fmt: OutputOption = output.OutputFormat.table,
              events: Annotated[bool, typer.Option("--events", help="Also the full event trail: every job's claims, results, retries, deferrals.")] = False) -> None:
     """One task: request, policy, counters (live from Redis), failures and the control trail."""
-    from scheduler.inventory import transaction
-    from scheduler.taskinfo import show_task
+    from scheduler.record.session import transaction
+    from scheduler.submission.taskinfo import show_task
 
     live = _live(ctx, task_id)
     with _context(ctx, redis=False) as (engine, _, _op):
@@ -120,8 +120,7 @@ def show_cmd(ctx: typer.Context, task_id: TaskId, fmt: OutputOption = output.Out
 
 
 def _control(ctx: typer.Context, task_id: int, verb: str, *extra: Any) -> None:
-    from scheduler import control
-
+    from scheduler.submission import control
     fn = {"pause": control.pause, "resume": control.resume, "cancel": control.cancel,
           "retry-failed": control.retry_failed, "reprioritize": control.reprioritize}[verb]
     with _context(ctx) as (engine, queue, operator):
@@ -165,3 +164,66 @@ def reprioritize_cmd(
 ) -> None:
     """Move the task's pending jobs to another priority class."""
     _control(ctx, task_id, "reprioritize", priority)
+
+
+WATCH_EPILOG = """Examples:
+
+  fleetsched tasks watch 42
+
+  fleetsched tasks watch 42 43 --output json
+
+  id=$(fleetsched submit command -t group:web -p cmd=uptime --yes) && fleetsched tasks watch "$id"
+
+Exit codes: 0 every job succeeded, 3 some jobs failed or were lost, 4 no such task, 5 cancelled.
+"""
+
+SUMMARY_COLUMNS = ["task", "state", "total", "succeeded", "failed", "lost", "cancelled"]
+
+
+@tasks_app.command("watch", epilog=WATCH_EPILOG)
+def watch(
+    ctx: typer.Context,
+    task_ids: Annotated[list[int], typer.Argument(help="The task id(s) to watch.", min=1)],
+    interval: Annotated[float, typer.Option(help="Seconds between redraws.", min=0.1, max=60)] = 0.5,
+    timeout: Annotated[str | None, typer.Option(help="Give up after this long (e.g. 30m); exit code 1.")] = None,
+    fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="summary as table, json or csv")] = output.OutputFormat.table,
+) -> None:
+    """Progress bars per task, throughput, ETA and failures as they happen, until the tasks end."""
+    from scheduler.errors import FleetschedError
+    from scheduler.parse import parse_duration
+    from scheduler.queue.keys import Keys
+    from scheduler.redisdb.connect import connect
+    from scheduler.views.live import FailureFeed
+    from scheduler.views.live import watch as run_watch
+
+    limit_s = parse_duration(timeout, "--timeout").total_seconds() if timeout else None
+    ids = [str(t) for t in dict.fromkeys(task_ids)]
+    settings = state(ctx).settings
+    client = connect(settings)
+    engine = feed = None
+    try:
+        try:
+            from scheduler.record.session import open_database
+
+            engine = open_database(settings)
+            feed = FailureFeed(engine, ids)
+        except FleetschedError as exc:
+            output.info(f"warning: failures will not be listed ({exc})")
+        try:
+            tasks, _failures = run_watch(client, Keys(settings.queue_prefix), ids, output.stderr,
+                                         feed=feed, interval_s=interval, timeout_s=limit_s)
+        except TimeoutError as exc:
+            raise FleetschedError(str(exc), hint="watch again, or see fleetsched top") from None
+    finally:
+        client.close()
+        if engine is not None:
+            engine.dispose()
+    rows = [{"task": t.task_id, "state": t.state if not t.finished else
+             ("succeeded" if t.all_succeeded else "finished"), "total": t.total,
+             "succeeded": t.succeeded, "failed": t.failed, "lost": t.lost,
+             "cancelled": t.cancelled} for t in tasks]
+    output.emit_rows(rows, SUMMARY_COLUMNS, fmt)
+    if any(t.failed or t.lost for t in tasks):
+        raise typer.Exit(3)
+    if any(t.cancelled or t.state in ("cancelled", "aborted") for t in tasks):
+        raise typer.Exit(5)

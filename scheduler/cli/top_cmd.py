@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
+from scheduler.cli.context import state
 
 EPILOG = """Examples:
 
@@ -31,10 +32,9 @@ def top(
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="with --once: table or json")] = output.OutputFormat.table,
 ) -> None:
     """Live view of the queue: due, overdue, running, parked, deferred, tasks, workers."""
-    from scheduler.cli.app import state  # here: app.py imports this module
     from scheduler.errors import ValidationError
-    from scheduler.keys import Keys
-    from scheduler.redis_conn import connect
+    from scheduler.queue.keys import Keys
+    from scheduler.redisdb.connect import connect
     from scheduler.views import take_snapshot, top_frame
     from scheduler.views.live import top as run_top
 

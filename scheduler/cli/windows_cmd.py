@@ -1,6 +1,6 @@
 """``fleetsched windows add|list|show|assign|unassign|approve|remove|next|sync``: service windows.
 
-Thin: parse, call ``scheduler.window_store``, render through ``scheduler.cli.output``.
+Thin: parse, call ``scheduler.windows.store``, render through ``scheduler.cli.output``.
 Rules and DST behaviour: docs/guides/windows-and-schedules.md.
 """
 
@@ -11,8 +11,8 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.output import OutputOption
 from scheduler.cli.context import stores
+from scheduler.cli.output import OutputOption
 
 windows_app = typer.Typer(help="Service windows and freeze periods: when hosts may be worked on.",
                           no_args_is_help=True)
@@ -50,7 +50,7 @@ def add_cmd(
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
     """Add a recurring or one-off window (or a freeze period); nothing is written if it is invalid."""
-    from scheduler.window_store import WindowSpec, add_window
+    from scheduler.windows.store import WindowSpec, add_window
 
     spec = WindowSpec(name=name, tz=tz, rrule=rrule, cron=cron, duration=duration,
                       end_time=end_time, start=start, end=end, freeze=freeze,
@@ -69,8 +69,8 @@ def add_cmd(
 @windows_app.command("list", epilog="Example:\n\n  fleetsched windows list -o json")
 def list_cmd(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) -> None:
     """List windows: rule, length, zone, approval, assignments, next opening."""
-    from scheduler.inventory import transaction
-    from scheduler.window_store import LIST_COLUMNS, list_windows
+    from scheduler.record.session import transaction
+    from scheduler.windows.store import LIST_COLUMNS, list_windows
 
     with stores(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
         rows = list_windows(session)
@@ -80,8 +80,8 @@ def list_cmd(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) 
 @windows_app.command("show", epilog="Example:\n\n  fleetsched windows show sun-night")
 def show_cmd(ctx: typer.Context, name: Name, fmt: OutputOption = output.OutputFormat.table) -> None:
     """One window: definition, approval, assignments, next openings."""
-    from scheduler.inventory import transaction
-    from scheduler.window_store import show_window
+    from scheduler.record.session import transaction
+    from scheduler.windows.store import show_window
 
     with stores(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
         info = show_window(session, name)
@@ -102,7 +102,7 @@ def assign_cmd(
     group: Annotated[list[str] | None, typer.Option("--group", help="A group (repeatable).")] = None,
 ) -> None:
     """Assign a window to hosts or groups (a host's own assignment beats its groups')."""
-    from scheduler.window_store import assign_window
+    from scheduler.windows.store import assign_window
 
     with stores(ctx) as (engine, _c, _k, operator):
         added = assign_window(engine, name, hosts=host or [], groups=group or [], operator=operator)
@@ -117,7 +117,7 @@ def unassign_cmd(
     group: Annotated[list[str] | None, typer.Option("--group", help="A group (repeatable).")] = None,
 ) -> None:
     """Remove a window's assignment to hosts or groups (jobs already queued keep their window)."""
-    from scheduler.window_store import unassign_window
+    from scheduler.windows.store import unassign_window
 
     with stores(ctx) as (engine, connect, keys, operator):
         removed, warning = unassign_window(engine, connect, name, hosts=host or [],
@@ -129,7 +129,7 @@ def unassign_cmd(
 @windows_app.command("approve", epilog="Example:\n\n  fleetsched --as alice windows approve acme-weekly")
 def approve_cmd(ctx: typer.Context, name: Name) -> None:
     """Record a customer's approval (who and when); jobs may run in the window from now on."""
-    from scheduler.window_store import approve_window
+    from scheduler.windows.store import approve_window
 
     with stores(ctx) as (engine, connect, keys, operator):
         when, warning = approve_window(engine, connect, name, operator=operator, keys=keys)
@@ -140,7 +140,7 @@ def approve_cmd(ctx: typer.Context, name: Name) -> None:
 @windows_app.command("remove", epilog="Example:\n\n  fleetsched windows remove dc-move")
 def remove_cmd(ctx: typer.Context, name: Name) -> None:
     """Remove a window and its assignments (queued jobs naming it wait; cancel them)."""
-    from scheduler.window_store import remove_window
+    from scheduler.windows.store import remove_window
 
     with stores(ctx) as (engine, connect, keys, operator):
         _warn(remove_window(engine, connect, name, operator=operator, keys=keys))
@@ -152,8 +152,8 @@ def next_cmd(ctx: typer.Context, name: Name,
              count: Annotated[int, typer.Option("--count", "-n", help="How many openings.")] = 5,
              fmt: OutputOption = output.OutputFormat.table) -> None:
     """The next openings, in the window's zone and in UTC (approved or not)."""
-    from scheduler.inventory import transaction
-    from scheduler.window_store import next_openings
+    from scheduler.record.session import transaction
+    from scheduler.windows.store import next_openings
 
     with stores(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
         rows = next_openings(session, name, count)
@@ -164,7 +164,7 @@ def next_cmd(ctx: typer.Context, name: Name,
 def sync_cmd(ctx: typer.Context) -> None:
     """Copy every window definition into Redis again (after Redis lost them)."""
     from scheduler.errors import RedisUnavailableError
-    from scheduler.window_store import sync_windows
+    from scheduler.windows.store import sync_windows
 
     with stores(ctx) as (engine, connect, keys, _o):
         n, warning = sync_windows(engine, connect, keys)

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
+from scheduler.cli.context import state
 
 worker_app = typer.Typer(
     help="Run a worker node (the master claims due jobs and runs them in child processes).",
@@ -27,7 +28,7 @@ def _ms(text: str | None, what: str) -> int | None:
         return None
     if text.strip().rstrip("msh").strip() in ("0", "0.0"):
         return 0  # "--grace 0": give running jobs back at once
-    from scheduler.policy import parse_duration
+    from scheduler.parse import parse_duration
 
     return int(parse_duration(text, what).total_seconds() * 1000)
 
@@ -46,7 +47,6 @@ def worker(
     """Run this node's master until SIGTERM (finish running jobs) or SIGINT (give them back)."""
     if ctx.invoked_subcommand is not None:
         return
-    from scheduler.cli.app import state
     from workers.config import NodeConfig, default_worker_id
     from workers.serve import serve
 
@@ -82,9 +82,8 @@ def list_workers(
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="table, json or csv")] = output.OutputFormat.table,
 ) -> None:
     """The workers that reported a heartbeat: node, pid, slots, busy, age of the last beat."""
-    from scheduler.cli.app import state
-    from scheduler.redis_conn import connect
-    from workers.heartbeat import read_workers
+    from scheduler.queue.presence import read_workers
+    from scheduler.redisdb.connect import connect
 
     settings = state(ctx).settings
     client = connect(settings)

@@ -9,19 +9,25 @@ Public API:
 - import: ``import_inventory(engine, path, operator=..., prune=..., dry_run=...)``;
 - the stored inventory (a session in a transaction): ``group_members(session, group)``,
   ``hosts_in_groups(session, groups)``, ``group_member_map(session)``, ``list_hosts``,
-  ``show_host``, ``list_groups``, ``add_host``, ``remove_host``;
-- ``open_database(settings)`` and ``transaction(engine)``.
+  ``show_host``, ``list_groups``, ``add_host``, ``remove_host``.
+
+Opening the database (``open_database``, ``transaction``) is ``scheduler.record.session``.
 """
 
 from scheduler.inventory.model import Inventory, InventoryError, Location
 from scheduler.inventory.resolve import GroupRecord, HostRecord, Resolved, resolve
-from scheduler.inventory.service import (
-    ImportResult, import_inventory, open_database, transaction,
-)
+from scheduler.inventory.service import ImportResult, import_inventory
 from scheduler.inventory.source import FORMATS, MAX_BYTES, detect_format, load_inventory, parse_text
 from scheduler.inventory.store import (
-    CLI_SOURCE, add_host, group_member_map, group_members, hosts_in_groups, list_groups,
-    list_hosts, remove_host, show_host,
+    CLI_SOURCE,
+    add_host,
+    group_member_map,
+    group_members,
+    hosts_in_groups,
+    list_groups,
+    list_hosts,
+    remove_host,
+    show_host,
 )
 from scheduler.inventory.sync import HostChange, SyncPlan
 
@@ -29,6 +35,6 @@ __all__ = [
     "CLI_SOURCE", "FORMATS", "GroupRecord", "HostChange", "HostRecord", "ImportResult",
     "Inventory", "InventoryError", "Location", "MAX_BYTES", "Resolved", "SyncPlan",
     "add_host", "detect_format", "group_member_map", "group_members", "hosts_in_groups",
-    "import_inventory", "list_groups", "list_hosts", "load_inventory", "open_database",
-    "parse_text", "remove_host", "resolve", "show_host", "transaction",
+    "import_inventory", "list_groups", "list_hosts", "load_inventory",
+    "parse_text", "remove_host", "resolve", "show_host",
 ]

@@ -23,7 +23,11 @@ from typing import Any
 
 from scheduler.inventory import validate
 from scheduler.inventory.model import (
-    CONNECTION_VARS, IMPLICIT_GROUPS, Inventory, InventoryError, Location,
+    CONNECTION_VARS,
+    IMPLICIT_GROUPS,
+    Inventory,
+    InventoryError,
+    Location,
 )
 
 DEFAULT_PORT = 22

@@ -5,7 +5,7 @@ What it owns:
 
 1. ``group_members(session, group)``: the hosts of a group including its child groups (``all``:
    every host; ``ungrouped``: hosts in no group); ``hosts_in_groups`` for several; and
-   ``group_member_map`` (every group at once, the shape ``scheduler.targets`` takes);
+   ``group_member_map`` (every group at once, the shape ``scheduler.submission.targets`` takes);
 2. ``list_hosts`` (filters: group with its children, fnmatch name pattern), ``show_host``,
    ``list_groups``;
 3. ``add_host`` and ``remove_host`` by hand (``source = "cli"``), each recorded as an event
@@ -23,11 +23,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from scheduler.db.models import Group, Host, group_children, group_hosts
 from scheduler.errors import NotFoundError, ValidationError
 from scheduler.inventory import validate
 from scheduler.inventory.resolve import DEFAULT_PORT
-from scheduler.inventory.sync import record_event
+from scheduler.record.audit import record_event
+from scheduler.record.models import Group, Host, group_children, group_hosts
 
 CLI_SOURCE = "cli"
 
@@ -191,7 +191,7 @@ def add_host(session: Session, name: str, *, address: str | None = None,
     for gname in group_list:
         gid = session.execute(sa.select(g.c.id).where(g.c.name == gname)).scalar_one()
         session.execute(sa.insert(group_hosts).values(group_id=gid, host_id=host_id))
-    record_event(session, "host-add", operator, {
+    record_event(session, "host-add", operator=operator, data={
         "address": address, "port": port, "user": user, "groups": group_list,
         "created_groups": created, "source": CLI_SOURCE}, host=name)
     return created
@@ -205,7 +205,7 @@ def remove_host(session: Session, name: str, *, operator: str) -> None:
         raise NotFoundError(f"no host named {name!r}", hint="see `fleetsched hosts list`")
     session.execute(sa.delete(group_hosts).where(group_hosts.c.host_id == row.id))
     session.execute(sa.delete(h).where(h.c.id == row.id))
-    record_event(session, "host-remove", operator, {"source": row.source}, host=name)
+    record_event(session, "host-remove", operator=operator, data={"source": row.source}, host=name)
 
 
 __all__ = [

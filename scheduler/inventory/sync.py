@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,9 +27,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from scheduler.db.models import Event, Group, Host, group_children, group_hosts
-from scheduler.db.types import to_ms, utcnow
 from scheduler.inventory.resolve import HostRecord, Resolved
+from scheduler.record.audit import record_event
+from scheduler.record.models import Group, Host, group_children, group_hosts
+from scheduler.record.types import utcnow
 
 HOST_FIELDS = ("address", "port", "user", "vars", "groups")
 CHUNK = 500
@@ -44,10 +44,6 @@ def source_id(path: str | os.PathLike[str]) -> str:
         sid = sid[:200] + "…" + digest
     return sid
 
-
-def event_id(ts_ms: int) -> str:
-    """An event id for a change that does not come from the Redis stream (models rule 4)."""
-    return f"{ts_ms}-L{uuid.uuid4().hex[:16]}"
 
 
 @dataclass(frozen=True)
@@ -251,13 +247,6 @@ def _prune(session: Session, result: SyncPlan) -> None:
     _delete_where_in(session, g, g.c.id, group_ids)
 
 
-def record_event(session: Session, kind: str, operator: str, data: dict[str, Any],
-                 host: str | None = None) -> None:
-    """Append one audit event that does not come from the Redis stream."""
-    now = utcnow()
-    session.execute(sa.insert(Event.__table__).values(
-        id=event_id(to_ms(now)), ts=now, kind=kind, operator=operator, host=host, data=data))
-
 
 def apply(session: Session, resolved: Resolved, result: SyncPlan, *, operator: str,
           path: str, fmt: str, prune: bool) -> None:
@@ -266,10 +255,10 @@ def apply(session: Session, resolved: Resolved, result: SyncPlan, *, operator: s
     _apply_hosts(session, resolved, result, group_ids)
     if prune:
         _prune(session, result)
-    record_event(session, "import", operator, {
+    record_event(session, "import", operator=operator, data={
         "source": path, "format": fmt, "prune": prune, **result.counts(),
         "skipped_secrets": len(result.skipped_secrets)})
 
 
-__all__ = ["HOST_FIELDS", "HostChange", "SyncPlan", "apply", "event_id", "plan",
-           "record_event", "source_id"]
+__all__ = ["HOST_FIELDS", "HostChange", "SyncPlan", "apply", "plan",
+           "source_id"]

@@ -25,7 +25,11 @@ import yaml
 
 from scheduler.inventory import ranges, validate
 from scheduler.inventory.model import (
-    PLUGIN_HINT, VAULT_HINT, Inventory, InventoryError, Location,
+    PLUGIN_HINT,
+    VAULT_HINT,
+    Inventory,
+    InventoryError,
+    Location,
 )
 
 MAX_DEPTH = 64

@@ -19,9 +19,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from scheduler.db.models import JOB_STATES, Job, Task
-from scheduler.db.types import utcnow
 from scheduler.errors import ValidationError
+from scheduler.record.models import JOB_STATES, Job, Task
+from scheduler.record.types import utcnow
 
 JOB_COLUMNS = ["job", "task", "action", "operator", "host", "state", "attempts", "time",
                "started", "finished", "duration_ms", "exit_code", "worker", "error"]
@@ -69,8 +69,9 @@ class Report:
 
 
 def _group_hosts(engine: Engine, group: str) -> set[str]:
-    from scheduler.inventory import group_members
     from sqlalchemy.orm import Session
+
+    from scheduler.inventory import group_members
 
     with Session(engine) as session:
         return group_members(session, group)

@@ -13,8 +13,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from scheduler.db.models import Event, Host
 from scheduler.errors import NotFoundError
+from scheduler.record.models import Event, Host
 
 TRAIL_COLUMNS = ["ts", "kind", "task", "job", "host", "worker", "operator", "attempt",
                  "exit_code", "duration_ms", "detail"]
@@ -29,7 +29,7 @@ def _detail(kind: str, data: dict[str, Any]) -> str:
         n = data.get("count") or len(data.get("jobs") or [])
         return f"{n} job(s)" if n else ""
     if "due" in data and kind in ("defer", "release", "retry"):
-        from scheduler.db.types import from_ms
+        from scheduler.record.types import from_ms
 
         try:
             return f"due {from_ms(int(data['due'])):%Y-%m-%d %H:%M:%S}Z"

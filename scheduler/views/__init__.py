@@ -10,7 +10,12 @@ demo's progress display.
 from scheduler.views.live import FailureFeed, ended, top, watch
 from scheduler.views.render import bar, task_table, top_frame
 from scheduler.views.snapshot import (
-    QueueSnapshot, RateMeter, TaskProgress, list_task_ids, read_tasks, take_snapshot,
+    QueueSnapshot,
+    RateMeter,
+    TaskProgress,
+    list_task_ids,
+    read_tasks,
+    take_snapshot,
 )
 
 __all__ = ["FailureFeed", "QueueSnapshot", "RateMeter", "TaskProgress", "bar", "ended",

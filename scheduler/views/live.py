@@ -25,9 +25,15 @@ from rich.text import Text
 from sqlalchemy.engine import Engine
 
 from scheduler.errors import NotFoundError
-from scheduler.keys import Keys
+from scheduler.queue.keys import Keys
 from scheduler.views.render import task_table, top_frame
-from scheduler.views.snapshot import QueueSnapshot, RateMeter, TaskProgress, read_tasks, take_snapshot
+from scheduler.views.snapshot import (
+    QueueSnapshot,
+    RateMeter,
+    TaskProgress,
+    read_tasks,
+    take_snapshot,
+)
 
 ENDED_STATES = ("cancelled", "aborted")
 
@@ -77,7 +83,7 @@ class FailureFeed:
     def poll(self) -> list[dict[str, Any]]:
         import sqlalchemy as sa
 
-        from scheduler.db.models import Event
+        from scheduler.record.models import Event
 
         stmt = (sa.select(Event.id, Event.ts, Event.kind, Event.job_id, Event.host, Event.data)
                 .where(Event.task_id.in_(self.task_ids), Event.kind.in_(("fail", "lost")))

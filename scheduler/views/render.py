@@ -13,7 +13,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from scheduler.policy import format_duration
+from scheduler.parse import format_duration
 from scheduler.views.snapshot import QueueSnapshot, RateMeter, TaskProgress
 
 SEGMENTS = (("succeeded", "█", "green"), ("failed", "x", "red"), ("lost", "x", "dark_orange"),
@@ -83,7 +83,7 @@ def _workers(workers: list[dict[str, Any]]) -> Table:
 
 def reorder_line(stats: dict[str, str], now_ms: int) -> str:
     """The last fair-share reorder, from the ``reorder_*`` fields of ``Keys.stats``
-    (written by ``scheduler/lua/overload.lua``); unknown extra fields are listed as they are."""
+    (written by ``scheduler/queue/lua/overload.lua``); unknown extra fields are listed as they are."""
     fields = {k: v for k, v in stats.items() if k.startswith("reorder_")}
     if not fields:
         return "last reorder: none (no overload seen)"

@@ -21,7 +21,7 @@ from typing import Any
 
 import redis
 
-from scheduler.keys import Keys
+from scheduler.queue.keys import Keys
 
 RECENT_FINISHED = 3  # finished tasks top keeps showing
 SCAN_PAGE = 1000
@@ -142,7 +142,7 @@ class QueueSnapshot:
 
 
 def _recorder(client: redis.Redis, keys: Keys) -> tuple[int, int]:
-    from scheduler.db.recorder import GROUP
+    from scheduler.record.recorder import GROUP
 
     try:
         for g in client.xinfo_groups(keys.events):
@@ -156,7 +156,7 @@ def _recorder(client: redis.Redis, keys: Keys) -> tuple[int, int]:
 def take_snapshot(client: redis.Redis, keys: Keys, *, overload_threshold_ms: int = 5_000,
                   task_ids: list[str] | None = None) -> QueueSnapshot:
     """Read one frame (see the module docstring); ``task_ids`` limits the tasks shown."""
-    from workers.heartbeat import read_workers
+    from scheduler.queue.presence import read_workers
 
     now = redis_now_ms(client)
     snap = QueueSnapshot(now_ms=now)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import redis
 
-from scheduler.keys import PRIORITY_CLASSES, Keys
+from scheduler.queue.keys import PRIORITY_CLASSES, Keys
 from tests.queue_support import redis_now_ms
 from tests.worker_support import ROOT, WorkerProcess, events, submit, wait_until, worker_args
 
@@ -23,8 +23,8 @@ LOCK_MS = 1_500
 HOLDER = """
 import sys, time, redis
 from scheduler.config import Settings
-from scheduler.fairshare import reorder_now
-from scheduler.queue import Queue
+from scheduler.queue.fairshare import reorder_now
+from scheduler.queue.client import Queue
 
 client = redis.Redis.from_url(sys.argv[1], decode_responses=True)
 

@@ -12,7 +12,7 @@ from typing import Any
 import redis
 
 from scheduler.errors import StaleTokenError
-from scheduler.queue import JobResult, Queue
+from scheduler.queue.client import JobResult, Queue
 from tests.queue_support import events, make_task
 
 CTX = mp.get_context("fork")

@@ -8,7 +8,9 @@ import time
 
 import redis
 
-from scheduler.queue import JobResult, JobSpec, Queue, TaskSpec, script_source
+from scheduler.errors import Code
+from scheduler.queue.client import JobResult, JobSpec, Queue, TaskSpec
+from scheduler.queue.scripts import script_source
 from tests.queue_support import KEYS
 from tests.servers import RedisServer
 
@@ -69,7 +71,7 @@ def test_the_queue_recovers_from_script_flush_in_the_middle_of_a_run(redis_clien
         # When the queue goes on, redis-py's Script reloads on NOSCRIPT and the call succeeds
         jobs = queue.claim("w", 5).jobs
         assert redis_client.script_exists(sha) == [True]
-        assert queue.extend("w", [(j.job_id, j.token) for j in jobs])
+        assert queue.extend("w", [(j.job_id, j.token) for j in jobs]) == [Code.OK] * len(jobs)
         if round_ % 3 == 1:
             redis_client.script_flush()
         done += sum(1 for c in queue.ack("w", [(j.job_id, j.token, JobResult(0)) for j in jobs]) if c == 0)

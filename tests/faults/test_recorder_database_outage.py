@@ -13,11 +13,11 @@ import pytest
 import redis
 import sqlalchemy as sa
 
-from scheduler.db import migrate
-from scheduler.db.engine import make_engine
-from scheduler.db.models import Event, Job, Task
-from scheduler.db.recorder import Recorder
-from scheduler.keys import Keys
+from scheduler.queue.keys import Keys
+from scheduler.record import migrate
+from scheduler.record.engine import make_engine
+from scheduler.record.models import Event, Job, Task
+from scheduler.record.recorder import Recorder
 from tests.recorder_events import create_task_rows, job_lifecycle, xadd_all
 from tests.tcp_proxy import TcpProxy
 

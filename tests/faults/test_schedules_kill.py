@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from scheduler.db.migrate import upgrade
+from scheduler.record.migrate import upgrade
 from tests.schedule_support import entry_score, missed, occurrences
 from tests.submit_support import KEYS, Cli, data, drain, inventory, sql_rows
 from tests.worker_support import WorkerProcess, wait_until, worker_args

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.queue import Queue
+from scheduler.queue.client import Queue
 from tests.worker_support import (
     KEYS,
     alive,

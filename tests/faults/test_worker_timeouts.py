@@ -14,8 +14,8 @@ import pytest
 
 from tests.worker_support import (
     WorkerProcess,
-    claims_per_job,
     alive,
+    claims_per_job,
     dump,
     events,
     final_outcomes,

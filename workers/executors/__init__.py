@@ -1,7 +1,7 @@
 """Executors: how a job's operations reach a host (``ssh``, ``local``, ``simulate``).
 
 ``build_executor(name, options, settings)`` is the one way in; the contract the actions code
-against is in :mod:`workers.executors.base`.
+against is in :mod:`tasks.host`.
 """
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ from typing import Any
 
 from scheduler.config import Settings
 from scheduler.errors import ValidationError
-from workers.executors.base import CommandResult, Executor, Host, HostSession
-
-EXECUTORS = ("ssh", "local", "simulate")
+from tasks.executor_options import EXECUTORS
+from tasks.host import CommandResult, Executor, Host, HostSession
 
 
 def build_executor(name: str, options: Mapping[str, Any] | None = None,

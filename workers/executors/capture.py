@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-CAP_BYTES = 8 * 1024  # default size of the head and of the tail of each stream
+from tasks.executor_options import CAP_BYTES
 
 
 @dataclass

@@ -27,15 +27,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from scheduler.config import Settings
-from workers.executors.base import CommandResult, Host
+from tasks.executor_options import EXECUTOR_DEFAULTS, read_options
+from tasks.host import CommandResult, Host
 from workers.executors.capture import CAP_BYTES, Capture
-from workers.executors.options import read_options
 
-DEFAULTS: dict[str, Any] = {
-    "cwd": "",  # working directory of the processes ("" = the worker's)
-    "capture_bytes": CAP_BYTES,  # size of the head and of the tail kept of each stream
-    "host_env": True,  # export FLEETSCHED_HOST, _ADDRESS, _PORT, _USER to the process
-}
+DEFAULTS = EXECUTOR_DEFAULTS["local"]
 CHUNK = 64 * 1024
 
 

@@ -23,16 +23,10 @@ from typing import Any
 
 from scheduler.config import Settings
 from scheduler.errors import ValidationError
-from workers.executors.base import CommandResult, Host
-from workers.executors.options import read_options
+from tasks.executor_options import EXECUTOR_DEFAULTS, read_options
+from tasks.host import CommandResult, Host
 
-DEFAULTS: dict[str, Any] = {
-    "duration_ms": 0,  # how long each command "runs"
-    "jitter_ms": 0,  # uniform spread around duration_ms
-    "failure_rate": 0.0,  # chance that a command fails
-    "seed": "",  # "" = unpredictable; anything else = a reproducible sequence per process
-    "exit_code": 1,  # exit code of a simulated failure
-}
+DEFAULTS = EXECUTOR_DEFAULTS["simulate"]
 
 
 class SimulateSession:

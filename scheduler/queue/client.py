@@ -1,0 +1,394 @@
+"""The Python face of the queue's Lua verbs (``scheduler/queue/lua/<verb>.lua``): ``Queue``.
+
+Owns, for every verb:
+1. validating the arguments before any script runs (bad input raises ``BadArgumentError`` and
+   writes nothing; the scripts validate again before their first write);
+2. packing KEYS (every key a script touches, named by ``scheduler.queue.keys.Keys``) and ARGV;
+3. splitting big batches into script-sized chunks (enqueue, extend, ack, release, cancel);
+4. turning negative script codes into typed errors (``scheduler.errors.error_for``);
+5. waiting for work on the ``{P}:wake`` channel until the earliest due time, without polling.
+
+Scripts come from the registry (``scheduler.queue.scripts``: registered once per client; redis-py
+reloads one that a ``SCRIPT FLUSH`` or a restart dropped). Time is the Redis clock, read inside
+the scripts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+
+from scheduler.errors import Code, error_for
+from scheduler.queue.keys import PRIORITY_CLASSES, Keys
+from scheduler.queue.scripts import raise_if_error, scripts_for
+from scheduler.queue.types import (
+    MAX_BATCH,
+    Claim,
+    ClaimedJob,
+    ClaimedSchedule,
+    FailOutcome,
+    JobResult,
+    JobSpec,
+    TaskSpec,
+    ack_entries,
+    bad,
+    check_job_id,
+    check_leases,
+    check_ms,
+    check_task_id,
+    check_worker,
+    enqueue_entries,
+    text,
+)
+
+__all__ = ["Claim", "ClaimedJob", "FailOutcome", "JobResult", "JobSpec", "Queue", "TaskSpec"]
+
+
+ENQUEUE_CHUNK = 1_000  # jobs per enqueue script call: one call stays well under a millisecond
+ACK_CHUNK = 200  # jobs per ack / extend / release call
+CANCEL_CHUNK = 500  # job ids per cancel call
+RESUME_CHUNK = 1_000  # held jobs moved back per resume call
+REPRIORITIZE_CHUNK = 500  # job ids walked per reprioritize call
+BACKOFF_CAP_MS = 3_600_000  # exponential retry backoff never waits longer than an hour
+OUTPUT_CAP = 8_192  # characters of job output kept in an event
+SCAN_FACTOR = 4  # claim visits at most batch * SCAN_FACTOR + SCAN_EXTRA due entries per call
+SCAN_EXTRA = 64
+
+
+
+
+CODES = {int(code): code for code in Code}  # a dict lookup is cheaper than Code(value) per job
+_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+"""Compact JSON for script arguments; text passes through as UTF-8 (as a plain argument would)."""
+
+
+
+
+def _score(value: float) -> str:
+    """A sorted-set score as exact text (integral ms without a trailing .0)."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _wake_score(data: Any) -> float:
+    """The due time a wake message announces (0, i.e. wake now, if it is not a number)."""
+    try:
+        return float(text(data))
+    except ValueError:
+        return 0.0
+
+
+class Queue:
+    """The queue of one shard: jobs waiting in due sets, claimed under leases, acknowledged.
+
+    Responsibilities:
+    1. create tasks and enqueue their jobs (``create_task``, ``enqueue``);
+    2. hand due jobs to workers with a fencing token (``claim``), renew (``extend``) and end
+       their leases (``ack``, ``fail``, ``defer``, ``release``); a stale token changes nothing;
+    3. operator verbs on a task (``pause``, ``resume``, ``cancel_task``, ``reprioritize``);
+    4. tell workers when to look again (``next_due``, ``wait_for_work``);
+    5. apply fair-share reorder chunks (``reorder_chunk``; the reorder is scheduler/queue/fairshare.py).
+    """
+
+    def __init__(self, client: redis.Redis, keys: Keys = Keys(), *, lease_ms: int = 30_000) -> None:
+        check_ms("lease_ms", lease_ms, minimum=1)
+        self.client = client
+        self.keys = keys
+        self.lease_ms = lease_ms
+        self._scripts = scripts_for(client)
+        self._task_key_cache: dict[str, list[str]] = {}
+        self._pubsub: redis.client.PubSub | None = None
+        self._pubsub_pid = 0
+
+    def call(self, verb: str, keys: list[str], args: list[Any]) -> Any:
+        """Run a verb's script (``lua/<verb>.lua``); an error reply raises its typed error."""
+        return raise_if_error(self._scripts[verb](keys=keys, args=args))
+
+    def _job_keys(self, job_id: str) -> list[str]:
+        """[job hash, task hash, parked list] of a job; the task's two are cached per task."""
+        task_id = job_id.rpartition(".")[0]
+        task_keys = self._task_key_cache.get(task_id)
+        if task_keys is None:
+            if len(self._task_key_cache) > 1_000:
+                self._task_key_cache.clear()
+            task_keys = self._task_key_cache[task_id] = [self.keys.task(task_id), self.keys.parked(task_id)]
+        return [self.keys.job(job_id), *task_keys]
+
+    # ---------------------------------------------------------------- tasks and jobs in
+
+    def create_task(self, spec: TaskSpec) -> bool:
+        """Write the task's live state once. False: the task existed and is left unchanged."""
+        args = spec.script_args()
+        reply = self.call("create_task", [self.keys.task(spec.task_id), self.keys.events], args)
+        return reply[0] == 1
+
+    def enqueue(self, task_id: str, jobs: Sequence[JobSpec]) -> int:
+        """Queue jobs of a task at their due time; returns how many were new (duplicates skip).
+
+        Every job is validated before the first chunk is sent, so bad input writes nothing.
+        """
+        check_task_id(task_id)
+        entries = enqueue_entries(task_id, jobs)
+        added = 0
+        keys = [self.keys.task(task_id), *self.keys.all_due(), self.keys.stats, self.keys.events]
+        for start in range(0, len(entries), ENQUEUE_CHUNK):
+            args = [self.keys.tag, task_id, self.keys.wake, _json(entries[start:start + ENQUEUE_CHUNK])]
+            added += int(self.call("enqueue", keys, args)[0])
+        return added
+
+    # ---------------------------------------------------------------- worker verbs
+
+    def claim(self, worker: str, batch: int, *, lease_ms: int | None = None) -> Claim:
+        """Take up to ``batch`` due jobs, urgent first; see scheduler/queue/lua/claim.lua."""
+        check_worker(worker)
+        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
+            raise bad(f"batch must be an integer from 1 to {MAX_BATCH}, not {batch!r}")
+        lease = self.lease_ms if lease_ms is None else lease_ms
+        check_ms("lease_ms", lease, minimum=1)
+        keys = [*self.keys.all_due(), self.keys.dead, self.keys.events]
+        args = [self.keys.tag, worker, batch, lease, batch * SCAN_FACTOR + SCAN_EXTRA, self.keys.wake]
+        now, next_due, claimed, lost, fires = self.call("claim", keys, args)
+        jobs = ClaimedJob.from_replies(json.loads(claimed) or [])
+        return Claim(now_ms=int(now), jobs=jobs, next_due_ms=None if next_due < 0 else int(next_due),
+                     lost=[text(x) for x in lost],
+                     schedules=[ClaimedSchedule.from_reply(f) for f in json.loads(fires) or ()])
+
+    def extend(self, worker: str, leases: Sequence[tuple[str, int]], *,
+               lease_ms: int | None = None) -> list[Code]:
+        """Renew leases (heartbeat): one code per job; STALE_TOKEN means the lease is gone."""
+        check_worker(worker)
+        check_leases(leases)
+        lease = self.lease_ms if lease_ms is None else lease_ms
+        check_ms("lease_ms", lease, minimum=1)
+        codes: list[Code] = []
+        for start in range(0, len(leases), ACK_CHUNK):
+            chunk = leases[start:start + ACK_CHUNK]
+            keys, args = list(self.keys.all_due()), [lease, len(chunk)]
+            for job_id, token in chunk:
+                keys += self._job_keys(job_id)[:2]
+                args += [job_id, token]
+            codes += [CODES[c] for c in self.call("extend", keys, args)]
+        return codes
+
+    def ack(self, worker: str, done: Sequence[tuple[str, int, JobResult]]) -> list[Code]:
+        """Jobs succeeded: one code per job (OK, or STALE_TOKEN / NOT_RUNNING / UNKNOWN_JOB)."""
+        check_worker(worker)
+        entries = ack_entries(done, OUTPUT_CAP)
+        keys = [self.keys.events, *self.keys.all_due()]
+        codes: list[Code] = []
+        for start in range(0, len(entries), ACK_CHUNK):
+            jobs = _json(entries[start:start + ACK_CHUNK])  # one argument: see ack.lua
+            args = [self.keys.tag, worker, self.keys.wake, jobs]
+            codes += [CODES[c] for c in self.call("ack", keys, args)]
+        return codes
+
+    def fail_job(self, worker: str, job_id: str, token: int, result: JobResult, *, error: str,
+                 retryable: bool = True) -> FailOutcome:
+        """A running job failed: retried with backoff, or failed for good (see FailOutcome).
+
+        Raises StaleTokenError when the job was claimed again since this worker's claim.
+        """
+        check_worker(worker)
+        check_leases([(job_id, token)])
+        task_id = job_id.rpartition(".")[0]
+        keys = [self.keys.job(job_id), self.keys.task(task_id), *self.keys.all_due(),
+                self.keys.parked(task_id), self.keys.dead, self.keys.events]
+        args = [self.keys.tag, worker, self.keys.wake, job_id, token, 1 if retryable else 0,
+                error[:OUTPUT_CAP], *result.script_args(OUTPUT_CAP), random.random(), BACKOFF_CAP_MS]
+        outcome, due_ms = self.call("fail", keys, args)
+        return FailOutcome(outcome="retry" if outcome == 1 else "failed",
+                           due_ms=int(due_ms) if outcome == 1 else None, aborted=outcome == 3)
+
+    def fail(self, worker: str, job_id: str, token: int, result: JobResult, *, error: str,
+             retryable: bool = True) -> str:
+        """``fail_job(...).outcome``: "retry" or "failed". StaleTokenError if claimed again."""
+        return self.fail_job(worker, job_id, token, result, error=error, retryable=retryable).outcome
+
+    def defer(self, worker: str, job_id: str, token: int, due_ms: int, *, wclose_ms: int | None,
+              reason: str) -> Code:
+        """Pending again at ``due_ms`` (0 = now) without counting an attempt; OK or why not."""
+        check_worker(worker)
+        check_leases([(job_id, token)])
+        check_ms("due_ms", due_ms)
+        if wclose_ms is not None:
+            check_ms("wclose_ms", wclose_ms)
+        task_id = job_id.rpartition(".")[0]
+        keys = [self.keys.job(job_id), self.keys.task(task_id), *self.keys.all_due(),
+                self.keys.parked(task_id), self.keys.events]
+        args = [self.keys.tag, worker, self.keys.wake, job_id, token, due_ms,
+                "" if wclose_ms is None else wclose_ms, reason[:OUTPUT_CAP]]
+        reply = self._scripts["defer"](keys=keys, args=args)
+        if reply[0] == Code.BAD_ARGUMENT:
+            raise error_for(reply[0], text(reply[1]))
+        return Code(reply[0])
+
+    def release(self, worker: str, leases: Sequence[tuple[str, int]]) -> list[Code]:
+        """Give leases back without counting an attempt (shutdown): pending at their due time."""
+        check_worker(worker)
+        check_leases(leases)
+        codes: list[Code] = []
+        for start in range(0, len(leases), ACK_CHUNK):
+            chunk = leases[start:start + ACK_CHUNK]
+            keys = [self.keys.events, *self.keys.all_due()]
+            args: list[Any] = [self.keys.tag, worker, self.keys.wake, len(chunk)]
+            for job_id, token in chunk:
+                keys += self._job_keys(job_id)
+                args += [job_id, token]
+            codes += [CODES[c] for c in self.call("release", keys, args)]
+        return codes
+
+    # ---------------------------------------------------------------- operator verbs
+
+    def _task_keys(self, task_id: str) -> list[str]:
+        return [self.keys.task(task_id), *self.keys.all_due(), self.keys.parked(task_id),
+                self.keys.held(task_id), self.keys.events]
+
+    def cancel_task(self, task_id: str, operator: str) -> int:
+        """Cancel the task and its pending, parked and held jobs; returns how many were cancelled.
+
+        Also the way to sweep the pending jobs of a task that a failure aborted (its state stays
+        ``aborted``). Running jobs finish. Walks the job ids in chunks: Redis is never blocked long.
+        """
+        check_task_id(task_id)
+        _, span = self.call("cancel", self._task_keys(task_id), [task_id, operator, 1, 0])
+        cancelled = 0
+        starts = range(0, int(span), CANCEL_CHUNK) or [0]
+        for start in starts:
+            ids = [f"{task_id}.{k}" for k in range(start, min(start + CANCEL_CHUNK, int(span)))]
+            last = 1 if start == starts[-1] else 0
+            keys = self._task_keys(task_id) + [self.keys.job(i) for i in ids]
+            count, _ = self.call("cancel", keys, [task_id, operator, 0, last, *ids])
+            cancelled += int(count)
+        return cancelled
+
+    def pause(self, task_id: str, operator: str) -> None:
+        """Pause an active task (no-op if paused); its due jobs are held until resume."""
+        check_task_id(task_id)
+        self.call("pause", [self.keys.task(task_id), self.keys.events], [task_id, operator])
+
+    def resume(self, task_id: str, operator: str) -> int:
+        """Resume a paused task; returns how many held jobs went back into their due set."""
+        check_task_id(task_id)
+        keys = [self.keys.task(task_id), self.keys.held(task_id), *self.keys.all_due(), self.keys.events]
+        moved, first = 0, 1
+        while True:
+            args = [self.keys.tag, task_id, operator, RESUME_CHUNK, first, self.keys.wake]
+            count, remaining = self.call("resume", keys, args)
+            moved += int(count)
+            first = 0
+            if int(count) == 0 or int(remaining) == 0:
+                return moved
+
+    def reprioritize(self, task_id: str, priority: str, operator: str) -> int:
+        """Move a task to another class (urgent, normal, bulk); returns the pending jobs moved.
+
+        The task's class changes at once (event ``reprioritize``), then its pending jobs move in
+        chunks, each keeping its score; claims meanwhile are safe (see reprioritize.lua).
+        """
+        check_task_id(task_id)
+        if priority not in PRIORITY_CLASSES:
+            raise bad(f"priority must be one of {', '.join(PRIORITY_CLASSES)}, not {priority!r}")
+        fixed = [self.keys.task(task_id), *self.keys.all_due(), self.keys.events]
+        args: list[Any] = [task_id, priority, operator, 1, self.keys.wake]
+        moved, span = self.call("reprioritize", fixed, args)[:2]
+        for start in range(0, int(span), REPRIORITIZE_CHUNK):
+            stop = min(start + REPRIORITIZE_CHUNK, int(span))
+            ids = [f"{task_id}.{k}" for k in range(start, stop)]
+            reply = self.call("reprioritize", fixed + [self.keys.job(i) for i in ids],
+                              [task_id, priority, operator, 0, self.keys.wake, *ids])
+            moved += int(reply[0])
+        return int(moved)
+
+    def reorder_chunk(self, priority: str, token: str, lock_ms: int,
+                      moves: Sequence[tuple[str, float, float]]) -> int | None:
+        """Apply fair-share moves (job id, expected score, new score) to one class's due set.
+
+        Returns how many jobs moved (a job claimed, finished or moved since it was read is
+        skipped), or None when the overload lock ``token`` no longer holds (nothing written).
+        Renews the lock for ``lock_ms``. See scheduler/queue/lua/reorder.lua and scheduler/queue/fairshare.py.
+        """
+        keys = [self.keys.due(priority), self.keys.overload_lock]
+        keys += [self.keys.job(job_id) for job_id, _, _ in moves]
+        args: list[Any] = [token, lock_ms, len(moves)]
+        for job_id, expected, new in moves:
+            args += [job_id, _score(expected), _score(new)]
+        moved, owned = self.call("reorder", keys, args)
+        return int(moved) if owned else None
+
+    # ---------------------------------------------------------------- waiting and reading
+
+    def next_due(self) -> tuple[int, int | None]:
+        """(Redis now in ms, earliest score of any due set or None when all are empty)."""
+        now, earliest = self.call("next_due", self.keys.all_due(), [])
+        return int(now), None if earliest < 0 else int(earliest)
+
+    def wait_for_work(self, timeout_s: float) -> None:
+        """Sleep until the earliest due time, a wake message, or ``timeout_s``, whichever first.
+
+        Subscribed to ``{P}:wake`` before reading the earliest due time, so a job queued in
+        between wakes us. A wake announcing a due time later than the planned wake-up (an old
+        one, or a job far in the future) is ignored. Returns at once if something is due now.
+        """
+        if not isinstance(timeout_s, (int, float)) or timeout_s < 0:
+            raise bad(f"timeout must be a non-negative number of seconds, not {timeout_s!r}")
+        pubsub = self._subscription()
+        try:
+            while pubsub.get_message(timeout=0.0) is not None:
+                pass  # wakes that arrived while we were busy are stale now
+            now, earliest = self.next_due()
+            sleep = timeout_s if earliest is None else min(timeout_s, max(0, earliest - now) / 1000)
+            wake_at_ms = now + sleep * 1000
+            deadline = time.monotonic() + sleep
+            while (left := deadline - time.monotonic()) > 0:
+                message = pubsub.get_message(timeout=left)
+                if message is not None and message["type"] == "message" \
+                        and _wake_score(message["data"]) < wake_at_ms:
+                    return  # a job due before we planned to wake (a later one can wait)
+        except redis.ConnectionError:
+            self._close_subscription()
+            raise
+
+    def _subscription(self) -> redis.client.PubSub:
+        if self._pubsub is not None and self._pubsub_pid == os.getpid():
+            return self._pubsub
+        pubsub = self.client.pubsub()
+        pubsub.subscribe(self.keys.wake)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:  # the subscription is active once confirmed
+            message = pubsub.get_message(timeout=max(0.0, deadline - time.monotonic()))
+            if message is not None and message["type"] == "subscribe":
+                break
+        self._pubsub, self._pubsub_pid = pubsub, os.getpid()
+        return pubsub
+
+    def _close_subscription(self) -> None:
+        if self._pubsub is not None and self._pubsub_pid == os.getpid():
+            self._pubsub.close()
+        self._pubsub = None
+
+    def close(self) -> None:
+        """Drop the wake subscription's connection (the client stays the caller's)."""
+        self._close_subscription()
+
+    def task_state(self, task_id: str) -> dict[str, str]:
+        """The task hash (state, counters, policy); empty if there is no such task."""
+        check_task_id(task_id)
+        return {text(k): text(v) for k, v in self.client.hgetall(self.keys.task(task_id)).items()}
+
+    def job_state(self, job_id: str) -> dict[str, str]:
+        """The job hash; empty once the job succeeded or was cancelled (its hash is deleted).
+
+        Fields the hash leaves out to stay small are filled in: ``task`` (the id's prefix), and
+        ``attempt`` and ``token`` ("0" until the first claim).
+        """
+        check_job_id(job_id)
+        found = {text(k): text(v) for k, v in self.client.hgetall(self.keys.job(job_id)).items()}
+        if not found:
+            return found
+        return {"task": job_id.rpartition(".")[0], "attempt": "0", "token": "0", **found}
+

@@ -1,0 +1,152 @@
+--[[ _lib.lua: helpers shared by the verb scripts of scheduler/queue/lua/.
+
+scheduler/queue/client.py prepends this file to every verb file before register_script, so each verb
+is one self-contained script on the server; there is no other include mechanism. This file
+defines local functions only and touches no key of its own: every key a helper writes is handed
+to it by the verb script.
+
+Time: fs_now() reads the Redis clock (TIME), never a worker's clock. Since Redis 5 scripts are
+replicated by their effects, so a write after TIME is allowed; fs_effects() asks for it
+explicitly for servers configured otherwise (a no-op on Redis 7).
+
+Derived keys (cluster safety): a helper that reaches a job hash named by a member of a set
+(fs_unpark pops a job id from a parked list) builds the key as <tag>:job:<id>, where <tag> is
+the "{prefix}" hash tag the caller passed as an argument. Every key of a shard carries that one
+tag, so the derived key hashes to the same slot as the keys in KEYS and the script stays in one
+slot on Redis Cluster.
+
+Status codes: the FS_ constants below, one for each member of scheduler.errors.Code (same name,
+same value; tests/test_queue_scripts.py checks it). -6 is not used: enqueue skips a job id that
+already exists without an error.
+]]
+
+local FS_OK, FS_STALE_TOKEN, FS_UNKNOWN_JOB, FS_UNKNOWN_TASK = 0, -1, -2, -3
+local FS_BAD_ARGUMENT, FS_NOT_RUNNING, FS_TASK_NOT_ACTIVE = -4, -5, -7
+
+local function fs_effects()
+  if redis.replicate_commands then redis.replicate_commands() end
+end
+
+-- The Redis clock in ms since the epoch.
+local function fs_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- An integer as a decimal string (tostring would print 1.7e+12 for big doubles).
+local function fs_int(x)
+  return string.format('%d', x)
+end
+
+-- A number from a hash field that may be missing (false) or empty.
+local function fs_num(x)
+  return tonumber(x) or 0
+end
+
+-- A non-negative integer argument, or nil.
+local function fs_count(x)
+  local n = tonumber(x)
+  if n == nil or n < 0 or n ~= math.floor(n) then return nil end
+  return n
+end
+
+-- The task id of a job id "<task id>.<n>" (the job hash does not store it).
+local function fs_task_of(job_id)
+  return string.match(job_id, '^(.+)%.%d+$')
+end
+
+-- An error reply: {code, message}.
+local function fs_err(code, message)
+  return {code, message}
+end
+
+-- Append one audit event: kind, ts, then the flat list of field/value pairs.
+local function fs_emit(events, now, kind, fields)
+  redis.call('XADD', events, '*', 'kind', kind, 'ts', fs_int(now), unpack(fields))
+end
+
+-- Put a job into a due set at score; publish on the wake channel when it becomes the head of
+-- that set, so sleeping workers wake up earlier than they planned.
+local function fs_put_due(due, id, score, wake)
+  local head = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
+  redis.call('ZADD', due, score, id)
+  if head[2] == nil or score < tonumber(head[2]) then
+    redis.call('PUBLISH', wake, fs_int(score))
+  end
+end
+
+-- The due set of a priority class; due_keys = {urgent=..., normal=..., bulk=...}.
+local function fs_due_of(due_keys, prio)
+  return due_keys[prio] or due_keys['normal']
+end
+
+-- The due set holding a job's entry: `home` (its task's class set) or, while
+-- Queue.reprioritize moves the task (reprioritize.lua), another class's set. `home` if none.
+local function fs_due_holding(due_keys, home, id)
+  if redis.call('ZSCORE', home, id) then return home end
+  for _, key in pairs(due_keys) do
+    if key ~= home and redis.call('ZSCORE', key, id) then return key end
+  end
+  return home
+end
+
+-- Drop a job's entry from every class set but `home` (a lease entry left in the class the
+-- task had when the job was claimed), before the job is filed into `home` or buried.
+local function fs_drop_elsewhere(due_keys, home, id)
+  for _, key in pairs(due_keys) do
+    if key ~= home then redis.call('ZREM', key, id) end
+  end
+end
+
+-- A running job of the task finished (slot freed): running - 1, counter + 1 (if given).
+local function fs_finish(task_key, counter)
+  redis.call('HINCRBY', task_key, 'running', -1)
+  if counter then redis.call('HINCRBY', task_key, counter, 1) end
+end
+
+-- One parked job of the task goes back into its due set at its own due time. Ids whose job
+-- is gone or no longer parked (cancelled meanwhile) are skipped; at most a few pops per call.
+local function fs_unpark(tag, parked, due, wake, events, now, task_id)
+  for _ = 1, 8 do
+    local id = redis.call('LPOP', parked)
+    if not id then return nil end
+    local jk = tag .. ':job:' .. id
+    local j = redis.call('HMGET', jk, 'state', 'due', 'host')
+    if j[1] == 'parked' then
+      redis.call('HSET', jk, 'state', 'pending')
+      fs_put_due(due, id, fs_num(j[2]), wake)
+      fs_emit(events, now, 'unpark', {'task', task_id, 'job', id, 'host', j[3], 'due', j[2]})
+      return id
+    end
+  end
+  return nil
+end
+
+-- Count a failure for good against the task. Crossing max_failures aborts an active or paused
+-- task (event abort); a failure after the abort counts in overshoot. True if it aborted now.
+local function fs_count_failure(task_key, task_id, events, now)
+  local failed = redis.call('HINCRBY', task_key, 'failed', 1)
+  local t = redis.call('HMGET', task_key, 'state', 'max_failures')
+  local limit = fs_num(t[2])
+  if t[1] == 'aborted' then
+    redis.call('HINCRBY', task_key, 'overshoot', 1)
+    return false
+  end
+  if limit > 0 and failed >= limit and (t[1] == 'active' or t[1] == 'paused') then
+    redis.call('HSET', task_key, 'state', 'aborted')
+    fs_emit(events, now, 'abort', {'task', task_id, 'error',
+      fs_int(failed) .. ' jobs failed, the limit is ' .. fs_int(limit) ..
+      '; pending jobs are cancelled, running ones finish'})
+    return true
+  end
+  return false
+end
+
+-- A job fails for good: it keeps its hash (state failed, error), leaves its due set and goes
+-- to the dead letter set, scored by the failure time.
+local function fs_bury(jk, id, due, dead, now, err)
+  redis.call('HSET', jk, 'state', 'failed', 'error', err)
+  redis.call('HDEL', jk, 'owner')
+  redis.call('ZREM', due, id)
+  redis.call('ZADD', dead, now, id)
+end

@@ -1,0 +1,277 @@
+--[[ claim.lua: take up to `batch` due jobs for one worker, urgent first, then normal, bulk.
+
+KEYS[1..3]  due sets  {P}:due:urgent|normal|bulk  ZSET job id -> ms epoch
+KEYS[4]     dead      {P}:dead                    ZSET job id -> failure ms epoch
+KEYS[5]     events    {P}:events                  STREAM
+ARGV[1]     tag: the "{prefix}" hash tag of this shard (derived keys, see below)
+ARGV[2]     worker id (owner of the claimed jobs)
+ARGV[3]     batch: jobs to claim at most (>= 1)
+ARGV[4]     lease (ms, >= 1): a claimed job's score becomes now + lease
+ARGV[5]     scan limit: due entries visited at most in this call (>= batch), bounds the work
+            spent parking, holding, cancelling and burying when few jobs are claimable
+ARGV[6]     wake channel ({P}:wake)
+Returns     {now_ms, next_due_ms or -1, claimed, lost, schedules}
+            claimed: JSON text (one bulk reply parses faster than a nested array): a list with
+                     one list per job, in the field order of scheduler.queue.types.ClaimedJob:
+                     id, task id, host, token, attempt, due (ms, '' none), window (null none),
+                     window close (ms, null none), after_loss (true | false); '{}' when empty.
+                     Numbers travel as decimal text (a Lua number costs a float format in
+                     cjson and in redis.call; see docs/benchmarks.md "Queue core")
+            lost:    ids failed as lost by this call
+            schedules: JSON text: one list of 3 strings per schedule entry claimed: name,
+                     token, occurrence (ms); '{}' when empty
+Errors      {-4 BAD_ARGUMENT, message}; nothing is written.
+
+Every due entry visited leaves the range [-inf, now] in the same call (claimed: moved to the
+lease expiry; otherwise removed from the set), so the loop always advances: O(B log N) when
+jobs are claimable, O(scan limit * log N) at worst.
+
+What happens to a due entry, by the state of its job and task (one branch of visit() each):
+  job running (its lease expired: its worker lost it), see lose(); the lost event's `outcome`:
+      task active, idempotent, attempts left -> events lost (retry) + claim, after_loss = 1
+      task paused, idempotent, attempts left -> event lost (held), job held until resume
+      task cancelled or aborted (or gone)    -> event lost (cancelled), job cancelled
+      otherwise                              -> event lost (failed), job failed for good (dead letter)
+  task cancelled or aborted (or gone)        -> job cancelled (one cancel event per task)
+  job pending, its active task now in another class (Queue.reprioritize under way)
+                                             -> moved to that class's set at its score
+  task paused                                -> job moved to {P}:held:<task> at its due time
+  task at its max_running                    -> job moved to {P}:parked:<task> (event park)
+  otherwise                                  -> claimed: new fencing token, attempt + 1,
+                                                score = now + lease, running + 1 (event claim)
+(Fair-share reorder and window deferral are not in this script: the worker runs them in Python
+after a claim, scheduler.queue.fairshare.maybe_reorder and workers.deferral.window_deferral.)
+A schedule's entry `sched:<name>` (no job hash; its hash is <tag>:sched:<name>) is claimed like a
+job: token + 1, owner and state 'firing' in its hash, score = now + lease; it counts toward the
+batch. The worker creates the occurrence's task, then fire.lua moves the entry on (token-checked).
+An entry without its hash is dropped with a cancel event.
+
+Derived keys: job ids come from the due sets, task ids from the job hashes; their keys
+<tag>:job:<id>, <tag>:task:<id>, <tag>:parked:<id>, <tag>:held:<id> are built from the tag in
+ARGV[1], which every key of the shard carries, so they hash to the slot of KEYS[1..5].
+]]
+local due_keys = {urgent = KEYS[1], normal = KEYS[2], bulk = KEYS[3]}
+local dead = KEYS[4]
+local events = KEYS[5]
+local tag, worker, wake = ARGV[1], ARGV[2], ARGV[6]
+local batch, lease, scan_limit = fs_count(ARGV[3]), fs_count(ARGV[4]), fs_count(ARGV[5])
+fs_effects()
+
+if batch == nil or batch < 1 then return fs_err(FS_BAD_ARGUMENT, 'batch must be an integer >= 1') end
+if lease == nil or lease < 1 then return fs_err(FS_BAD_ARGUMENT, 'lease must be an integer >= 1 ms') end
+if scan_limit == nil or scan_limit < batch then
+  return fs_err(FS_BAD_ARGUMENT, 'scan limit must be an integer >= batch')
+end
+if worker == '' then return fs_err(FS_BAD_ARGUMENT, 'worker id is empty') end
+
+local now = fs_now()
+local now_text = fs_int(now)
+local expiry = now + lease
+local expiry_text = fs_int(expiry)
+local claimed, lost, schedules = {}, {}, {}
+local taken = 0
+local tasks = {}     -- task id -> cached {key, state, max_running, running, claimed, ...}
+local task_order = {}
+local cancels = {}   -- task id -> ids cancelled by this call
+local cancel_order = {}
+
+local function task_of(task_id)
+  local t = tasks[task_id]
+  if t == nil then
+    local key = tag .. ':task:' .. task_id
+    local f = redis.call('HMGET', key, 'state', 'max_running', 'idempotent', 'max_attempts', 'running', 'prio')
+    t = {key = key, id = task_id, state = f[1] or 'gone', max_running = fs_num(f[2]),
+         idempotent = f[3] == '1', max_attempts = fs_num(f[4]), running = fs_num(f[5]),
+         prio = f[6] or 'normal', claimed = 0}
+    tasks[task_id] = t
+    task_order[#task_order + 1] = task_id
+  end
+  return t
+end
+
+local function cancel(due, id, jk, t)
+  redis.call('DEL', jk)
+  redis.call('ZREM', due, id)
+  if t.state ~= 'gone' then redis.call('HINCRBY', t.key, 'cancelled', 1) end
+  if cancels[t.id] == nil then
+    cancels[t.id] = {}
+    cancel_order[#cancel_order + 1] = t.id
+  end
+  table.insert(cancels[t.id], id)
+end
+
+-- Decimal text of small integers (attempts, tokens), formatted once per call: redis.call and
+-- cjson format a Lua number as a float, several times dearer than passing text.
+local int_texts = {}
+local function int_text(n)
+  local s = int_texts[n]
+  if s == nil then
+    s = fs_int(n)
+    int_texts[n] = s
+  end
+  return s
+end
+
+-- f: the job hash fields read by visit() (HMGET order: state, attempt, token, host, due, window,
+-- wclose). The hot path: the event is written inline, numbers are passed as text.
+local function take(due, id, jk, f, t, after_loss, pairs_out)
+  local attempt, token = (tonumber(f[2]) or 0) + 1, (tonumber(f[3]) or 0) + 1
+  attempt, token = int_texts[attempt] or int_text(attempt), int_texts[token] or int_text(token)
+  local host, window, wclose = f[4], f[6], f[7]
+  redis.call('HSET', jk, 'state', 'running', 'owner', worker, 'attempt', attempt, 'token', token)
+  t.running = t.running + 1
+  t.claimed = t.claimed + 1  -- added to the task's running counter once, at the end
+  pairs_out[#pairs_out + 1] = expiry_text
+  pairs_out[#pairs_out + 1] = id
+  redis.call('XADD', events, '*', 'kind', 'claim', 'ts', now_text, 'task', t.id, 'job', id,
+    'host', host, 'attempt', attempt, 'token', token, 'worker', worker)
+  if not window or window == '' then window = cjson.null end
+  if not wclose or wclose == '' then wclose = cjson.null end
+  claimed[#claimed + 1] = {id, t.id, host, token, attempt, f[5] or '', window, wclose, after_loss}
+  taken = taken + 1
+end
+
+-- The job's lease expired while it was running: its worker stopped renewing it.
+-- Returns true when the job is to be claimed again (after_loss).
+local function lose(due, id, jk, j, t)
+  local attempt, owner = fs_num(j.attempt), j.owner or '?'
+  redis.call('HINCRBY', t.key, 'running', -1)
+  redis.call('HINCRBY', t.key, 'lost', 1)
+  t.running = t.running - 1
+  local retry = t.idempotent and attempt < t.max_attempts
+  local head = 'worker ' .. owner .. ' stopped renewing its lease'
+  local fields = {'task', t.id, 'job', id, 'host', j.host, 'attempt', fs_int(attempt),
+    'token', j.token or '0', 'worker', owner}
+  local function emit(outcome, message)
+    fields[#fields + 1], fields[#fields + 2] = 'outcome', outcome
+    fields[#fields + 1], fields[#fields + 2] = 'error', message
+    fs_emit(events, now, 'lost', fields)
+  end
+  if retry and t.state == 'active' then
+    emit('retry', head .. '; run again because the action is idempotent')
+    return true
+  end
+  local pq = tag .. ':parked:' .. t.id
+  if retry and t.state == 'paused' then
+    emit('held', head .. '; runs again when the task resumes')
+    redis.call('HSET', jk, 'state', 'held')
+    redis.call('HDEL', jk, 'owner')
+    redis.call('ZREM', due, id)
+    redis.call('ZADD', tag .. ':held:' .. t.id, fs_num(j.due), id)
+  elseif t.state ~= 'active' and t.state ~= 'paused' then
+    emit('cancelled', head .. '; not run again because the task is ' .. t.state)
+    cancel(due, id, jk, t)
+  else
+    local why
+    if not t.idempotent then
+      why = head .. '; not run again because the action is not idempotent'
+    else
+      why = head .. '; not run again because attempt ' .. fs_int(attempt) .. ' of ' ..
+        fs_int(t.max_attempts) .. ' was the last'
+    end
+    -- The token moves so that a late ack, fail or extend of the lost worker is refused as stale.
+    redis.call('HINCRBY', jk, 'token', 1)
+    emit('failed', why)
+    fs_bury(jk, id, due, dead, now, why)
+    if fs_count_failure(t.key, t.id, events, now) then t.state = 'aborted' end
+    lost[#lost + 1] = id
+  end
+  if t.max_running > 0 then fs_unpark(tag, pq, due, wake, events, now, t.id) end
+  return false
+end
+
+local function take_schedule(due, id, pairs_out)
+  local sk = tag .. ':' .. id
+  local f = redis.call('HMGET', sk, 'occurrence', 'token')
+  if not f[1] then
+    redis.call('ZREM', due, id)
+    fs_emit(events, now, 'cancel', {'schedule', string.sub(id, 7), 'error', 'no schedule hash for this due entry'})
+    return
+  end
+  local token = fs_int(fs_num(f[2]) + 1)
+  redis.call('HSET', sk, 'token', token, 'owner', worker, 'state', 'firing')
+  pairs_out[#pairs_out + 1] = expiry_text
+  pairs_out[#pairs_out + 1] = id
+  schedules[#schedules + 1] = {string.sub(id, 7), token, f[1]}
+  taken = taken + 1
+end
+
+local function visit(due, id, pairs_out)
+  if string.sub(id, 1, 6) == 'sched:' then return take_schedule(due, id, pairs_out) end
+  local jk = tag .. ':job:' .. id
+  local f = redis.call('HMGET', jk, 'state', 'attempt', 'token', 'host', 'due', 'window', 'wclose')
+  if not f[1] then
+    -- No job hash: an orphan entry (nothing can run it). Drop it so it cannot block the head.
+    redis.call('ZREM', due, id)
+    fs_emit(events, now, 'cancel', {'job', id, 'count', '1', 'jobs', id, 'error', 'no job hash for this due entry'})
+    return
+  end
+  local state = f[1]
+  local task_id = fs_task_of(id) or ''
+  local t = tasks[task_id] or task_of(task_id)
+  if t.state == 'gone' then
+    cancel(due, id, jk, t)
+    return
+  end
+  local home = due_keys[t.prio] or due_keys['normal']
+  if home ~= due and state == 'pending' and t.state == 'active' then
+    -- Queue.reprioritize is moving this task to another class: file the job there, at its
+    -- score, and claim it in its class's turn (this call's, or the next one's).
+    local score = redis.call('ZSCORE', due, id)
+    redis.call('ZREM', due, id)
+    if not redis.call('ZSCORE', home, id) then redis.call('ZADD', home, score, id) end
+    return
+  end
+  if state == 'running' then
+    local j = {attempt = f[2], token = f[3], host = f[4], due = f[5], owner = redis.call('HGET', jk, 'owner')}
+    if lose(due, id, jk, j, t) then take(due, id, jk, f, t, true, pairs_out) end
+    return
+  end
+  if t.state ~= 'active' and t.state ~= 'paused' then
+    cancel(due, id, jk, t)
+  elseif t.state == 'paused' then
+    redis.call('HSET', jk, 'state', 'held')
+    redis.call('ZREM', due, id)
+    redis.call('ZADD', tag .. ':held:' .. t.id, fs_num(f[5]), id)
+  elseif t.max_running > 0 and t.running >= t.max_running then
+    redis.call('HSET', jk, 'state', 'parked')
+    redis.call('ZREM', due, id)
+    redis.call('RPUSH', tag .. ':parked:' .. t.id, id)
+    fs_emit(events, now, 'park', {'task', t.id, 'job', id, 'host', f[4],
+      'detail', '{"running":' .. fs_int(t.running) .. ',"max_running":' .. fs_int(t.max_running) .. '}'})
+  else
+    take(due, id, jk, f, t, false, pairs_out)
+  end
+end
+
+local visited = 0
+for _, prio in ipairs({'urgent', 'normal', 'bulk'}) do
+  local due = due_keys[prio]
+  while taken < batch and visited < scan_limit do
+    local want = math.min(batch - taken, scan_limit - visited)
+    local ids = redis.call('ZRANGE', due, '-inf', now_text, 'BYSCORE', 'LIMIT', '0', fs_int(want))
+    if #ids == 0 then break end
+    local pairs_out = {}
+    for _, id in ipairs(ids) do
+      visited = visited + 1
+      visit(due, id, pairs_out)
+    end
+    if #pairs_out > 0 then redis.call('ZADD', due, 'XX', unpack(pairs_out)) end
+  end
+end
+
+for _, task_id in ipairs(task_order) do
+  if tasks[task_id].claimed > 0 then redis.call('HINCRBY', tasks[task_id].key, 'running', tasks[task_id].claimed) end
+end
+for _, task_id in ipairs(cancel_order) do
+  local ids = cancels[task_id]
+  fs_emit(events, now, 'cancel', {'task', task_id, 'count', fs_int(#ids), 'jobs', table.concat(ids, ' '),
+    'error', 'the task is ' .. tasks[task_id].state})
+end
+
+local next_due = -1
+for _, prio in ipairs({'urgent', 'normal', 'bulk'}) do
+  local head = redis.call('ZRANGE', due_keys[prio], 0, 0, 'WITHSCORES')
+  if head[2] ~= nil and (next_due < 0 or tonumber(head[2]) < next_due) then next_due = tonumber(head[2]) end
+end
+return {now, next_due, cjson.encode(claimed), lost, cjson.encode(schedules)}

@@ -1,0 +1,62 @@
+--[[ retry_failed.lua: an operator re-enqueues a task's failed jobs with a new attempt budget,
+one chunk of job ids per call (scheduler.submission.control.retry_failed walks <task>.0 .. <task>.<span-1>).
+
+KEYS[1]     task      {P}:task:<task>              HASH
+KEYS[2..4]  due sets  {P}:due:urgent|normal|bulk   ZSET
+KEYS[5]     dead      {P}:dead                     ZSET
+KEYS[6]     events    {P}:events                   STREAM
+KEYS[6+i]   job i     {P}:job:<task>.<k>           HASH, i = 1..n
+ARGV[1]     task id
+ARGV[2]     operator
+ARGV[3]     wake channel
+ARGV[3+i]   job id i
+Returns     {requeued, event id}: jobs of this chunk that were failed for good (state failed,
+            in the dead letter set) and are pending again now: attempt count reset, fencing
+            token kept (it only grows), error cleared, failed - 1 each. One event
+            `retry-failed` (operator, count, jobs, due) per chunk that moved any; event id ''
+            when none moved. A chunk that moves any job revives an aborted task (state active,
+            overshoot 0): its failure budget counts again from the jobs still failed.
+Errors      {-3 UNKNOWN_TASK | -7 TASK_NOT_ACTIVE (cancelled) | -4 BAD_ARGUMENT, message};
+            nothing is written.
+]]
+local task_key = KEYS[1]
+local due_keys = {urgent = KEYS[2], normal = KEYS[3], bulk = KEYS[4]}
+local dead, events = KEYS[5], KEYS[6]
+local task_id, operator, wake = ARGV[1], ARGV[2], ARGV[3]
+local n = #KEYS - 6
+fs_effects()
+
+if n < 0 or #ARGV ~= 3 + n then return fs_err(FS_BAD_ARGUMENT, 'retry_failed needs one job id per job key') end
+local t = redis.call('HMGET', task_key, 'state', 'prio')
+if not t[1] then return fs_err(FS_UNKNOWN_TASK, 'no task ' .. task_id) end
+if t[1] == 'cancelled' then
+  return fs_err(FS_TASK_NOT_ACTIVE, 'task ' .. task_id .. ' is cancelled; its failed jobs stay failed')
+end
+local prefix = task_id .. '.'
+for i = 1, n do
+  if string.sub(ARGV[3 + i], 1, #prefix) ~= prefix then
+    return fs_err(FS_BAD_ARGUMENT, 'job id ' .. ARGV[3 + i] .. ' is not of task ' .. task_id)
+  end
+end
+
+local now = fs_now()
+local due = fs_due_of(due_keys, t[2])
+local ids = {}
+for i = 1, n do
+  local jk, id = KEYS[6 + i], ARGV[3 + i]
+  if redis.call('HGET', jk, 'state') == 'failed' then
+    redis.call('HSET', jk, 'state', 'pending', 'due', fs_int(now))
+    redis.call('HDEL', jk, 'attempt', 'error', 'owner')
+    redis.call('ZREM', dead, id)
+    fs_put_due(due, id, now, wake)
+    ids[#ids + 1] = id
+  end
+end
+if t[1] == 'aborted' and #ids > 0 then
+  redis.call('HSET', task_key, 'state', 'active', 'overshoot', 0)
+end
+if #ids == 0 then return {0, ''} end
+redis.call('HINCRBY', task_key, 'failed', -#ids)
+local id = redis.call('XADD', events, '*', 'kind', 'retry-failed', 'ts', fs_int(now), 'task', task_id,
+  'operator', operator, 'count', fs_int(#ids), 'jobs', table.concat(ids, ' '), 'due', fs_int(now))
+return {#ids, id}

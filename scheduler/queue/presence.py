@@ -1,0 +1,38 @@
+"""Worker presence as the heartbeats leave it in ``P:workers``, read for status and the views.
+
+Each node's heartbeat (``workers.heartbeat``) writes its presence (node, pid, slots, busy, the
+time of the beat in ``ms``); :func:`read_workers` turns the hash into rows with the age of each
+beat and whether it is stale.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import redis
+
+from scheduler.queue.keys import Keys
+
+__all__ = ["read_workers"]
+
+
+def read_workers(client: redis.Redis, prefix: str) -> list[dict[str, Any]]:
+    """The workers hash as rows (worker id, its last presence, ``age_s`` since that beat).
+
+    A worker whose beat is older than two leases is most likely dead; ``stale`` says so.
+    """
+    keys = Keys(prefix)
+    now_ms = int(time.time() * 1000)
+    rows: list[dict[str, Any]] = []
+    for worker, raw in sorted(client.hgetall(keys.workers).items()):
+        worker = worker.decode() if isinstance(worker, bytes) else worker
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            data = {}
+        age = max(0, now_ms - int(data.get("ms") or 0)) / 1000
+        lease = int(data.get("lease_ms") or 30_000) / 1000
+        rows.append({"worker": worker, **data, "age_s": round(age, 1), "stale": age > 2 * lease})
+    return rows

@@ -1,0 +1,342 @@
+"""The SQL system of record: typed SQLAlchemy 2 models of hosts, groups, windows, schedules,
+tasks, jobs and the append-only event history.
+
+Redis holds the live state; these tables hold the record (docs/architecture.md, "System of
+record"). Rules kept here:
+
+1. One ``DeclarativeBase`` with a naming convention, so constraint names are stable across
+   dialects and Alembic migrations can name what they drop.
+2. Every time is an aware UTC datetime (``UTCDateTime``).
+3. ``jobs.host`` and ``events.*`` hold names and ids as text, not foreign keys: the record of a
+   job outlives the host row, and the queue may be used without SQL fan-out.
+4. ``events.id`` is the Redis stream id (``"<ms>-<seq>"``), so a replayed batch inserts nothing
+   twice. Events that do not come from the stream (``reconcile``) use ``"<ms>-L<hex>"``.
+5. ``(tasks.schedule_id, tasks.occurrence)`` is unique: a schedule fires each occurrence once.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from scheduler.record.types import JSONDoc, UTCDateTime, json_default, utcnow
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# Value sets, also used by check constraints and by the CLI for validation.
+WINDOW_KINDS = ("recurring", "oneoff", "freeze")
+CATCHUP_POLICIES = ("skip", "latest", "all")
+OVERLAP_POLICIES = ("skip", "allow")
+PRIORITIES = ("urgent", "normal", "bulk")
+TASK_STATES = ("accepted", "active", "paused", "succeeded", "failed", "cancelled", "aborted")
+TASK_FINAL_STATES = ("succeeded", "failed", "cancelled", "aborted")
+JOB_STATES = ("accepted", "pending", "running", "parked", "held",
+              "succeeded", "failed", "lost", "cancelled")
+JOB_FINAL_STATES = ("succeeded", "failed", "lost", "cancelled")
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Base(DeclarativeBase):
+    """The one declarative base of fleetsched's tables."""
+
+    metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSONDoc()}
+
+
+class Timestamped:
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+# ------------------------------------------------------------------------------ hosts, groups
+
+
+group_hosts = sa.Table(
+    "group_hosts",
+    Base.metadata,
+    sa.Column("group_id", sa.ForeignKey("groups.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("host_id", sa.ForeignKey("hosts.id", ondelete="CASCADE"), primary_key=True,
+              index=True),
+)
+"""Membership: a host in a group."""
+
+group_children = sa.Table(
+    "group_children",
+    Base.metadata,
+    sa.Column("parent_id", sa.ForeignKey("groups.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("child_id", sa.ForeignKey("groups.id", ondelete="CASCADE"), primary_key=True,
+              index=True),
+    sa.CheckConstraint("parent_id <> child_id", name="not_self"),
+)
+"""Nesting: every host of ``child`` is also a host of ``parent`` (Ansible ``children``)."""
+
+
+class Host(Timestamped, Base):
+    """One machine of the fleet and how to reach it."""
+
+    __tablename__ = "hosts"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(255), unique=True)
+    address: Mapped[str | None] = mapped_column(sa.String(255))  # None: connect to `name`
+    port: Mapped[int] = mapped_column(default=22)
+    user: Mapped[str | None] = mapped_column(sa.String(64))
+    vars: Mapped[dict[str, Any]] = mapped_column(default=json_default)
+    # Where the row came from ("inventory:<path>", "cli"): an import may prune only its own.
+    source: Mapped[str | None] = mapped_column(sa.String(255))
+
+    groups: Mapped[list[Group]] = relationship(
+        secondary=group_hosts, back_populates="hosts", order_by="Group.name")
+
+    def __repr__(self) -> str:
+        return f"Host({self.name!r})"
+
+
+class Group(Timestamped, Base):
+    """A named set of hosts; may contain other groups."""
+
+    __tablename__ = "groups"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(255), unique=True)
+    vars: Mapped[dict[str, Any]] = mapped_column(default=json_default)
+    source: Mapped[str | None] = mapped_column(sa.String(255))
+
+    hosts: Mapped[list[Host]] = relationship(
+        secondary=group_hosts, back_populates="groups", order_by="Host.name")
+    children: Mapped[list[Group]] = relationship(
+        secondary=group_children,
+        primaryjoin=lambda: Group.id == group_children.c.parent_id,
+        secondaryjoin=lambda: Group.id == group_children.c.child_id,
+        back_populates="parents",
+        order_by="Group.name",
+    )
+    parents: Mapped[list[Group]] = relationship(
+        secondary=group_children,
+        primaryjoin=lambda: Group.id == group_children.c.child_id,
+        secondaryjoin=lambda: Group.id == group_children.c.parent_id,
+        back_populates="children",
+        order_by="Group.name",
+    )
+
+    def __repr__(self) -> str:
+        return f"Group({self.name!r})"
+
+
+# ----------------------------------------------------------------------------------- windows
+
+
+class Window(Timestamped, Base):
+    """A service window: recurring (RRULE or cron + length), one-off, or a freeze (no work)."""
+
+    __tablename__ = "windows"
+    __table_args__ = (
+        sa.CheckConstraint(_in("kind", WINDOW_KINDS), name="kind"),
+        sa.CheckConstraint("rrule IS NULL OR cron IS NULL", name="one_rule"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(255), unique=True)
+    kind: Mapped[str] = mapped_column(sa.String(16))
+    rrule: Mapped[str | None] = mapped_column(sa.Text)
+    cron: Mapped[str | None] = mapped_column(sa.String(255))
+    duration_s: Mapped[int | None]
+    end_time: Mapped[str | None] = mapped_column(sa.String(8))  # wall clock "HH:MM" in tz
+    tz: Mapped[str] = mapped_column(sa.String(64), default="UTC")
+    starts_at: Mapped[datetime | None]  # one-off (and freeze) start; recurring: first opening
+    ends_at: Mapped[datetime | None]  # one-off (and freeze) end; recurring: rule ends
+    requires_approval: Mapped[bool] = mapped_column(default=False)
+    approved_by: Mapped[str | None] = mapped_column(sa.String(255))
+    approved_at: Mapped[datetime | None]
+    created_by: Mapped[str | None] = mapped_column(sa.String(255))
+    description: Mapped[str | None] = mapped_column(sa.Text)
+
+    assignments: Mapped[list[WindowAssignment]] = relationship(
+        back_populates="window", cascade="all, delete-orphan")
+
+
+class WindowAssignment(Base):
+    """A window applies to one host, or to every host of one group."""
+
+    __tablename__ = "window_assignments"
+    __table_args__ = (
+        sa.CheckConstraint("(host_id IS NULL) <> (group_id IS NULL)", name="host_xor_group"),
+        sa.UniqueConstraint("window_id", "host_id"),
+        sa.UniqueConstraint("window_id", "group_id"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    window_id: Mapped[int] = mapped_column(sa.ForeignKey("windows.id", ondelete="CASCADE"))
+    host_id: Mapped[int | None] = mapped_column(
+        sa.ForeignKey("hosts.id", ondelete="CASCADE"), index=True)
+    group_id: Mapped[int | None] = mapped_column(
+        sa.ForeignKey("groups.id", ondelete="CASCADE"), index=True)
+
+    window: Mapped[Window] = relationship(back_populates="assignments")
+    host: Mapped[Host | None] = relationship()
+    group: Mapped[Group | None] = relationship()
+
+
+# --------------------------------------------------------------------------------- schedules
+
+
+class Schedule(Timestamped, Base):
+    """A recurring task template: cron in a time zone, with catch-up and overlap policies."""
+
+    __tablename__ = "schedules"
+    __table_args__ = (
+        sa.CheckConstraint(_in("catchup", CATCHUP_POLICIES), name="catchup"),
+        sa.CheckConstraint(_in("overlap", OVERLAP_POLICIES), name="overlap"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(255), unique=True)
+    cron: Mapped[str] = mapped_column(sa.String(255))
+    tz: Mapped[str] = mapped_column(sa.String(64), default="UTC")
+    action: Mapped[str] = mapped_column(sa.String(64))
+    params: Mapped[dict[str, Any]] = mapped_column(default=json_default)
+    target: Mapped[str] = mapped_column(sa.Text)
+    options: Mapped[dict[str, Any]] = mapped_column(default=json_default)  # task options
+    catchup: Mapped[str] = mapped_column(sa.String(8), default="latest")
+    catchup_window_s: Mapped[int] = mapped_column(default=3600)
+    overlap: Mapped[str] = mapped_column(sa.String(8), default="skip")
+    paused: Mapped[bool] = mapped_column(default=False)
+    created_by: Mapped[str | None] = mapped_column(sa.String(255))
+    last_occurrence: Mapped[datetime | None]  # the latest occurrence that created a task
+
+    tasks: Mapped[list[Task]] = relationship(back_populates="schedule", passive_deletes=True)
+
+
+# ------------------------------------------------------------------------------ tasks, jobs
+
+
+class Task(Base):
+    """An operator's request: an action on a target with a rollout policy; fans out into jobs."""
+
+    __tablename__ = "tasks"
+    __table_args__ = (
+        sa.UniqueConstraint("schedule_id", "occurrence"),
+        sa.CheckConstraint(_in("state", TASK_STATES), name="state"),
+        sa.CheckConstraint(_in("priority", PRIORITIES), name="priority"),
+        sa.Index("ix_tasks_state_created_at", "state", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    name: Mapped[str | None] = mapped_column(sa.String(255))
+    action: Mapped[str] = mapped_column(sa.String(64))
+    params: Mapped[dict[str, Any]] = mapped_column(default=json_default)  # secret refs unresolved
+    executor: Mapped[str | None] = mapped_column(sa.String(32))
+    target: Mapped[str] = mapped_column(sa.Text, default="")
+    operator: Mapped[str] = mapped_column(sa.String(255), index=True)
+    priority: Mapped[str] = mapped_column(sa.String(8), default="normal")
+    share: Mapped[str | None] = mapped_column(sa.String(255))  # fair-share key; None = the task
+    # Rollout policy (mirrors the queue's TaskSpec).
+    max_running: Mapped[int] = mapped_column(default=0)
+    max_failures: Mapped[int] = mapped_column(default=0)
+    max_attempts: Mapped[int] = mapped_column(default=3)
+    backoff_ms: Mapped[int] = mapped_column(default=1000)
+    timeout_s: Mapped[int] = mapped_column(default=3600)
+    idempotent: Mapped[bool] = mapped_column(default=True)
+    in_window: Mapped[bool] = mapped_column(default=False)
+    start_at: Mapped[datetime | None]  # not before; None = now
+
+    state: Mapped[str] = mapped_column(sa.String(16), default="accepted")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+
+    schedule_id: Mapped[int | None] = mapped_column(
+        sa.ForeignKey("schedules.id", ondelete="SET NULL"))
+    occurrence: Mapped[datetime | None]
+
+    # Summary counters, kept by the recorder from the job rows.
+    total: Mapped[int] = mapped_column(default=0)
+    running: Mapped[int] = mapped_column(default=0)
+    succeeded: Mapped[int] = mapped_column(default=0)
+    failed: Mapped[int] = mapped_column(default=0)
+    lost: Mapped[int] = mapped_column(default=0)
+    cancelled: Mapped[int] = mapped_column(default=0)
+    # Position (ms * 10**6 + seq) of the newest stream event applied to this row.
+    last_event_pos: Mapped[int | None] = mapped_column(sa.BigInteger)
+
+    schedule: Mapped[Schedule | None] = relationship(back_populates="tasks")
+    jobs: Mapped[list[Job]] = relationship(
+        back_populates="task", passive_deletes=True, order_by="Job.seq")
+
+
+class Job(Base):
+    """One task on one host: the unit that is queued, claimed, run and acknowledged."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        sa.CheckConstraint(_in("state", JOB_STATES), name="state"),
+        sa.UniqueConstraint("task_id", "seq"),
+        sa.Index("ix_jobs_task_id_state", "task_id", "state"),
+        sa.Index("ix_jobs_host_finished_at", "host", "finished_at"),
+        sa.Index("ix_jobs_state_finished_at", "state", "finished_at"),
+    )
+
+    id: Mapped[str] = mapped_column(sa.String(80), primary_key=True)  # "<task id>.<n>"
+    task_id: Mapped[int] = mapped_column(sa.ForeignKey("tasks.id", ondelete="CASCADE"))
+    seq: Mapped[int]  # n: the host's index in the task's sorted host list
+    host: Mapped[str] = mapped_column(sa.String(255))
+    state: Mapped[str] = mapped_column(sa.String(16), default="accepted")
+    attempts: Mapped[int] = mapped_column(default=0)
+    due_at: Mapped[datetime | None]
+    window: Mapped[str | None] = mapped_column(sa.String(255))
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    worker: Mapped[str | None] = mapped_column(sa.String(255))
+    token: Mapped[int | None] = mapped_column(sa.BigInteger)
+    exit_code: Mapped[int | None]
+    duration_ms: Mapped[int | None]
+    output_tail: Mapped[str | None] = mapped_column(sa.Text)
+    error: Mapped[str | None] = mapped_column(sa.Text)
+    last_event_pos: Mapped[int | None] = mapped_column(sa.BigInteger)
+
+    task: Mapped[Task] = relationship(back_populates="jobs")
+
+
+# ------------------------------------------------------------------------------------ events
+
+
+class Event(Base):
+    """One audit record of a state change; append-only."""
+
+    __tablename__ = "events"
+    # The reports' ways in: by task (a job's events: its task's, filtered), by host, by time.
+    # Every index costs each recorded event a B-tree insert, so there are no more than these.
+    __table_args__ = (
+        sa.Index("ix_events_task_id_ts", "task_id", "ts"),
+        sa.Index("ix_events_host_ts", "host", "ts"),
+    )
+
+    id: Mapped[str] = mapped_column(sa.String(40), primary_key=True)  # Redis stream id
+    ts: Mapped[datetime] = mapped_column(index=True)
+    kind: Mapped[str] = mapped_column(sa.String(24))
+    task_id: Mapped[str | None] = mapped_column(sa.String(64))
+    job_id: Mapped[str | None] = mapped_column(sa.String(80))
+    host: Mapped[str | None] = mapped_column(sa.String(255))
+    worker: Mapped[str | None] = mapped_column(sa.String(255))
+    operator: Mapped[str | None] = mapped_column(sa.String(255))
+    data: Mapped[dict[str, Any]] = mapped_column(default=json_default)
+
+
+__all__ = [
+    "Base", "Event", "Group", "Host", "Job", "Schedule", "Task", "Window", "WindowAssignment",
+    "group_children", "group_hosts", "NAMING_CONVENTION", "WINDOW_KINDS", "CATCHUP_POLICIES",
+    "OVERLAP_POLICIES", "PRIORITIES", "TASK_STATES", "TASK_FINAL_STATES", "JOB_STATES",
+    "JOB_FINAL_STATES",
+]

@@ -1,0 +1,93 @@
+"""Retention: delete old finished jobs, old events and old finished tasks, in small batches.
+
+Each batch is its own short transaction (``DELETE ... WHERE id IN (SELECT ... LIMIT n)``), so
+the recorder and the CLI get the database between two batches: on SQLite a batch holds the
+write lock for milliseconds, on PostgreSQL it locks only the rows it deletes.
+
+What is old (``finished_at`` / ``ts`` before the cut-off):
+1. jobs in a final state (succeeded, failed, lost, cancelled) — never a pending or running one;
+2. events;
+3. tasks in a final state with no job rows left (their summary counters go with them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from scheduler.record.models import JOB_FINAL_STATES, TASK_FINAL_STATES, Event, Job, Task
+from scheduler.record.types import UTCDateTime, utcnow
+
+DEFAULT_BATCH = 2_000
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    cutoff: datetime
+    jobs: int
+    events: int
+    tasks: int
+    dry_run: bool
+
+
+def _old_jobs(cutoff: datetime) -> sa.ColumnElement[bool]:
+    return sa.and_(Job.state.in_(JOB_FINAL_STATES),
+                   Job.finished_at < sa.literal(cutoff, UTCDateTime()))
+
+
+def _old_events(cutoff: datetime) -> sa.ColumnElement[bool]:
+    return Event.ts < sa.literal(cutoff, UTCDateTime())
+
+
+def _old_tasks(cutoff: datetime) -> sa.ColumnElement[bool]:
+    no_jobs = ~sa.exists().where(Job.task_id == Task.id)
+    return sa.and_(Task.state.in_(TASK_FINAL_STATES),
+                   sa.func.coalesce(Task.finished_at, Task.created_at)
+                   < sa.literal(cutoff, UTCDateTime()),
+                   no_jobs)
+
+
+def _count(engine: Engine, model: type, where: sa.ColumnElement[bool]) -> int:
+    with engine.connect() as conn:
+        return conn.execute(sa.select(sa.func.count()).select_from(model).where(where)).scalar_one()
+
+
+def _delete_in_batches(engine: Engine, model: type, where: sa.ColumnElement[bool],
+                       batch: int) -> int:
+    key = model.__table__.c.id
+    total = 0
+    while True:
+        ids = sa.select(key).where(where).limit(batch).scalar_subquery()
+        with engine.begin() as conn:
+            n = conn.execute(sa.delete(model).where(key.in_(ids))).rowcount
+        total += max(n, 0)
+        if n < batch:
+            return total
+
+
+def prune(engine: Engine, older_than: timedelta, *, dry_run: bool = False,
+          batch: int = DEFAULT_BATCH, now: datetime | None = None) -> PruneResult:
+    """Delete (or with ``dry_run`` count) what finished before ``now - older_than``."""
+    if older_than <= timedelta(0):
+        raise ValueError("older_than must be positive")
+    cutoff = (now or utcnow()) - older_than
+    if dry_run:
+        jobs = _count(engine, Job, _old_jobs(cutoff))
+        events = _count(engine, Event, _old_events(cutoff))
+        # Tasks that would have no jobs left once the old ones are gone.
+        remaining = sa.exists().where(Job.task_id == Task.id, sa.not_(_old_jobs(cutoff)))
+        tasks = _count(engine, Task, sa.and_(
+            Task.state.in_(TASK_FINAL_STATES),
+            sa.func.coalesce(Task.finished_at, Task.created_at) < sa.literal(cutoff, UTCDateTime()),
+            ~remaining))
+        return PruneResult(cutoff, jobs, events, tasks, True)
+    jobs = _delete_in_batches(engine, Job, _old_jobs(cutoff), batch)
+    events = _delete_in_batches(engine, Event, _old_events(cutoff), batch)
+    tasks = _delete_in_batches(engine, Task, _old_tasks(cutoff), batch)
+    return PruneResult(cutoff, jobs, events, tasks, False)
+
+
+__all__ = ["PruneResult", "prune", "DEFAULT_BATCH"]

@@ -1,0 +1,293 @@
+"""The recorder: copies the Redis event stream into SQL, in batches, losing and doubling nothing.
+
+A ``Recorder`` is one consumer of the consumer group ``recorder`` on ``{P}:events``. Several
+may run at once (``fleetsched recorder`` and one inside every worker node): the group hands
+each entry to one of them. Each ``run_once``:
+
+1. reads a batch: first this consumer's own pending entries (delivered before but not yet
+   acknowledged: the database was down, or the process restarted under the same name), then,
+   now and then, entries of dead consumers idle for ``claim_idle_ms`` (XAUTOCLAIM), else new
+   entries (``>``), blocking up to ``block_ms``;
+2. writes the batch in one SQL transaction (``scheduler.record.fold``): events keyed by stream
+   id with ON CONFLICT DO NOTHING, then job and task rows;
+3. acknowledges the batch (XACK) only after the commit;
+4. trims the stream (XTRIM MINID, approximate) below the oldest entry any consumer group still
+   has pending, or its last delivered entry when nothing is pending: never what is unread or
+   unacknowledged.
+
+A crash between 2 and 3 re-delivers the batch; the second write inserts nothing and moves no
+row (``last_event_pos``). ``run`` loops until stopped and, when SQL or Redis fails, keeps the
+events in Redis and retries with exponential backoff (0.1 s doubling to 5 s).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from scheduler.queue.keys import Keys
+from scheduler.record.fold import BatchResult, StreamEvent
+from scheduler.record.operator_events import record_batch
+
+log = logging.getLogger(__name__)
+
+GROUP = "recorder"
+BACKOFF_MIN_S = 0.1
+BACKOFF_MAX_S = 5.0
+LAG_COUNT_MAX = 100_000  # unread entries counted one by one at most (status only)
+
+
+def default_consumer_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass
+class RecorderStats:
+    batches: int = 0
+    events: int = 0
+    inserted: int = 0
+    failures: int = 0
+    trimmed: int = 0
+
+
+class Recorder:
+    """One consumer of the event stream writing into SQL (see the module docstring)."""
+
+    def __init__(self, client: redis.Redis, engine: Engine, keys: Keys = Keys(),
+                 consumer_name: str | None = None, *, batch: int = 1000, block_ms: int = 1000,
+                 claim_idle_ms: int = 60_000, claim_every_s: float = 10.0,
+                 trim_every_s: float = 1.0) -> None:
+        self.client = client
+        self.engine = engine
+        self.keys = keys
+        self.stream = keys.events
+        self.consumer = consumer_name or default_consumer_name()
+        self.batch = batch
+        self.block_ms = block_ms
+        self.claim_idle_ms = claim_idle_ms
+        self.claim_every_s = claim_every_s
+        self.trim_every_s = trim_every_s
+        self.stats = RecorderStats()
+        self._group_ready = False
+        self._own_pending = True  # re-read our own unacknowledged entries first
+        self._claim_cursor = "0-0"
+        self._next_claim = 0.0
+        self._next_trim = 0.0
+
+    # ---------------------------------------------------------------------------- reading
+
+    def ensure_group(self) -> None:
+        if self._group_ready:
+            return
+        try:
+            self.client.xgroup_create(self.stream, GROUP, id="0", mkstream=True)
+        except redis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+        self._group_ready = True
+
+    def _read(self, count: int, block_ms: int | None) -> list[StreamEvent]:
+        if self._own_pending:
+            entries = self._xreadgroup("0", count, None)
+            if entries:
+                return entries
+            self._own_pending = False
+        now = time.monotonic()
+        if now >= self._next_claim:
+            entries = self._autoclaim(count)
+            if entries:
+                return entries
+            self._next_claim = now + self.claim_every_s
+        return self._xreadgroup(">", count, block_ms)
+
+    def _xreadgroup(self, start: str, count: int, block_ms: int | None) -> list[StreamEvent]:
+        reply = self.client.xreadgroup(GROUP, self.consumer, {self.stream: start},
+                                       count=count, block=block_ms)
+        if not reply:
+            return []
+        items = reply[0][1] if isinstance(reply, list) else next(iter(reply.values()))[0]
+        return self._events(items)
+
+    def _autoclaim(self, count: int) -> list[StreamEvent]:
+        reply = self.client.xautoclaim(self.stream, GROUP, self.consumer, self.claim_idle_ms,
+                                       start_id=self._claim_cursor, count=count)
+        cursor, items = reply[0], reply[1]
+        self._claim_cursor = _s(cursor)
+        events = self._events(items)
+        if events:
+            self._own_pending = True  # they are ours now; keep reading them until done
+        return events
+
+    def _events(self, items: Sequence[Any]) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        gone: list[str] = []
+        for entry_id, fields in items:
+            eid = _s(entry_id)
+            if not fields:  # trimmed away while pending: nothing left to record
+                gone.append(eid)
+                continue
+            events.append(StreamEvent(eid, _decode(fields)))
+        if gone:
+            self.client.xack(self.stream, GROUP, *gone)
+        return events
+
+    # ---------------------------------------------------------------------------- writing
+
+    def run_once(self, max_events: int | None = None, block_ms: int | None = None) -> int:
+        """Record one batch; returns how many events it held (0: nothing to do)."""
+        self.ensure_group()
+        events = self._read(max_events or self.batch, block_ms)
+        if events:
+            self._write(events)
+            self.client.xack(self.stream, GROUP, *[e.id for e in events])
+        if time.monotonic() >= self._next_trim or not events:
+            self.trim()
+        return len(events)
+
+    def _write(self, events: list[StreamEvent]) -> BatchResult:
+        try:
+            with self.engine.begin() as conn:
+                # Operator events were normally folded by their command already (record_now);
+                # if it died between its Redis script and its SQL step, SQL catches up here.
+                result = record_batch(conn, events)
+        except (sa.exc.IntegrityError, sa.exc.DataError) as exc:
+            # Not an outage: some entry cannot be stored as it is. Retrying would stall the
+            # stream forever, so record the batch entry by entry and quarantine the bad ones.
+            log.error("recorder %s: batch refused (%s); recording one by one",
+                      self.consumer, _one_line(exc))
+            result = self._write_singly(events)
+        except BaseException:
+            self._own_pending = True  # the batch stays pending: read it again first
+            raise
+        self.stats.batches += 1
+        self.stats.events += result.events
+        self.stats.inserted += result.inserted
+        return result
+
+    def _write_singly(self, events: list[StreamEvent]) -> BatchResult:
+        total = BatchResult(events=len(events))
+        for ev in events:
+            try:
+                with self.engine.begin() as conn:
+                    total.inserted += record_batch(conn, [ev]).inserted
+            except (sa.exc.IntegrityError, sa.exc.DataError) as exc:
+                with self.engine.begin() as conn:
+                    total.inserted += record_batch(conn, [quarantined(ev, exc)]).inserted
+        return total
+
+    def trim(self) -> int:
+        """Trim entries every group has read and acknowledged; returns entries removed."""
+        self._next_trim = time.monotonic() + self.trim_every_s
+        floor = self.safe_trim_id()
+        if floor is None:
+            return 0
+        removed = int(self.client.xtrim(self.stream, minid=floor, approximate=True))
+        self.stats.trimmed += removed
+        return removed
+
+    def safe_trim_id(self) -> str | None:
+        """The lowest stream id any consumer group may still need (MINID keeps it and above)."""
+        try:
+            groups = self.client.xinfo_groups(self.stream)
+        except redis.ResponseError:
+            return None  # no stream yet
+        floor: tuple[int, int] | None = None
+        for g in groups:
+            name = _s(g["name"])
+            if int(g["pending"]):
+                need = _s(self.client.xpending(self.stream, name)["min"])
+            else:
+                ms, seq = _split(_s(g["last-delivered-id"]))
+                need = f"{ms}-{seq + 1}"
+            key = _split(need)
+            if floor is None or key < floor:
+                floor = key
+        return None if floor is None else f"{floor[0]}-{floor[1]}"
+
+    # ---------------------------------------------------------------------------- looping
+
+    def run(self, stop_event: threading.Event) -> None:
+        """Record until ``stop_event`` is set; SQL or Redis outages are waited out."""
+        delay = BACKOFF_MIN_S
+        while not stop_event.is_set():
+            try:
+                self.run_once(block_ms=self.block_ms)
+                delay = BACKOFF_MIN_S
+            except (sa.exc.SQLAlchemyError, redis.RedisError, OSError) as exc:
+                self.stats.failures += 1
+                if isinstance(exc, redis.RedisError):
+                    self._group_ready = False  # Redis may have restarted empty
+                log.warning("recorder %s: %s; retrying in %.1fs", self.consumer,
+                            _one_line(exc), delay)
+                stop_event.wait(delay)
+                delay = min(delay * 2, BACKOFF_MAX_S)
+
+    def pending(self) -> int:
+        """Entries delivered to some consumer of the group but not yet acknowledged."""
+        try:
+            return int(self.client.xpending(self.stream, GROUP)["pending"])
+        except redis.ResponseError:
+            return 0
+
+    def lag(self) -> int:
+        """Entries in the stream not yet recorded (unread plus pending)."""
+        try:
+            for g in self.client.xinfo_groups(self.stream):
+                if _s(g["name"]) != GROUP:
+                    continue
+                lag = g.get("lag")
+                if lag is None:  # Redis cannot tell (entries deleted): count what is unread
+                    after = "(" + _s(g["last-delivered-id"])
+                    lag = len(self.client.xrange(self.stream, after, "+", count=LAG_COUNT_MAX))
+                return int(lag) + int(g["pending"])
+        except redis.ResponseError:
+            return 0
+        return int(self.client.xlen(self.stream))
+
+
+def quarantined(ev: StreamEvent, exc: BaseException) -> StreamEvent:
+    """A stand-in for an entry SQL refused: its id and kind kept, the reason recorded."""
+    return StreamEvent(ev.id, {"kind": "invalid", "ts": ev.fields.get("ts", ""),
+                               "error": _one_line(exc)[:500],
+                               "original_kind": ev.fields.get("kind", "")[:24]})
+
+
+def _decode(fields: dict[Any, Any]) -> dict[str, str]:
+    """The entry's fields as text, NUL replaced (PostgreSQL text cannot hold NUL; a host's
+    output might). A client with ``decode_responses`` already gives text: checked in one
+    join instead of field by field."""
+    try:
+        joined = "".join(fields.values())
+    except TypeError:  # bytes: decode every key and value
+        fields = {_s(k): _s(v) for k, v in fields.items()}
+        joined = "".join(fields.values())
+    if "\x00" in joined:
+        fields = {_s(k): v.replace("\x00", "\ufffd") for k, v in fields.items()}
+    return fields
+
+
+def _split(stream_id: str) -> tuple[int, int]:
+    ms, _, seq = stream_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+__all__ = ["Recorder", "RecorderStats", "GROUP", "default_consumer_name"]

@@ -1,0 +1,155 @@
+"""Connecting to Redis from settings, and refusing a Redis that could lose queued jobs.
+
+``connect(settings)`` is the one way every part of fleetsched gets a Redis client:
+
+1. No ``redis_url``: start or reuse the embedded private server (``scheduler.redisdb.embedded``).
+2. A ``redis_url``: ``redis.Redis.from_url`` with connect/read timeouts, TCP keepalive (TCP
+   URLs only: ``unix://`` sockets take no keepalive option) and periodic health checks, so a
+   dead server is noticed instead of hanging a worker.
+3. PING it; a refused, timed-out or unauthenticated connection becomes one
+   ``RedisUnavailableError`` line naming the redacted URL.
+4. Refuse any server whose ``maxmemory-policy`` is not ``noeviction``: an evicted job is a lost
+   job. The policy comes from ``CONFIG GET``, or from ``INFO memory`` where a managed Redis
+   forbids CONFIG.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+from scheduler.config import Settings, redact_exception, redact_url
+from scheduler.errors import ConfigError, RedisUnavailableError
+from scheduler.redisdb import embedded
+
+__all__ = ["connect", "display_url", "eviction_policy", "check_eviction_policy", "server_status"]
+
+CONNECT_TIMEOUT_S = 5.0
+# Longer than any blocking read the queue issues; a server silent for this long is gone.
+SOCKET_TIMEOUT_S = 30.0
+HEALTH_CHECK_INTERVAL_S = 30
+
+
+def display_url(settings: Settings) -> str:
+    """The Redis URL as it may be printed: redacted, or where the embedded server listens."""
+    if settings.redis_url:
+        return redact_url(settings.redis_url)
+    endpoint = embedded.Embedded.of(settings).read_endpoint()
+    if endpoint is not None:
+        return redact_url(endpoint.url)
+    return f"unix://{embedded.Embedded.of(settings).socket_path} (embedded, not started)"
+
+
+def _client_for_url(url: str, socket_timeout: float | None) -> redis.Redis:
+    options: dict[str, Any] = {
+        "decode_responses": True,
+        "socket_connect_timeout": CONNECT_TIMEOUT_S,
+        "socket_timeout": socket_timeout,
+        "health_check_interval": HEALTH_CHECK_INTERVAL_S,
+    }
+    # TCP keepalive only for TCP: a unix socket connection refuses the option (TypeError at
+    # the first command), and a local socket has no idle middlebox to keep alive through.
+    if not url.lower().startswith("unix:"):
+        options["socket_keepalive"] = True
+    try:
+        return redis.Redis.from_url(url, **options)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"redis_url {redact_url(url)!r} is not usable: "
+                          f"{redact_exception(exc, url)}",
+                          hint="redis://[:password@]host:port/db, rediss://... or "
+                          "unix:///path/to/socket") from None
+
+
+def eviction_policy(client: redis.Redis) -> str | None:
+    """The server's ``maxmemory-policy``: CONFIG GET, else INFO memory (managed Redis often
+    forbids CONFIG); None if neither tells."""
+    try:
+        value = client.config_get("maxmemory-policy").get("maxmemory-policy")
+        if value:
+            return str(value)
+    except redis.ResponseError:  # NOPERM, or CONFIG renamed/disabled by the provider
+        pass
+    try:
+        value = client.info("memory").get("maxmemory_policy")
+    except redis.ResponseError:
+        return None
+    return str(value) if value else None
+
+
+def check_eviction_policy(client: redis.Redis, shown_url: str) -> None:
+    """Raise RedisUnavailableError unless the server is known not to evict keys."""
+    policy = eviction_policy(client)
+    if policy == "noeviction":
+        return
+    if policy is None:
+        raise RedisUnavailableError(
+            f"redis at {shown_url} does not say its maxmemory-policy (CONFIG GET and INFO "
+            "memory are both refused), so it may evict queued jobs",
+            hint="allow INFO for this user, and set maxmemory-policy noeviction")
+    raise RedisUnavailableError(
+        f"redis at {shown_url} uses maxmemory-policy {policy}, which may evict queued jobs: "
+        "an evicted job is a lost job",
+        hint="set maxmemory-policy noeviction (redis.conf, or your provider's parameter group)")
+
+
+def _unavailable(exc: redis.RedisError, shown_url: str, url: str | None) -> RedisUnavailableError:
+    detail = redact_exception(exc, url)
+    if isinstance(exc, redis.AuthenticationError):
+        return RedisUnavailableError(f"redis at {shown_url} refused the credentials: {detail}",
+                                     hint="check the user and password in redis_url")
+    return RedisUnavailableError(f"cannot reach redis at {shown_url}: {detail}",
+                                 hint="start the server, or fix redis_url "
+                                 "(fleetsched config show prints the one in use)")
+
+
+def connect(settings: Settings, *, socket_timeout: float | None = SOCKET_TIMEOUT_S,
+            check: bool = True) -> redis.Redis:
+    """A client (``decode_responses=True``) for the configured Redis, checked to be reachable
+    and not to evict keys. Starts the embedded server when no ``redis_url`` is set."""
+    url = settings.redis_url
+    if url is None:
+        endpoint = embedded.ensure_running(settings)
+        client = endpoint.client(socket_timeout=socket_timeout, socket_keepalive=True,
+                                 health_check_interval=HEALTH_CHECK_INTERVAL_S)
+        shown, secret_url = redact_url(endpoint.url), endpoint.url
+    else:
+        client = _client_for_url(url, socket_timeout)
+        shown, secret_url = redact_url(url), url
+    if not check:
+        return client
+    try:
+        client.ping()
+        check_eviction_policy(client, shown)
+    except redis.RedisError as exc:
+        client.close()
+        raise _unavailable(exc, shown, secret_url) from None
+    except RedisUnavailableError:
+        client.close()
+        raise
+    return client
+
+
+def server_status(settings: Settings) -> dict[str, Any]:
+    """What ``fleetsched redis status`` shows: the embedded server's state, or the configured
+    server's version, persistence and eviction policy. Never starts anything."""
+    if settings.redis_url is None:
+        return embedded.status(settings)
+    client = connect(settings, check=False)
+    shown = redact_url(settings.redis_url)
+    try:
+        info = client.info()
+        policy = eviction_policy(client)
+        try:
+            fsync = client.config_get("appendfsync").get("appendfsync")
+        except redis.ResponseError:
+            fsync = None
+    except redis.RedisError as exc:
+        raise _unavailable(exc, shown, settings.redis_url) from None
+    finally:
+        client.close()
+    return {"mode": "external", "state": "running", "url": shown,
+            "pid": info.get("process_id"), "version": info.get("redis_version"),
+            "appendonly": "yes" if info.get("aof_enabled") else "no", "appendfsync": fsync,
+            "used_memory": info.get("used_memory_human"), "maxmemory_policy": policy,
+            "queue_safe": "yes" if policy == "noeviction" else "no (may evict jobs)"}

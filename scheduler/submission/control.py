@@ -1,0 +1,193 @@
+"""Operator control of a submitted task: pause, resume, cancel, retry-failed, reprioritize.
+
+What it owns, for every verb:
+
+1. checking the task exists (SQL first: the system of record; ``NotFoundError``, exit code 4);
+2. the queue transition in Redis (``Queue.pause``/``resume``/``cancel_task``, the
+   ``retry_failed.lua`` script here, ``Queue.reprioritize`` where the fair-share part provides
+   it): the script appends the event with the operator's name in the same atomic step;
+3. recording at once in SQL what the transition did: the new stream entries of this task are
+   applied with the recorder's own idempotent ``apply_events`` (keyed by stream id, so when the
+   recorder meets them later it inserts nothing twice) and, in the same transaction,
+   ``fold_operator_events`` (what ``retry-failed`` and ``reprioritize`` change in the job and
+   task rows), both through ``scheduler.record.operator_events.record_now``, so ``tasks show`` is right the moment the command returns, with the operator on
+   the event.
+
+Cancel of an aborted task is refused (``ValidationError``, exit code 2): the abort already
+cancelled its pending jobs, and Redis keeps ``aborted`` (``retry-failed`` is the way back), so
+SQL must not say ``cancelled``.
+
+A task still ``accepted`` in SQL and absent from Redis (its fan-out never happened) can only be
+cancelled; that is recorded in SQL directly (``cancel`` event) so reconcile leaves it alone.
+Pause keeps the pending jobs' order (they wait in ``{P}:held:<task>`` at their due time), resume
+puts them back, cancel stops pending jobs and lets running ones finish.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from scheduler.errors import FleetschedError, NotFoundError, ValidationError
+from scheduler.queue.client import Queue
+from scheduler.queue.keys import PRIORITY_CLASSES
+from scheduler.queue.types import text
+from scheduler.record.audit import record_event
+from scheduler.record.models import Job, Task
+from scheduler.record.operator_events import fold_priority, record_now, stream_tail
+from scheduler.record.types import utcnow
+
+__all__ = ["ControlResult", "RETRY_CHUNK", "cancel", "pause", "reprioritize", "requeue_failed",
+           "resume", "retry_failed"]
+
+RETRY_CHUNK = 500  # job ids per retry_failed.lua call
+
+
+@dataclass(frozen=True)
+class ControlResult:
+    task_id: int
+    verb: str
+    count: int  # jobs held back, released, cancelled, re-enqueued or moved
+    state: str  # the task's state in Redis afterwards (or SQL, for a task never queued)
+
+
+def _sql_task(engine: Engine, task_id: int) -> Any:
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(Task.id, Task.state, Task.priority)
+                           .where(Task.id == task_id)).first()
+    if row is None:
+        raise NotFoundError(f"no task {task_id}", hint="see `fleetsched tasks list`")
+    return row
+
+
+def _run(engine: Engine, queue: Queue, task_id: int, verb: str,
+         call: Callable[[], int]) -> ControlResult:
+    row = _sql_task(engine, task_id)
+    live = queue.task_state(str(task_id))
+    if not live:
+        if row.state == "accepted":
+            raise ValidationError(f"task {task_id} is not queued yet (state accepted)",
+                                  hint="run `fleetsched reconcile` to finish its fan-out, or "
+                                       "cancel it")
+        raise NotFoundError(f"task {task_id} is not in Redis (state {row.state} in SQL)",
+                            hint="a finished task has nothing to " + verb)
+    since = stream_tail(queue.client, queue.keys.events)
+    count = call()
+    record_now(queue.client, engine, queue.keys.events, since, [str(task_id)])
+    return ControlResult(task_id, verb, count, queue.task_state(str(task_id)).get("state", "?"))
+
+
+def pause(engine: Engine, queue: Queue, task_id: int, operator: str) -> ControlResult:
+    """Hold the task's pending jobs (in order) until resume; running jobs finish."""
+    def call() -> int:
+        queue.pause(str(task_id), operator)
+        return 0
+    return _run(engine, queue, task_id, "pause", call)
+
+
+def resume(engine: Engine, queue: Queue, task_id: int, operator: str) -> ControlResult:
+    """Release a paused task's held jobs at their due times, in their order."""
+    return _run(engine, queue, task_id, "resume", lambda: queue.resume(str(task_id), operator))
+
+
+def cancel(engine: Engine, queue: Queue, task_id: int, operator: str) -> ControlResult:
+    """Cancel pending, parked and held jobs; running jobs finish. A task that never reached
+    Redis (still ``accepted``) is cancelled in SQL alone."""
+    row = _sql_task(engine, task_id)
+    live = queue.task_state(str(task_id))
+    if row.state == "accepted" and not live:
+        return _cancel_unqueued(engine, task_id, operator)
+    if live.get("state") == "aborted":
+        raise _already_aborted(task_id)
+    result = _run(engine, queue, task_id, "cancel",
+                  lambda: queue.cancel_task(str(task_id), operator))
+    if result.state == "aborted":
+        # A failure aborted it between the check and the script: Redis keeps "aborted" (the
+        # script cancels jobs only), so SQL does too, whatever the cancel events said.
+        t = Task.__table__
+        with engine.begin() as conn:
+            conn.execute(sa.update(t).where(t.c.id == task_id, t.c.state == "cancelled")
+                         .values(state="aborted"))
+        raise _already_aborted(task_id)
+    return result
+
+
+def _already_aborted(task_id: int) -> ValidationError:
+    return ValidationError(f"task {task_id} is already aborted",
+                           hint="its pending jobs were cancelled when it aborted; "
+                                f"`fleetsched tasks retry-failed {task_id}` runs the failed "
+                                "ones again")
+
+
+def _cancel_unqueued(engine: Engine, task_id: int, operator: str) -> ControlResult:
+
+    now = utcnow()
+    t, j = Task.__table__, Job.__table__
+    with engine.begin() as conn:
+        done = conn.execute(sa.update(t).where(t.c.id == task_id, t.c.state == "accepted")
+                            .values(state="cancelled", finished_at=now)).rowcount
+        if not done:
+            raise ValidationError(f"task {task_id} changed meanwhile; look again",
+                                  hint=f"fleetsched tasks show {task_id}")
+        count = conn.execute(sa.update(j).where(j.c.task_id == task_id,
+                                                j.c.state.in_(("accepted", "pending")))
+                             .values(state="cancelled", finished_at=now)).rowcount
+        conn.execute(sa.update(t).where(t.c.id == task_id).values(cancelled=count))
+        record_event(conn, "cancel", operator=operator, task_id=task_id, at=now,
+                     data={"count": count, "not_queued": True})
+    return ControlResult(task_id, "cancel", count, "cancelled")
+
+
+def requeue_failed(queue: Queue, task_id: str, operator: str) -> list[tuple[str, list[str]]]:
+    """Run ``retry_failed.lua`` over the task's job ids in chunks (Redis only); returns
+    (event id, job ids) for each chunk that queued any failed job again."""
+    keys = queue.keys
+    span = int(queue.task_state(task_id).get("span") or 0)
+    fixed = [keys.task(task_id), *keys.all_due(), keys.dead, keys.events]
+    moved: list[tuple[str, list[str]]] = []
+    for start in range(0, max(span, 1), RETRY_CHUNK):
+        ids = [f"{task_id}.{k}" for k in range(start, min(start + RETRY_CHUNK, span))]
+        reply = queue.call("retry_failed", fixed + [keys.job(i) for i in ids],
+                           [task_id, operator, keys.wake, *ids])
+        if int(reply[0]):
+            event_id = text(reply[1])
+            entry = queue.client.xrange(keys.events, min=event_id, max=event_id)
+            jobs = text(entry[0][1].get("jobs", "")).split() if entry else []
+            moved.append((event_id, jobs))
+    return moved
+
+
+def retry_failed(engine: Engine, queue: Queue, task_id: int, operator: str) -> ControlResult:
+    """Queue the task's failed jobs again, each with a new attempt budget (see
+    ``scheduler/queue/lua/retry_failed.lua``); an aborted task becomes active again."""
+    moved: list[tuple[str, list[str]]] = []
+
+    def call() -> int:
+        moved.extend(requeue_failed(queue, str(task_id), operator))
+        return sum(len(jobs) for _, jobs in moved)
+
+    return _run(engine, queue, task_id, "retry-failed", call)
+
+
+def reprioritize(engine: Engine, queue: Queue, task_id: int, priority: str,
+                 operator: str) -> ControlResult:
+    """Move the task's pending jobs to another priority class (``Queue.reprioritize``)."""
+    if priority not in PRIORITY_CLASSES:
+        raise ValidationError(f"priority {priority!r} is not one of {', '.join(PRIORITY_CLASSES)}")
+    move = getattr(queue, "reprioritize", None)
+    if move is None:
+        raise FleetschedError("reprioritize is not available in this build yet",
+                              hint="cancel the task and submit it again with --priority")
+    # SQL tasks.priority follows the task's latest reprioritize event, folded in the
+    # transaction that records it (fold_operator_events): one writer, and overlapping calls end
+    # where Redis ends. Folded again when this call wrote no event (same class), which heals a
+    # row an interrupted earlier call left behind once the recorder has its event.
+    result = _run(engine, queue, task_id, "reprioritize",
+                  lambda: int(move(str(task_id), priority, operator) or 0))
+    with engine.begin() as conn:
+        fold_priority(conn, task_id)
+    return result

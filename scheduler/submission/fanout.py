@@ -1,0 +1,96 @@
+"""Fan-out: the Redis half of a submission, after its record is in SQL.
+
+What it owns:
+
+1. :func:`write_hosts`: each host's connection data into ``Keys.host`` (address, port, user,
+   vars as JSON), pipelined in batches; workers read it at claim time;
+2. :func:`fan_out`: host hashes, then ``Queue.create_task`` (a no-op if the task exists), then
+   ``Queue.enqueue`` in batches (duplicates are skipped by the script), so running it again
+   after a failure finishes the job instead of doubling it;
+3. :func:`mark_queued`: once Redis has every job, the SQL task leaves ``accepted`` (it becomes
+   ``active``: queued) and its ``accepted`` job rows become ``pending``;
+4. the pieces ``scheduler.submission.reconcile`` needs to finish a fan-out from SQL alone:
+   :func:`recorded_spec` (the exact queue spec kept in the task's ``submit`` event) and
+   :func:`host_conns` (connection data of stored hosts).
+
+Order of a submission (``scheduler.submission.submit.submit``): SQL first (task ``accepted``, jobs, a
+``submit`` event), then this module, then ``mark_queued``. A crash or a Redis outage in between
+leaves the task ``accepted`` in SQL: ``fleetsched status`` lists it, ``fleetsched reconcile``
+enqueues what Redis lacks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import redis
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from scheduler.queue.client import JobSpec, Queue, TaskSpec
+from scheduler.queue.keys import Keys
+from scheduler.record.models import Event, Host, Job, Task
+
+__all__ = ["HOST_BATCH", "fan_out", "host_conns", "mark_queued", "recorded_spec", "write_hosts"]
+
+HOST_BATCH = 1_000  # host hashes per pipeline round trip
+
+
+def write_hosts(client: redis.Redis, keys: Keys, hosts: Iterable[Any]) -> int:
+    """Write ``Keys.host`` for each host (objects with name, address, port, user, vars)."""
+    written = 0
+    pipe = client.pipeline(transaction=False)
+    for host in hosts:
+        pipe.hset(keys.host(host.name), mapping={
+            "address": host.address or "", "port": int(host.port or 22),
+            "user": host.user or "", "vars": json.dumps(host.vars or {}, sort_keys=True)})
+        written += 1
+        if written % HOST_BATCH == 0:
+            pipe.execute()
+    pipe.execute()
+    return written
+
+
+def fan_out(client: redis.Redis, keys: Keys, spec: TaskSpec, hosts: Iterable[Any],
+            jobs: Sequence[JobSpec]) -> int:
+    """Host hashes, the task hash, then the jobs; returns how many jobs were newly queued."""
+    write_hosts(client, keys, hosts)
+    queue = Queue(client, keys)
+    try:
+        queue.create_task(spec)
+        return queue.enqueue(spec.task_id, jobs)
+    finally:
+        queue.close()
+
+
+def mark_queued(session: Session, task_id: int) -> bool:
+    """Redis has every job of the task: ``accepted`` -> ``active``; False if it had moved on."""
+    t, j = Task.__table__, Job.__table__
+    done = session.execute(sa.update(t).where(t.c.id == task_id, t.c.state == "accepted")
+                           .values(state="active")).rowcount
+    session.execute(sa.update(j).where(j.c.task_id == task_id, j.c.state == "accepted")
+                    .values(state="pending"))
+    return bool(done)
+
+
+def recorded_spec(conn: sa.Connection | Session, task_id: int | str) -> dict[str, Any] | None:
+    """The queue part of the task's ``submit`` event (priority, limits, ``spec`` with executor
+    options and expected duration), or None for a task submitted another way."""
+    e = Event.__table__
+    data = conn.execute(sa.select(e.c.data).where(e.c.task_id == str(task_id),
+                                                  e.c.kind == "submit")
+                        .order_by(e.c.ts).limit(1)).scalar()
+    if isinstance(data, str):
+        data = json.loads(data)
+    queue = (data or {}).get("queue")
+    return queue if isinstance(queue, dict) else None
+
+
+def host_conns(conn: sa.Connection | Session, names: Iterable[str]) -> list[Any]:
+    """Stored connection rows (name, address, port, user, vars) of the named hosts that exist."""
+    wanted = set(names)
+    h = Host.__table__
+    rows = conn.execute(sa.select(h.c.name, h.c.address, h.c.port, h.c.user, h.c.vars))
+    return [r for r in rows if r.name in wanted]

@@ -1,0 +1,198 @@
+"""Reconcile: give Redis back what SQL knows it should hold, and nothing SQL knows is finished.
+
+Redis may lose recent writes (a crash with ``appendfsync everysec``) or everything (a server
+started empty). SQL, the system of record, still lists every accepted task and its unfinished
+jobs. ``reconcile``:
+
+1. lists the unfinished tasks (accepted, active, paused) and their unfinished jobs in SQL;
+2. recreates each missing task hash in Redis from its SQL row (``Queue.create_task``), paused
+   again if SQL says paused;
+3. finds the unfinished jobs whose job hash Redis does not have;
+4. drains the event stream into SQL (a ``Recorder``) and reads those jobs' states again: a job
+   that finished in Redis just before step 3 has its event in the stream already (the scripts
+   delete a hash and append its event in one atomic step), so it is recorded now and skipped;
+5. re-enqueues the rest (``Queue.enqueue``; duplicates are skipped by the script), except jobs
+   of non-idempotent tasks that had started running: they may have run, so they are reported
+   for the operator instead of being run again blindly;
+6. records in SQL at once what steps 2 and 5 wrote to the stream (``create``, ``enqueue``,
+   ``pause`` of the tasks it touched; ``operator_events.record_now``, the recorder's own
+   idempotent apply), so the re-enqueued job rows are ``pending`` and a recreated ``accepted``
+   task ``active`` when reconcile returns, not when a recorder next runs;
+7. records a ``reconcile`` event in SQL with the counts (and the ids, capped).
+
+Steps 3 to 5 never re-run a job SQL knows to be finished.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import redis
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from scheduler.errors import DatabaseUnavailableError
+from scheduler.queue.client import JobSpec, Queue, TaskSpec
+from scheduler.record.audit import record_event
+from scheduler.record.models import JOB_FINAL_STATES, Job, Task
+from scheduler.record.operator_events import record_now, stream_tail
+from scheduler.record.recorder import Recorder
+from scheduler.record.types import to_ms
+from scheduler.submission.fanout import host_conns, recorded_spec, write_hosts
+
+UNFINISHED_TASK_STATES = ("accepted", "active", "paused")
+ID_LIST_CAP = 1_000  # job ids kept in the reconcile event
+DRAIN_LIMIT = 100_000  # batches; a stream that never drains means something else is wrong
+
+
+@dataclass
+class ReconcileReport:
+    tasks_checked: int = 0
+    tasks_recreated: int = 0
+    jobs_checked: int = 0
+    jobs_present: int = 0
+    jobs_finished_meanwhile: int = 0
+    jobs_requeued: int = 0
+    jobs_not_rerun: int = 0  # started, non-idempotent: left for the operator
+    dry_run: bool = False
+    requeued: list[str] = field(default_factory=list)
+    not_rerun: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if k not in ("requeued", "not_rerun")}
+
+
+def task_spec(task: Any, recorded: dict[str, Any] | None = None) -> TaskSpec:
+    """The queue's live task from its SQL row. ``recorded``: the queue part of the task's
+    ``submit`` event (``scheduler.submission.fanout.recorded_spec``), whose spec is exact where the row
+    lacks fields (executor options, expected duration) or rounds them (timeout in seconds)."""
+    spec = {"action": task.action, "params": task.params or {}}
+    if task.executor:
+        spec["executor"] = task.executor
+    timeout_ms = task.timeout_s * 1000
+    if recorded and isinstance(recorded.get("spec"), dict):
+        spec = recorded["spec"]
+        timeout_ms = int(recorded.get("timeout_ms") or timeout_ms)
+    return TaskSpec(task_id=str(task.id), priority=task.priority, max_running=task.max_running,
+                    max_failures=task.max_failures, max_attempts=task.max_attempts,
+                    backoff_ms=task.backoff_ms, timeout_ms=timeout_ms,
+                    idempotent=task.idempotent, spec=spec, operator=task.operator,
+                    share=task.share)
+
+
+def _unfinished(engine: Engine) -> tuple[list[Any], dict[int, list[Any]]]:
+    with engine.connect() as conn:
+        tasks = conn.execute(sa.select(Task).where(Task.state.in_(UNFINISHED_TASK_STATES))
+                             .order_by(Task.id)).all()
+        jobs: dict[int, list[Any]] = defaultdict(list)
+        ids = [t.id for t in tasks]
+        for start in range(0, len(ids), 500):
+            q = (sa.select(Job.id, Job.task_id, Job.host, Job.state, Job.due_at, Job.window,
+                           Job.attempts)
+                 .where(Job.task_id.in_(ids[start:start + 500]),
+                        Job.state.not_in(JOB_FINAL_STATES))
+                 .order_by(Job.task_id, Job.seq))
+            for row in conn.execute(q):
+                jobs[row.task_id].append(row)
+    return tasks, jobs
+
+
+def _missing(client: redis.Redis, queue: Queue, job_ids: list[str]) -> list[str]:
+    missing: list[str] = []
+    for start in range(0, len(job_ids), 1_000):
+        chunk = job_ids[start:start + 1_000]
+        pipe = client.pipeline(transaction=False)
+        for job_id in chunk:
+            pipe.exists(queue.keys.job(job_id))
+        missing += [j for j, there in zip(chunk, pipe.execute()) if not there]
+    return missing
+
+
+def _finished_in_sql(engine: Engine, job_ids: list[str]) -> set[str]:
+    done: set[str] = set()
+    with engine.connect() as conn:
+        for start in range(0, len(job_ids), 500):
+            done.update(conn.scalars(sa.select(Job.id).where(
+                Job.id.in_(job_ids[start:start + 500]), Job.state.in_(JOB_FINAL_STATES))))
+    return done
+
+
+def _drain(client: redis.Redis, engine: Engine, queue: Queue) -> None:
+    if not client.exists(queue.keys.events):
+        return  # Redis lost the stream too: nothing is waiting to be recorded
+    recorder = Recorder(client, engine, queue.keys, "reconcile", claim_idle_ms=60_000)
+    for _ in range(DRAIN_LIMIT):
+        if recorder.run_once(block_ms=None) == 0:
+            return
+    raise DatabaseUnavailableError("the event stream did not drain into SQL",
+                                   hint="check that the recorders are not failing")
+
+
+def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
+              dry_run: bool = False) -> ReconcileReport:
+    """Repair Redis from SQL (see the module docstring); ``dry_run`` changes nothing."""
+    client = queue.client
+    report = ReconcileReport(dry_run=dry_run)
+    since = stream_tail(client, queue.keys.events)
+    touched: set[str] = set()
+    tasks, jobs = _unfinished(engine)
+    report.tasks_checked = len(tasks)
+    recreated = []
+    for task in tasks:
+        if queue.task_state(str(task.id)):
+            continue
+        recreated.append(task)
+        if not dry_run:
+            with engine.connect() as conn:
+                recorded = recorded_spec(conn, task.id)
+            queue.create_task(task_spec(task, recorded))
+            touched.add(str(task.id))
+    report.tasks_recreated = len(recreated)
+    candidates = [j for t in tasks for j in jobs.get(t.id, [])]
+    report.jobs_checked = len(candidates)
+    missing = _missing(client, queue, [j.id for j in candidates])
+    report.jobs_present = len(candidates) - len(missing)
+    if missing:
+        _drain(client, engine, queue)
+        finished = _finished_in_sql(engine, missing)
+        report.jobs_finished_meanwhile = len(finished)
+        missing_set = set(missing) - finished
+        by_task = {t.id: t for t in tasks}
+        requeue: dict[int, list[JobSpec]] = defaultdict(list)
+        for job in candidates:
+            if job.id not in missing_set:
+                continue
+            task = by_task[job.task_id]
+            if not task.idempotent and (job.state == "running" or job.attempts > 0):
+                report.not_rerun.append(job.id)
+                continue
+            due = to_ms(job.due_at) if job.due_at is not None else 0
+            requeue[job.task_id].append(JobSpec(job.id, job.host, due_ms=max(due, 0),
+                                                window=job.window))
+            report.requeued.append(job.id)
+        report.jobs_requeued = len(report.requeued)
+        report.jobs_not_rerun = len(report.not_rerun)
+        if not dry_run:
+            names = {j.host for specs in requeue.values() for j in specs}
+            if names:  # Redis may have lost the hosts' connection data too
+                with engine.connect() as conn:
+                    write_hosts(client, queue.keys, host_conns(conn, names))
+            for task_id, specs in requeue.items():
+                queue.enqueue(str(task_id), specs)
+                touched.add(str(task_id))
+    if not dry_run:
+        for task in recreated:
+            if task.state == "paused":
+                queue.pause(str(task.id), operator)
+        record_now(client, engine, queue.keys.events, since, touched)
+        with engine.begin() as conn:
+            record_event(conn, "reconcile", operator=operator, data={
+                **report.counts(), "requeued": report.requeued[:ID_LIST_CAP],
+                "not_rerun": report.not_rerun[:ID_LIST_CAP]})
+    return report
+
+
+
+__all__ = ["ReconcileReport", "reconcile", "task_spec"]

@@ -1,0 +1,367 @@
+"""Submitting a task: from an operator's request to a plan, a record in SQL, and the queue.
+
+What it owns:
+
+1. :class:`TaskRequest`, what an operator asks for (from ``fleetsched submit`` flags or a YAML
+   task file, ``scheduler.submission.taskfile``), before anything is looked up;
+2. :func:`plan_task`: everything checked and decided without writing: the action and its
+   parameters (validated by the action, secret references kept as references), the executor
+   and its options, the target resolved against the stored inventory (an empty selection is an
+   error), when each host's job is due (now, ``--at``/``--in``, or its next service window) and
+   the rollout policy with percentages turned into counts (:class:`Plan`);
+3. :func:`record_task`: the task row (state ``accepted``), one job row per host and a ``submit``
+   event holding the exact queue spec, in the caller's transaction: the record of what was asked;
+4. :func:`submit`: plan and record in one transaction, then fan out to Redis
+   (``scheduler.submission.fanout``); when Redis fails the task stays ``accepted`` in SQL and
+   :class:`NotQueuedError` says so (``fleetsched reconcile`` finishes the fan-out later).
+
+Job ids are ``"<task id>.<n>"`` with ``n`` the host's index in the sorted host list.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import redis
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from scheduler.errors import FleetschedError, ValidationError
+from scheduler.parse import Limit
+from scheduler.queue.client import JobSpec, TaskSpec
+from scheduler.queue.keys import PRIORITY_CLASSES, Keys
+from scheduler.record.audit import record_event
+from scheduler.record.models import Host, Job, Task
+from scheduler.record.types import to_ms, utcnow
+from scheduler.submission.targets import Target, parse_target, resolve_target
+
+__all__ = [
+    "CONFIRM_THRESHOLD", "HostConn", "NotQueuedError", "Plan", "PlannedJob", "Policy",
+    "Submitted", "TaskRequest", "plan_task", "record_task", "submit",
+]
+
+CONFIRM_THRESHOLD = 25  # more hosts than this (or any `all` term) is fleet-wide: confirm first
+DEFAULT_RETRIES = 2  # attempts = retries + 1
+DEFAULT_BACKOFF_S = 1.0
+DEFAULT_TIMEOUT_S = 3600.0
+PAST_SLACK = timedelta(minutes=1)  # an --at this far in the past is a mistake, not "now"
+MAX_NAME = 255
+
+
+class NotQueuedError(FleetschedError):
+    """The task is recorded in SQL (state ``accepted``) but Redis did not take all its jobs."""
+
+    exit_code = 1
+
+    def __init__(self, task_id: int, message: str) -> None:
+        super().__init__(f"task {task_id} is recorded but not queued: {message}",
+                         hint="run `fleetsched reconcile` once Redis is reachable; it "
+                              "enqueues the rest")
+        self.task_id = task_id
+
+
+@dataclass(frozen=True)
+class TaskRequest:
+    """What an operator asks for, as typed (parsed values, nothing looked up yet)."""
+
+    action: str
+    target: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    at: datetime | None = None  # aware; not before this time
+    delay: timedelta | None = None  # --in: not before now + delay
+    in_window: bool = False
+    max_concurrency: Limit | None = None
+    max_failures: Limit | None = None
+    timeout_s: float | None = None
+    retries: int | None = None
+    backoff_s: float | None = None
+    name: str | None = None
+    priority: str = "normal"
+    executor: str | None = None
+    executor_options: Mapping[str, Any] = field(default_factory=dict)
+    idempotent: bool | None = None  # None: the action's own flag
+
+
+@dataclass(frozen=True)
+class HostConn:
+    """How a worker reaches one host (copied into ``Keys.host``)."""
+
+    name: str
+    address: str | None
+    port: int
+    user: str | None
+    vars: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PlannedJob:
+    seq: int
+    host: str
+    due: datetime | None  # None: now (by the Redis clock at enqueue)
+    window: str | None = None
+    wclose: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The rollout policy in effect, percentages already turned into counts."""
+
+    max_running: int  # 0 = no limit
+    max_failures: int  # 0 = never abort
+    max_attempts: int
+    backoff_ms: int
+    timeout_ms: int
+    idempotent: bool
+    idempotent_from: str  # "action" or "request"
+
+    def describe(self, request: TaskRequest) -> dict[str, Any]:
+        def limit(value: int, asked: Limit | None) -> str:
+            if not value:
+                return "none"
+            return f"{value} ({asked} of the hosts)" if asked and asked.percent else str(value)
+        return {
+            "max_concurrency": limit(self.max_running, request.max_concurrency),
+            "max_failures": (limit(self.max_failures, request.max_failures)
+                             + (", then abort" if self.max_failures else "")),
+            "attempts": self.max_attempts, "backoff_ms": self.backoff_ms,
+            "timeout_ms": self.timeout_ms,
+            "idempotent": f"{'yes' if self.idempotent else 'no'} (from the {self.idempotent_from})",
+            "lost_job": ("run again (idempotent)" if self.idempotent
+                         else "failed as lost, never run twice"),
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked submission: what will be written and queued (nothing is written yet)."""
+
+    request: TaskRequest
+    target: Target
+    operator: str
+    action: str
+    params: dict[str, Any]  # JSON form (secret references as references)
+    executor: str
+    executor_options: dict[str, Any]
+    expected_ms: int
+    policy: Policy
+    hosts: list[HostConn]
+    groups: list[str]  # the groups the selected hosts are in (blast radius)
+    jobs: list[PlannedJob]
+    start: datetime | None  # None: now
+
+    @property
+    def fleet_wide(self) -> bool:
+        """Many hosts, or an ``all`` term: confirm before submitting."""
+        return len(self.hosts) > CONFIRM_THRESHOLD or any(
+            s.kind == "all" and not s.exclude for s in self.target.selectors)
+
+    def spec(self) -> dict[str, Any]:
+        """The task spec the workers read (``TaskSpec.spec``)."""
+        return {"action": self.action, "params": self.params, "executor": self.executor,
+                "executor_options": self.executor_options, "expected_ms": self.expected_ms}
+
+    def task_spec(self, task_id: int | str) -> TaskSpec:
+        p = self.policy
+        return TaskSpec(str(task_id), priority=self.request.priority, max_running=p.max_running,
+                        max_failures=p.max_failures, max_attempts=p.max_attempts,
+                        backoff_ms=p.backoff_ms, timeout_ms=p.timeout_ms,
+                        idempotent=p.idempotent, spec=self.spec(), operator=self.operator)
+
+    def job_specs(self, task_id: int | str) -> list[JobSpec]:
+        return [JobSpec(f"{task_id}.{j.seq}", j.host,
+                        due_ms=0 if j.due is None else to_ms(j.due), window=j.window,
+                        wclose_ms=None if j.wclose is None else to_ms(j.wclose))
+                for j in self.jobs]
+
+
+# ------------------------------------------------------------------------------------ plan
+
+
+def _policy(request: TaskRequest, action: Any, hosts: int) -> Policy:
+    def count(limit: Limit | None) -> int:
+        return 0 if limit is None else min(limit.of(hosts), hosts)
+    retries = DEFAULT_RETRIES if request.retries is None else request.retries
+    if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 100:
+        raise ValidationError(f"retries {retries!r} must be a whole number from 0 to 100")
+    timeout_s = DEFAULT_TIMEOUT_S if request.timeout_s is None else request.timeout_s
+    backoff_s = DEFAULT_BACKOFF_S if request.backoff_s is None else request.backoff_s
+    if timeout_s <= 0 or timeout_s > 7 * 86400:
+        raise ValidationError(f"timeout {timeout_s:g}s must be longer than 0 and at most 7 days")
+    if backoff_s < 0 or backoff_s > 86400:
+        raise ValidationError(f"backoff {backoff_s:g}s must be from 0 to 1 day")
+    idempotent = bool(action.idempotent) if request.idempotent is None else request.idempotent
+    return Policy(max_running=count(request.max_concurrency),
+                  max_failures=count(request.max_failures), max_attempts=retries + 1,
+                  backoff_ms=int(round(backoff_s * 1000)),
+                  timeout_ms=max(1, int(math.ceil(timeout_s * 1000))), idempotent=idempotent,
+                  idempotent_from="action" if request.idempotent is None else "request")
+
+
+def _executor(request: TaskRequest, action: Any) -> tuple[str, dict[str, Any]]:
+    from tasks.executor_options import EXECUTOR_DEFAULTS, EXECUTORS, read_options
+
+    name = request.executor or action.default_executor
+    if name not in EXECUTORS:
+        raise ValidationError(f"unknown executor {name!r}",
+                              hint="choose one of: " + ", ".join(EXECUTORS))
+    options = dict(request.executor_options)
+    read_options(name, options, EXECUTOR_DEFAULTS[name])  # unknown names and bad values: one line
+    return name, options
+
+
+def _start(request: TaskRequest, now: datetime) -> datetime | None:
+    if request.at is not None and request.delay is not None:
+        raise ValidationError("give --at or --in, not both")
+    if request.delay is not None:
+        return now + request.delay
+    if request.at is not None:
+        if request.at.tzinfo is None:
+            raise ValidationError("--at needs a time zone (internal: naive datetime)")
+        at = request.at.astimezone(timezone.utc)
+        if at < now - PAST_SLACK:
+            raise ValidationError(f"--at {at.isoformat()} is in the past",
+                                  hint="leave --at out to run now")
+        return at
+    return None
+
+
+def _hosts(session: Session, names: list[str]) -> list[HostConn]:
+    wanted = set(names)
+    h = Host.__table__
+    rows = {r.name: r for r in session.execute(
+        sa.select(h.c.name, h.c.address, h.c.port, h.c.user, h.c.vars)) if r.name in wanted}
+    return [HostConn(n, rows[n].address, rows[n].port, rows[n].user, rows[n].vars or {})
+            for n in names]
+
+
+def _window_jobs(session: Session, hosts: list[str], start: datetime,
+                 expected_ms: int) -> list[PlannedJob]:
+    try:
+        from scheduler.windows.assignment import due_times_in_window  # type: ignore[import-not-found]
+    except ImportError:
+        raise ValidationError("--in-window is not available yet (no service-window support "
+                              "in this build)", hint="submit without --in-window") from None
+    due = due_times_in_window(session, hosts, start, expected_ms)
+    return [PlannedJob(i, h, due[h][0], due[h][1], due[h][2]) for i, h in enumerate(hosts)]
+
+
+def plan_task(session: Session, request: TaskRequest, *, operator: str,
+              now: datetime | None = None) -> Plan:
+    """Check ``request`` against the action registry and the stored inventory; write nothing.
+
+    Raises :class:`ValidationError` (or ``NotFoundError`` for an unknown action) with one line.
+    """
+    import tasks
+
+    now = now or utcnow()
+    action = tasks.get_action(request.action)
+    typed = action.validate(dict(request.params))
+    dumped = action.dump(typed) if hasattr(action, "dump") else dict(request.params)
+    expected = int(action.estimate_ms(typed)) if hasattr(action, "estimate_ms") else int(
+        action.expected_ms)
+    if request.priority not in PRIORITY_CLASSES:
+        raise ValidationError(f"priority {request.priority!r} is not one of "
+                              f"{', '.join(PRIORITY_CLASSES)}")
+    if request.name is not None and (not request.name.strip() or len(request.name) > MAX_NAME):
+        raise ValidationError(f"name must be 1 to {MAX_NAME} characters")
+    if not operator or len(operator) > MAX_NAME:
+        raise ValidationError("the operator name must be 1 to 255 characters (--as)")
+    executor, options = _executor(request, action)
+    start = _start(request, now)
+    if action.requires_window and not request.in_window:
+        raise ValidationError(f"action {action.name} must run inside service windows",
+                              hint="add --in-window (each host's job waits for its window)")
+
+    from scheduler.inventory import group_member_map
+
+    target = parse_target(request.target)
+    members = group_member_map(session)
+    every = members.get("all", set())
+    names = resolve_target(target, every, members)
+    selected = set(names)
+    groups = sorted(g for g, hs in members.items()
+                    if g not in ("all", "ungrouped") and not hs.isdisjoint(selected))
+    policy = _policy(request, action, len(names))
+    if request.in_window:
+        jobs = _window_jobs(session, names, start or now, expected)
+    else:
+        jobs = [PlannedJob(i, h, start) for i, h in enumerate(names)]
+    return Plan(request=request, target=target, operator=operator, action=action.name,
+                params=dumped, executor=executor, executor_options=options,
+                expected_ms=expected, policy=policy, hosts=_hosts(session, names),
+                groups=groups, jobs=jobs, start=start)
+
+
+# ---------------------------------------------------------------------------------- record
+
+
+def record_task(session: Session, plan: Plan, *, now: datetime | None = None) -> int:
+    """Write the task (``accepted``), its job rows and a ``submit`` event; return the task id."""
+
+    now = now or utcnow()
+    p, r = plan.policy, plan.request
+    task_id = session.execute(sa.insert(Task.__table__).values(
+        name=r.name, action=plan.action, params=plan.params, executor=plan.executor,
+        target=str(plan.target), operator=plan.operator, priority=r.priority,
+        max_running=p.max_running, max_failures=p.max_failures, max_attempts=p.max_attempts,
+        backoff_ms=p.backoff_ms, timeout_s=max(1, math.ceil(p.timeout_ms / 1000)),
+        idempotent=p.idempotent, in_window=r.in_window, start_at=plan.start,
+        state="accepted", created_at=now, total=len(plan.jobs),
+    ).returning(Task.__table__.c.id)).scalar_one()
+    rows = [{"id": f"{task_id}.{j.seq}", "task_id": task_id, "seq": j.seq, "host": j.host,
+             "state": "accepted", "attempts": 0, "due_at": j.due or now, "window": j.window}
+            for j in plan.jobs]
+    session.execute(sa.insert(Job.__table__), rows)
+    spec = plan.task_spec(task_id)
+    record_event(session, "submit", operator=plan.operator, task_id=task_id, at=now, data={
+        "name": r.name, "target": str(plan.target), "hosts": len(plan.hosts),
+        "groups": plan.groups[:50], "in_window": r.in_window,
+        "start": plan.start.isoformat() if plan.start else None,
+        "queue": {"priority": spec.priority, "max_running": spec.max_running,
+                  "max_failures": spec.max_failures, "max_attempts": spec.max_attempts,
+                  "backoff_ms": spec.backoff_ms, "timeout_ms": spec.timeout_ms,
+                  "idempotent": spec.idempotent, "spec": spec.spec}})
+    return int(task_id)
+
+
+# ---------------------------------------------------------------------------------- submit
+
+
+@dataclass(frozen=True)
+class Submitted:
+    task_id: int
+    jobs: int
+    plan: Plan
+
+
+def submit(engine: Engine, connect: Callable[[], redis.Redis], request: TaskRequest, *,
+           operator: str, keys: Keys = Keys(), plan: Plan | None = None) -> Submitted:
+    """Plan and record the task in one transaction, then enqueue it (``scheduler.submission.fanout``).
+
+    ``plan``: one the caller made already (and showed the operator) in this same database; it
+    is recorded as it is. Raises :class:`NotQueuedError` when Redis fails after the record.
+    """
+    from scheduler.record.session import transaction
+    from scheduler.submission.fanout import fan_out, mark_queued
+
+    with transaction(engine) as session:
+        if plan is None:
+            plan = plan_task(session, request, operator=operator)
+        task_id = record_task(session, plan)
+    try:
+        client = connect()
+        fan_out(client, keys, plan.task_spec(task_id), plan.hosts, plan.job_specs(task_id))
+    except (FleetschedError, redis.RedisError, OSError) as exc:
+        from scheduler.config import redact_exception
+
+        reason = str(exc) if isinstance(exc, FleetschedError) else (
+            f"{type(exc).__name__}: {redact_exception(exc)}")
+        raise NotQueuedError(task_id, reason.splitlines()[0] if reason else "Redis failed") from None
+    with transaction(engine) as session:
+        mark_queued(session, task_id)
+    return Submitted(task_id=task_id, jobs=len(plan.jobs), plan=plan)

@@ -1,0 +1,257 @@
+"""Service windows between SQL, the calendar core and Redis: what submission and claim use.
+
+The calendar arithmetic is ``scheduler.calendar.windows`` (pure); this module owns the glue:
+
+1. :func:`window_from_row`: a ``windows`` row -> ``scheduler.calendar.windows.Window`` (kind ``freeze``
+   -> ``freeze=True``; ``starts_at``/``ends_at`` -> ``start``/``end``; ``duration_s`` ->
+   ``duration``; approved unless it requires approval and has none);
+2. :func:`effective`: each host's windows and freezes from the stored assignments (host beats
+   its deepest group, beats fleet-wide; freezes add up), via ``effective_window``;
+3. :func:`due_times_in_window`: for ``submit --in-window``, each host's due time (its next
+   opening at or after the start that fits the expected duration), the job's ``window`` field
+   and the opening's close; refuses hosts without a window, or without an approved opening;
+4. the job's ``window`` field (:func:`window_field` / :func:`parse_window_field`): the names of
+   every window and freeze that applied at submission, space-separated, freezes as ``!name``
+   (window names never hold spaces nor start with ``!``);
+5. Redis copies of the definitions (``Keys.window``) for the claim-time check
+   (``workers.deferral``): :func:`publish`, :func:`unpublish`, :func:`window_from_hash`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import redis
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from scheduler.calendar.windows import (
+    Assignment,
+    EffectiveWindows,
+    Window,
+    effective_window,
+    next_opening,
+)
+from scheduler.errors import ValidationError
+from scheduler.queue.keys import Keys
+from scheduler.record.models import Group, Host, WindowAssignment, group_children, group_hosts
+from scheduler.record.models import Window as WindowRow
+
+__all__ = [
+    "FREEZE_MARK", "MAX_LISTED", "due_times_in_window", "effective", "host_groups",
+    "load_assignments", "parse_window_field", "publish", "unpublish", "window_field",
+    "window_from_hash", "window_from_row", "window_hash",
+]
+
+FREEZE_MARK = "!"  # a freeze's name in a job's window field
+MAX_LISTED = 20  # host names listed in one refusal line
+MAX_FIELD = 255  # characters of a job's window field (jobs.window is String(255))
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+
+
+def window_from_row(row: Any) -> Window:
+    """The calendar model of a stored window (read back without the ten-year check)."""
+    return Window(
+        name=row.name, tz=row.tz or "UTC", rrule=row.rrule, cron=row.cron,
+        duration=timedelta(seconds=row.duration_s) if row.duration_s is not None else None,
+        end_time=row.end_time, start=_utc(row.starts_at), end=_utc(row.ends_at),
+        approved=not row.requires_approval or row.approved_at is not None,
+        freeze=row.kind == "freeze")
+
+
+# --------------------------------------------------------------------------- assignments
+
+
+def _group_depths(session: Session) -> dict[str, int]:
+    """Each stored group's depth: the longest chain of parents above it (``all`` 0, top 1)."""
+    g = Group.__table__
+    names = {gid: name for gid, name in session.execute(sa.select(g.c.id, g.c.name))}
+    children: dict[str, list[str]] = defaultdict(list)
+    indegree = dict.fromkeys(names.values(), 0)
+    for parent, child in session.execute(
+            sa.select(group_children.c.parent_id, group_children.c.child_id)):
+        children[names[parent]].append(names[child])
+        indegree[names[child]] += 1
+    depth = dict.fromkeys(names.values(), 1)
+    depth["all"] = 0
+    ready = [n for n, k in indegree.items() if k == 0]
+    while ready:  # Kahn's order; a loop (refused at import) just keeps depth 1
+        name = ready.pop()
+        for child in children.get(name, ()):
+            depth[child] = max(depth[child], depth[name] + 1)
+            indegree[child] -= 1
+            if indegree[child] == 0:
+                ready.append(child)
+    return depth
+
+
+def host_groups(session: Session, hosts: Iterable[str]) -> dict[str, dict[str, int]]:
+    """Every group each host is in, directly or through parents, with its depth (plus ``all``)."""
+    wanted = set(hosts)
+    g, h = Group.__table__, Host.__table__
+    ids = {gid: name for gid, name in session.execute(sa.select(g.c.id, g.c.name))}
+    parents: dict[str, set[str]] = defaultdict(set)
+    for parent, child in session.execute(
+            sa.select(group_children.c.parent_id, group_children.c.child_id)):
+        parents[ids[child]].add(ids[parent])
+    direct: dict[str, set[str]] = defaultdict(set)
+    for hname, gid in session.execute(
+            sa.select(h.c.name, group_hosts.c.group_id).join(h, h.c.id == group_hosts.c.host_id)):
+        if hname in wanted:
+            direct[hname].add(ids[gid])
+    depth = _group_depths(session)
+    out: dict[str, dict[str, int]] = {}
+    for host in wanted:
+        seen: set[str] = set()
+        todo = list(direct.get(host, ()))
+        while todo:
+            name = todo.pop()
+            if name not in seen:
+                seen.add(name)
+                todo.extend(parents.get(name, ()))
+        seen.add("all")
+        out[host] = {name: depth.get(name, 1) for name in seen}
+    return out
+
+
+def load_assignments(session: Session) -> list[Assignment]:
+    """Every stored assignment, with its window as the calendar model."""
+    a, h, g = WindowAssignment.__table__, Host.__table__, Group.__table__
+    rows = session.execute(sa.select(WindowRow.__table__))
+    windows = {row.id: window_from_row(row) for row in rows}
+    rows = session.execute(
+        sa.select(a.c.window_id, h.c.name.label("host"), g.c.name.label("group"))
+        .select_from(a).outerjoin(h, h.c.id == a.c.host_id).outerjoin(g, g.c.id == a.c.group_id)
+        .order_by(a.c.id))
+    return [Assignment(windows[r.window_id], host=r.host, group=r.group) for r in rows]
+
+
+def effective(session: Session, hosts: Iterable[str]) -> dict[str, EffectiveWindows]:
+    """Each host's windows and freezes (``scheduler.calendar.windows.effective_window``)."""
+    names = list(hosts)
+    groups = host_groups(session, names)
+    assignments = load_assignments(session)
+    return {h: effective_window(h, groups.get(h, {"all": 0}), assignments) for h in names}
+
+
+# ------------------------------------------------------------------------- submission
+
+
+def window_field(eff: EffectiveWindows) -> str:
+    """The job's ``window`` field: window names, then ``!freeze`` names, space-separated."""
+    return " ".join([w.name for w in eff.windows] + [FREEZE_MARK + f.name for f in eff.freezes])
+
+
+def parse_window_field(text: str) -> tuple[list[str], list[str]]:
+    """(window names, freeze names) of a job's ``window`` field."""
+    names = text.split()
+    return ([n for n in names if not n.startswith(FREEZE_MARK)],
+            [n[len(FREEZE_MARK):] for n in names if n.startswith(FREEZE_MARK)])
+
+
+def _listed(hosts: list[str]) -> str:
+    shown = ", ".join(hosts[:MAX_LISTED])
+    return shown + (f" and {len(hosts) - MAX_LISTED} more" if len(hosts) > MAX_LISTED else "")
+
+
+def due_times_in_window(session: Session, hosts: Iterable[str], start_utc: datetime,
+                        expected_ms: int) -> dict[str, tuple[datetime, str, datetime]]:
+    """``{host: (due_utc, window field, wclose_utc)}``: each host's next opening at or after
+    ``start_utc`` in which a job of ``expected_ms`` fits (outside every freeze).
+
+    Raises ``ValidationError`` (one line, nothing written) listing the hosts without a window,
+    else those whose windows have no approved opening that fits within two years.
+    """
+    names = sorted(set(hosts))
+    eff = effective(session, names)
+    without = [h for h in names if not eff[h].windows]
+    if without:
+        raise ValidationError(
+            f"{len(without)} of {len(names)} hosts have no service window: {_listed(without)}",
+            hint="assign one (fleetsched windows assign NAME --host H | --group G) or submit "
+                 "without --in-window")
+    need = timedelta(milliseconds=max(0, int(expected_ms)))
+    out: dict[str, tuple[datetime, str, datetime]] = {}
+    cache: dict[str, tuple[datetime, datetime] | None] = {}
+    unfit: list[str] = []
+    for host in names:
+        e = eff[host]
+        field = window_field(e)
+        if len(field) > MAX_FIELD:
+            raise ValidationError(f"host {host} has too many windows and freezes to queue "
+                                  f"({len(field)} characters of names, at most {MAX_FIELD})")
+        if field not in cache:  # hosts of one group share their windows: compute once
+            found = next_opening(list(e.windows), start_utc, need, freezes=list(e.freezes))
+            cache[field] = None if found is None else (found.start_utc, found.end_utc)
+        slot = cache[field]
+        if slot is None:
+            unfit.append(host)
+        else:
+            out[host] = (slot[0], field, slot[1])
+    if unfit:
+        raise ValidationError(
+            f"{len(unfit)} hosts have no approved opening long enough "
+            f"({need.total_seconds():g}s) in the next two years: {_listed(unfit)}",
+            hint="approve their windows (fleetsched windows approve NAME) or lengthen them")
+    return out
+
+
+# ------------------------------------------------------------------------- Redis copies
+
+
+def _ms(value: datetime | None) -> str:
+    if value is None:
+        return ""
+    return str(int(value.replace(tzinfo=value.tzinfo or timezone.utc).timestamp() * 1000))
+
+
+def window_hash(row: Any) -> dict[str, str]:
+    """A stored window as the ``Keys.window`` hash the workers read."""
+    return {
+        "kind": row.kind, "tz": row.tz or "UTC", "rrule": row.rrule or "", "cron": row.cron or "",
+        "duration_s": "" if row.duration_s is None else str(row.duration_s),
+        "end_time": row.end_time or "", "starts_at": _ms(row.starts_at),
+        "ends_at": _ms(row.ends_at),
+        "approved": "0" if row.requires_approval and row.approved_at is None else "1",
+    }
+
+
+def window_from_hash(name: str, data: Mapping[str, str]) -> Window:
+    """The calendar model from a ``Keys.window`` hash (``ValidationError`` if it is corrupt)."""
+    def when(key: str) -> datetime | None:
+        raw = data.get(key) or ""
+        return datetime.fromtimestamp(int(raw) / 1000, timezone.utc) if raw else None
+    duration = data.get("duration_s") or ""
+    return Window(
+        name=name, tz=data.get("tz") or "UTC", rrule=data.get("rrule") or None,
+        cron=data.get("cron") or None,
+        duration=timedelta(seconds=int(duration)) if duration else None,
+        end_time=data.get("end_time") or None, start=when("starts_at"), end=when("ends_at"),
+        approved=data.get("approved", "1") == "1", freeze=data.get("kind") == "freeze")
+
+
+def publish(client: redis.Redis, keys: Keys, rows: Iterable[Any]) -> int:
+    """Copy window definitions into Redis (replacing what was there); returns how many."""
+    pipe = client.pipeline(transaction=True)
+    n = 0
+    for row in rows:
+        pipe.delete(keys.window(row.name))
+        pipe.hset(keys.window(row.name), mapping=window_hash(row))
+        n += 1
+    pipe.execute()
+    return n
+
+
+def unpublish(client: redis.Redis, keys: Keys, names: Iterable[str]) -> None:
+    """Drop Redis copies of removed windows (a queued job naming one waits, see deferral)."""
+    names = list(names)
+    if names:
+        client.delete(*[keys.window(n) for n in names])

@@ -1,0 +1,360 @@
+"""Stored service windows: what ``fleetsched windows`` adds, assigns, approves, lists and removes.
+
+Every change is checked in full before anything is written (the calendar core validates the
+model: ``scheduler.calendar.windows.Window``, ``check_future``), written to SQL with an audit event
+(``window-add``, ``window-assign``, ``window-unassign``, ``window-approve`` with who and when,
+``window-remove``) in
+one transaction, then copied into Redis (``Keys.window``, ``scheduler.windows.assignment.publish``) for
+the claim-time check. If Redis does not answer, the SQL change stands and the command says to
+run ``fleetsched windows sync``, which copies every definition again.
+
+Approval: a window added with ``requires_approval`` is listed but never used (no job is due in
+it, none starts in it) until ``approve``. Freezes (``--freeze``) apply without approval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta
+from typing import Any
+
+import redis
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from scheduler.calendar.recurrence import localize, zone
+from scheduler.calendar.windows import Window, upcoming
+from scheduler.errors import FleetschedError, NotFoundError, ValidationError
+from scheduler.queue.keys import Keys
+from scheduler.record.audit import record_event
+from scheduler.record.models import Group, Host, WindowAssignment
+from scheduler.record.models import Window as WindowRow
+from scheduler.record.types import utcnow
+from scheduler.windows.assignment import FREEZE_MARK, publish, unpublish, window_from_row
+
+__all__ = [
+    "LIST_COLUMNS", "WindowSpec", "add_window", "approve_window", "assign_window",
+    "list_windows", "next_openings", "remove_window", "show_window", "sync_windows",
+    "unassign_window",
+]
+
+LIST_COLUMNS = ["name", "kind", "rule", "length", "tz", "approval", "assigned", "next_open_utc"]
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """A window as typed: times as ISO text (naive = wall time in ``tz``), durations as text."""
+
+    name: str
+    tz: str = "UTC"
+    rrule: str | None = None
+    cron: str | None = None
+    duration: str | None = None
+    end_time: str | None = None
+    start: str | None = None
+    end: str | None = None
+    freeze: bool = False
+    requires_approval: bool = False
+    description: str | None = None
+
+
+def _when(text: str, what: str) -> datetime:
+    try:
+        return datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValidationError(f"{what} {text!r} is not an ISO time", hint="e.g. "
+                              "2026-12-01T22:00 (in --tz) or 2026-12-01T22:00+01:00") from None
+
+
+def _duration(text: str) -> timedelta:
+    from scheduler.parse import parse_duration
+
+    if text.strip().startswith("-"):
+        raise ValidationError(f"--duration {text!r} must be positive", hint="e.g. --duration 4h")
+    d = parse_duration(text, "--duration")
+    if d.total_seconds() != int(d.total_seconds()):
+        raise ValidationError(f"--duration {text!r} must be whole seconds")
+    return d
+
+
+def _instant(value: datetime | None, tz: str) -> datetime | None:
+    if value is None:
+        return None
+    return localize(value, zone(tz)) if value.tzinfo is None else value
+
+
+def build(spec: WindowSpec, now: datetime | None = None) -> tuple[Window, dict[str, Any]]:
+    """The validated model and the SQL row values; ``ValidationError`` (one line) otherwise."""
+    if isinstance(spec.name, str) and spec.name.startswith(FREEZE_MARK):
+        raise ValidationError(f"window name {spec.name!r} must not start with {FREEZE_MARK!r}")
+    zone(spec.tz)
+    start = _when(spec.start, "--start") if spec.start else None
+    end = _when(spec.end, "--end") if spec.end else None
+    duration = _duration(spec.duration) if spec.duration else None
+    window = Window(name=spec.name, tz=spec.tz, rrule=spec.rrule, cron=spec.cron,
+                    duration=duration, end_time=spec.end_time, start=start, end=end,
+                    approved=not spec.requires_approval, freeze=spec.freeze)
+    window.check_future(now)
+    kind = "freeze" if spec.freeze else "recurring" if window.recurring else "oneoff"
+    values = {"name": spec.name, "kind": kind, "rrule": spec.rrule, "cron": spec.cron,
+              "duration_s": int(duration.total_seconds()) if duration else None,
+              "end_time": _clock(window),
+              "tz": spec.tz, "starts_at": _instant(start, spec.tz),
+              "ends_at": _instant(end, spec.tz), "requires_approval": spec.requires_approval,
+              "description": spec.description}
+    return window, values
+
+
+def _clock(window: Window) -> str | None:
+    end = window.end_time
+    return end.strftime("%H:%M:%S") if isinstance(end, time) else None
+
+
+def _row(session: Session, name: str) -> WindowRow:
+    row = session.scalars(sa.select(WindowRow).where(WindowRow.name == name)).first()
+    if row is None:
+        raise NotFoundError(f"no window named {name!r}", hint="see `fleetsched windows list`")
+    return row
+
+
+def _event(session: Session, kind: str, operator: str, data: dict[str, Any]) -> None:
+    record_event(session, kind, operator=operator, data=data)
+
+
+def _copy(connect: Any, keys: Keys, rows: Sequence[Any] = (),
+          gone: Sequence[str] = ()) -> str | None:
+    """Copy to Redis; returns a warning (the SQL change stands) or None."""
+    try:
+        client = connect()
+        try:
+            publish(client, keys, rows)
+            unpublish(client, keys, gone)
+        finally:
+            client.close()
+    except (FleetschedError, redis.RedisError, OSError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return f"recorded, but Redis did not take the copy ({first}); run `fleetsched windows sync`"
+    return None
+
+
+def add_window(engine: Engine, connect: Any, spec: WindowSpec, *, operator: str,
+               keys: Keys = Keys(),
+               now: datetime | None = None) -> tuple[dict[str, Any], str | None]:
+    """Validate, record (``window-add``), copy to Redis. Returns (summary, warning)."""
+    from scheduler.record.session import transaction
+
+    now = now or utcnow()
+    window, values = build(spec, now)
+    with transaction(engine) as session:
+        if session.scalars(sa.select(WindowRow.id).where(WindowRow.name == spec.name)).first():
+            raise ValidationError(f"a window named {spec.name!r} exists",
+                                  hint="remove it first, or choose another name")
+        row = WindowRow(**values, created_by=operator)
+        session.add(row)
+        session.flush()
+        _event(session, "window-add", operator, {"window": spec.name, "kind": values["kind"],
+                                                 "requires_approval": spec.requires_approval})
+        copy = [_Copy.of(row)]
+    nxt = upcoming(window, now, 1)
+    return ({"name": spec.name, "kind": values["kind"],
+             "next_open_utc": nxt[0].start_utc if nxt else None},
+            _copy(connect, keys, copy))
+
+
+@dataclass(frozen=True)
+class _Copy:
+    """The fields ``publish`` reads, detached from the session."""
+
+    name: str
+    kind: str
+    rrule: str | None
+    cron: str | None
+    duration_s: int | None
+    end_time: str | None
+    tz: str
+    starts_at: datetime | None
+    ends_at: datetime | None
+    requires_approval: bool
+    approved_at: datetime | None
+
+    @classmethod
+    def of(cls, row: Any) -> _Copy:
+        return cls(row.name, row.kind, row.rrule, row.cron, row.duration_s, row.end_time,
+                   row.tz, row.starts_at, row.ends_at, row.requires_approval, row.approved_at)
+
+
+def assign_window(engine: Engine, name: str, *, hosts: Sequence[str] = (),
+                  groups: Sequence[str] = (), operator: str) -> int:
+    """Assign the window to hosts and groups (``window-assign``); returns the new assignments."""
+    from scheduler.record.session import transaction
+
+    if not hosts and not groups:
+        raise ValidationError("give --host or --group (repeatable)",
+                              hint="e.g. fleetsched windows assign sun-night --group customer-acme")
+    added = 0
+    with transaction(engine) as session:
+        row = _row(session, name)
+        have = {(a.host_id, a.group_id) for a in row.assignments}
+        for what, model, names in (("host", Host, hosts), ("group", Group, groups)):
+            for n in names:
+                target = session.scalars(sa.select(model).where(model.name == n)).first()
+                if target is None:
+                    raise NotFoundError(f"no {what} named {n!r}",
+                                        hint=f"see `fleetsched {what}s list`")
+                key = (target.id, None) if what == "host" else (None, target.id)
+                if key in have:
+                    continue
+                have.add(key)
+                session.add(WindowAssignment(window_id=row.id, host_id=key[0], group_id=key[1]))
+                added += 1
+        _event(session, "window-assign", operator, {"window": name, "hosts": list(hosts),
+                                                    "groups": list(groups), "added": added})
+    return added
+
+
+def unassign_window(engine: Engine, connect: Any, name: str, *, hosts: Sequence[str] = (),
+                    groups: Sequence[str] = (), operator: str,
+                    keys: Keys = Keys()) -> tuple[int, str | None]:
+    """Remove assignments (``window-unassign``), then copy the definition to Redis again.
+
+    Every named host or group must hold an assignment of this window, or nothing is removed
+    (``NotFoundError``). Jobs already queued with the window keep it. Returns (removed, warning)."""
+    from scheduler.record.session import transaction
+
+    if not hosts and not groups:
+        raise ValidationError("give --host or --group (repeatable)",
+                              hint="e.g. fleetsched windows unassign sun-night --group customer-acme")
+    with transaction(engine) as session:
+        row = _row(session, name)
+        by_key = {(a.host_id, a.group_id): a for a in row.assignments}
+        drop: dict[tuple[int | None, int | None], WindowAssignment] = {}
+        for what, model, names in (("host", Host, hosts), ("group", Group, groups)):
+            for n in names:
+                target = session.scalars(sa.select(model).where(model.name == n)).first()
+                if target is None:
+                    raise NotFoundError(f"no {what} named {n!r}",
+                                        hint=f"see `fleetsched {what}s list`")
+                key = (target.id, None) if what == "host" else (None, target.id)
+                if key not in by_key:
+                    raise NotFoundError(f"window {name!r} is not assigned to {what} {n!r}",
+                                        hint=f"see `fleetsched windows show {name}`")
+                drop[key] = by_key[key]
+        for assignment in drop.values():
+            session.delete(assignment)
+        _event(session, "window-unassign", operator, {"window": name, "hosts": list(hosts),
+                                                      "groups": list(groups),
+                                                      "removed": len(drop)})
+        copy = [_Copy.of(row)]
+    return len(drop), _copy(connect, keys, copy)
+
+
+def approve_window(engine: Engine, connect: Any, name: str, *, operator: str,
+                   keys: Keys = Keys()) -> tuple[datetime, str | None]:
+    """Record the approval (who, when: ``window-approve``) and copy it. Returns (when, warning)."""
+    from scheduler.record.session import transaction
+
+    with transaction(engine) as session:
+        row = _row(session, name)
+        if not row.requires_approval:
+            raise ValidationError(f"window {name!r} does not require approval",
+                                  hint="it is in use already")
+        row.approved_by, row.approved_at = operator, utcnow()
+        _event(session, "window-approve", operator, {"window": name,
+                                                     "approved_at": row.approved_at.isoformat()})
+        when, copy = row.approved_at, [_Copy.of(row)]
+    return when, _copy(connect, keys, copy)
+
+
+def remove_window(engine: Engine, connect: Any, name: str, *, operator: str,
+                  keys: Keys = Keys()) -> str | None:
+    """Delete the window and its assignments (``window-remove``); returns a warning or None.
+
+    Jobs already queued with it wait (``workers.deferral`` finds no definition) until the
+    operator cancels them or adds a window of that name again."""
+    from scheduler.record.session import transaction
+
+    with transaction(engine) as session:
+        row = _row(session, name)
+        session.delete(row)
+        _event(session, "window-remove", operator, {"window": name})
+    return _copy(connect, keys, gone=[name])
+
+
+def sync_windows(engine: Engine, connect: Any, keys: Keys = Keys()) -> tuple[int, str | None]:
+    """Copy every stored definition into Redis again."""
+    with engine.connect() as conn:
+        rows = [_Copy.of(r) for r in conn.execute(sa.select(WindowRow.__table__))]
+    return len(rows), _copy(connect, keys, rows)
+
+
+# ------------------------------------------------------------------------------ reading
+
+
+def _rule(row: Any) -> str:
+    if row.rrule:
+        return f"RRULE {row.rrule}"
+    if row.cron:
+        return f"cron {row.cron}"
+    return f"{row.starts_at:%Y-%m-%d %H:%M:%S} UTC" if row.starts_at else ""
+
+
+def _length(row: Any) -> str:
+    from scheduler.parse import format_duration
+
+    if row.duration_s:
+        return format_duration(row.duration_s)
+    if row.end_time:
+        return f"until {row.end_time[:5]}"
+    if row.starts_at and row.ends_at:
+        return format_duration((row.ends_at - row.starts_at).total_seconds())
+    return ""
+
+
+def _approval(row: Any) -> str:
+    if not row.requires_approval:
+        return "not required"
+    if row.approved_at is None:
+        return "PENDING"
+    return f"by {row.approved_by} at {row.approved_at:%Y-%m-%d %H:%M} UTC"
+
+
+def _assigned(session: Session, row: WindowRow) -> list[str]:
+    return sorted([f"host:{a.host.name}" for a in row.assignments if a.host] +
+                  [f"group:{a.group.name}" for a in row.assignments if a.group])
+
+
+def list_windows(session: Session, now: datetime | None = None) -> list[dict[str, Any]]:
+    now = now or utcnow()
+    out = []
+    for row in session.scalars(sa.select(WindowRow).order_by(WindowRow.name)):
+        nxt = upcoming(window_from_row(row), now, 1)
+        out.append({"name": row.name, "kind": row.kind, "rule": _rule(row),
+                    "length": _length(row), "tz": row.tz, "approval": _approval(row),
+                    "assigned": ", ".join(_assigned(session, row)),
+                    "next_open_utc": nxt[0].start_utc if nxt else None})
+    return out
+
+
+def next_openings(session: Session, name: str, count: int,
+                  now: datetime | None = None) -> list[dict[str, Any]]:
+    """The next ``count`` openings (one in progress first), in the window's zone and in UTC."""
+    if not 1 <= count <= 1000:
+        raise ValidationError(f"--count {count} must be from 1 to 1000")
+    window = window_from_row(_row(session, name))
+    return [{"start_local": o.start_local, "end_local": o.end_local, "tz": o.tz,
+             "start_utc": o.start_utc, "end_utc": o.end_utc}
+            for o in upcoming(window, now or utcnow(), count)]
+
+
+def show_window(session: Session, name: str, now: datetime | None = None) -> dict[str, Any]:
+    row = _row(session, name)
+    return {"name": row.name, "kind": row.kind, "rrule": row.rrule, "cron": row.cron,
+            "duration_s": row.duration_s, "end_time": row.end_time, "tz": row.tz,
+            "starts_at": row.starts_at, "ends_at": row.ends_at,
+            "requires_approval": row.requires_approval, "approved_by": row.approved_by,
+            "approved_at": row.approved_at, "approval": _approval(row),
+            "created_by": row.created_by, "created_at": row.created_at,
+            "description": row.description, "assigned": _assigned(session, row),
+            "next": next_openings(session, name, 3, now)}

@@ -1,0 +1,143 @@
+"""The layout's one direction of dependencies, read from the imports of every module.
+
+docs/architecture.md ("Module map") draws the layers; this test is what keeps them true:
+
+1. no import circle between modules (lazy imports inside functions count too);
+2. no upward import: a module imports only from its own package or from a lower layer;
+3. ``tasks`` never imports ``workers``; ``scheduler`` imports ``workers`` only from the commands
+   that start workers (``scheduler.cli.worker_cmd``).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("scheduler", "workers", "tasks")
+
+# Lowest first. A module may import its own unit or any unit of a lower layer.
+LAYERS: list[tuple[str, ...]] = [
+    ("scheduler.errors", "scheduler"),
+    ("scheduler.config", "scheduler.parse"),
+    ("scheduler.calendar", "scheduler.redisdb", "tasks"),
+    ("scheduler.queue",),
+    ("scheduler.record",),
+    ("scheduler.inventory",),
+    ("scheduler.windows",),
+    ("scheduler.submission",),
+    ("scheduler.schedules",),
+    ("scheduler.views", "scheduler.reports", "scheduler.health"),
+    ("workers",),
+    ("scheduler.demo",),
+    ("scheduler.cli",),
+    ("scheduler.__main__",),
+]
+# The commands that start worker nodes are the only scheduler modules that import workers.
+STARTS_WORKERS = {"scheduler.cli.worker_cmd"}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            found[name] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """Every project module ``name`` imports, at the top or inside a function."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            # ``from pkg import mod`` imports the module pkg.mod when there is one.
+            targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in MODULES
+                       else node.module for a in node.names]
+        else:
+            continue
+        out |= {t for t in targets if t.split(".")[0] in PACKAGES and t != name}
+    return out
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def _unit(module: str) -> tuple[int, str]:
+    """(layer, unit) of a module: the longest unit prefix that names it."""
+    best: tuple[int, str] | None = None
+    for layer, units in enumerate(LAYERS):
+        for unit in units:
+            if (module == unit or module.startswith(unit + ".")) and (
+                    best is None or len(unit) > len(best[1])):
+                best = (layer, unit)
+    assert best is not None, f"{module} is in no layer of tests/test_layout.py"
+    return best
+
+
+def test_every_module_has_a_layer() -> None:
+    for name in MODULES:
+        _unit(name)
+
+
+def test_no_upward_import() -> None:
+    upward = []
+    for name, deps in GRAPH.items():
+        layer, unit = _unit(name)
+        for dep in deps:
+            dep_layer, dep_unit = _unit(dep)
+            if dep_unit != unit and dep_layer >= layer:
+                upward.append(f"{name} -> {dep}")
+    assert not upward, "imports against the layers:\n" + "\n".join(sorted(upward))
+
+
+def test_no_import_circle() -> None:
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+    path: list[str] = []
+    circles: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for dep in sorted(GRAPH.get(node, ())):
+            if dep not in GRAPH:
+                continue
+            if state.get(dep) == 1:
+                circles.append(" -> ".join(path[path.index(dep):] + [dep]))
+            elif dep not in state:
+                visit(dep)
+        path.pop()
+        state[node] = 2
+
+    for node in sorted(GRAPH):
+        if node not in state:
+            visit(node)
+    assert not circles, "import circles:\n" + "\n".join(circles)
+
+
+def test_tasks_never_import_workers_and_scheduler_only_to_start_them() -> None:
+    wrong = [f"{name} -> {dep}" for name, deps in GRAPH.items() for dep in deps
+             if dep.split(".")[0] == "workers" and name.split(".")[0] != "workers"
+             and name not in STARTS_WORKERS]
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_imports_name_real_modules() -> None:
+    """A rename that left an import behind fails here, not in production."""
+    missing = sorted(f"{name} -> {dep}" for name, deps in GRAPH.items() for dep in deps
+                     if dep not in MODULES and dep.rsplit(".", 1)[0] not in MODULES)
+    assert not missing, "\n".join(missing)
+
+
+def test_plugins_written_against_the_old_contract_path_keep_working() -> None:
+    import tasks.host
+    from workers.executors import base
+
+    assert (base.Host, base.HostSession, base.CommandResult, base.Executor) == (
+        tasks.host.Host, tasks.host.HostSession, tasks.host.CommandResult, tasks.host.Executor)
