@@ -181,7 +181,13 @@ class Finisher:
 
     def _release(self, runs: list[Running]) -> None:
         leases = [(r.job_id, r.token) for r in runs]
-        codes = self._retrying("release", lambda: self.queue.release(self.config.worker_id, leases))
+        try:
+            codes = self._retrying("release",
+                                   lambda: self.queue.release(self.config.worker_id, leases))
+        except QueueError as exc:
+            log.warning("release of %d jobs refused (%s); their leases will expire",
+                        len(leases), exc)
+            return
         if codes is not None:
             self.stats.add(released=sum(1 for c in codes if int(c) >= 0))
 
@@ -204,13 +210,14 @@ class Finisher:
         cause = f"its worker process (pid {child.pid}) {child.describe_exit()}"
         if child.killed_because is not None:
             reason = f"{cause} because {child.killed_because}"
-            interrupted = [r for r in runs if r.idempotent]
-            if interrupted:
-                self._release(interrupted)
+            # Non-idempotent jobs first: failing them must not depend on the release working.
             for r in runs:
                 if not r.idempotent:
                     self._fail(r, JobResult(), f"interrupted: {reason}; not re-run because "
                                "the task is not idempotent", retryable=False)
+            interrupted = [r for r in runs if r.idempotent]
+            if interrupted:
+                self._release(interrupted)
             return
         self.stats.add(children_died=1)
         log.error("child pid %s %s with %d jobs running", child.pid, child.describe_exit(), len(runs))

@@ -9,7 +9,9 @@ Every ``heartbeat_ms`` (a third of the lease by default), one thread:
 3. writes the node's presence into the workers hash (``P:workers``: worker id -> JSON with
    node, pid, slots, busy, ms) for ``fleetsched top`` and status, and removes it on exit.
 
-A Redis hiccup costs one beat, not the thread: the next try comes within half a second.
+A Redis hiccup costs one beat, not the thread: the next try comes within half a second. Any
+other error ends the thread, and the node stops with it (``Node.fail``): a node whose leases
+are no longer renewed must not go on claiming.
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ import logging
 import os
 import socket
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 import redis
 
 from scheduler.queue.keys import Keys
+from scheduler.queue.presence import redis_now_ms
+from scheduler.redisdb.connect import is_permanent
 from workers.config import NodeConfig
 from workers.slots import Slots
 
@@ -63,15 +66,17 @@ class Heartbeat:
                     renewed += 1
         return renewed
 
-    def presence(self) -> dict[str, Any]:
+    def presence(self, now_ms: int) -> dict[str, Any]:
+        """The presence record; ``ms`` is the Redis clock, which every reader compares with."""
         snap = self.slots.snapshot()
         return {"node": socket.gethostname(), "pid": os.getpid(), "slots": snap["slots"],
-                "busy": snap["busy"], "ms": int(time.time() * 1000),
-                "lease_ms": self.config.lease_ms, **self.extra()}
+                "busy": snap["busy"], "ms": now_ms, "lease_ms": self.config.lease_ms,
+                **self.extra()}
 
     def beat(self) -> None:
         self.renew()
-        self.client.hset(self.keys.workers, self.config.worker_id, json.dumps(self.presence()))
+        self.client.hset(self.keys.workers, self.config.worker_id,
+                         json.dumps(self.presence(redis_now_ms(self.client))))
         self.beats += 1
 
     def leave(self) -> None:
@@ -87,6 +92,8 @@ class Heartbeat:
             try:
                 self.beat()
             except redis.RedisError as exc:
+                if is_permanent(exc):
+                    raise  # the node stops: leases it cannot renew must run out, not linger
                 wait = min(interval, 0.5)  # a lease does not survive many missed beats
                 log.warning("heartbeat failed (%s); retrying in %.1fs", exc, wait)
             if stop.wait(wait):

@@ -35,9 +35,11 @@ from typing import Any
 
 import redis
 
+from scheduler.config import redact_exception
 from scheduler.queue import fairshare
 from scheduler.queue.client import JobResult, Queue
 from scheduler.queue.keys import Keys
+from scheduler.redisdb.connect import is_permanent
 from workers.config import NodeConfig
 from workers.deferral import window_deferral
 from workers.finisher import Finisher
@@ -85,6 +87,7 @@ class Node:
         self._grace_until: float | None = None
         self._threads: list[threading.Thread] = []
         self.started = threading.Event()
+        self.fatal: str | None = None  # why the node stopped on its own, if it did
 
     def _queue(self) -> Queue:
         return Queue(self.client, self.keys, lease_ms=self.config.lease_ms)
@@ -104,6 +107,17 @@ class Node:
         elif self._grace_until is None:
             self._grace_until = now + self.config.grace_s
         self._stopping.set()
+
+    def fail(self, why: str) -> None:
+        """Stop the node because a part of it cannot go on: loudly, giving leases back now.
+
+        A node half alive (claiming while its heartbeat is dead, or retrying a refused claim
+        forever while it reports itself alive) is worse than a stopped one: the queue sees a
+        stopped node and its jobs come back after their leases."""
+        if self.fatal is None:
+            self.fatal = why
+            log.critical("stopping the node: %s", why)
+        self.stop(fast=True)
 
     @property
     def stopping(self) -> bool:
@@ -128,7 +142,15 @@ class Node:
         return self.stats
 
     def _spawn(self, name: str, target: Any) -> None:
-        t = threading.Thread(target=target, args=(self._background_stop,), name=name, daemon=True)
+        def guarded(stop: threading.Event) -> None:
+            try:
+                target(stop)
+            except BaseException as exc:  # noqa: BLE001 - no thread of a node dies silently
+                log.exception("the %s thread died", name)
+                self.fail(f"the {name} thread died: {type(exc).__name__}: "
+                          f"{redact_exception(exc)}")
+
+        t = threading.Thread(target=guarded, args=(self._background_stop,), name=name, daemon=True)
         t.start()
         self._threads.append(t)
 
@@ -144,7 +166,10 @@ class Node:
             try:
                 claim = self._claimq.claim(self.config.worker_id, asked, lease_ms=self.config.lease_ms)
             except redis.RedisError as exc:
-                log.warning("claim failed (%s); retrying", exc)
+                if is_permanent(exc):
+                    self.fail(f"Redis refuses the claim: {redact_exception(exc)}")
+                    break
+                log.warning("claim failed (%s); retrying", redact_exception(exc))
                 self._stopping.wait(0.5)
                 continue
             fairshare.maybe_reorder(self._claimq, claim, self.config.settings,
@@ -173,7 +198,10 @@ class Node:
             try:
                 self._claimq.wait_for_work(WAIT_CAP_S)
             except redis.RedisError as exc:
-                log.warning("waiting for work failed (%s); retrying", exc)
+                if is_permanent(exc):
+                    self.fail(f"Redis refuses to wait for work: {redact_exception(exc)}")
+                    break
+                log.warning("waiting for work failed (%s); retrying", redact_exception(exc))
                 self._stopping.wait(0.5)
 
     def _start(self, claim: Any) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scheduler.config import Settings, UrlRedactingFilter
+from scheduler.errors import FleetschedError
 from scheduler.queue.keys import Keys
 from workers.config import NodeConfig
 from workers.master import Node
@@ -93,4 +94,7 @@ def serve(config: NodeConfig, on_started: Callable[[Node], None] | None = None) 
         for s, handler in previous.items():
             signal.signal(s, handler)
         client.close()
+    if node.fatal is not None:
+        raise FleetschedError(f"the worker node stopped: {node.fatal}",
+                              hint="fix the cause (see the log above) and start it again")
     return node.stats

@@ -2,20 +2,26 @@
 
 Each node's heartbeat (``workers.heartbeat``) writes its presence (node, pid, slots, busy, the
 time of the beat in ``ms``); :func:`read_workers` turns the hash into rows with the age of each
-beat and whether it is stale.
+beat and whether it is stale. Both sides read the Redis clock (:func:`redis_now_ms`), never
+their own: the nodes and the operator's machine need not agree on the time.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import redis
 
 from scheduler.queue.keys import Keys
 
-__all__ = ["read_workers"]
+__all__ = ["read_workers", "redis_now_ms"]
+
+
+def redis_now_ms(client: redis.Redis) -> int:
+    """The Redis server's clock in ms since the epoch."""
+    seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
 
 
 def read_workers(client: redis.Redis, prefix: str) -> list[dict[str, Any]]:
@@ -24,7 +30,7 @@ def read_workers(client: redis.Redis, prefix: str) -> list[dict[str, Any]]:
     A worker whose beat is older than two leases is most likely dead; ``stale`` says so.
     """
     keys = Keys(prefix)
-    now_ms = int(time.time() * 1000)
+    now_ms = redis_now_ms(client)
     rows: list[dict[str, Any]] = []
     for worker, raw in sorted(client.hgetall(keys.workers).items()):
         worker = worker.decode() if isinstance(worker, bytes) else worker

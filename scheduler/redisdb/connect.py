@@ -23,12 +23,32 @@ from scheduler.config import Settings, redact_exception, redact_url
 from scheduler.errors import ConfigError, RedisUnavailableError
 from scheduler.redisdb import embedded
 
-__all__ = ["connect", "display_url", "eviction_policy", "check_eviction_policy", "server_status"]
+__all__ = ["check_eviction_policy", "connect", "display_url", "eviction_policy", "is_permanent",
+           "server_status"]
 
 CONNECT_TIMEOUT_S = 5.0
 # Longer than any blocking read the queue issues; a server silent for this long is gone.
 SOCKET_TIMEOUT_S = 30.0
 HEALTH_CHECK_INTERVAL_S = 30
+# Error replies that go away by themselves: a server loading its data, busy with a script,
+# demoted to a replica in a failover, a cluster resharding, or full until someone frees memory.
+TRANSIENT_REPLIES = ("LOADING", "BUSY", "READONLY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN",
+                     "OOM", "MOVED", "ASK")
+
+
+def is_permanent(exc: BaseException) -> bool:
+    """True when retrying ``exc`` cannot help: a permission or authentication refusal (a Redis
+    user that may not run scripts), or an error reply that is not one of the transient ones.
+    A lost connection or a timeout is never permanent."""
+    refused = (redis.exceptions.NoPermissionError, redis.exceptions.AuthorizationError,
+               redis.exceptions.AuthenticationError)
+    if isinstance(exc, refused):
+        return True
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        return False
+    if isinstance(exc, redis.ResponseError):
+        return not str(exc).upper().startswith(TRANSIENT_REPLIES)
+    return False
 
 
 def display_url(settings: Settings) -> str:
