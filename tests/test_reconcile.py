@@ -7,6 +7,7 @@ from __future__ import annotations
 import redis
 import sqlalchemy as sa
 
+from scheduler.errors import Code
 from scheduler.queue.client import JobResult, JobSpec, Queue, TaskSpec
 from scheduler.queue.keys import Keys
 from scheduler.record import migrate
@@ -134,3 +135,44 @@ def test_fleetsched_reconcile_prints_the_counts(tmp_path, redis_url: str) -> Non
     assert '"jobs_requeued": 3' in out and "re-enqueued 3 jobs" in err
     assert client.exists(KEYS.task("1")) == 1
     client.close()
+
+
+def test_a_job_whose_events_another_recorder_holds_uncommitted_is_skipped_and_said(
+        engine: sa.Engine, redis_client: redis.Redis) -> None:
+    # Given a non-idempotent task's two jobs claimed and acked in Redis (hashes gone, ack events
+    # in the stream), the events read by another recorder that has not committed them yet
+    # (mid-batch, retrying its database, or killed a moment ago: pending, idle for seconds)
+    queue = Queue(redis_client, KEYS)
+    task, jobs = submit(engine, queue, 3, idempotent=False)
+    record(redis_client, engine)
+    claimed = queue.claim("w1", 2).jobs
+    queue.ack("w1", [(c.job_id, c.token, JobResult(0)) for c in claimed])
+    redis_client.xreadgroup("recorder", "busy-recorder", {KEYS.events: ">"}, count=10_000)
+    # When reconcile runs
+    report = reconcile(engine, queue, operator="ops")
+    # Then neither finished job is queued again, and the report says why it skipped them
+    done = sorted(c.job_id for c in claimed)
+    assert report.in_stream == done and report.jobs_in_stream == 2
+    assert not set(done) & set(report.requeued)
+    assert all(queue.job_state(j) == {} for j in done)
+    with engine.connect() as conn:
+        ev = conn.execute(sa.select(Event).where(Event.kind == "reconcile")).one()
+    assert ev.data["in_stream"] == done and ev.data["jobs_requeued"] == 0
+
+
+def test_a_rebuilt_job_goes_on_from_its_recorded_attempts_and_fencing_token(
+        engine: sa.Engine, redis_client: redis.Redis) -> None:
+    # Given a job claimed (token 1, attempt 1) by a worker that then stalled, recorded in SQL
+    queue = Queue(redis_client, KEYS)
+    task, [job] = submit(engine, queue, 1)
+    [stale] = queue.claim("w1", 1).jobs
+    record(redis_client, engine)
+    # When Redis loses everything and reconcile rebuilds the job
+    redis_client.flushall()
+    assert reconcile(engine, queue).requeued == [job]
+    # Then its next claim goes on from there: a later attempt and a token above the old one
+    [fresh] = queue.claim("w2", 1).jobs
+    assert fresh.attempt == 2 and fresh.token > stale.token
+    # and the stale worker's ack is refused while the new owner's is accepted
+    assert queue.ack("w1", [(job, stale.token, JobResult(0))]) == [Code.STALE_TOKEN]
+    assert queue.ack("w2", [(job, fresh.token, JobResult(0))]) == [Code.OK]

@@ -54,3 +54,7 @@ def reconcile(
     if report.not_rerun:
         shown = ", ".join(report.not_rerun[:10]) + (" ..." if len(report.not_rerun) > 10 else "")
         output.info(f"not run again (started, non-idempotent; check the hosts): {shown}")
+    if report.in_stream:
+        shown = ", ".join(report.in_stream[:10]) + (" ..." if len(report.in_stream) > 10 else "")
+        output.info(f"skipped, their events are still on the way to SQL (a recorder holds them): "
+                    f"{shown}; run reconcile again once `fleetsched recorder status` shows no lag")

@@ -69,7 +69,8 @@ def check_leases(leases: Sequence[tuple[str, int]]) -> None:
 
 
 def enqueue_entries(task_id: str, jobs: Sequence[JobSpec]) -> list[list[str]]:
-    """The jobs of an enqueue call, checked, as text: [id, host, due, window, window close].
+    """The jobs of an enqueue call, checked, as text: [id, host, due, window, window close],
+    plus [attempt, token] for a job that goes on from earlier attempts.
 
     Plain values pass one combined test per job; anything else takes ``check_jobs``' full
     checks (which raise BadArgumentError naming the job and the field).
@@ -83,12 +84,16 @@ def enqueue_entries(task_id: str, jobs: Sequence[JobSpec]) -> list[list[str]]:
             job_id, host, due, window, wclose = job.job_id, job.host, job.due_ms, job.window, job.wclose_ms
             if (type(job_id) is str and job_id.startswith(prefix) and type(host) is str
                     and 0 < len(host) <= MAX_NAME and type(due) is int and due >= 0
-                    and window is None and wclose is None and host == host.strip() and match(job_id)):
+                    and window is None and wclose is None and host == host.strip() and match(job_id)
+                    and not job.attempt and not job.token):
                 append([job_id, host, str(due), "", ""])
                 continue
         check_jobs(task_id, [job])
-        append([job.job_id, job.host, str(int(job.due_ms)), job.window or "",
-                "" if job.wclose_ms is None else str(int(job.wclose_ms))])
+        entry = [job.job_id, job.host, str(int(job.due_ms)), job.window or "",
+                 "" if job.wclose_ms is None else str(int(job.wclose_ms))]
+        if job.attempt or job.token:
+            entry += [str(int(job.attempt)), str(int(job.token))]
+        append(entry)
     return out
 
 
@@ -105,6 +110,8 @@ def check_jobs(task_id: str, jobs: Sequence[JobSpec]) -> None:
             check_name(f"window of job {job.job_id}", job.window)
         if job.wclose_ms is not None:
             check_ms(f"wclose_ms of job {job.job_id}", job.wclose_ms)
+        check_ms(f"attempt of job {job.job_id}", job.attempt)
+        check_ms(f"token of job {job.job_id}", job.token)
 
 
 @dataclass(frozen=True)
@@ -158,6 +165,10 @@ class JobSpec:
     due_ms: int = 0  # ms epoch; 0 = now by the Redis clock
     window: str | None = None
     wclose_ms: int | None = None
+    # A job rebuilt from SQL (reconcile) goes on from its recorded attempts and fencing token,
+    # so max_attempts does not restart and a stale worker's old token stays refused.
+    attempt: int = 0
+    token: int = 0
 
 
 @dataclass(frozen=True)

@@ -11,16 +11,23 @@ jobs. ``reconcile``:
 4. drains the event stream into SQL (a ``Recorder``) and reads those jobs' states again: a job
    that finished in Redis just before step 3 has its event in the stream already (the scripts
    delete a hash and append its event in one atomic step), so it is recorded now and skipped;
-5. re-enqueues the rest (``Queue.enqueue``; duplicates are skipped by the script), except jobs
+5. skips every job that still has an event anywhere in the stream (``in_stream``): a recorder
+   may hold it, read but not yet committed (mid-batch, retrying its database, or just killed
+   with its entries pending), so SQL cannot yet know the job finished; the report lists them
+   and says to run reconcile again once the recorders have caught up;
+6. re-enqueues the rest (``Queue.enqueue``; duplicates are skipped by the script), each going
+   on from its recorded attempts and fencing token (plus ``TOKEN_GAP``), so ``max_attempts``
+   does not restart and a stale worker's old token stays refused; except jobs
    of non-idempotent tasks that had started running: they may have run, so they are reported
    for the operator instead of being run again blindly;
-6. records in SQL at once what steps 2 and 5 wrote to the stream (``create``, ``enqueue``,
+7. records in SQL at once what steps 2 and 6 wrote to the stream (``create``, ``enqueue``,
    ``pause`` of the tasks it touched; ``operator_events.record_now``, the recorder's own
    idempotent apply), so the re-enqueued job rows are ``pending`` and a recreated ``accepted``
    task ``active`` when reconcile returns, not when a recorder next runs;
-7. records a ``reconcile`` event in SQL with the counts (and the ids, capped).
+8. records a ``reconcile`` event in SQL with the counts (and the ids, capped).
 
-Steps 3 to 5 never re-run a job SQL knows to be finished.
+Steps 3 to 6 never re-run a job SQL knows to be finished, nor one whose fate is still on its
+way from the stream to SQL.
 """
 
 from __future__ import annotations
@@ -45,6 +52,10 @@ from scheduler.submission.fanout import host_conns, recorded_spec, write_hosts
 UNFINISHED_TASK_STATES = ("accepted", "active", "paused")
 ID_LIST_CAP = 1_000  # job ids kept in the reconcile event
 DRAIN_LIMIT = 100_000  # batches; a stream that never drains means something else is wrong
+# A rebuilt job's token goes on from SQL's last one plus this gap: claims that Redis lost in
+# its last second (appendfsync everysec) may have handed out tokens SQL never heard of.
+TOKEN_GAP = 1_000
+STREAM_PAGE = 5_000  # stream entries read per XRANGE when looking for a job's events
 
 
 @dataclass
@@ -56,12 +67,15 @@ class ReconcileReport:
     jobs_finished_meanwhile: int = 0
     jobs_requeued: int = 0
     jobs_not_rerun: int = 0  # started, non-idempotent: left for the operator
+    jobs_in_stream: int = 0  # events still in the stream, not all in SQL: skipped this time
     dry_run: bool = False
     requeued: list[str] = field(default_factory=list)
     not_rerun: list[str] = field(default_factory=list)
+    in_stream: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if k not in ("requeued", "not_rerun")}
+        return {k: v for k, v in asdict(self).items()
+                if k not in ("requeued", "not_rerun", "in_stream")}
 
 
 def task_spec(task: Any, recorded: dict[str, Any] | None = None) -> TaskSpec:
@@ -90,7 +104,7 @@ def _unfinished(engine: Engine) -> tuple[list[Any], dict[int, list[Any]]]:
         ids = [t.id for t in tasks]
         for start in range(0, len(ids), 500):
             q = (sa.select(Job.id, Job.task_id, Job.host, Job.state, Job.due_at, Job.window,
-                           Job.attempts)
+                           Job.attempts, Job.token)
                  .where(Job.task_id.in_(ids[start:start + 500]),
                         Job.state.not_in(JOB_FINAL_STATES))
                  .order_by(Job.task_id, Job.seq))
@@ -130,6 +144,28 @@ def _drain(client: redis.Redis, engine: Engine, queue: Queue) -> None:
                                    hint="check that the recorders are not failing")
 
 
+def _in_stream(client: redis.Redis, queue: Queue, job_ids: set[str]) -> set[str]:
+    """The jobs of ``job_ids`` that any entry still in the stream names (a job event's ``job``,
+    or the ``jobs`` list of a batch event), read in pages from the oldest entry."""
+    found: set[str] = set()
+    start = "-"
+    while job_ids - found:
+        page = client.xrange(queue.keys.events, min=start, max="+", count=STREAM_PAGE)
+        if not page:
+            break
+        for _entry_id, fields in page:
+            job = fields.get("job")
+            if job in job_ids:
+                found.add(job)
+            for listed in (fields.get("jobs") or "").split():
+                if listed in job_ids:
+                    found.add(listed)
+        if len(page) < STREAM_PAGE:
+            break
+        start = "(" + page[-1][0]
+    return found
+
+
 def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
               dry_run: bool = False) -> ReconcileReport:
     """Repair Redis from SQL (see the module docstring); ``dry_run`` changes nothing."""
@@ -159,6 +195,10 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
         finished = _finished_in_sql(engine, missing)
         report.jobs_finished_meanwhile = len(finished)
         missing_set = set(missing) - finished
+        in_stream = _in_stream(client, queue, missing_set)
+        report.in_stream = sorted(in_stream)
+        report.jobs_in_stream = len(in_stream)
+        missing_set -= in_stream
         by_task = {t.id: t for t in tasks}
         requeue: dict[int, list[JobSpec]] = defaultdict(list)
         for job in candidates:
@@ -169,8 +209,9 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
                 report.not_rerun.append(job.id)
                 continue
             due = to_ms(job.due_at) if job.due_at is not None else 0
-            requeue[job.task_id].append(JobSpec(job.id, job.host, due_ms=max(due, 0),
-                                                window=job.window))
+            requeue[job.task_id].append(JobSpec(
+                job.id, job.host, due_ms=max(due, 0), window=job.window,
+                attempt=job.attempts or 0, token=(job.token or 0) + TOKEN_GAP))
             report.requeued.append(job.id)
         report.jobs_requeued = len(report.requeued)
         report.jobs_not_rerun = len(report.not_rerun)
@@ -190,7 +231,8 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
         with engine.begin() as conn:
             record_event(conn, "reconcile", operator=operator, data={
                 **report.counts(), "requeued": report.requeued[:ID_LIST_CAP],
-                "not_rerun": report.not_rerun[:ID_LIST_CAP]})
+                "not_rerun": report.not_rerun[:ID_LIST_CAP],
+                "in_stream": report.in_stream[:ID_LIST_CAP]})
     return report
 
 

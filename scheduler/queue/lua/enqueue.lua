@@ -10,7 +10,9 @@ ARGV[3]      wake channel ({P}:wake)
 ARGV[4]      the jobs, as JSON text: a list of n >= 1 lists of 5 strings [job id "<task id>.<k>",
              host, due (ms epoch in decimal text, '0' = now by the Redis clock), window name
              ('' = none), window close (ms epoch, '' = none)] (one argument parses faster on
-             both sides than 5n, see docs/benchmarks.md "Queue core")
+             both sides than 5n, see docs/benchmarks.md "Queue core"), or of 7 with the
+             attempts made and the last fencing token of a job rebuilt from SQL (reconcile):
+             its next claim goes on from them
 Returns  {added, total} where added counts the new jobs (ids already present are skipped) and
          total is the task's job count. One event enqueue per call (jobs = space-separated ids).
          Publishes on wake when the batch puts a job ahead of the head of the due set.
@@ -39,9 +41,14 @@ local span = fs_num(t[3])
 for i = 1, #jobs do
   local job = jobs[i]
   if type(job) ~= 'table' or type(job[1]) ~= 'string' or type(job[2]) ~= 'string'
-      or type(job[3]) ~= 'string' or type(job[4]) ~= 'string' or type(job[5]) ~= 'string' then
+      or type(job[3]) ~= 'string' or type(job[4]) ~= 'string' or type(job[5]) ~= 'string'
+      or (#job ~= 5 and #job ~= 7) then
     return fs_err(FS_BAD_ARGUMENT,
       'enqueue job ' .. i .. ' is not 5 strings [id, host, due, window, window close]')
+  end
+  if #job == 7 and (type(job[6]) ~= 'string' or not string.match(job[6], '^%d+$')
+      or type(job[7]) ~= 'string' or not string.match(job[7], '^%d+$')) then
+    return fs_err(FS_BAD_ARGUMENT, 'enqueue job ' .. i .. ': attempt and token must be integers')
   end
   local id, host, due, wclose = job[1], job[2], job[3], job[5]
   local k = string.sub(id, #prefix + 1)
@@ -65,7 +72,7 @@ local head = redis.call('ZRANGE', due_key, 0, 0, 'WITHSCORES')
 local earliest = nil
 local added, scored = {}, {}
 for i = 1, #jobs do
-  local id, host, due, window, wclose = unpack(jobs[i])
+  local id, host, due, window, wclose, attempt, token = unpack(jobs[i])
   local jk = tag .. ':job:' .. id
   if redis.call('EXISTS', jk) == 0 then
     local at = tonumber(due)
@@ -77,6 +84,7 @@ for i = 1, #jobs do
     else
       redis.call('HSET', jk, 'host', host, 'state', 'pending', 'due', due)
     end
+    if attempt then redis.call('HSET', jk, 'attempt', attempt, 'token', token) end
     added[#added + 1] = id
     scored[#scored + 1], scored[#scored + 2] = due, id
     if earliest == nil or at < earliest then earliest = at end
