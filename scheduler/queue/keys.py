@@ -54,6 +54,12 @@ class Keys:
         return f"{self.tag}:held:{task_id}"
 
     @property
+    def leases(self) -> str:
+        """ZSET running job id (or ``sched:<name>``) -> lease expiry ms: the claim script visits
+        expired ones first, so a dead worker's jobs are found whatever the due backlog."""
+        return f"{self.tag}:leases"
+
+    @property
     def dead(self) -> str:
         """ZSET job id -> ms epoch of jobs that failed for good (the dead letter set)."""
         return f"{self.tag}:dead"

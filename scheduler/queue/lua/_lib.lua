@@ -75,6 +75,12 @@ local function fs_put_due(due, id, score, wake)
   end
 end
 
+-- The shard's leases set {P}:leases (a running job's or firing schedule entry's id -> its lease
+-- expiry), named from any due set key of the shard: same hash tag, so the same cluster slot.
+local function fs_leases_of(due_key)
+  return (string.gsub(due_key, ':due:%a+$', ':leases'))
+end
+
 -- The due set of a priority class; due_keys = {urgent=..., normal=..., bulk=...}.
 local function fs_due_of(due_keys, prio)
   return due_keys[prio] or due_keys['normal']
@@ -148,5 +154,6 @@ local function fs_bury(jk, id, due, dead, now, err)
   redis.call('HSET', jk, 'state', 'failed', 'error', err)
   redis.call('HDEL', jk, 'owner')
   redis.call('ZREM', due, id)
+  redis.call('ZREM', fs_leases_of(due), id)
   redis.call('ZADD', dead, now, id)
 end

@@ -104,6 +104,7 @@ if #gone > 0 then redis.call('DEL', unpack(gone)) end
 -- same ids are removed from the other class sets too (an acked job must leave every set).
 for _, due in ipairs(due_order) do
   local ids = removed[due]
+  redis.call('ZREM', fs_leases_of(due), unpack(ids))
   if redis.call('ZREM', due, unpack(ids)) < #ids then
     for _, key in pairs(due_keys) do
       if key ~= due then redis.call('ZREM', key, unpack(ids)) end

@@ -22,6 +22,13 @@ Returns     {now_ms, next_due_ms or -1, claimed, lost, schedules}
                      token, occurrence (ms); '{}' when empty
 Errors      {-4 BAD_ARGUMENT, message}; nothing is written.
 
+Expired leases come first: before the due sets, the call visits up to `batch` entries of the
+leases set ({P}:leases, derived from KEYS[1]: running jobs and firing schedule entries scored
+by their lease expiry) whose lease has run out, so a dead worker's jobs are found within a lease
+of their expiry whatever the backlog of jobs due before it (their entries in the due sets sort
+behind every job due earlier). A leases entry whose job is no longer running, or whose due
+entry is not yet due, is dropped.
+
 Every due entry visited leaves the range [-inf, now] in the same call (claimed: moved to the
 lease expiry; otherwise removed from the set), so the loop always advances: O(B log N) when
 jobs are claimable, O(scan limit * log N) at worst.
@@ -89,6 +96,8 @@ local function task_of(task_id)
   return t
 end
 
+local leases = fs_leases_of(due_keys.urgent)
+
 local function cancel(due, id, jk, t)
   redis.call('DEL', jk)
   redis.call('ZREM', due, id)
@@ -135,6 +144,7 @@ end
 -- Returns true when the job is to be claimed again (after_loss).
 local function lose(due, id, jk, j, t)
   local attempt, owner = fs_num(j.attempt), j.owner or '?'
+  redis.call('ZREM', leases, id)
   redis.call('HINCRBY', t.key, 'running', -1)
   redis.call('HINCRBY', t.key, 'lost', 1)
   t.running = t.running - 1
@@ -245,6 +255,29 @@ local function visit(due, id, pairs_out)
 end
 
 local visited = 0
+-- Expired leases first (see the header): each is visited in the due set holding its entry.
+local expired = redis.call('ZRANGE', leases, '-inf', now_text, 'BYSCORE', 'LIMIT', '0', fs_int(batch))
+for _, id in ipairs(expired) do
+  if taken >= batch then break end
+  redis.call('ZREM', leases, id)
+  local due
+  if string.sub(id, 1, 6) == 'sched:' then
+    due = due_keys.urgent
+  else
+    local t = tasks[fs_task_of(id) or ''] or task_of(fs_task_of(id) or '')
+    due = fs_due_holding(due_keys, due_keys[t.prio] or due_keys.normal, id)
+  end
+  local score = redis.call('ZSCORE', due, id)
+  if score and tonumber(score) <= now then
+    local pairs_out = {}
+    visited = visited + 1
+    visit(due, id, pairs_out)
+    if #pairs_out > 0 then
+      redis.call('ZADD', due, 'XX', unpack(pairs_out))
+      redis.call('ZADD', leases, unpack(pairs_out))
+    end
+  end
+end
 for _, prio in ipairs({'urgent', 'normal', 'bulk'}) do
   local due = due_keys[prio]
   while taken < batch and visited < scan_limit do
@@ -256,7 +289,10 @@ for _, prio in ipairs({'urgent', 'normal', 'bulk'}) do
       visited = visited + 1
       visit(due, id, pairs_out)
     end
-    if #pairs_out > 0 then redis.call('ZADD', due, 'XX', unpack(pairs_out)) end
+    if #pairs_out > 0 then
+      redis.call('ZADD', due, 'XX', unpack(pairs_out))
+      redis.call('ZADD', leases, unpack(pairs_out))
+    end
   end
 end
 

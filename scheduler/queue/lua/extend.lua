@@ -37,6 +37,7 @@ for i = 1, n do
   else
     local due = fs_due_holding(due_keys, fs_due_of(due_keys, redis.call('HGET', task_key, 'prio')), id)
     redis.call('ZADD', due, 'XX', expiry, id)
+    redis.call('ZADD', fs_leases_of(due), expiry, id)
     codes[i] = FS_OK
   end
 end

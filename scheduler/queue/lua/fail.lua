@@ -53,6 +53,7 @@ local now = fs_now()
 local t = redis.call('HMGET', task_key, 'state', 'prio', 'max_running', 'max_attempts', 'backoff_ms')
 local due = fs_due_of(due_keys, t[2])
 fs_drop_elsewhere(due_keys, due, id)  -- its lease entry may be in its task's old class
+redis.call('ZREM', fs_leases_of(due), id)
 local attempt, max_attempts = fs_num(j[4]), fs_num(t[4])
 local fields = {'task', task_id, 'job', id, 'host', j[3], 'attempt', fs_int(attempt), 'token', token,
   'worker', worker, 'exit_code', exit_code, 'duration_ms', duration, 'output', output, 'error', err}

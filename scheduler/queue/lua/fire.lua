@@ -35,6 +35,7 @@ if f[1] ~= token or f[2] ~= worker or f[3] ~= 'firing' or f[4] ~= occurrence the
 end
 
 local now = fs_now()
+redis.call('ZREM', fs_leases_of(due), id)
 for _, ev in ipairs(list) do
   local fields = {}
   for k, v in pairs(ev) do
