@@ -128,11 +128,17 @@ def log_through_redactor(settings: Settings) -> LockedRedactor:
     return redactor
 
 
+def _leave_to_the_master(_signum: int, _frame: object) -> None:
+    """SIGINT and SIGTERM are the master's to act on (see the module docstring)."""
+
+
 def main(argv: list[str]) -> None:
     fd, parent_pid = int(argv[1]), int(argv[2])
     die_with_parent(parent_pid)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # Caught, not ignored: an ignored signal stays ignored in every program a job starts (and
+    # a shell cannot trap it again), while a caught one is reset to its default at exec.
+    signal.signal(signal.SIGINT, _leave_to_the_master)
+    signal.signal(signal.SIGTERM, _leave_to_the_master)
     Child(Connection(fd)).serve()
 
 

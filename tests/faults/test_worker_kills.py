@@ -92,3 +92,44 @@ def test_killing_the_whole_master_gives_its_jobs_to_another_node_after_the_lease
     assert {q.job_state(j)["state"] for j in once} == {"failed"}
     # Nothing left anywhere: no job pending, running or forgotten
     assert all(redis_client.zcard(k) == 0 for k in KEYS.all_due())
+
+
+def _processes_with(marker: str) -> list[int]:
+    """Pids whose command line contains ``marker`` (this test's own commands)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline and alive(int(entry)):
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.parametrize("victim", ["child", "master", "sigterm", "timeout"])
+def test_a_local_command_and_what_it_started_end_with_the_worker_that_started_them(
+        redis_client, start_worker, victim: str) -> None:
+    # Given a local command that starts a grandchild in its process group and waits on it
+    marker = f"{os.getpid() % 1000}.{ {'child': 1, 'master': 2, 'sigterm': 3, 'timeout': 4}[victim]}9"
+    script = f"sleep 1{marker} & sleep 2{marker}; wait"
+    timeout_ms = 1_500 if victim == "timeout" else 60_000
+    submit(redis_client, "16", 1, params={"cmd": ["sh", "-c", script]}, executor="local",
+           idempotent=False, timeout_ms=timeout_ms)
+    w = start_worker("node-p", slots=1, processes=1, lease="2s", grace="1s")
+    wait_until(lambda: len(_processes_with(marker)) >= 2, 15, "the command and its grandchild",
+               w.tail, [w])
+    # When the worker that started them goes, in one of the ways a worker goes
+    if victim == "child":
+        (child,) = [p for p in w.children() if p in _processes_with("workers.child")]
+        os.kill(child, signal.SIGKILL)
+    elif victim == "master":
+        w.kill9()
+    elif victim == "sigterm":
+        w.signal(signal.SIGTERM)
+    # Then no process of the job is left running: a retry could not run beside an old copy
+    wait_until(lambda: not _processes_with(marker), 10, "every process of the job to end",
+               lambda: f"{_processes_with(marker)}\n{w.tail()}")

@@ -3,7 +3,9 @@
 For actions that drive a host from the worker (``ansible-playbook -l web-07 ...``). What it
 owns:
 
-1. running an argv list with no shell, in its own process group (``start_new_session``);
+1. running an argv list with no shell, in its own process group (``start_new_session``),
+   under a guard that kills the group when the worker process running the job dies
+   (``guarded``: ``setpriv --pdeathsig``), so no command outlives its worker;
 2. reading stdout and stderr at once (a selector, no threads), writing stdin as it drains, so
    no amount of output can deadlock; keeping head and tail (``capture.Capture``);
 3. a timeout that kills the whole process group (``killpg`` SIGKILL) and reports
@@ -16,9 +18,11 @@ signal reports ``128 + signal``.
 
 from __future__ import annotations
 
+import functools
 import os
 import selectors
 import shlex
+import shutil
 import signal
 import subprocess
 import time
@@ -35,6 +39,42 @@ DEFAULTS = EXECUTOR_DEFAULTS["local"]
 CHUNK = 64 * 1024
 
 
+# Nothing a command starts may outlive the worker process that started it (a retry would run a
+# second copy beside the first). The command runs under a guard: `setpriv --pdeathsig TERM`
+# has the kernel send SIGTERM to the guard when its parent (the worker child running the job)
+# dies, whatever killed it (kill -9 of the child, of the master, a timeout, SIGTERM); the guard,
+# sh leading the command's own process group, then kills that whole group. A guard whose parent
+# is already gone when it starts kills the group at once.
+GUARD_SCRIPT = (
+    'trap "trap - TERM; kill -KILL 0" TERM; '
+    '[ "$PPID" = "$FLEETSCHED_GUARD_PARENT" ] || kill -KILL 0; '
+    'exec 3<&0; "$@" <&3 3<&- & wait $!'
+)
+
+
+@functools.cache
+def _setpriv() -> str | None:
+    return shutil.which("setpriv")
+
+
+def guarded(argv: list[str]) -> list[str]:
+    """``argv`` under the death-signal guard (unchanged where ``setpriv`` is missing)."""
+    setpriv = _setpriv()
+    if setpriv is None:
+        return argv
+    return [setpriv, "--pdeathsig", "TERM", "--", "/bin/sh", "-c", GUARD_SCRIPT, "sh", *argv]
+
+
+def _unstartable(program: str, cwd: str | None, path: str | None) -> str | None:
+    """Why ``program`` cannot be executed, or None (found the way execvp finds it)."""
+    if "/" in program:
+        where = os.path.join(cwd or "", program)
+        if not os.path.exists(where):
+            return "No such file or directory"
+        return None if os.access(where, os.X_OK) and not os.path.isdir(where) else "Permission denied"
+    return None if shutil.which(program, path=path) else "No such file or directory"
+
+
 def run_process(argv: list[str], timeout: float, stdin: bytes | None = None, *,
                 cwd: str | None = None, env: Mapping[str, str] | None = None,
                 capture_bytes: int = CAP_BYTES) -> CommandResult:
@@ -44,11 +84,16 @@ def run_process(argv: list[str], timeout: float, stdin: bytes | None = None, *,
     command = shlex.join(argv)
     out, err = Capture(capture_bytes, capture_bytes), Capture(capture_bytes, capture_bytes)
     start = time.monotonic()
+    env = {**(os.environ if env is None else env), "FLEETSCHED_GUARD_PARENT": str(os.getpid())}
+    problem = _unstartable(argv[0], cwd, env.get("PATH"))
+    if problem is not None:  # said as exec would say it, not as the guard's shell would
+        err.feed(f"{argv[0]}: {problem}\n".encode())
+        return _result(command, 127, out, err, time.monotonic() - start)
     try:
         proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd or None,
-            env=dict(env) if env is not None else None, start_new_session=True,
+            guarded(argv), stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd or None, env=env,
+            start_new_session=True,
         )
     except OSError as exc:
         err.feed(f"{argv[0]}: {exc.strerror or exc}\n".encode())
