@@ -73,9 +73,10 @@ def test_a_duplicated_claim_creates_nothing_twice(cli: Cli, redis_client: redis.
         again = fire_claimed(engine, redis_client, KEYS, claimed, occ + 200, worker="w1")
     finally:
         engine.dispose()
-    # Then one task with one job per host exists; the second fire was refused as stale
+    # Then one task with one job per host exists; the second fire found the entry moved on and
+    # did nothing
     assert first.code is Code.OK and again.code is Code.STALE_TOKEN
-    assert occurrences(db, "s") == {occ: 1} and first.tasks == again.tasks
+    assert occurrences(db, "s") == {occ: 1} and len(first.tasks) == 1 and again.tasks == []
     assert len(sql_rows(db, "SELECT id FROM jobs WHERE task_id = :t", t=first.tasks[0])) == 3
     assert redis_client.hget(KEYS.task(str(first.tasks[0])), "total") == "3"
     assert entry_score(redis_client, "s") == occ + 1000
@@ -114,6 +115,40 @@ def test_a_retried_claim_after_a_crash_mid_fan_out_completes_the_same_task(
     assert {j.job_id for j in queue.claim("runner", 10).jobs} == {f"{task_id}.1", f"{task_id}.2"}
     [state] = sql_rows(db, "SELECT state FROM tasks WHERE id = :t", t=task_id)
     assert state[0] != "accepted"
+
+
+def test_a_stalled_firer_that_resumes_after_another_fired_the_occurrence_queues_nothing_again(
+        cli: Cli, redis_client: redis.Redis, db: str) -> None:
+    # Given a firer that recorded the occurrence's task, then stalled past its lease (SIGSTOP,
+    # a GC pause, slow SQL) before its fan-out
+    cli.ok("schedules", "add", "s", "--every", "1s", "--overlap", "allow", *TASK)
+    occ = past_second(0)
+    arm(redis_client, KEYS, "s", occ, replace=True)
+    queue = Queue(redis_client, KEYS)
+    [stalled] = queue.claim("w1", 5, lease_ms=1_000).schedules
+    engine = engine_for(db)
+    try:
+        with engine.connect() as conn:
+            row = conn.execute(sa_select_schedule("s")).first()
+        task_id, plan = _create(engine, row, datetime.fromtimestamp(occ / 1000, timezone.utc),
+                                datetime.now(timezone.utc))
+        # and meanwhile another worker took the entry over, completed the fan-out, and every
+        # job ran and finished
+        time.sleep(1.05)
+        [taken] = queue.claim("w2", 5).schedules
+        assert fire_claimed(engine, redis_client, KEYS, taken, occ + 300, worker="w2").code is Code.OK
+        jobs = queue.claim("runner", 10).jobs
+        assert queue.ack("runner", [(j.job_id, j.token, JobResult(0)) for j in jobs]) == [Code.OK] * 3
+        # When the stalled firer resumes its fan-out where it stopped, then tries to move on
+        fan_out(redis_client, KEYS, plan.task_spec(task_id), plan.hosts, plan.job_specs(task_id))
+        late = fire_claimed(engine, redis_client, KEYS, stalled, occ + 2_000, worker="w1")
+    finally:
+        engine.dispose()
+    # Then no job was queued again: the occurrence ran once on every host
+    assert redis_client.hget(KEYS.task(str(task_id)), "total") == "3"
+    assert redis_client.hget(KEYS.task(str(task_id)), "succeeded") == "3"
+    assert queue.claim("runner", 10).jobs == []
+    assert late.code is Code.STALE_TOKEN and occurrences(db, "s") == {occ: 1}
 
 
 def sa_select_schedule(name: str):  # type: ignore[no-untyped-def]

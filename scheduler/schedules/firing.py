@@ -22,6 +22,9 @@ claimed ``sched:<name>`` (``Claim.schedules``), in this order:
    that holds the entry now records the outcome (the tasks are in SQL already).
 
 Redis or SQL failing midway raises: the entry's lease runs out and a worker fires it again.
+A firer that stalls past its lease (a GC pause, SIGSTOP, slow SQL) and resumes finds the entry
+claimed by another worker and stops; if it resumes inside a fan-out, enqueue skips every job the
+task queued once (its index is below the task's span), so jobs that ran meanwhile never run again.
 """
 
 from __future__ import annotations
@@ -166,6 +169,14 @@ def fire_claimed(engine: Engine, client: redis.Redis, keys: Keys, claimed: Claim
     """Fire one claimed entry (see the module docstring); raises on Redis or SQL failure."""
     name, occurrence = claimed.name, from_ms(claimed.occurrence_ms)
     result = FireResult(name)
+    held = client.hmget(keys.schedule(name), "token", "owner", "state")
+    if held != [str(claimed.token), worker, "firing"]:
+        # Claimed again since (this firer stalled past its lease): the holder fires it. Every
+        # write below is safe anyway (the unique occurrence in SQL, enqueue skipping jobs once
+        # queued, fire.lua's token check); this only saves work done for nothing.
+        log.warning("schedule %s: the entry is no longer this claim's; its holder fires it", name)
+        result.code = Code.STALE_TOKEN
+        return result
     with engine.connect() as conn:
         row = conn.execute(sa.select(Schedule.__table__).where(Schedule.name == name)).first()
 

@@ -68,6 +68,7 @@ class ReconcileReport:
     jobs_requeued: int = 0
     jobs_not_rerun: int = 0  # started, non-idempotent: left for the operator
     jobs_in_stream: int = 0  # events still in the stream, not all in SQL: skipped this time
+    jobs_queued_before: int = 0  # queued once by the task still in Redis: finished, not re-run
     dry_run: bool = False
     requeued: list[str] = field(default_factory=list)
     not_rerun: list[str] = field(default_factory=list)
@@ -220,9 +221,13 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
             if names:  # Redis may have lost the hosts' connection data too
                 with engine.connect() as conn:
                     write_hosts(client, queue.keys, host_conns(conn, names))
+            added = 0
             for task_id, specs in requeue.items():
-                queue.enqueue(str(task_id), specs)
+                added += queue.enqueue(str(task_id), specs)
                 touched.add(str(task_id))
+            # enqueue skips a job its task queued once (finished since, its event gone): say so
+            report.jobs_queued_before = report.jobs_requeued - added
+            report.jobs_requeued = added
     if not dry_run:
         for task in recreated:
             if task.state == "paused":

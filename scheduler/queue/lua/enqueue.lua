@@ -13,8 +13,12 @@ ARGV[4]      the jobs, as JSON text: a list of n >= 1 lists of 5 strings [job id
              both sides than 5n, see docs/benchmarks.md "Queue core"), or of 7 with the
              attempts made and the last fencing token of a job rebuilt from SQL (reconcile):
              its next claim goes on from them
-Returns  {added, total} where added counts the new jobs (ids already present are skipped) and
-         total is the task's job count. One event enqueue per call (jobs = space-separated ids).
+Returns  {added, total} where added counts the new jobs and total is the task's job count.
+         A job is skipped when its hash exists, or when its index <k> is below the task's span
+         (the highest index ever enqueued + 1) from before this call: it was queued once and
+         has finished since (an ack deletes the hash), so queuing it again would run it twice.
+         This is what makes a fan-out resumed after another worker completed it (a stalled
+         schedule firer, a retried submission) queue nothing twice. One event enqueue per call (jobs = space-separated ids).
          Publishes on wake when the batch puts a job ahead of the head of the due set.
 Errors   {-3 UNKNOWN_TASK | -7 TASK_NOT_ACTIVE | -4 BAD_ARGUMENT, message}; nothing is written.
 ]]
@@ -38,6 +42,7 @@ if t[1] ~= 'active' and t[1] ~= 'paused' then
 end
 local prefix = task_id .. '.'
 local span = fs_num(t[3])
+local span_before = span
 for i = 1, #jobs do
   local job = jobs[i]
   if type(job) ~= 'table' or type(job[1]) ~= 'string' or type(job[2]) ~= 'string'
@@ -74,7 +79,7 @@ local added, scored = {}, {}
 for i = 1, #jobs do
   local id, host, due, window, wclose, attempt, token = unpack(jobs[i])
   local jk = tag .. ':job:' .. id
-  if redis.call('EXISTS', jk) == 0 then
+  if tonumber(string.sub(id, #prefix + 1)) >= span_before and redis.call('EXISTS', jk) == 0 then
     local at = tonumber(due)
     if at == 0 then due, at = now_text, now end
     -- A small hash: the task is the id's prefix, attempt and token are absent until the first
