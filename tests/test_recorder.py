@@ -10,6 +10,7 @@ import time
 import redis
 import sqlalchemy as sa
 
+from scheduler.errors import Code
 from scheduler.queue.keys import Keys
 from scheduler.record.fold import StreamEvent, apply_events
 from scheduler.record.models import Event, Job, Task
@@ -283,3 +284,33 @@ def test_every_event_of_a_job_in_one_batch_collapses_into_one_row_update(
     with engine.begin() as conn:
         again = apply_events(conn, events)
     assert (again.inserted, again.jobs_updated) == (0, 0)
+
+
+def test_a_stale_result_is_recorded_with_its_output_and_changes_no_job_row(
+        engine: sa.Engine, redis_client: redis.Redis) -> None:
+    from scheduler.queue.client import JobResult, JobSpec, Queue, TaskSpec
+
+    # Given a job claimed, lost by its worker, claimed again and acked by the new owner
+    task_id, jobs = create_task_rows(engine, 1)
+    [(job_id, host)] = jobs
+    queue = Queue(redis_client, KEYS)
+    queue.create_task(TaskSpec(str(task_id)))
+    queue.enqueue(str(task_id), [JobSpec(job_id, host)])
+    [old] = queue.claim("w-old", 1, lease_ms=1).jobs
+    time.sleep(0.01)
+    [new] = queue.claim("w-new", 1).jobs
+    assert queue.ack("w-new", [(job_id, new.token, JobResult(0, 5, "new"))]) == [Code.OK]
+    # When the old worker's late ack arrives and the stream is recorded
+    assert queue.ack("w-old", [(job_id, old.token, JobResult(0, 7, '{"ran": "twice"}'))]) == [
+        Code.UNKNOWN_JOB]
+    recorder = Recorder(redis_client, engine, KEYS, "test")
+    while recorder.run_once(block_ms=None):
+        pass
+    # Then SQL holds the refused ack with its result, and the job row is the new owner's
+    with engine.connect() as conn:
+        ev = conn.execute(sa.select(Event).where(Event.kind == "stale")).one()
+        row = conn.execute(sa.select(Job).where(Job.id == job_id)).one()
+    assert (ev.job_id, ev.worker) == (job_id, "w-old")
+    assert ev.data["verb"] == "ack" and ev.data["reason"] == "unknown_job"
+    assert ev.data["token"] == old.token and ev.data["output"] == {"ran": "twice"}
+    assert (row.state, row.worker, row.token) == ("succeeded", "w-new", new.token)

@@ -63,6 +63,11 @@ def test_a_worker_stopped_past_its_lease_cannot_finish_a_job_claimed_again(redis
     assert answers == {"extend": "STALE_TOKEN", "fail": "StaleTokenError", "ack": "STALE_TOKEN"}
     state = queue.job_state(job_id)
     assert (state["state"], state["owner"], state["token"]) == ("running", "w-live", str(again.token))
-    assert [e["kind"] for e in events(client) if e.get("job") == job_id] == ["claim", "lost", "claim"]
+    history = [e for e in events(client) if e.get("job") == job_id]
+    assert [e["kind"] for e in history] == ["claim", "lost", "claim", "stale", "stale"]
+    # and each refused result is recorded: proof that the frozen worker ran the job too
+    late = [(e["verb"], e["reason"], e["token"], e["current_token"], e["worker"]) for e in history[3:]]
+    assert late == [("fail", "stale_token", str(old_token), str(again.token), "w-frozen"),
+                    ("ack", "stale_token", str(old_token), str(again.token), "w-frozen")]
     assert queue.task_state("t")["running"] == "1"
     client.close()

@@ -10,8 +10,9 @@ ARGV[4]      the jobs, as JSON text: a list of n >= 1 lists of 5 strings [job id
              argument parses faster on both sides than 5n, and text reaches XADD without a
              float format; see docs/benchmarks.md "Queue core")
 Returns      {code_1, ..., code_n}: 0 OK (hash deleted, succeeded + 1, event ack, one parked job
-             of the task released), -1 STALE_TOKEN (claimed again since: nothing changed),
-             -2 UNKNOWN_JOB, -5 NOT_RUNNING
+             of the task released), -1 STALE_TOKEN (claimed again since) and -2 UNKNOWN_JOB
+             (gone: finished by its new owner): the job is unchanged and the refused result is
+             recorded (event stale, verb ack, reason, the token presented), -5 NOT_RUNNING
 Errors       {-4 BAD_ARGUMENT, message} for malformed arguments; nothing is written.
 Derived keys: <tag>:job:<id>, <tag>:task:<task>, <tag>:parked:<task> (and the job hash of a
 parked job released by this ack) are built from the tag, which every key of the shard carries,
@@ -56,6 +57,15 @@ local codes = {}
 local tasks, task_order = {}, {}  -- task id -> {key, due, max_running, done}: counters move once
 local removed, due_order = {}, {} -- due key -> ids, removed with one ZREM per set
 local gone, acked = {}, {}        -- job keys, deleted with one DEL
+-- A refused ack is recorded with its result (event stale): for a job its new owner finished,
+-- or one failed as lost, it is the proof that this worker ran it too.
+local function stale(i, job, reason, more)
+  local fields = {'task', task_ids[i], 'job', job[1], 'verb', 'ack', 'reason', reason,
+    'token', job[2], 'worker', worker, 'exit_code', job[3], 'duration_ms', job[4], 'output', job[5]}
+  for k = 1, #more do fields[#fields + 1] = more[k] end
+  fs_emit(events, now, 'stale', fields)
+end
+
 for i = 1, #jobs do
   local job = jobs[i]
   local id, token = job[1], job[2]
@@ -65,8 +75,10 @@ for i = 1, #jobs do
     codes[i] = FS_NOT_RUNNING  -- the same job twice in one batch: acked the first time
   elseif not j[2] then
     codes[i] = FS_UNKNOWN_JOB
+    stale(i, job, 'unknown_job', {})
   elseif (j[1] or '0') ~= token then  -- both canonical decimal text: no number conversion
     codes[i] = FS_STALE_TOKEN
+    stale(i, job, 'stale_token', {'host', j[3], 'attempt', j[4] or '0', 'current_token', j[1] or '0'})
   elseif j[2] ~= 'running' then
     codes[i] = FS_NOT_RUNNING
   else

@@ -26,7 +26,8 @@ Returns     {1, due_ms}  retry: pending again at now + backoff_ms * 2^(attempt-1
                          cancel the task's pending jobs (Queue.cancel_task)
             A task that is no longer active (cancelled, aborted) retries nothing.
 Errors      {-1 STALE_TOKEN | -2 UNKNOWN_JOB | -5 NOT_RUNNING | -4 BAD_ARGUMENT, message};
-            nothing is written.
+            nothing changes; a STALE_TOKEN or UNKNOWN_JOB result is recorded (event stale, verb
+            fail), as ack.lua does.
 ]]
 local jk, task_key = KEYS[1], KEYS[2]
 local due_keys = {urgent = KEYS[3], normal = KEYS[4], bulk = KEYS[5]}
@@ -43,8 +44,19 @@ end
 if jitter == nil or jitter < 0 or jitter >= 1 then return fs_err(FS_BAD_ARGUMENT, 'jitter must be in [0, 1)') end
 if retryable ~= '0' and retryable ~= '1' then return fs_err(FS_BAD_ARGUMENT, 'retryable must be 0 or 1') end
 local j = redis.call('HMGET', jk, 'token', 'state', 'host', 'attempt')
-if not j[2] then return fs_err(FS_UNKNOWN_JOB, 'no job ' .. id) end
+-- A refused result is recorded (event stale): it proves this worker ran the job too.
+local function stale(reason, more)
+  local fields = {'task', task_id, 'job', id, 'verb', 'fail', 'reason', reason, 'token', token,
+    'worker', worker, 'exit_code', exit_code, 'duration_ms', duration, 'output', output, 'error', err}
+  for k = 1, #more do fields[#fields + 1] = more[k] end
+  fs_emit(events, fs_now(), 'stale', fields)
+end
+if not j[2] then
+  stale('unknown_job', {})
+  return fs_err(FS_UNKNOWN_JOB, 'no job ' .. id)
+end
 if fs_num(j[1]) ~= tonumber(token) then
+  stale('stale_token', {'host', j[3], 'attempt', j[4] or '0', 'current_token', j[1] or '0'})
   return fs_err(FS_STALE_TOKEN, 'job ' .. id .. ' was claimed again since token ' .. token .. ' (now ' .. (j[1] or '0') .. ')')
 end
 if j[2] ~= 'running' then return fs_err(FS_NOT_RUNNING, 'job ' .. id .. ' is ' .. j[2] .. ', not running') end
