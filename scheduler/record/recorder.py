@@ -208,8 +208,11 @@ class Recorder:
         floor: tuple[int, int] | None = None
         for g in groups:
             name = _s(g["name"])
-            if int(g["pending"]):
-                need = _s(self.client.xpending(self.stream, name)["min"])
+            # XINFO's pending count may be stale by the time XPENDING answers (another consumer
+            # acknowledged meanwhile): no oldest pending entry means none is pending.
+            oldest = self.client.xpending(self.stream, name)["min"] if int(g["pending"]) else None
+            if oldest is not None:
+                need = _s(oldest)
             else:
                 ms, seq = _split(_s(g["last-delivered-id"]))
                 need = f"{ms}-{seq + 1}"
