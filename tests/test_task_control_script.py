@@ -85,3 +85,27 @@ def test_a_cancelled_task_an_unknown_task_and_a_foreign_job_id_change_nothing(
                          KEYS.job("t4.0")], args=["t5", "ops", KEYS.wake, "t4.0"])
     assert reply[0] == Code.BAD_ARGUMENT and "not of task t5" in reply[1]
     assert snapshot(qclient) == before
+
+
+def test_retry_failed_during_an_aborts_cancel_sweep_is_not_undone_by_the_sweeps_later_chunks(
+        queue: Queue, qclient: redis.Redis) -> None:
+    # Given a task of 1,200 jobs (three cancel chunks) aborted by its first failure
+    make_task(queue, "t4", 1_200, max_failures=1, max_attempts=1)
+    [job] = queue.claim("w", 1).jobs
+    assert queue.fail_job("w", job.job_id, job.token, JobResult(1), error="boom",
+                          retryable=False).aborted
+    # and the abort's sweep under way: its first chunk cancelled jobs 0..499
+    keys = queue._task_keys("t4")
+    queue.call("cancel", keys, ["t4", "", 1, 0])
+    first = [f"t4.{k}" for k in range(500)]
+    assert queue.call("cancel", keys + [KEYS.job(i) for i in first], ["t4", "", 0, 0, *first])[0] == 499
+    # When the operator runs retry-failed before the sweep's next chunk
+    requeue_failed(queue, "t4", "ops")
+    rest = [f"t4.{k}" for k in range(500, 1_000)]
+    reply = queue.call("cancel", keys + [KEYS.job(i) for i in rest], ["t4", "", 0, 0, *rest])
+    # Then the later chunk cancels nothing and says the sweep is over
+    assert (reply[0], reply[2]) == (0, 0)
+    assert queue.task_state("t4")["state"] == "active"
+    due = set(qclient.zrange(KEYS.due("normal"), 0, -1))
+    assert due == {job.job_id} | {f"t4.{k}" for k in range(500, 1_200)}
+    assert queue.task_state("t4")["cancelled"] == "499"

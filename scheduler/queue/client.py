@@ -255,15 +255,17 @@ class Queue:
         ``aborted``). Running jobs finish. Walks the job ids in chunks: Redis is never blocked long.
         """
         check_task_id(task_id)
-        _, span = self.call("cancel", self._task_keys(task_id), [task_id, operator, 1, 0])
+        _, span, _ = self.call("cancel", self._task_keys(task_id), [task_id, operator, 1, 0])
         cancelled = 0
         starts = range(0, int(span), CANCEL_CHUNK) or [0]
         for start in starts:
             ids = [f"{task_id}.{k}" for k in range(start, min(start + CANCEL_CHUNK, int(span)))]
             last = 1 if start == starts[-1] else 0
             keys = self._task_keys(task_id) + [self.keys.job(i) for i in ids]
-            count, _ = self.call("cancel", keys, [task_id, operator, 0, last, *ids])
+            count, _, going_on = self.call("cancel", keys, [task_id, operator, 0, last, *ids])
             cancelled += int(count)
+            if not int(going_on):
+                break  # revived meanwhile (retry-failed): its jobs are queued again, not ours
         return cancelled
 
     def pause(self, task_id: str, operator: str) -> None:

@@ -16,9 +16,11 @@ ARGV[3]     first (1 | 0)
 ARGV[4]     last (1 | 0): drop the parked list (its jobs were cancelled by this walk) and the
             held set
 ARGV[4+i]   job id i
-Returns     {cancelled, span}: jobs cancelled by this call (pending, parked or held: hash
-            deleted, cancelled + 1, one event cancel for the chunk); running jobs finish, failed
-            ones stay in the dead letter set
+Returns     {cancelled, span, going on}: jobs cancelled by this call (pending, parked or held:
+            hash deleted, cancelled + 1, one event cancel for the chunk); running jobs finish,
+            failed ones stay in the dead letter set. A chunk call (first = 0) on a task that is
+            neither cancelled nor aborted any more (retry-failed revived it meanwhile) cancels
+            nothing and returns going on = 0: the sweep stops there.
 Errors      {-3 UNKNOWN_TASK | -4 BAD_ARGUMENT, message}; nothing is written.
 ]]
 local task_key = KEYS[1]
@@ -43,6 +45,11 @@ if first == '1' and (t[1] == 'active' or t[1] == 'paused') then
   redis.call('HSET', task_key, 'state', 'cancelled')
   fs_emit(events, now, 'cancel', {'task', task_id, 'operator', operator})
 end
+if first ~= '1' and t[1] ~= 'cancelled' and t[1] ~= 'aborted' then
+  -- The task is live again (retry-failed revived an aborted task during this sweep): the rest
+  -- of the sweep would cancel the jobs it has just queued again. Stop.
+  return {0, fs_num(t[3]), 0}
+end
 local due = fs_due_of(due_keys, t[2])
 local ids = {}
 for i = 1, n do
@@ -61,4 +68,4 @@ if #ids > 0 then
     'jobs', table.concat(ids, ' ')})
 end
 if last == '1' then redis.call('DEL', parked, held) end
-return {#ids, fs_num(t[3])}
+return {#ids, fs_num(t[3]), 1}
