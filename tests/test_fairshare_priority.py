@@ -167,3 +167,22 @@ def test_a_paused_task_resumes_into_its_new_class(queue: Queue) -> None:
     queue.reprioritize("t", "urgent", "ops")
     assert queue.resume("t", "ops") == 4
     assert queue.client.zcard(KEYS.due("urgent")) == 4
+
+
+def test_a_cancel_while_reprioritize_moves_the_task_leaves_no_entry_in_the_old_class(
+        queue: Queue) -> None:
+    # Given a task of 1,200 jobs whose move to urgent has begun: class changed, first chunk moved
+    ids = make_task(queue, "t", 1_200)
+    fixed = [KEYS.task("t"), *KEYS.all_due(), KEYS.events]
+    queue.call("reprioritize", fixed, ["t", "urgent", "ops", 1, KEYS.wake])
+    chunk = ids[:500]
+    queue.call("reprioritize", fixed + [KEYS.job(i) for i in chunk],
+               ["t", "urgent", "ops", 0, KEYS.wake, *chunk])
+    assert queue.client.zcard(KEYS.due("normal")) == 700
+    # When the operator cancels the task before the move finished
+    assert queue.cancel_task("t", "ops") == 1_200
+    # Then no entry of the task is left in any class, and a later claim finds nothing to drop
+    assert all(queue.client.zcard(k) == 0 for k in KEYS.all_due())
+    before = len(events(queue.client, "cancel"))
+    assert queue.claim("w", 10).jobs == []
+    assert len(events(queue.client, "cancel")) == before

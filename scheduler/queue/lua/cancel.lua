@@ -56,7 +56,11 @@ for i = 1, n do
   local jk, id = KEYS[7 + i], ARGV[4 + i]
   local state = redis.call('HGET', jk, 'state')
   if state == 'pending' or state == 'parked' or state == 'held' then
-    if state == 'pending' then redis.call('ZREM', due, id) end
+    if state == 'pending' then
+      -- In its class's set, or still in the old class's while Queue.reprioritize moves it.
+      redis.call('ZREM', due, id)
+      fs_drop_elsewhere(due_keys, due, id)
+    end
     if state == 'held' then redis.call('ZREM', held, id) end
     redis.call('DEL', jk)
     ids[#ids + 1] = id

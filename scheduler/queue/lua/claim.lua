@@ -213,7 +213,8 @@ local function visit(due, id, pairs_out)
   if not f[1] then
     -- No job hash: an orphan entry (nothing can run it). Drop it so it cannot block the head.
     redis.call('ZREM', due, id)
-    fs_emit(events, now, 'cancel', {'job', id, 'count', '1', 'jobs', id, 'error', 'no job hash for this due entry'})
+    fs_emit(events, now, 'cancel', {'task', fs_task_of(id) or '', 'job', id, 'count', '1', 'jobs', id,
+      'error', 'no job hash for this due entry'})
     return
   end
   local state = f[1]
