@@ -13,6 +13,7 @@ import redis
 
 from scheduler.queue.client import ClaimedJob, JobSpec, Queue, TaskSpec
 from scheduler.record.migrate import upgrade
+from scheduler.windows.assignment import unpublish
 from tests.submit_support import KEYS, data, drain, sql_rows
 from tests.worker_support import WorkerProcess, wait_until, worker_args
 from workers.deferral import RECHECK_MS, window_deferral
@@ -79,6 +80,30 @@ def test_a_window_missing_from_redis_is_named_and_the_job_waits(redis_client: re
 
 
 # ---------------------------------------------------------------------------- end to end
+
+
+def test_a_removed_freeze_no_longer_holds_a_job_back(redis_client: redis.Redis) -> None:
+    # Given a job queued under window a and freeze f (not in force yet when it was queued)
+    define(redis_client, "a", T, T + 60 * S)
+    define(redis_client, "f", T + 5 * S, T + 50 * S, freeze=True)
+    assert window_deferral(redis_client, KEYS, job("a !f"), T + 10 * S, 5 * S) is not None
+    # When the freeze is removed (windows remove writes a tombstone in Redis)
+    unpublish(redis_client, KEYS, ["f"], T + 8 * S)
+    # Then the job runs in its open window instead of being deferred every 5 minutes forever
+    assert window_deferral(redis_client, KEYS, job("a !f"), T + 10 * S, 5 * S) is None
+
+
+def test_a_job_whose_every_window_was_removed_fails_with_a_reason(redis_client: redis.Redis) -> None:
+    define(redis_client, "a", T, T + 60 * S)
+    define(redis_client, "b", T + 120 * S, T + 180 * S)
+    unpublish(redis_client, KEYS, ["a"], T)
+    # One of two windows gone: the other is used
+    d = window_deferral(redis_client, KEYS, job("a b"), T + 10 * S, 5 * S)
+    assert d is not None and not d.fail and d.due_ms == T + 120 * S
+    # Both gone: it can never run inside a window, and says so
+    unpublish(redis_client, KEYS, ["b"], T)
+    d = window_deferral(redis_client, KEYS, job("a b"), T + 10 * S, 5 * S)
+    assert d is not None and d.fail and "window a b was removed" in d.reason
 
 
 def queue_task(client: redis.Redis, task_id: str, hosts: list[str], window: str, due_ms: int,
@@ -167,3 +192,28 @@ def test_a_job_with_no_expected_duration_may_start_until_the_last_instant(
     assert window_deferral(redis_client, KEYS, job("a"), T + 60 * S - 1, 0) is None
     d = window_deferral(redis_client, KEYS, job("a"), T + 60 * S, 0)
     assert d is not None and d.reason.startswith("no approved opening")
+
+
+def test_a_worker_fails_a_job_whose_windows_were_all_removed_and_runs_one_whose_freeze_was(
+        tmp_path: Path, redis_url: str, redis_client: redis.Redis) -> None:
+    now = int(redis_client.time()[0]) * S
+    define(redis_client, "open", now - 60 * S, now + 600 * S)
+    define(redis_client, "later", now + 3_600 * S, now + 7_200 * S)
+    define(redis_client, "frz", now + 300 * S, now + 900 * S, freeze=True)
+    # Given a job under a window removed since, and one under a freeze removed since
+    orphan = queue_task(redis_client, "3", ["o0"], "later", now, expected_ms=0, duration_ms=0,
+                        max_running=0)
+    frozen = queue_task(redis_client, "4", ["f0"], "open !frz", now, expected_ms=0,
+                        duration_ms=0, max_running=0)
+    unpublish(redis_client, KEYS, ["later", "frz"], now)
+    # When a worker claims them
+    worker = WorkerProcess(redis_url, tmp_path, worker_args("w", slots=2, processes=1)).start()
+    q = Queue(redis_client, KEYS)
+    try:
+        wait_until(lambda: q.job_state(orphan[0]).get("state") == "failed"
+                   and not q.job_state(frozen[0]), 20, "both jobs to end", worker.tail, [worker])
+    finally:
+        worker.stop()
+    # Then the orphan failed for good, saying why; the other ran in its open window
+    assert "window later was removed" in q.job_state(orphan[0])["error"]
+    assert q.task_state("4")["succeeded"] == "1"

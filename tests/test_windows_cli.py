@@ -156,14 +156,15 @@ def test_a_freeze_on_a_group_pushes_its_hosts_past_it_whatever_their_windows_say
         assert job["when"].startswith(iso(start + timedelta(hours=1)))
 
 
-def test_removing_a_window_drops_its_assignments_and_its_redis_copy(
+def test_removing_a_window_drops_its_assignments_and_leaves_a_tombstone_in_redis(
         cli: Cli, redis_client: redis.Redis, db: str) -> None:
     cli.ok("windows", "add", "tmp", "--start", iso(soon(60)), "--duration", "1h")
     cli.ok("windows", "assign", "tmp", "--host", "web-01", "--group", "db")
     assert redis_client.exists(KEYS.window("tmp"))
     cli.ok("windows", "remove", "tmp")
     assert sql_rows(db, "SELECT * FROM window_assignments") == []
-    assert not redis_client.exists(KEYS.window("tmp"))
+    # the copy is a tombstone: jobs queued under it learn it is gone for good
+    assert list(redis_client.hgetall(KEYS.window("tmp"))) == ["removed"]
     kinds = [r.kind for r in sql_rows(db, "SELECT kind FROM events WHERE kind LIKE 'window-%'")]
     assert sorted(kinds) == ["window-add", "window-assign", "window-remove"]
     code, _, err = cli("windows", "show", "tmp")
@@ -244,3 +245,15 @@ def test_unassigning_what_is_not_assigned_is_one_line_exit_4_and_removes_nothing
         code, _, err = cli("windows", "unassign", *args)
         assert code == code_ and err.splitlines()[0] == line, err
     assert snapshot(db) == before
+
+
+def test_sync_turns_a_copy_of_a_window_sql_no_longer_has_into_a_tombstone(
+        cli: Cli, redis_client: redis.Redis, db: str) -> None:
+    # Given a copy in Redis of a window removed while Redis was unreachable
+    cli.ok("windows", "add", "kept", "--start", iso(soon(60)), "--duration", "1h")
+    redis_client.hset(KEYS.window("ghost"), mapping={"kind": "freeze", "tz": "UTC"})
+    # When the windows are synced
+    cli.ok("windows", "sync")
+    # Then the stale copy is a tombstone and the stored window is copied as it is
+    assert list(redis_client.hgetall(KEYS.window("ghost"))) == ["removed"]
+    assert redis_client.hget(KEYS.window("kept"), "kind") == "oneoff"

@@ -20,6 +20,10 @@ How it decides, judged by the Redis clock at the claim (``Claim.now_ms``):
 4. No opening within the search horizon, or a definition missing from Redis: deferred by
    :data:`RECHECK_MS` with a reason naming the problem (the operator approves or fixes the
    window, or cancels the task); the job never starts outside a window.
+5. A window or freeze removed since submission (its Redis copy is a tombstone,
+   ``scheduler.windows.assignment.unpublish``) is gone for good: a removed freeze holds nothing
+   back; a job whose every window was removed can never run inside one, so it fails for good
+   (``Deferral.fail``) with a reason naming them, instead of being deferred forever.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import redis
 from scheduler.calendar.windows import Window, is_open, next_opening
 from scheduler.errors import FleetschedError
 from scheduler.queue.keys import Keys
-from scheduler.windows.assignment import parse_window_field, window_from_hash
+from scheduler.windows.assignment import REMOVED, parse_window_field, window_from_hash
 
 RECHECK_MS = 300_000
 """A job whose window cannot be evaluated (missing, corrupt, no opening) looks again this late."""
@@ -50,6 +54,7 @@ class Deferral:
     due_ms: int
     wclose_ms: int | None
     reason: str  # one line for the operator, e.g. "window maint-sun closed at 04:00 UTC"
+    fail: bool = False  # the job can never run (its windows were removed): fail it for good
 
 
 def _at(ms: int) -> datetime:
@@ -66,8 +71,17 @@ def _fmt(at: datetime) -> str:
     return at.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _window(name: str, data: dict[str, str]) -> Window | str:
+@dataclass(frozen=True)
+class Removed:
+    """A window removed since the job was submitted (its Redis copy is a tombstone)."""
+
+    name: str
+
+
+def _window(name: str, data: dict[str, str]) -> Window | Removed | str:
     """The parsed definition (cached by content), or a message saying why it is unusable."""
+    if REMOVED in data:
+        return Removed(name)
     key = (name, tuple(sorted(data.items())))
     found = _parsed.get(key)
     if found is None:
@@ -84,7 +98,8 @@ def _window(name: str, data: dict[str, str]) -> Window | str:
     return found
 
 
-def _definitions(client: redis.Redis, keys: Keys, names: list[str]) -> list[Window | str]:
+def _definitions(client: redis.Redis, keys: Keys,
+                 names: list[str]) -> list[Window | Removed | str]:
     pipe = client.pipeline(transaction=False)
     for name in names:
         pipe.hgetall(keys.window(name))
@@ -114,6 +129,11 @@ def window_deferral(client: redis.Redis, keys: Keys, job: Any, now_ms: int,
         return Deferral(now_ms + RECHECK_MS, None, f"{why}; checking again in 5 min")
     windows = [d for d in defs[:len(wanted)] if isinstance(d, Window)]
     freezes = [d for d in defs[len(wanted):] if isinstance(d, Window)]
+    if not windows:
+        gone = " ".join(d.name for d in defs[:len(wanted)] if isinstance(d, Removed))
+        return Deferral(now_ms, None, f"its service window {gone} was removed after the task was "
+                                      f"submitted; it cannot run inside a window any more "
+                                      f"(submit it again to use the windows in force)", fail=True)
     need = timedelta(milliseconds=max(0, expected_ms))
     found = next_opening(windows, now, need, freezes=freezes)
     if found is not None and found.start_utc <= now:
@@ -134,4 +154,4 @@ def window_deferral(client: redis.Redis, keys: Keys, job: Any, now_ms: int,
                                  f"(closes {_fmt(found.end_utc)})")
 
 
-__all__ = ["Deferral", "RECHECK_MS", "window_deferral"]
+__all__ = ["Deferral", "RECHECK_MS", "Removed", "window_deferral"]

@@ -267,6 +267,9 @@ class Node:
             if deferral is None:
                 keep.append(job)
                 continue
+            if deferral.fail:
+                self._fail_now(job, deferral.reason)
+                continue
             self._claimq.defer(self.config.worker_id, job.job_id, job.token, deferral.due_ms,
                                wclose_ms=deferral.wclose_ms, reason=deferral.reason)
             self.stats.add(deferred=1)

@@ -250,8 +250,20 @@ def publish(client: redis.Redis, keys: Keys, rows: Iterable[Any]) -> int:
     return n
 
 
-def unpublish(client: redis.Redis, keys: Keys, names: Iterable[str]) -> None:
-    """Drop Redis copies of removed windows (a queued job naming one waits, see deferral)."""
+REMOVED = "removed"
+"""The one field of a removed window's Redis copy (its removal time, ms): a tombstone."""
+
+
+def unpublish(client: redis.Redis, keys: Keys, names: Iterable[str], now_ms: int) -> None:
+    """Replace the Redis copies of removed windows with tombstones (``removed``: when).
+
+    A queued job that names one learns at its claim that the window is gone for good, not
+    merely missing from Redis (workers.deferral): a removed freeze no longer holds it back; a
+    job left without any window fails with a reason instead of waiting forever."""
     names = list(names)
     if names:
-        client.delete(*[keys.window(n) for n in names])
+        pipe = client.pipeline(transaction=True)
+        for name in names:
+            pipe.delete(keys.window(name))
+            pipe.hset(keys.window(name), mapping={REMOVED: str(now_ms)})
+        pipe.execute()

@@ -28,11 +28,18 @@ from scheduler.calendar.recurrence import localize, zone
 from scheduler.calendar.windows import Window, upcoming
 from scheduler.errors import FleetschedError, NotFoundError, ValidationError
 from scheduler.queue.keys import Keys
+from scheduler.queue.presence import redis_now_ms
 from scheduler.record.audit import record_event
 from scheduler.record.models import Group, Host, WindowAssignment
 from scheduler.record.models import Window as WindowRow
 from scheduler.record.types import utcnow
-from scheduler.windows.assignment import FREEZE_MARK, publish, unpublish, window_from_row
+from scheduler.windows.assignment import (
+    FREEZE_MARK,
+    REMOVED,
+    publish,
+    unpublish,
+    window_from_row,
+)
 
 __all__ = [
     "LIST_COLUMNS", "WindowSpec", "add_window", "approve_window", "assign_window",
@@ -124,19 +131,33 @@ def _event(session: Session, kind: str, operator: str, data: dict[str, Any]) -> 
 
 
 def _copy(connect: Any, keys: Keys, rows: Sequence[Any] = (),
-          gone: Sequence[str] = ()) -> str | None:
-    """Copy to Redis; returns a warning (the SQL change stands) or None."""
+          gone: Sequence[str] = (), stale: bool = False) -> str | None:
+    """Copy to Redis; returns a warning (the SQL change stands) or None. ``stale``: also turn
+    into tombstones the copies of windows SQL no longer has (a removal Redis missed)."""
     try:
         client = connect()
         try:
+            if stale:
+                gone = [*gone, *_stale_copies(client, keys, {r.name for r in rows})]
             publish(client, keys, rows)
-            unpublish(client, keys, gone)
+            unpublish(client, keys, gone, redis_now_ms(client))
         finally:
             client.close()
     except (FleetschedError, redis.RedisError, OSError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return f"recorded, but Redis did not take the copy ({first}); run `fleetsched windows sync`"
     return None
+
+
+def _stale_copies(client: Any, keys: Keys, known: set[str]) -> list[str]:
+    """Names of live window copies in Redis that SQL no longer stores."""
+    prefix = keys.window("")
+    names = []
+    for key in client.scan_iter(match=keys.window("*"), count=1_000):
+        name = (key.decode() if isinstance(key, bytes) else key)[len(prefix):]
+        if name not in known and not client.hexists(key, REMOVED):
+            names.append(name)
+    return names
 
 
 def add_window(engine: Engine, connect: Any, spec: WindowSpec, *, operator: str,
@@ -286,7 +307,7 @@ def sync_windows(engine: Engine, connect: Any, keys: Keys = Keys()) -> tuple[int
     """Copy every stored definition into Redis again."""
     with engine.connect() as conn:
         rows = [_Copy.of(r) for r in conn.execute(sa.select(WindowRow.__table__))]
-    return len(rows), _copy(connect, keys, rows)
+    return len(rows), _copy(connect, keys, rows, stale=True)
 
 
 # ------------------------------------------------------------------------------ reading
