@@ -63,6 +63,11 @@ def test_a_job_lost_after_its_task_was_cancelled_or_aborted_has_outcome_cancelle
     outcomes = {e["job"]: e["outcome"] for e in events(queue.client, "lost")}
     assert outcomes == {"c.0": "cancelled", "a.1": "cancelled"}
     assert queue.job_state("c.0") == {} and queue.job_state("a.1") == {}
+    # and each ended once: no cancel event repeats the end the lost event recorded (found by
+    # the nemesis's history checker)
+    cancelled = [j for e in events(queue.client, "cancel") for j in e.get("jobs", "").split()]
+    assert "c.0" not in cancelled and "a.1" not in cancelled
+    assert queue.task_state("c")["cancelled"] == "1" and queue.task_state("a")["cancelled"] == "1"
 
 
 def test_a_lost_job_that_may_not_run_again_has_outcome_failed(queue: Queue) -> None:

@@ -98,10 +98,12 @@ end
 
 local leases = fs_leases_of(due_keys.urgent)
 
-local function cancel(due, id, jk, t)
+-- quiet: the job's end is recorded already (its lost event, outcome cancelled): no second one.
+local function cancel(due, id, jk, t, quiet)
   redis.call('DEL', jk)
   redis.call('ZREM', due, id)
   if t.state ~= 'gone' then redis.call('HINCRBY', t.key, 'cancelled', 1) end
+  if quiet then return end
   if cancels[t.id] == nil then
     cancels[t.id] = {}
     cancel_order[#cancel_order + 1] = t.id
@@ -170,7 +172,7 @@ local function lose(due, id, jk, j, t)
     redis.call('ZADD', tag .. ':held:' .. t.id, fs_num(j.due), id)
   elseif t.state ~= 'active' and t.state ~= 'paused' then
     emit('cancelled', head .. '; not run again because the task is ' .. t.state)
-    cancel(due, id, jk, t)
+    cancel(due, id, jk, t, true)
   else
     local why
     if not t.idempotent then
