@@ -128,15 +128,15 @@ def _cancel_unqueued(engine: Engine, task_id: int, operator: str) -> ControlResu
     now = utcnow()
     t, j = Task.__table__, Job.__table__
     with engine.begin() as conn:
-        done = conn.execute(sa.update(t).where(t.c.id == task_id, t.c.state == "accepted")
-                            .values(state="cancelled", finished_at=now)).rowcount
-        if not done:
-            raise ValidationError(f"task {task_id} changed meanwhile; look again",
-                                  hint=f"fleetsched tasks show {task_id}")
+        # Job rows before the task row, the recorder's lock order (no deadlock with it).
         count = conn.execute(sa.update(j).where(j.c.task_id == task_id,
                                                 j.c.state.in_(("accepted", "pending")))
                              .values(state="cancelled", finished_at=now)).rowcount
-        conn.execute(sa.update(t).where(t.c.id == task_id).values(cancelled=count))
+        done = conn.execute(sa.update(t).where(t.c.id == task_id, t.c.state == "accepted")
+                            .values(state="cancelled", finished_at=now, cancelled=count)).rowcount
+        if not done:  # rolls the job rows back too
+            raise ValidationError(f"task {task_id} changed meanwhile; look again",
+                                  hint=f"fleetsched tasks show {task_id}")
         record_event(conn, "cancel", operator=operator, task_id=task_id, at=now,
                      data={"count": count, "not_queued": True})
     return ControlResult(task_id, "cancel", count, "cancelled")

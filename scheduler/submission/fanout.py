@@ -68,10 +68,12 @@ def fan_out(client: redis.Redis, keys: Keys, spec: TaskSpec, hosts: Iterable[Any
 def mark_queued(session: Session, task_id: int) -> bool:
     """Redis has every job of the task: ``accepted`` -> ``active``; False if it had moved on."""
     t, j = Task.__table__, Job.__table__
-    done = session.execute(sa.update(t).where(t.c.id == task_id, t.c.state == "accepted")
-                           .values(state="active")).rowcount
+    # Job rows before the task row: the order the recorder locks them in (record.bulk), or
+    # the two deadlock on PostgreSQL (found by the nemesis).
     session.execute(sa.update(j).where(j.c.task_id == task_id, j.c.state == "accepted")
                     .values(state="pending"))
+    done = session.execute(sa.update(t).where(t.c.id == task_id, t.c.state == "accepted")
+                           .values(state="active")).rowcount
     return bool(done)
 
 
