@@ -14,6 +14,7 @@ from pathlib import Path
 import redis
 
 from scheduler.queue.keys import PRIORITY_CLASSES, Keys
+from tests.faults.history import check_stream
 from tests.queue_support import redis_now_ms
 from tests.worker_support import ROOT, WorkerProcess, events, submit, wait_until, worker_args
 
@@ -93,3 +94,4 @@ def test_a_killed_lock_holder_is_taken_over_after_the_ttl_and_no_job_is_lost(
                if redis_client.hget(KEYS.job(j), "state") == "pending"]
     head = [j.partition(".")[0] for j in pending[:20]]
     assert head.count("a") == head.count("b") == 10, head
+    check_stream(redis_client, require_end=False)

@@ -13,6 +13,7 @@ import redis
 
 from scheduler.errors import StaleTokenError
 from scheduler.queue.client import JobResult, Queue
+from tests.faults.history import check_stream
 from tests.queue_support import events, make_task
 
 CTX = mp.get_context("fork")
@@ -70,4 +71,5 @@ def test_a_worker_stopped_past_its_lease_cannot_finish_a_job_claimed_again(redis
     assert late == [("fail", "stale_token", str(old_token), str(again.token), "w-frozen"),
                     ("ack", "stale_token", str(old_token), str(again.token), "w-frozen")]
     assert queue.task_state("t")["running"] == "1"
+    check_stream(client, require_end=False)
     client.close()

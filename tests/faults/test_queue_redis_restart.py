@@ -11,6 +11,7 @@ import redis
 from scheduler.errors import Code
 from scheduler.queue.client import JobResult, JobSpec, Queue, TaskSpec
 from scheduler.queue.scripts import script_source
+from tests.faults.history import check_stream
 from tests.queue_support import KEYS
 from tests.servers import RedisServer
 
@@ -54,6 +55,7 @@ def test_kill_minus_nine_after_acknowledged_enqueues_loses_no_job(private_redis:
     assert len(queued.intersection(in_flight)) in (0, len(in_flight))
     assert len(queued) == int(client.hget(KEYS.stats, "enqueued"))
     assert int(client.hget(KEYS.task("t"), "total")) == len(queued)
+    check_stream(client, require_end=False)
     client.close()
 
 
@@ -76,6 +78,7 @@ def test_the_queue_recovers_from_script_flush_in_the_middle_of_a_run(redis_clien
             redis_client.script_flush()
         done += sum(1 for c in queue.ack("w", [(j.job_id, j.token, JobResult(0)) for j in jobs]) if c == 0)
     assert done == 50 and queue.next_due()[1] is None
+    check_stream(redis_client)
 
 
 def test_a_restart_without_persistence_mid_run_needs_no_special_handling(private_redis: RedisServer) -> None:

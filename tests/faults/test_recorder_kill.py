@@ -19,6 +19,7 @@ from scheduler.queue.keys import Keys
 from scheduler.record import migrate
 from scheduler.record.engine import make_engine
 from scheduler.record.recorder import GROUP
+from tests.faults.history import check
 from tests.recorder_events import create_task_rows, job_lifecycle, xadd_all
 
 KEYS = Keys()
@@ -79,3 +80,4 @@ def test_a_recorder_killed_mid_stream_loses_and_duplicates_nothing(
     for task_id, task_jobs in tasks:
         failed = sum(1 for job, _ in task_jobs if job in failing)
         assert counters[task_id][1:] == (len(task_jobs) - failed, failed), task_id
+    check(database_url)

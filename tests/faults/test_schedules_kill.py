@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from scheduler.record.migrate import upgrade
+from tests.faults.history import check
 from tests.schedule_support import entry_score, missed, occurrences
 from tests.submit_support import KEYS, Cli, data, drain, inventory, sql_rows
 from tests.worker_support import WorkerProcess, wait_until, worker_args
@@ -89,6 +90,7 @@ def run_kill_loop(tmp_path: Path, redis_url: str, client: redis.Redis, seconds: 
     fires = fire_events(db, "beat")
     assert [o for o, n in fires.items() if n > 1] == [] and set(fires) == set(ran)
     assert (entry_score(client, "beat") or 0) > last
+    check(db, client, logs=[n.log for n in nodes])
 
 
 def test_three_nodes_fire_every_second_through_repeated_kills_without_a_miss_or_a_double(

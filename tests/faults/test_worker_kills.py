@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.queue.client import Queue
+from tests.faults.history import check_stream
 from tests.worker_support import (
     KEYS,
     alive,
@@ -59,6 +60,7 @@ def test_killing_a_child_mid_job_reruns_idempotent_jobs_and_fails_the_others_as_
     later = submit(redis_client, "13", 2)
     wait_until(lambda: set(final_outcomes(redis_client, later).values()) == {"acked"}, 10,
                "later jobs acked", w.tail, [w])
+    check_stream(redis_client)
 
 
 def test_killing_the_whole_master_gives_its_jobs_to_another_node_after_the_lease(
@@ -92,6 +94,7 @@ def test_killing_the_whole_master_gives_its_jobs_to_another_node_after_the_lease
     assert {q.job_state(j)["state"] for j in once} == {"failed"}
     # Nothing left anywhere: no job pending, running or forgotten
     assert all(redis_client.zcard(k) == 0 for k in KEYS.all_due())
+    check_stream(redis_client)
 
 
 def _processes_with(marker: str) -> list[int]:
@@ -133,3 +136,4 @@ def test_a_local_command_and_what_it_started_end_with_the_worker_that_started_th
     # Then no process of the job is left running: a retry could not run beside an old copy
     wait_until(lambda: not _processes_with(marker), 10, "every process of the job to end",
                lambda: f"{_processes_with(marker)}\n{w.tail()}")
+    check_stream(redis_client, require_end=False)

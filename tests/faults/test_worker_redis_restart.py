@@ -7,6 +7,7 @@ from pathlib import Path
 
 import redis
 
+from tests.faults.history import check_stream
 from tests.worker_support import (
     WorkerProcess,
     dump,
@@ -38,5 +39,6 @@ def test_a_node_goes_on_after_redis_is_killed_and_restarted(private_redis, tmp_p
         wait_until(lambda: set(final_outcomes(client, jobs).values()) == {"acked"}, 30,
                    "every job acked", lambda: w.tail() + dump(client), [w])
         assert w.proc.poll() is None
+        check_stream(client)
     finally:
         w.stop()

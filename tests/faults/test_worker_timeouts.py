@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.faults.history import check_stream
 from tests.worker_support import (
     WorkerProcess,
     alive,
@@ -98,6 +99,7 @@ def test_a_job_that_ignores_its_timeout_is_failed_and_its_child_killed_when_its_
     wait_until(lambda: set(final_outcomes(redis_client, later).values()) == {"acked"}, 10,
                "later jobs acked", w.tail, [w])
     assert child not in w.children()
+    check_stream(redis_client, require_end=False)
 
 
 def test_neighbours_still_running_when_the_grace_ends_are_released_or_failed_never_left(
@@ -126,3 +128,4 @@ def test_neighbours_still_running_when_the_grace_ends_are_released_or_failed_nev
     wait_until(lambda: claims_per_job(redis_client)[idem[0]] == 2, 5, "the release re-claimed",
                w.tail)
     assert os.path.exists(f"/proc/{w.proc.pid}")
+    check_stream(redis_client, require_end=False)
