@@ -36,8 +36,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from scheduler.queue.keys import Keys
-from scheduler.record.fold import BatchResult, StreamEvent
-from scheduler.record.operator_events import record_batch
+from scheduler.record.fold import BatchResult, StreamEvent, record_batch
 
 log = logging.getLogger(__name__)
 

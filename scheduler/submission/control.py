@@ -10,7 +10,7 @@ What it owns, for every verb:
    applied with the recorder's own idempotent ``apply_events`` (keyed by stream id, so when the
    recorder meets them later it inserts nothing twice) and, in the same transaction,
    ``fold_operator_events`` (what ``retry-failed`` and ``reprioritize`` change in the job and
-   task rows), both through ``scheduler.record.operator_events.record_now``, so ``tasks show`` is right the moment the command returns, with the operator on
+   task rows), both through ``scheduler.record.now.record_now``, so ``tasks show`` is right the moment the command returns, with the operator on
    the event.
 
 Cancel of an aborted task is refused (``ValidationError``, exit code 2): the abort already
@@ -37,8 +37,9 @@ from scheduler.queue.client import Queue
 from scheduler.queue.keys import PRIORITY_CLASSES
 from scheduler.queue.types import text
 from scheduler.record.audit import record_event
+from scheduler.record.fold import fold_priority
 from scheduler.record.models import Job, Task
-from scheduler.record.operator_events import fold_priority, record_now, stream_tail
+from scheduler.record.now import record_now, stream_tail
 from scheduler.record.types import utcnow
 
 __all__ = ["ControlResult", "RETRY_CHUNK", "cancel", "pause", "reprioritize", "requeue_failed",

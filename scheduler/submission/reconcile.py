@@ -21,7 +21,7 @@ jobs. ``reconcile``:
    of non-idempotent tasks that had started running: they may have run, so they are reported
    for the operator instead of being run again blindly;
 7. records in SQL at once what steps 2 and 6 wrote to the stream (``create``, ``enqueue``,
-   ``pause`` of the tasks it touched; ``operator_events.record_now``, the recorder's own
+   ``pause`` of the tasks it touched; ``record.now.record_now``, the recorder's own
    idempotent apply), so the re-enqueued job rows are ``pending`` and a recreated ``accepted``
    task ``active`` when reconcile returns, not when a recorder next runs;
 8. records a ``reconcile`` event in SQL with the counts (and the ids, capped).
@@ -44,7 +44,7 @@ from scheduler.errors import DatabaseUnavailableError
 from scheduler.queue.client import JobSpec, Queue, TaskSpec
 from scheduler.record.audit import record_event
 from scheduler.record.models import JOB_FINAL_STATES, Job, Task
-from scheduler.record.operator_events import record_now, stream_tail
+from scheduler.record.now import record_now, stream_tail
 from scheduler.record.recorder import Recorder
 from scheduler.record.types import to_ms
 from scheduler.submission.fanout import host_conns, recorded_spec, write_hosts

@@ -279,12 +279,14 @@ def run_nemesis(tmp_path: Path, db: str, seconds: float) -> None:
         server.kill()
 
 
+@pytest.mark.timeout(900)
 def test_nemesis_short_seed(tmp_path: Path, fresh_postgres_url: str) -> None:
     run_nemesis(tmp_path, fresh_postgres_url, float(os.environ.get("FLEETSCHED_NEMESIS_SECONDS")
                                                      or 60))
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(int(os.environ.get("FLEETSCHED_SOAK_SECONDS") or 1200) + 900)
 def test_nemesis_soak(tmp_path: Path, fresh_postgres_url: str) -> None:
     run_nemesis(tmp_path, fresh_postgres_url, float(os.environ.get("FLEETSCHED_SOAK_SECONDS")
                                                      or 1200))

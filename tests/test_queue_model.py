@@ -1,0 +1,748 @@
+"""Model-based test of the queue core: random sequences of verbs on real Redis (7 and 6.2)
+against a plain Python model of what each verb must do (hypothesis.stateful).
+
+The rules are the queue verbs: create_task, enqueue, claim (batch 1-5, by one of three
+workers, under a long lease or a 1-2 ms one that runs out), extend, ack, fail (retryable or
+not, the worker's abort sweep ``cancel_task(task, "")`` after it), defer, release, cancel_task,
+pause, resume, retry-failed (``scheduler.submission.control.requeue_failed``), reprioritize, and
+time passing. Workers keep every (job, token) a claim gave them, so late answers with a stale
+token (lease lost, job claimed again or failed as lost or finished) come up naturally.
+
+The model follows docs/architecture.md ("Job states", "Events", "Priority classes", "Queue
+API") and the Lua headers in scheduler/queue/lua/. A claim is predicted exactly from the Redis
+clock it reports (``Claim.now_ms``): expired leases first, then urgent, normal, bulk by score
+and member; jobs taken, parked, held, cancelled, lost. Times the scripts read from the Redis
+clock on their own (a retry's or a deferral's due time, an extended lease) are read back and
+checked against the clock before and after the call.
+
+After every step, against Redis: every job is in exactly the places its state says (pending:
+its task class's due set at its due time; running: a due set and ``{P}:leases`` at its lease
+expiry; parked: its task's parked list once; held: its task's held set; failed: ``{P}:dead``;
+succeeded or cancelled: no hash, in no set) with the model's token, attempt and owner; every
+task hash has the model's state, class and counters; running never exceeds max_running; the
+counters add up (total = succeeded + cancelled + jobs with a hash); fencing tokens only grow;
+and the new events are exactly the expected ones, by kind, job and the fields that tell them
+apart (token, worker, attempt, lost outcome, stale verb and reason).
+
+Where the code contradicts its documented contract, the model keeps to the code (so the long
+run stays useful) and a strict xfail regression test below names the defect.
+
+``FLEETSCHED_MODEL_EXAMPLES`` raises the number of examples (default 40) for long runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+import pytest
+import redis
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from scheduler.errors import Code, QueueError, StaleTokenError, UnknownJobError
+from scheduler.queue.client import JobResult, JobSpec, Queue, TaskSpec
+from scheduler.queue.keys import PRIORITY_CLASSES
+from scheduler.submission.control import requeue_failed
+from tests.queue_support import KEYS, redis_now_ms
+
+WORKERS = ("w1", "w2", "w3")
+LONG_LEASE = 60_000
+MAX_TASKS = 4
+MAX_SPAN = 8  # jobs per task at most: the claim's scan limit (batch * 4 + 64) is never reached
+LIVE = ("pending", "running", "parked", "held")
+
+POLICY = st.fixed_dictionaries({
+    "priority": st.sampled_from(PRIORITY_CLASSES),
+    "max_running": st.integers(0, 3),
+    "max_failures": st.integers(0, 3),
+    "max_attempts": st.integers(1, 3),
+    "idempotent": st.booleans(),
+})
+# due times: the base (a minute ago) + 1..30 ms, or 0 (now by the Redis clock)
+OFFSETS = st.lists(st.sampled_from([0, *range(1, 31)]), min_size=1, max_size=3)
+PICK = st.integers(0, 63)  # an index into a list of the model's, taken modulo its length
+
+SETTINGS = settings(
+    max_examples=int(os.environ.get("FLEETSCHED_MODEL_EXAMPLES", "40")),
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                           HealthCheck.data_too_large],
+)
+
+COVERED: Counter[str] = Counter()  # paths the runs went through (checked at the end)
+
+
+@dataclass
+class MJob:
+    id: str
+    task: str
+    host: str
+    due: int
+    state: str = "pending"  # pending running parked held failed succeeded cancelled
+    attempt: int = 0
+    token: int = 0
+    owner: str | None = None
+    zset: str | None = None  # the class whose due set holds its entry (pending, running)
+    score: int | None = None  # its score there: due time, or lease expiry when running
+
+
+@dataclass
+class MTask:
+    id: str
+    prio: str
+    max_running: int
+    max_failures: int
+    max_attempts: int
+    idempotent: bool
+    state: str = "active"
+    total: int = 0
+    span: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    lost: int = 0
+    overshoot: int = 0
+    parked: list[str] = field(default_factory=list)
+
+
+def normalize(fields: dict[str, str]) -> list[tuple]:
+    """One stream event as comparable tuples (one per job for events that list jobs)."""
+    kind, task, job = fields["kind"], fields.get("task"), fields.get("job")
+    if "jobs" in fields:
+        return [(kind, task, j) for j in fields["jobs"].split()]
+    if kind in ("claim", "ack"):
+        return [(kind, task, job, fields["token"], fields["worker"], fields["attempt"])]
+    if kind == "lost":
+        return [(kind, task, job, fields["outcome"], fields["token"], fields["worker"],
+                 fields["attempt"])]
+    if kind == "stale":
+        return [(kind, task, job, fields["verb"], fields["reason"], fields["token"],
+                 fields.get("current_token"))]
+    if kind in ("retry", "fail", "defer", "release"):
+        return [(kind, task, job, fields["token"], fields["attempt"])]
+    if kind == "reprioritize":
+        detail = json.loads(fields["detail"])
+        return [(kind, task, None, detail["from"], detail["to"])]
+    return [(kind, task, job)]
+
+
+class QueueMachine(RuleBasedStateMachine):
+    client: redis.Redis  # set by the test function (the qclient fixture's server)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.client.flushall()
+        self.q = Queue(self.client, lease_ms=LONG_LEASE)
+        self.tasks: dict[str, MTask] = {}
+        self.jobs: dict[str, MJob] = {}
+        self.tickets: list[tuple[str, str, int]] = []  # (worker, job, token) of every claim
+        self.expected: list[tuple] = []
+        self.last_event = "0-0"
+        self.tokens_seen: dict[str, int] = {}
+        self.base = self.now() - 60_000
+
+    def teardown(self) -> None:
+        self.q.close()
+
+    # ------------------------------------------------------------------ model helpers
+
+    def expect(self, kind: str, task: str, job: str | None = None, *extra: object) -> None:
+        self.expected.append((kind, task, job, *(None if x is None else str(x) for x in extra)))
+
+    def now(self) -> int:
+        return redis_now_ms(self.client)
+
+    def pass_time(self, ms: int) -> None:
+        """Sleep until the Redis clock is past ``ms``. Every due time or lease expiry near now is
+        followed by this, so whether it has come and its order against the next one do not
+        depend on how fast the steps run: a replayed example behaves the same."""
+        while self.now() <= ms:
+            time.sleep(0.001)
+
+    def task_of(self, job: MJob) -> MTask:
+        return self.tasks[job.task]
+
+    def unpark(self, t: MTask, into: str) -> None:
+        """fs_unpark: one parked job of the task back into a due set at its due time."""
+        for _ in range(8):
+            if not t.parked:
+                return
+            j = self.jobs[t.parked.pop(0)]
+            if j.state == "parked":
+                j.state, j.zset, j.score = "pending", into, j.due
+                self.expect("unpark", t.id, j.id)
+                COVERED["unpark"] += 1
+                return
+
+    def bury(self, j: MJob) -> None:
+        j.state, j.owner, j.zset, j.score = "failed", None, None, None
+
+    def count_failure(self, t: MTask) -> bool:
+        """fs_count_failure: True if this failure aborted the task."""
+        t.failed += 1
+        if t.state == "aborted":
+            t.overshoot += 1
+            return False
+        if 0 < t.max_failures <= t.failed and t.state in ("active", "paused"):
+            t.state = "aborted"
+            self.expect("abort", t.id)
+            COVERED["abort"] += 1
+            return True
+        return False
+
+    def pend(self, j: MJob, due: int) -> None:
+        t = self.task_of(j)
+        j.state, j.owner, j.due, j.zset, j.score = "pending", None, due, t.prio, due
+
+    def sweep(self, t: MTask, operator: str) -> None:
+        """cancel_task: cancels an active or paused task, then its pending, parked, held jobs."""
+        if t.state in ("active", "paused"):
+            t.state = "cancelled"
+            self.expect("cancel", t.id)
+        count = 0
+        for k in range(t.span):
+            j = self.jobs[f"{t.id}.{k}"]
+            if j.state in ("pending", "parked", "held"):
+                j.state, j.zset, j.score = "cancelled", None, None
+                t.cancelled += 1
+                count += 1
+                self.expect("cancel", t.id, j.id)
+        t.parked.clear()
+        assert self.q.cancel_task(t.id, operator) == count
+
+    # ------------------------------------------------------------------ drawing
+
+    # Draws do not depend on the model's state (indices taken modulo), and every rule draws
+    # the same things whatever the state: hypothesis replays an example without surprises.
+
+    def pick_task(self, data: st.DataObject) -> MTask:
+        tasks = sorted(self.tasks)
+        return self.tasks[tasks[data.draw(PICK, label="task") % len(tasks)]]
+
+    def pick_tickets(self, data: st.DataObject, most: int) -> tuple[str, list[tuple[str, int]]]:
+        """A worker and 1..most of its (job, token) tickets: a live one first, or any."""
+        fresh = data.draw(st.booleans(), label="live")
+        first = data.draw(PICK, label="ticket")
+        more = data.draw(st.lists(PICK, max_size=most - 1), label="more")
+        live = [tk for tk in self.tickets
+                if self.jobs[tk[1]].state == "running" and self.jobs[tk[1]].token == tk[2]]
+        pool = live if live and fresh else self.tickets
+        worker, job, token = pool[first % len(pool)]
+        mine = [(j, tok) for w, j, tok in self.tickets if w == worker]
+        return worker, [(job, token), *(mine[i % len(mine)] for i in more)]
+
+    # ------------------------------------------------------------------ rules
+
+    def _create(self, policy: dict) -> MTask:
+        tid = f"t{len(self.tasks)}"
+        spec = TaskSpec(tid, backoff_ms=1, operator="ops", **policy)
+        assert self.q.create_task(spec) is True
+        t = MTask(tid, policy["priority"], policy["max_running"], policy["max_failures"],
+                  policy["max_attempts"], policy["idempotent"])
+        self.tasks[tid] = t
+        self.expect("create", tid)
+        return t
+
+    def _enqueue(self, t: MTask, offsets: list[int], again: bool = False) -> None:
+        now = self.now()
+        specs = [JobSpec(f"{t.id}.{t.span + i}", f"h{t.span + i}",
+                         due_ms=off and self.base + off) for i, off in enumerate(offsets)]
+        if again and t.span:
+            specs.append(JobSpec(f"{t.id}.0", "h0"))  # queued once already: skipped
+        if t.state not in ("active", "paused"):
+            with pytest.raises(QueueError) as refused:
+                self.q.enqueue(t.id, specs)
+            assert refused.value.code == Code.TASK_NOT_ACTIVE
+            return
+        assert self.q.enqueue(t.id, specs) == len(offsets)
+        for spec in specs[:len(offsets)]:
+            due = spec.due_ms or int(self.client.hget(KEYS.job(spec.job_id), "due"))
+            assert spec.due_ms or now <= due <= self.now()
+            self.jobs[spec.job_id] = MJob(spec.job_id, t.id, spec.host, due, zset=t.prio, score=due)
+            self.expect("enqueue", t.id, spec.job_id)
+            self.pass_time(due)
+        t.total += len(offsets)
+        t.span += len(offsets)
+
+    @initialize(policy=POLICY, offsets=OFFSETS)
+    def first_task(self, policy: dict, offsets: list[int]) -> None:
+        self._enqueue(self._create(policy), offsets)
+
+    @precondition(lambda self: len(self.tasks) < MAX_TASKS)
+    @rule(policy=POLICY, offsets=OFFSETS)
+    def create_task(self, policy: dict, offsets: list[int]) -> None:
+        self._enqueue(self._create(policy), offsets)
+
+    def op_create_again(self, t: MTask, data: st.DataObject) -> None:
+        assert self.q.create_task(TaskSpec(t.id, priority="bulk")) is False  # left unchanged
+
+    @rule(data=st.data(), offsets=OFFSETS, again=st.booleans())
+    def enqueue(self, data: st.DataObject, offsets: list[int], again: bool) -> None:
+        t = self.pick_task(data)
+        offsets = offsets[:MAX_SPAN - t.span]
+        if offsets:
+            self._enqueue(t, offsets, again)
+
+    @rule(worker=st.sampled_from(WORKERS), batch=st.integers(1, 5))
+    def claim(self, worker: str, batch: int) -> None:
+        self._claim(worker, batch, LONG_LEASE)
+
+    @rule(worker=st.sampled_from(WORKERS), batch=st.integers(1, 5), lease=st.integers(1, 2))
+    def claim_short_lease(self, worker: str, batch: int, lease: int) -> None:
+        self._claim(worker, batch, lease)  # lost at a claim after it runs out
+
+    def _claim(self, worker: str, batch: int, lease: int) -> None:
+        claim = self.q.claim(worker, batch, lease_ms=lease)
+        taken, lost = self.simulate_claim(worker, batch, claim.now_ms + lease, claim.now_ms)
+        got = [(j.job_id, j.task_id, j.host, j.token, j.attempt, j.due_ms, j.after_loss)
+               for j in claim.jobs]
+        assert got == taken
+        assert claim.lost == lost
+        scores = [j.score for j in self.jobs.values() if j.zset is not None]
+        assert claim.next_due_ms == (min(scores) if scores else None)
+        self.tickets += [(worker, j.job_id, j.token) for j in claim.jobs]
+        if claim.jobs and lease < LONG_LEASE:
+            self.pass_time(claim.now_ms + lease)
+
+    def simulate_claim(self, worker: str, batch: int, expiry: int, now: int
+                       ) -> tuple[list[tuple], list[str]]:
+        """claim.lua, as its header and docs/architecture.md "Job states" describe it."""
+        taken: list[tuple] = []
+        lost: list[str] = []
+        cancels: dict[str, list[str]] = {}
+        visited, scan_limit = 0, batch * 4 + 64
+
+        def take(j: MJob, t: MTask, after_loss: bool) -> None:
+            j.attempt, j.token = j.attempt + 1, j.token + 1
+            j.state, j.owner, j.score = "running", worker, expiry
+            t.running += 1
+            self.expect("claim", t.id, j.id, j.token, worker, j.attempt)
+            taken.append((j.id, t.id, j.host, j.token, j.attempt, j.due, after_loss))
+
+        def cancel(j: MJob, t: MTask, quiet: bool = False) -> None:
+            j.state, j.zset, j.score = "cancelled", None, None
+            t.cancelled += 1
+            if not quiet:  # a lost job's end is its lost event (outcome cancelled) alone
+                cancels.setdefault(t.id, []).append(j.id)
+
+        def lose(cls: str, j: MJob, t: MTask) -> bool:
+            t.running -= 1
+            t.lost += 1
+            retry = t.idempotent and j.attempt < t.max_attempts
+            token, owner = j.token, j.owner
+            if retry and t.state == "active":
+                self.expect("lost", t.id, j.id, "retry", token, owner, j.attempt)
+                COVERED["lost retry"] += 1
+                return True
+            if retry and t.state == "paused":
+                self.expect("lost", t.id, j.id, "held", token, owner, j.attempt)
+                COVERED["lost held"] += 1
+                j.state, j.owner, j.zset, j.score = "held", None, None, None
+            elif t.state not in ("active", "paused"):
+                self.expect("lost", t.id, j.id, "cancelled", token, owner, j.attempt)
+                COVERED["lost cancelled"] += 1
+                cancel(j, t, quiet=True)
+            else:
+                j.token += 1  # the lost worker's late answers are stale
+                self.expect("lost", t.id, j.id, "failed", token, owner, j.attempt)
+                COVERED["lost failed"] += 1
+                self.bury(j)
+                self.count_failure(t)
+                lost.append(j.id)
+            if t.max_running > 0:
+                self.unpark(t, t.prio)
+            return False
+
+        def visit(cls: str, j: MJob) -> None:
+            t = self.task_of(j)
+            if t.prio != cls and j.state == "pending" and t.state == "active":
+                j.zset = t.prio  # reprioritize under way: filed into its class, not claimed
+            elif j.state == "running":
+                if lose(cls, j, t):
+                    take(j, t, True)
+            elif t.state not in ("active", "paused"):
+                cancel(j, t)
+            elif t.state == "paused":
+                j.state, j.zset, j.score = "held", None, None
+                COVERED["held"] += 1
+            elif 0 < t.max_running <= t.running:
+                j.state, j.zset, j.score = "parked", None, None
+                t.parked.append(j.id)
+                self.expect("park", t.id, j.id)
+                COVERED["park"] += 1
+            else:
+                take(j, t, False)
+
+        def due_in(cls: str | None, running_only: bool = False) -> list[MJob]:
+            found = [j for j in self.jobs.values() if j.zset is not None
+                     and (cls is None or j.zset == cls) and j.score <= now
+                     and (j.state == "running" or not running_only)]
+            return sorted(found, key=lambda j: (j.score, j.id))
+
+        for j in due_in(None, running_only=True)[:batch]:  # expired leases first
+            if len(taken) >= batch:
+                break
+            visited += 1
+            visit(j.zset, j)
+        for cls in PRIORITY_CLASSES:
+            while len(taken) < batch and visited < scan_limit:
+                ids = due_in(cls)[:min(batch - len(taken), scan_limit - visited)]
+                if not ids:
+                    break
+                for j in ids:
+                    visited += 1
+                    visit(cls, j)
+        for tid, ids in cancels.items():
+            for jid in ids:
+                self.expect("cancel", tid, jid)
+        return taken, lost
+
+    @precondition(lambda self: self.tickets)
+    @rule(data=st.data(), lease=st.sampled_from([1, LONG_LEASE]))
+    def extend(self, data: st.DataObject, lease: int) -> None:
+        worker, leases = self.pick_tickets(data, 3)
+        before = self.now()
+        codes = self.q.extend(worker, leases, lease_ms=lease)
+        after = self.now()
+        want = []
+        for job_id, token in leases:
+            j = self.jobs[job_id]
+            if j.state in ("succeeded", "cancelled"):
+                want.append(Code.UNKNOWN_JOB)
+            elif j.token != token:
+                want.append(Code.STALE_TOKEN)
+            elif j.state != "running":
+                want.append(Code.NOT_RUNNING)
+            else:
+                want.append(Code.OK)
+                expiry = int(self.client.zscore(KEYS.leases, job_id))
+                assert before + lease <= expiry <= after + lease
+                j.score = expiry
+                self.pass_time(expiry)
+        assert codes == want
+
+    @precondition(lambda self: self.tickets)
+    @rule(data=st.data())
+    def ack(self, data: st.DataObject) -> None:
+        worker, done = self.pick_tickets(data, 3)
+        codes = self.q.ack(worker, [(job_id, token, JobResult(0, 1, "ok")) for job_id, token in done])
+        want, acked = [], set()
+        for job_id, token in done:
+            j = self.jobs[job_id]
+            t = self.task_of(j)
+            if job_id in acked:
+                want.append(Code.NOT_RUNNING)  # twice in one batch
+            elif j.state in ("succeeded", "cancelled"):
+                want.append(Code.UNKNOWN_JOB)
+                self.expect("stale", t.id, job_id, "ack", "unknown_job", token, None)
+                COVERED["stale ack"] += 1
+            elif j.token != token:
+                want.append(Code.STALE_TOKEN)
+                self.expect("stale", t.id, job_id, "ack", "stale_token", token, j.token)
+                COVERED["stale ack"] += 1
+            elif j.state != "running":
+                want.append(Code.NOT_RUNNING)
+            else:
+                want.append(Code.OK)
+                acked.add(job_id)
+                self.expect("ack", t.id, job_id, token, worker, j.attempt)
+                j.state, j.owner, j.zset, j.score = "succeeded", None, None, None
+                t.running -= 1
+                t.succeeded += 1
+                if t.max_running > 0:
+                    self.unpark(t, t.prio)
+        assert codes == want
+
+    @precondition(lambda self: self.tickets)
+    @rule(data=st.data(), retryable=st.booleans(), sweep=st.booleans())
+    def fail(self, data: st.DataObject, retryable: bool, sweep: bool) -> None:
+        worker, [(job_id, token), *_] = self.pick_tickets(data, 1)
+        j = self.jobs[job_id]
+        t = self.task_of(j)
+        result = JobResult(1, 1, "boom")
+        before = self.now()
+        if j.state in ("succeeded", "cancelled"):
+            with pytest.raises(UnknownJobError):
+                self.q.fail_job(worker, job_id, token, result, error="boom", retryable=retryable)
+            self.expect("stale", t.id, job_id, "fail", "unknown_job", token, None)
+            COVERED["stale fail"] += 1
+            return
+        if j.token != token:
+            with pytest.raises(StaleTokenError):
+                self.q.fail_job(worker, job_id, token, result, error="boom", retryable=retryable)
+            self.expect("stale", t.id, job_id, "fail", "stale_token", token, j.token)
+            COVERED["stale fail"] += 1
+            return
+        if j.state != "running":
+            with pytest.raises(QueueError) as refused:
+                self.q.fail_job(worker, job_id, token, result, error="boom", retryable=retryable)
+            assert refused.value.code == Code.NOT_RUNNING
+            return
+        outcome = self.q.fail_job(worker, job_id, token, result, error="boom", retryable=retryable)
+        t.running -= 1
+        if retryable and j.attempt < t.max_attempts and t.state in ("active", "paused"):
+            assert (outcome.outcome, outcome.aborted) == ("retry", False)
+            # backoff_ms 1: 2^(attempt-1) ms, times a jitter factor in [0.8, 1.2)
+            assert before <= outcome.due_ms <= self.now() + 2 ** (j.attempt - 1) * 1.2
+            self.expect("retry", t.id, job_id, token, j.attempt)
+            self.pend(j, outcome.due_ms)
+            self.pass_time(outcome.due_ms)
+            aborted = False
+        else:
+            self.expect("fail", t.id, job_id, token, j.attempt)
+            self.bury(j)
+            aborted = self.count_failure(t)
+            assert (outcome.outcome, outcome.due_ms, outcome.aborted) == ("failed", None, aborted)
+        if t.max_running > 0:
+            self.unpark(t, t.prio)
+        if aborted and sweep:
+            self.sweep(t, "")  # what a worker does after an abort (workers/finisher.py)
+
+    @precondition(lambda self: any(t.state == "aborted" for t in self.tasks.values()))
+    @rule(data=st.data())
+    def sweep_aborted(self, data: st.DataObject) -> None:
+        aborted = sorted(tid for tid, t in self.tasks.items() if t.state == "aborted")
+        self.sweep(self.tasks[aborted[data.draw(PICK, label="task") % len(aborted)]], "")
+
+    @precondition(lambda self: self.tickets)
+    @rule(data=st.data(), later=st.sampled_from([0, 0, 2]))
+    def defer(self, data: st.DataObject, later: int) -> None:
+        worker, [(job_id, token), *_] = self.pick_tickets(data, 1)
+        j = self.jobs[job_id]
+        t = self.task_of(j)
+        due_ms = 0 if later == 0 else self.now() + later
+        code = self.q.defer(worker, job_id, token, due_ms, wclose_ms=None, reason="window")
+        if j.state in ("succeeded", "cancelled"):
+            assert code == Code.UNKNOWN_JOB
+        elif j.token != token:
+            assert code == Code.STALE_TOKEN
+        elif j.state != "running":
+            assert code == Code.NOT_RUNNING
+        else:
+            assert code == Code.OK
+            j.attempt = max(j.attempt - 1, 0)
+            self.expect("defer", t.id, job_id, token, j.attempt)
+            self.pend(j, due_ms or int(self.client.hget(KEYS.job(job_id), "due")))
+            self.pass_time(j.due)
+            t.running -= 1
+            if t.max_running > 0:
+                self.unpark(t, t.prio)
+
+    @precondition(lambda self: self.tickets)
+    @rule(data=st.data())
+    def release(self, data: st.DataObject) -> None:
+        worker, leases = self.pick_tickets(data, 3)
+        codes = self.q.release(worker, leases)
+        want = []
+        for job_id, token in leases:
+            j = self.jobs[job_id]
+            t = self.task_of(j)
+            if j.state in ("succeeded", "cancelled"):
+                want.append(Code.UNKNOWN_JOB)
+            elif j.token != token:
+                want.append(Code.STALE_TOKEN)
+            elif j.state != "running":
+                want.append(Code.NOT_RUNNING)
+            else:
+                want.append(Code.OK)
+                j.attempt = max(j.attempt - 1, 0)
+                self.expect("release", t.id, job_id, token, j.attempt)
+                self.pend(j, j.due)  # back at its own due time
+                t.running -= 1
+                if t.max_running > 0:
+                    self.unpark(t, t.prio)
+        assert codes == want
+
+    @rule(data=st.data(), verb=st.sampled_from(["pause", "resume", "cancel", "retry_failed",
+                                                 "reprioritize", "create_again"]))
+    def operator(self, data: st.DataObject, verb: str) -> None:
+        """An operator's verb on a task (one rule: workers' verbs come up more often)."""
+        getattr(self, "op_" + verb)(self.pick_task(data), data)
+
+    def op_cancel(self, t: MTask, data: st.DataObject) -> None:
+        self.sweep(t, "ops")
+
+    def op_pause(self, t: MTask, data: st.DataObject) -> None:
+        if t.state in ("cancelled", "aborted"):
+            with pytest.raises(QueueError) as refused:
+                self.q.pause(t.id, "ops")
+            assert refused.value.code == Code.TASK_NOT_ACTIVE
+            return
+        self.q.pause(t.id, "ops")
+        if t.state == "active":
+            t.state = "paused"
+            self.expect("pause", t.id)
+
+    def op_resume(self, t: MTask, data: st.DataObject) -> None:
+        if t.state in ("cancelled", "aborted"):
+            with pytest.raises(QueueError) as refused:
+                self.q.resume(t.id, "ops")
+            assert refused.value.code == Code.TASK_NOT_ACTIVE
+            return
+        moved = self.q.resume(t.id, "ops")
+        held = [j for j in self.jobs.values() if j.task == t.id and j.state == "held"]
+        if t.state == "paused":
+            t.state = "active"
+            self.expect("resume", t.id)
+        for j in held:
+            j.state, j.zset, j.score = "pending", t.prio, j.due
+        assert moved == len(held)
+
+    def op_retry_failed(self, t: MTask, data: st.DataObject) -> None:
+        if t.state == "cancelled":
+            with pytest.raises(QueueError) as refused:
+                requeue_failed(self.q, t.id, "ops")
+            assert refused.value.code == Code.TASK_NOT_ACTIVE
+            return
+        before = self.now()
+        moved = requeue_failed(self.q, t.id, "ops")
+        failed = [j for j in self.jobs.values() if j.task == t.id and j.state == "failed"]
+        failed.sort(key=lambda j: int(j.id.rpartition(".")[2]))
+        assert [ids for _, ids in moved] == ([[j.id for j in failed]] if failed else [])
+        if not failed:
+            return
+        due = int(self.client.hget(KEYS.job(failed[0].id), "due"))
+        assert before <= due <= self.now()
+        for j in failed:
+            j.attempt = 0  # a new attempt budget; the token is kept
+            self.pend(j, due)
+            self.expect("retry-failed", t.id, j.id)
+        self.pass_time(due)
+        t.failed -= len(failed)
+        if t.state == "aborted":
+            t.state, t.overshoot = "active", 0
+
+    def op_reprioritize(self, t: MTask, data: st.DataObject) -> None:
+        prio = data.draw(st.sampled_from(PRIORITY_CLASSES), label="class")
+        if t.state in ("cancelled", "aborted"):
+            with pytest.raises(QueueError) as refused:
+                self.q.reprioritize(t.id, prio, "ops")
+            assert refused.value.code == Code.TASK_NOT_ACTIVE
+            return
+        moved = self.q.reprioritize(t.id, prio, "ops")
+        if prio != t.prio:
+            self.expect("reprioritize", t.id, None, t.prio, prio)
+            t.prio = prio
+        pending = [j for j in self.jobs.values()
+                   if j.task == t.id and j.state == "pending" and j.zset != prio]
+        for j in pending:
+            j.zset = prio  # same score: its place in line
+        assert moved == len(pending)
+        if t.prio != prio or any(j.state == "running" and j.zset != prio for j in self.jobs.values()
+                                 if j.task == t.id):
+            COVERED["lease in old class"] += 1
+
+    # ------------------------------------------------------------------ invariants
+
+    @invariant()
+    def events_are_the_expected_ones(self) -> None:
+        entries = self.client.xrange(KEYS.events, min="(" + self.last_event)
+        got: Counter[tuple] = Counter()
+        for entry_id, fields in entries:
+            got.update(normalize(fields))
+            self.last_event = entry_id
+        want = Counter(self.expected)
+        self.expected = []
+        assert got == want, f"unexpected events {got - want}, missing {want - got}"
+
+    @invariant()
+    def redis_matches_model(self) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        for prio in PRIORITY_CLASSES:
+            pipe.zrange(KEYS.due(prio), 0, -1, withscores=True)
+        pipe.zrange(KEYS.leases, 0, -1, withscores=True)
+        pipe.zrange(KEYS.dead, 0, -1)
+        pipe.keys(KEYS.job("*"))
+        for tid in self.tasks:
+            pipe.hgetall(KEYS.task(tid))
+            pipe.lrange(KEYS.parked(tid), 0, -1)
+            pipe.zrange(KEYS.held(tid), 0, -1, withscores=True)
+        for jid in self.jobs:
+            pipe.hgetall(KEYS.job(jid))
+        replies = iter(pipe.execute())
+        places: dict[str, list[tuple]] = defaultdict(list)
+        for prio in PRIORITY_CLASSES:
+            for member, score in next(replies):
+                places[member].append(("due", prio, int(score)))
+        for member, score in next(replies):
+            places[member].append(("leases", int(score)))
+        for member in next(replies):
+            places[member].append(("dead",))
+        hashes = set(next(replies))
+        task_hashes = {}
+        for tid in self.tasks:
+            task_hashes[tid] = next(replies)
+            for member in next(replies):
+                places[member].append(("parked", tid))
+            for member, score in next(replies):
+                places[member].append(("held", tid, int(score)))
+        job_hashes = {jid: next(replies) for jid in self.jobs}
+
+        assert set(places) <= set(self.jobs), f"unknown members {set(places) - set(self.jobs)}"
+        assert hashes == {KEYS.job(j.id) for j in self.jobs.values()
+                          if j.state in (*LIVE, "failed")}
+        for j in self.jobs.values():
+            h = job_hashes[j.id]
+            want = {
+                "pending": [("due", j.zset, j.due)],
+                "running": [("due", j.zset, j.score), ("leases", j.score)],
+                "parked": [("parked", j.task)],
+                "held": [("held", j.task, j.due)],
+                "failed": [("dead",)],
+            }.get(j.state, [])
+            assert sorted(places.get(j.id, [])) == sorted(want), f"{j.id} is {j.state}"
+            if j.state in ("succeeded", "cancelled"):
+                assert h == {}
+                continue
+            assert (h["state"], int(h.get("token", 0)), int(h.get("attempt", 0)), int(h["due"])) \
+                == (j.state, j.token, j.attempt, j.due), f"{j.id}: {h}"
+            assert h.get("owner") == j.owner, f"{j.id}: {h}"
+            if j.state == "pending":
+                assert j.zset == self.task_of(j).prio, f"{j.id} is pending outside its class"
+            # fencing tokens only grow
+            assert int(h.get("token", 0)) >= self.tokens_seen.get(j.id, 0)
+            self.tokens_seen[j.id] = int(h.get("token", 0))
+
+        for t in self.tasks.values():
+            h = task_hashes[t.id]
+            fields = ("state", "prio", "total", "span", "running", "succeeded", "failed",
+                      "cancelled", "lost", "overshoot")
+            assert {f: h[f] for f in fields} == {f: str(getattr(t, f)) for f in fields}, t.id
+            mine = [job_hashes[j.id] for j in self.jobs.values() if j.task == t.id]
+            states = Counter(jh.get("state") for jh in mine if jh)
+            # from Redis alone: the counters agree with the job hashes
+            assert int(h["running"]) == states["running"]
+            assert int(h["failed"]) == states["failed"]
+            assert int(h["total"]) == int(h["succeeded"]) + int(h["cancelled"]) + sum(states.values())
+            if t.max_running > 0:
+                assert int(h["running"]) <= t.max_running
+
+
+@pytest.fixture
+def machine(qclient: redis.Redis):
+    QueueMachine.client = qclient
+    yield QueueMachine
+    del QueueMachine.client
+
+
+def test_the_queue_does_what_its_model_says(machine: type[QueueMachine]) -> None:
+    COVERED.clear()
+    run_state_machine_as_test(machine, settings=SETTINGS)
+    # the runs went through the paths this test is about (stale answers, losses, aborts)
+    missing = {"stale ack", "stale fail", "lost retry", "lost failed", "abort", "park",
+               "unpark", "held"} - set(COVERED)
+    assert not missing, f"never exercised: {missing} ({dict(COVERED)})"
