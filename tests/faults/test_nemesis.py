@@ -8,8 +8,8 @@ retry-failed and reprioritize at random moments.
 
 Faults (seeded): kill -9 of a node master (restarted a moment later) and of a child process,
 SIGSTOP of a master past its lease then SIGCONT, kill -9 of Redis and its restart (AOF
-always), a PostgreSQL cut through the TCP proxy the recorders use, and a reconcile run while
-the recorders hold pending entries.
+always), a PostgreSQL cut through the TCP proxy the recorders use, and a reconcile run (on a
+direct connection) during such a cut, while the recorders hold entries they could not commit.
 
 Then the faults stop, paused tasks are resumed, what still waits for a window that closed is
 cancelled, every node finishes, the stream is drained into SQL, and the checker judges the
@@ -184,6 +184,11 @@ class Nemesis:
             time.sleep(r.uniform(1.0, 3.0))
             self.proxy.restore()
         elif what == "reconcile":
+            # While the recorders cannot reach the database they hold the entries they read
+            # (jobs finished in Redis, not yet in SQL): reconcile, on a direct connection, must
+            # not queue those jobs again.
+            self.proxy.cut()
+            time.sleep(r.uniform(1.0, 2.5))
             client = redis.Redis.from_url(self.redis.url, decode_responses=True)
             engine = sa.create_engine(self.db)
             try:
@@ -193,6 +198,7 @@ class Nemesis:
             finally:
                 engine.dispose()
                 client.close()
+                self.proxy.restore()
         self.faults[what] += 1
 
     def replace(self, slot: int) -> None:
