@@ -136,7 +136,7 @@ def test_tasks_watch_lists_each_failure_and_exits_3(fleet: dict, worker) -> None
     assert code == 3, err
     fail_lines = [ln for ln in err.splitlines() if ln.lstrip().startswith("fail ")]
     assert sorted(ln.split(" on ")[1].split()[0] for ln in fail_lines) == HOSTS
-    assert "finished" in out
+    assert " failed " in out.splitlines()[-1]  # every job failed: the task failed
 
 
 def test_tasks_watch_of_an_unknown_task_exits_4(fleet: dict) -> None:

@@ -180,6 +180,14 @@ Exit codes: 0 every job succeeded, 3 some jobs failed or were lost, 4 no such ta
 SUMMARY_COLUMNS = ["task", "state", "total", "succeeded", "failed", "lost", "cancelled"]
 
 
+def _watched_state(t: Any) -> str:
+    """The task's state for the watch summary: cancelled and aborted as Redis says them, a
+    finished active task succeeded or failed by its jobs, otherwise its live state."""
+    if t.state in ("cancelled", "aborted") or not t.finished:
+        return t.state
+    return "succeeded" if t.all_succeeded else "failed"
+
+
 @tasks_app.command("watch", epilog=WATCH_EPILOG)
 def watch(
     ctx: typer.Context,
@@ -218,12 +226,11 @@ def watch(
         client.close()
         if engine is not None:
             engine.dispose()
-    rows = [{"task": t.task_id, "state": t.state if not t.finished else
-             ("succeeded" if t.all_succeeded else "finished"), "total": t.total,
+    rows = [{"task": t.task_id, "state": _watched_state(t), "total": t.total,
              "succeeded": t.succeeded, "failed": t.failed, "lost": t.lost,
              "cancelled": t.cancelled} for t in tasks]
     output.emit_rows(rows, SUMMARY_COLUMNS, fmt)
-    if any(t.failed or t.lost for t in tasks):
+    if any(t.failed for t in tasks):
         raise typer.Exit(3)
     if any(t.cancelled or t.state in ("cancelled", "aborted") for t in tasks):
         raise typer.Exit(5)

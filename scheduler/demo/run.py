@@ -92,7 +92,7 @@ class TaskRun:
                 "submitted_s": round(self.submitted - t0, 2),
                 "completed_s": None if self.finished is None else round(self.finished - t0, 2),
                 "duration_s": None if self.finished is None else round(self.finished - self.submitted, 2),
-                "succeeded": p.succeeded if p else 0, "failed": (p.failed + p.lost) if p else 0}
+                "succeeded": p.succeeded if p else 0, "failed": p.failed if p else 0}
 
 
 @dataclass

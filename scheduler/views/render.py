@@ -16,7 +16,7 @@ from rich.text import Text
 from scheduler.parse import format_duration
 from scheduler.views.snapshot import QueueSnapshot, RateMeter, TaskProgress
 
-SEGMENTS = (("succeeded", "█", "green"), ("failed", "x", "red"), ("lost", "x", "dark_orange"),
+SEGMENTS = (("succeeded", "█", "green"), ("failed", "x", "red"),
             ("cancelled", "-", "bright_black"), ("running", "▒", "yellow"),
             ("pending", "·", "bright_black"))
 
@@ -24,14 +24,14 @@ SEGMENTS = (("succeeded", "█", "green"), ("failed", "x", "red"), ("lost", "x",
 def bar(task: TaskProgress, width: int = 30) -> Text:
     """A progress bar of ``width`` cells split by outcome (see the module docstring)."""
     total = max(task.total, 1)
-    counts = {"succeeded": task.succeeded, "failed": task.failed, "lost": task.lost,
+    counts = {"succeeded": task.succeeded, "failed": task.failed,
               "cancelled": task.cancelled, "running": task.running, "pending": task.pending}
     text = Text()
     used = 0
     for i, (name, char, style) in enumerate(SEGMENTS):
         n = counts[name]
         cells = width - used if i == len(SEGMENTS) - 1 else round(n / total * width)
-        if n and cells == 0 and name in ("failed", "lost"):
+        if n and cells == 0 and name == "failed":
             cells = 1  # a failure is never invisible
         cells = max(0, min(cells, width - used))
         text.append(char * cells, style=style)
@@ -60,7 +60,7 @@ def task_table(tasks: list[TaskProgress], meter: RateMeter | None = None, *,
     for t in tasks:
         label = (labels or {}).get(t.task_id) or f"{t.task_id} {t.operator} {t.action}".strip()
         rate = meter.rate(t.task_id) if meter else 0.0
-        bad = t.failed + t.lost
+        bad = t.failed  # failed for good, lost ones included
         cells = {"task": Text(label), "progress": bar(t, width), "done": f"{t.done}/{t.total}",
                  "ok": str(t.succeeded), "failed": Text(str(bad), style="red" if bad else ""),
                  "running": str(t.running), "waiting": str(t.pending), "rate/s": f"{rate:.0f}",

@@ -41,13 +41,16 @@ class TaskProgress:
     succeeded: int = 0
     failed: int = 0
     cancelled: int = 0
-    lost: int = 0
+    lost: int = 0  # times a worker was lost while running one of its jobs (not an end)
     parked: int = 0
     created_ms: int = 0
 
     @property
     def done(self) -> int:
-        return self.succeeded + self.failed + self.cancelled + self.lost
+        """Jobs that ended. ``failed`` counts the jobs failed for good, lost ones included, and
+        ``cancelled`` those cancelled after a loss; ``lost`` counts losses of a worker (a job
+        re-run after one is lost once and succeeds later), so it is not added here."""
+        return self.succeeded + self.failed + self.cancelled
 
     @property
     def pending(self) -> int:
