@@ -178,3 +178,41 @@ def test_hosts_history_and_tasks_show_events_give_the_full_trail(fleet: dict, wo
 def test_hosts_history_of_an_unknown_host_exits_4(fleet: dict) -> None:
     code, _out, err = run_cli(["hosts", "history", "nope-99"], fleet["env"])
     assert code == 4 and "nope-99" in err
+
+
+def test_jobs_show_and_tasks_output_give_each_attempt_and_what_each_host_printed(
+        fleet: dict, worker) -> None:
+    # Given a task whose every job failed (simulated), recorded by the worker's recorder
+    task = submit_task(fleet, failure_rate=1.0)
+    worker()
+    code, _, err = run_cli(["tasks", "watch", str(task), "--interval", "0.1", "--timeout", "60s"],
+                           fleet["env"])
+    assert code == 3, err
+    # When the operator looks at one job
+    code, out, err = run_cli(["jobs", "show", f"{task}.0"], fleet["env"])
+    # Then its host, its attempt with worker, token and end, the command and what it printed
+    assert code == 0, err
+    assert out.startswith(f"job {task}.0 on web-01: failed")
+    assert "attempt 1 (token 1) on " in out and ": failed, exit code 1" in out
+    assert "$ uptime" in out and "[simulated]" in out
+    code, out, _ = run_cli(["jobs", "show", f"{task}.0", "--output", "json"], fleet["env"])
+    attempt = json.loads(out)["attempts"][0]
+    assert (attempt["end"], attempt["exit_code"], attempt["token"]) == ("failed", 1, 1)
+    assert attempt["commands"][0]["command"] == "uptime"
+    # And every host's output of the task, prefixed by the host, filtered by a pattern
+    code, out, err = run_cli(["tasks", "output", str(task), "--failed", "--grep", "simulated"],
+                             fleet["env"])
+    assert code == 0, err
+    heads = [ln for ln in out.splitlines() if " | failed | rc=1 | " in ln]
+    assert sorted(ln.split(" | ")[0] for ln in heads) == HOSTS
+    body = [ln for ln in out.splitlines() if " | " not in ln]
+    assert body and all(ln.split(": ", 1)[0] in HOSTS and "simulated" in ln for ln in body)
+    code, out, _ = run_cli(["tasks", "output", str(task), "--host", "web-02", "--output", "json"],
+                           fleet["env"])
+    [row] = json.loads(out)
+    assert row["host"] == "web-02" and row["exit_code"] == 1 and row["lines"]
+    # Bad input: one line, the right exit code
+    code, _, err = run_cli(["tasks", "output", str(task), "--grep", "("], fleet["env"])
+    assert code == 2 and err.startswith("error: --grep '(' is not a regular expression")
+    code, _, err = run_cli(["jobs", "show", "999.0"], fleet["env"])
+    assert code == 4 and err.startswith("error: no job '999.0'")

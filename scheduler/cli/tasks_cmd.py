@@ -234,3 +234,51 @@ def watch(
         raise typer.Exit(3)
     if any(t.cancelled or t.state in ("cancelled", "aborted") for t in tasks):
         raise typer.Exit(5)
+
+
+OUTPUT_EPILOG = """Examples:
+
+  fleetsched tasks output 42
+
+  fleetsched tasks output 42 --failed
+
+  fleetsched tasks output 42 --host web-07 --grep 'error|warn'
+
+  fleetsched tasks output 42 --output json
+"""
+
+
+@tasks_app.command("output", epilog=OUTPUT_EPILOG)
+def output_cmd(
+    ctx: typer.Context,
+    task_id: TaskId,
+    host: Annotated[str | None, typer.Option("--host", help="Only this host's job.")] = None,
+    failed: Annotated[bool, typer.Option("--failed", help="Only the jobs that failed or were lost.")] = False,
+    grep: Annotated[str | None, typer.Option("--grep", help="Only the lines matching this regular expression.")] = None,
+    fmt: OutputOption = output.OutputFormat.table,
+) -> None:
+    """Every host's output of its job's last attempt, each line prefixed by the host (like
+    ``ansible -o`` or ``pssh -i``); stderr lines are marked ``[stderr]``."""
+    import re
+
+    from scheduler.errors import ValidationError
+    from scheduler.reports.attempts import task_outputs
+
+    if grep is not None:
+        try:
+            re.compile(grep)
+        except re.error as exc:
+            raise ValidationError(f"--grep {grep!r} is not a regular expression: {exc}") from None
+    with _context(ctx, redis=False) as (engine, _, _op):
+        rows = task_outputs(engine, task_id, host=host, failed=failed, grep=grep)
+    if fmt is not output.OutputFormat.table:
+        output.emit_rows(rows, ["host", "job", "state", "attempt", "exit_code", "lines"], fmt)
+        return
+    for row in rows:
+        rc = "-" if row["exit_code"] is None else row["exit_code"]
+        output.stdout.out(f"{row['host']} | {row['state']} | rc={rc} | job {row['job']} "
+                          f"attempt {row['attempt']}")
+        for line in row["lines"]:
+            output.stdout.out(f"{row['host']}: {line}")
+    if not rows:
+        output.info("no output matched" if (grep or host or failed) else "no job has output yet")

@@ -1,0 +1,67 @@
+"""``fleetsched jobs show JOB``: one job's attempts, what each printed, and what is known when it
+was lost (``scheduler.reports.attempts``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from scheduler.cli import output
+from scheduler.cli.context import database
+from scheduler.cli.output import OutputOption
+
+jobs_app = typer.Typer(help="Single jobs: every attempt of one host's job and what it printed.",
+                       no_args_is_help=True)
+
+SHOW_EPILOG = """Examples:
+
+  fleetsched jobs show 42.7
+
+  fleetsched jobs show 42.7 --output json
+"""
+
+
+@jobs_app.command("show", epilog=SHOW_EPILOG)
+def show_cmd(
+    ctx: typer.Context,
+    job_id: Annotated[str, typer.Argument(help="The job id, <task>.<n> (see `fleetsched tasks show TASK`).")],
+    fmt: OutputOption = output.OutputFormat.table,
+) -> None:
+    """A job's host and state, then each attempt: when, which worker and fencing token, how it
+    ended, its exit code and the output of each command; late results of workers that had lost
+    it; for a job lost with its worker, what is known and what to check on the host."""
+    from scheduler.reports.attempts import job_attempts, output_lines
+
+    with database(ctx) as (engine, _operator):
+        view = job_attempts(engine, job_id)
+    if fmt is not output.OutputFormat.table:
+        if fmt is output.OutputFormat.json:
+            output.stdout.out(json.dumps(view.as_dict(), indent=2, default=str))
+            return
+        output.emit_rows([a.as_dict() for a in view.attempts],
+                         ["attempt", "token", "worker", "started", "ended", "end", "exit_code",
+                          "duration_ms", "error"], fmt)
+        return
+    output.stdout.out(f"job {view.job} on {view.host}: {view.state} (task {view.task}, "
+                      f"{len(view.attempts)} attempt(s))")
+    for a in view.attempts:
+        started = a.started.isoformat(timespec="milliseconds") if a.started else "?"
+        output.stdout.out(f"\nattempt {a.attempt} (token {a.token}) on {a.worker}, started "
+                          f"{started}: {a.end or 'running'}"
+                          + (f", exit code {a.exit_code}" if a.exit_code is not None else "")
+                          + (f", {a.duration_ms} ms" if a.duration_ms is not None else ""))
+        if a.error:
+            output.stdout.out(f"  error: {a.error}")
+        for cmd in a.commands:
+            output.stdout.out(f"  $ {cmd.get('command', '')}  (exit {cmd.get('exit_code')})")
+            for line in output_lines([cmd]):
+                output.stdout.out(f"  | {line}")
+    for late in view.late:
+        output.stdout.out(f"\nlate {late['verb']} from {late['worker']} (token {late['token']}, "
+                          f"{late['reason']}): refused; exit code {late['exit_code']}")
+        for line in output_lines(late["commands"]):
+            output.stdout.out(f"  | {line}")
+    if view.lost_note:
+        output.stdout.out(f"\n{view.lost_note}")

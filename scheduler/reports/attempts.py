@@ -1,0 +1,177 @@
+"""What each job ran and printed, attempt by attempt, read from the SQL record.
+
+- :func:`job_attempts`: one job (``fleetsched jobs show``): its host, state and every attempt
+  (claimed when, by which worker, with which fencing token; how it ended; exit code; the
+  output of each command, stdout and stderr apart, head and tail as the worker kept them), the
+  late results of workers that had lost the job (``stale`` events), and for a job lost with
+  its worker what is known and what to check on the host;
+- :func:`task_outputs`: the last attempt of every job of a task, for ``tasks output``
+  (``--host``, ``--failed``, ``--grep``).
+
+Output comes from the events' ``output`` field: the JSON list of per-command records a worker
+writes (``workers/results.py``), secrets already masked by the action.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from scheduler.errors import NotFoundError
+from scheduler.record.models import Event, Job, Task
+
+__all__ = ["Attempt", "JobView", "job_attempts", "output_lines", "task_outputs"]
+
+ENDS = {"ack": "succeeded", "fail": "failed", "retry": "failed, retried", "lost": "lost",
+        "release": "given back", "defer": "deferred (window)", "cancel": "cancelled"}
+STREAMS = ("stdout", "stderr")
+
+
+@dataclass
+class Attempt:
+    """One claim of a job and how it ended."""
+
+    attempt: int | None
+    token: int | None
+    worker: str | None
+    started: datetime | None
+    ended: datetime | None = None
+    end: str | None = None  # succeeded, failed, failed (retried), lost, given back ...
+    exit_code: int | None = None
+    duration_ms: int | None = None
+    error: str | None = None
+    commands: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class JobView:
+    job: str
+    task: int
+    host: str
+    state: str
+    attempts: list[Attempt]
+    late: list[dict[str, Any]]  # results refused because the job was claimed again (stale)
+    lost_note: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"job": self.job, "task": self.task, "host": self.host, "state": self.state,
+                "attempts": [a.as_dict() for a in self.attempts], "late": self.late,
+                "lost_note": self.lost_note}
+
+
+def _commands(data: dict[str, Any]) -> list[dict[str, Any]]:
+    out = data.get("output")
+    if isinstance(out, list):
+        return [c for c in out if isinstance(c, dict)]
+    if isinstance(out, str) and out:
+        return [{"command": "", "stdout_tail": out}]
+    return []
+
+
+def _attempts(events: list[Any]) -> tuple[list[Attempt], list[dict[str, Any]]]:
+    attempts: list[Attempt] = []
+    late: list[dict[str, Any]] = []
+    for ev in events:
+        data = ev.data or {}
+        if ev.kind == "claim":
+            attempts.append(Attempt(data.get("attempt"), data.get("token"), ev.worker, ev.ts))
+        elif ev.kind == "stale":
+            late.append({"ts": ev.ts, "worker": ev.worker, "verb": data.get("verb"),
+                         "reason": data.get("reason"), "token": data.get("token"),
+                         "exit_code": data.get("exit_code"), "commands": _commands(data)})
+        elif ev.kind in ENDS and attempts and attempts[-1].end is None and (
+                ev.kind == "cancel" or data.get("token") in (None, attempts[-1].token)):
+            a = attempts[-1]
+            a.ended, a.end = ev.ts, ENDS[ev.kind]
+            a.exit_code, a.duration_ms = data.get("exit_code"), data.get("duration_ms")
+            a.error = data.get("error")
+            a.commands = _commands(data)
+    return attempts, late
+
+
+def _lost_note(view: JobView) -> str | None:
+    if view.state != "lost" or not view.attempts:
+        return None
+    last = view.attempts[-1]
+    when = last.ended.isoformat(timespec="seconds") if last.ended else "?"
+    proof = [x for x in view.late if x["token"] == last.token]
+    ran = (f"a late result from {proof[0]['worker']} (exit code {proof[0]['exit_code']}) proves "
+           "it ran" if proof else "no late result arrived: nobody knows whether it ran")
+    return (f"worker {last.worker} stopped renewing its lease; the job was failed as lost at "
+            f"{when}; {ran}. It is not run again because its action is not idempotent: check on "
+            f"{view.host} whether the change was made (its logs, the state the action sets), then "
+            f"`fleetsched tasks retry-failed {view.task}` to run it again if it was not.")
+
+
+def job_attempts(engine: Engine, job_id: str) -> JobView:
+    """Everything the record holds about one job's runs; ``NotFoundError`` if it has none."""
+    e = Event.__table__
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(Job.id, Job.task_id, Job.host, Job.state)
+                           .where(Job.id == job_id)).first()
+        if row is None:
+            raise NotFoundError(f"no job {job_id!r}",
+                                hint="job ids are <task>.<n>: see `fleetsched tasks show TASK`")
+        events = conn.execute(sa.select(e.c.ts, e.c.kind, e.c.worker, e.c.data, e.c.id)
+                              .where(e.c.job_id == job_id).order_by(e.c.ts, e.c.id)).all()
+    attempts, late = _attempts(events)
+    view = JobView(row.id, row.task_id, row.host, row.state, attempts, late)
+    view.lost_note = _lost_note(view)
+    return view
+
+
+def output_lines(commands: list[dict[str, Any]], streams: tuple[str, ...] = STREAMS) -> list[str]:
+    """The printed lines of an attempt's commands: head, a line saying how much was cut, tail."""
+    lines: list[str] = []
+    for cmd in commands:
+        for stream in streams:
+            head, tail = cmd.get(f"{stream}_head") or "", cmd.get(f"{stream}_tail") or ""
+            total = int(cmd.get(f"{stream}_bytes") or 0)
+            kept = len((head + tail).encode())
+            text = head
+            if tail:
+                if total > kept:
+                    text += f"\n[... {total - kept:,} bytes not kept ...]\n"
+                text += tail
+            for line in text.splitlines():
+                lines.append(line if stream == "stdout" else f"[stderr] {line}")
+    return lines
+
+
+def task_outputs(engine: Engine, task_id: int, *, host: str | None = None,
+                 failed: bool = False, grep: str | None = None) -> list[dict[str, Any]]:
+    """Per job of the task, its last attempt: host, state, exit code, output lines (matching
+    ``grep`` when given; hosts with no matching line are left out)."""
+    pattern = re.compile(grep) if grep else None
+    with engine.connect() as conn:
+        if conn.execute(sa.select(Task.id).where(Task.id == task_id)).first() is None:
+            raise NotFoundError(f"no task {task_id}", hint="see `fleetsched tasks list`")
+        q = sa.select(Job.id, Job.host, Job.state).where(Job.task_id == task_id)
+        if host:
+            q = q.where(Job.host == host)
+        if failed:
+            q = q.where(Job.state.in_(("failed", "lost")))
+        jobs = conn.execute(q.order_by(Job.seq)).all()
+    out = []
+    for job in jobs:
+        view = job_attempts(engine, job.id)
+        last = view.attempts[-1] if view.attempts else None
+        lines = output_lines(last.commands) if last else []
+        if last and not lines and last.error:
+            lines = [f"[error] {last.error}"]
+        if pattern is not None:
+            lines = [ln for ln in lines if pattern.search(ln)]
+            if not lines:
+                continue
+        out.append({"host": job.host, "job": job.id, "state": job.state,
+                    "attempt": last.attempt if last else None,
+                    "exit_code": last.exit_code if last else None, "lines": lines})
+    return out
