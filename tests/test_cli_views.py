@@ -216,3 +216,28 @@ def test_jobs_show_and_tasks_output_give_each_attempt_and_what_each_host_printed
     assert code == 2 and err.startswith("error: --grep '(' is not a regular expression")
     code, _, err = run_cli(["jobs", "show", "999.0"], fleet["env"])
     assert code == 4 and err.startswith("error: no job '999.0'")
+
+
+def test_tasks_wait_blocks_until_the_end_lists_each_failed_host_and_exits_3(
+        fleet: dict, worker) -> None:
+    task = submit_task(fleet, failure_rate=1.0, target="web-01,web-02")
+    worker()
+    code, out, err = run_cli(["tasks", "wait", str(task), "--timeout", "60s"], fleet["env"])
+    assert code == 3, err
+    failed = [ln for ln in err.splitlines() if " | failed | rc=1 | job " in ln]
+    assert sorted(ln.split(" | ")[0] for ln in failed) == ["web-01", "web-02"]
+    assert f"task {task}: failed: 0 succeeded, 2 failed, 0 cancelled of 2" in err
+    ok = submit_task(fleet, target="web-03")
+    code, _, err = run_cli(["tasks", "wait", str(ok)], fleet["env"])
+    assert code == 0 and f"task {ok}: succeeded: 1 succeeded" in err
+
+
+def test_submit_wait_returns_when_the_task_ends_with_its_exit_code(fleet: dict, worker) -> None:
+    worker()
+    code, out, err = run_cli(["submit", "command", "-t", "web-04", "-p", "cmd=true",
+                              "--executor", "simulate", "--wait", "--wait-timeout", "60s"],
+                             fleet["env"])
+    assert code == 0, err
+    assert out.strip().isdigit() and "succeeded: 1 succeeded" in err
+    code, _, err = run_cli(["tasks", "wait", "4242"], fleet["env"])
+    assert code == 4 and err.startswith("error: no task 4242")

@@ -29,9 +29,12 @@ EPILOG = """Examples:
 
   fleetsched submit -f task.yaml --yes
 
+  fleetsched submit command -t group:web -p cmd='systemctl is-active nginx' --wait --yes
+
 Exit codes: 0 queued, 1 recorded but not queued (run fleetsched reconcile), 2 bad input
 (nothing written), 4 unknown action, 5 declined (a fleet-wide task needs --yes without a
-terminal).
+terminal). With --wait, once the task has ended: 0 every job succeeded, 3 some failed, 5
+cancelled or aborted, 1 infrastructure trouble or --wait-timeout.
 """
 
 
@@ -143,6 +146,8 @@ def submit(
     file: Annotated[Path | None, typer.Option("--file", "-f", help="A YAML task file instead of the options above.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; write and queue nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Submit a fleet-wide task without asking.")] = False,
+    wait: Annotated[bool, typer.Option("--wait", help="Block until the task ends; one line per failed host; exit 0 all succeeded, 3 some failed, 5 cancelled or aborted.")] = False,
+    wait_timeout: Annotated[str | None, typer.Option("--wait-timeout", help="With --wait: give up after this long (exit code 1).")] = None,
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="table, json or csv")] = output.OutputFormat.table,
 ) -> None:
     """Submit a task: one job per target host, queued now, later, or in service windows."""
@@ -190,3 +195,10 @@ def submit(
                             "action": plan.action, "hosts": len(plan.hosts),
                             "groups": len(plan.groups)}, fmt)
     output.info(f"task {done.task_id} queued: {_blast_radius(plan)}, as {settings.operator}")
+    if wait:
+        from scheduler.cli.tasks_cmd import wait_and_report
+        from scheduler.parse import parse_duration
+
+        limit_s = parse_duration(wait_timeout, "--wait-timeout").total_seconds() \
+            if wait_timeout else None
+        raise typer.Exit(wait_and_report(ctx, [str(done.task_id)], limit_s))

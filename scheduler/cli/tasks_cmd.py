@@ -197,43 +197,112 @@ def watch(
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="summary as table, json or csv")] = output.OutputFormat.table,
 ) -> None:
     """Progress bars per task, throughput, ETA and failures as they happen, until the tasks end."""
-    from scheduler.errors import FleetschedError
     from scheduler.parse import parse_duration
+
+    limit_s = parse_duration(timeout, "--timeout").total_seconds() if timeout else None
+    ids = [str(t) for t in dict.fromkeys(task_ids)]
+    tasks = follow(ctx, ids, interval_s=interval, timeout_s=limit_s, draw=True)
+    rows = [{"task": t.task_id, "state": _watched_state(t), "total": t.total,
+             "succeeded": t.succeeded, "failed": t.failed, "lost": t.lost,
+             "cancelled": t.cancelled} for t in tasks]
+    output.emit_rows(rows, SUMMARY_COLUMNS, fmt)
+    raise typer.Exit(outcome_code(tasks))
+
+
+def outcome_code(tasks: list[Any]) -> int:
+    """The exit code of ``watch`` and ``wait`` (README "Exit codes"): 3 when jobs failed, 5 when
+    a task was cancelled or aborted with nothing failed, 0 when every job succeeded."""
+    if any(t.failed for t in tasks):
+        return 3
+    if any(t.cancelled or t.state in ("cancelled", "aborted") for t in tasks):
+        return 5
+    return 0
+
+
+def follow(ctx: typer.Context, ids: list[str], *, interval_s: float, timeout_s: float | None,
+           draw: bool) -> list[Any]:
+    """Wait until every task has ended; ``draw``: progress bars and failures on stderr as they
+    happen (``tasks watch``), else silent (``tasks wait``, ``submit --wait``)."""
+    import io
+
+    from rich.console import Console
+
+    from scheduler.errors import FleetschedError
     from scheduler.queue.keys import Keys
     from scheduler.redisdb.connect import connect
     from scheduler.views.live import FailureFeed
     from scheduler.views.live import watch as run_watch
 
-    limit_s = parse_duration(timeout, "--timeout").total_seconds() if timeout else None
-    ids = [str(t) for t in dict.fromkeys(task_ids)]
     settings = state(ctx).settings
     client = connect(settings)
     engine = feed = None
+    console = output.stderr if draw else Console(file=io.StringIO(), markup=False)
     try:
-        try:
-            from scheduler.record.session import open_database
+        if draw:
+            try:
+                from scheduler.record.session import open_database
 
-            engine = open_database(settings)
-            feed = FailureFeed(engine, ids)
-        except FleetschedError as exc:
-            output.info(f"warning: failures will not be listed ({exc})")
+                engine = open_database(settings)
+                feed = FailureFeed(engine, ids)
+            except FleetschedError as exc:
+                output.info(f"warning: failures will not be listed ({exc})")
         try:
-            tasks, _failures = run_watch(client, Keys(settings.queue_prefix), ids, output.stderr,
-                                         feed=feed, interval_s=interval, timeout_s=limit_s)
+            tasks, _failures = run_watch(client, Keys(settings.queue_prefix), ids, console,
+                                         feed=feed, interval_s=interval_s, timeout_s=timeout_s)
         except TimeoutError as exc:
-            raise FleetschedError(str(exc), hint="watch again, or see fleetsched top") from None
+            raise FleetschedError(str(exc), hint="wait again, or see fleetsched top") from None
     finally:
         client.close()
         if engine is not None:
             engine.dispose()
-    rows = [{"task": t.task_id, "state": _watched_state(t), "total": t.total,
-             "succeeded": t.succeeded, "failed": t.failed, "lost": t.lost,
-             "cancelled": t.cancelled} for t in tasks]
-    output.emit_rows(rows, SUMMARY_COLUMNS, fmt)
-    if any(t.failed for t in tasks):
-        raise typer.Exit(3)
-    if any(t.cancelled or t.state in ("cancelled", "aborted") for t in tasks):
-        raise typer.Exit(5)
+    return tasks
+
+
+def wait_and_report(ctx: typer.Context, ids: list[str], timeout_s: float | None) -> int:
+    """Block until the tasks end, print one line per job that failed, return the exit code."""
+    from scheduler.record.session import open_database
+    from scheduler.reports.attempts import task_outputs
+
+    tasks = follow(ctx, ids, interval_s=0.2, timeout_s=timeout_s, draw=False)
+    engine = open_database(state(ctx).settings)
+    try:
+        for t in tasks:
+            for row in task_outputs(engine, int(t.task_id), failed=True):
+                rc = "-" if row["exit_code"] is None else row["exit_code"]
+                last = row["lines"][-1] if row["lines"] else ""
+                output.stderr.out(f"{row['host']} | {row['state']} | rc={rc} | job {row['job']}"
+                                  + (f" | {last}" if last else ""))
+    finally:
+        engine.dispose()
+    for t in tasks:
+        output.info(f"task {t.task_id}: {_watched_state(t)}: {t.succeeded} succeeded, "
+                    f"{t.failed} failed, {t.cancelled} cancelled of {t.total}")
+    return outcome_code(tasks)
+
+
+WAIT_EPILOG = """Examples:
+
+  fleetsched tasks wait 42
+
+  fleetsched tasks wait 42 --timeout 30m && echo "all hosts done"
+
+Exit codes: 0 every job succeeded, 1 infrastructure trouble or the timeout, 3 some jobs failed,
+4 no such task, 5 cancelled or aborted.
+"""
+
+
+@tasks_app.command("wait", epilog=WAIT_EPILOG)
+def wait_cmd(
+    ctx: typer.Context,
+    task_ids: Annotated[list[int], typer.Argument(help="The task id(s) to wait for.", min=1)],
+    timeout: Annotated[str | None, typer.Option(help="Give up after this long (e.g. 30m); exit code 1.")] = None,
+) -> None:
+    """Block until the tasks end (for scripts and CI pipelines): one line per job that failed on
+    stderr, then the exit code says how it went."""
+    from scheduler.parse import parse_duration
+
+    limit_s = parse_duration(timeout, "--timeout").total_seconds() if timeout else None
+    raise typer.Exit(wait_and_report(ctx, [str(t) for t in dict.fromkeys(task_ids)], limit_s))
 
 
 OUTPUT_EPILOG = """Examples:
