@@ -55,10 +55,14 @@ def parse_limit(text: str, what: str = "limit") -> Limit:
         ) from None
 
 
-def parse_duration(text: str, what: str = "duration") -> timedelta:
-    """``"1h30m"`` -> 90 minutes. A bare number means seconds."""
+def parse_duration(text: str, what: str = "duration", *, bare_seconds: bool = False) -> timedelta:
+    """``"1h30m"`` -> 90 minutes. A bare number is refused (``--in 10``: seconds or minutes?
+    ``--older-than 90``: days or seconds?) unless ``bare_seconds`` says it means seconds."""
     raw = text.strip().lower()
     if re.fullmatch(r"\d+(\.\d+)?", raw):
+        if not bare_seconds:
+            raise ValidationError(f"{what} {text!r} has no unit",
+                                  hint=f"say which: {raw}s, {raw}m, {raw}h or {raw}d")
         raw += "s"
     pos, total = 0, 0.0
     for m in _DURATION.finditer(raw):

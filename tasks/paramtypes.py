@@ -208,7 +208,7 @@ class Duration(ParamType):
             seconds = float(raw)
         elif isinstance(raw, str):
             try:
-                seconds = parse_duration(raw).total_seconds()
+                seconds = parse_duration(raw, bare_seconds=True).total_seconds()
             except ValidationError:
                 raise BadValue from None
         else:

@@ -25,10 +25,19 @@ def test_a_bad_limit_is_refused(text: str) -> None:
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("30", 30), ("500ms", 0.5), ("10m", 600), ("1h30m", 5400), ("90d", 90 * 86400), ("2w", 1209600)],
+    [("30s", 30), ("500ms", 0.5), ("10m", 600), ("1h30m", 5400), ("90d", 90 * 86400), ("2w", 1209600)],
 )
 def test_durations_parse(text: str, seconds: float) -> None:
     assert parse_duration(text) == timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize("text", ["10", "90", "1.5"])
+def test_a_duration_without_a_unit_is_refused_and_the_hint_names_the_choices(text: str) -> None:
+    # --in 10: ten seconds or ten minutes? --older-than 90: ninety days or seconds?
+    with pytest.raises(ValidationError) as err:
+        parse_duration(text, "--in")
+    assert str(err.value) == f"--in {text!r} has no unit" and f"{text}m" in err.value.hint
+    assert parse_duration(text, bare_seconds=True) == timedelta(seconds=float(text))
 
 
 @pytest.mark.parametrize("text", ["", "0s", "10 minutes", "1h-5m", "m", "5x", "1.2.3s"])
