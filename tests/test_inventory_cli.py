@@ -16,12 +16,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import redis
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from scheduler.cli.app import main
+from scheduler.queue.keys import Keys
 from scheduler.record.migrate import upgrade
 from tests.test_inventory_refusals import BAD
+
+KEYS = Keys()
 
 DATA = Path(__file__).parent / "data" / "inventories"
 TABLES = ("hosts", "groups", "group_hosts", "group_children", "events")
@@ -30,11 +34,12 @@ Cli = Callable[..., tuple[int, str, str]]
 
 
 @pytest.fixture
-def cli(tmp_path: Path) -> Cli:
-    """Run ``fleetsched --database-url URL --as tester ARGS``: (exit code, stdout, stderr)."""
+def cli(tmp_path: Path, redis_url: str) -> Cli:
+    """Run ``fleetsched --database-url URL --as tester ARGS``: (exit code, stdout, stderr), on
+    the session's Redis (``hosts remove`` deletes the host's copy there)."""
     env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path / "state"),
            "FLEETSCHED_CONFIG": None, "FLEETSCHED_DATABASE_URL": None, "NO_COLOR": "1",
-           "COLUMNS": "200"}
+           "COLUMNS": "200", "FLEETSCHED_REDIS_URL": redis_url}
 
     def run(url: str, *args: str) -> tuple[int, str, str]:
         runner = CliRunner()
@@ -163,7 +168,7 @@ def test_a_bad_file_on_postgresql_changes_no_row(cli: Cli, fresh_postgres_url: s
     assert snapshot(fresh_postgres_url) == before
 
 
-def test_add_remove_and_their_refusals(cli: Cli, db: str) -> None:
+def test_add_remove_and_their_refusals(cli: Cli, db: str, redis_client: redis.Redis) -> None:
     code, _out, err = cli(db, "hosts", "add", "edge1", "--address", "10.9.0.1", "--port", "2022",
                           "--user", "ops", "--group", "edge", "--var", "rack=7")
     assert code == 0 and "created group(s) edge" in err
@@ -186,6 +191,26 @@ def test_add_remove_and_their_refusals(cli: Cli, db: str) -> None:
         code, out, err = cli(db, *args)
         assert (code, out) == (want, ""), (args, code, err)
         assert err.startswith("error: ") and word in err.splitlines()[0], (args, err)
+    # The host's connection data that fan-outs copied into Redis goes with it
+    redis_client.hset(KEYS.host("edge1"), mapping={"address": "10.0.0.9", "port": 22})
     code, _out, err = cli(db, "hosts", "remove", "edge1")
     assert code == 0 and "removed host edge1" in err
     assert json.loads(cli(db, "hosts", "list", "-o", "json")[1]) == []
+    assert not redis_client.exists(KEYS.host("edge1"))
+
+
+def test_groups_remove_drops_the_group_and_its_links_and_keeps_its_hosts(cli: Cli, db: str) -> None:
+    assert cli(db, "hosts", "add", "a1", "--group", "old-dc")[0] == 0
+    assert cli(db, "hosts", "add", "a2", "--group", "old-dc", "--group", "web")[0] == 0
+    code, _out, err = cli(db, "groups", "remove", "old-dc")
+    assert code == 0 and "removed group old-dc (2 hosts were in it; they stay)" in err
+    groups = {g["name"] for g in json.loads(cli(db, "groups", "list", "-o", "json")[1])}
+    assert "old-dc" not in groups and "web" in groups
+    assert {h["name"] for h in json.loads(cli(db, "hosts", "list", "-o", "json")[1])} == {"a1", "a2"}
+    code, out, err = cli(db, "groups", "remove", "old-dc")
+    assert (code, out) == (4, "") and err.startswith("error: no group named 'old-dc'")
+    engine = sa.create_engine(db)
+    with engine.connect() as conn:
+        kinds = list(conn.scalars(sa.text("SELECT kind FROM events WHERE kind = 'group-remove'")))
+    engine.dispose()
+    assert kinds == ["group-remove"]

@@ -1,4 +1,4 @@
-"""``fleetsched groups list``: the groups hosts belong to (imported or made by hand).
+"""``fleetsched groups list|remove``: the groups hosts belong to (imported or made by hand).
 
 A thin command over ``scheduler.inventory.list_groups``: one row per group with its direct
 host count, its host count including child groups, its children, parents and source.
@@ -7,6 +7,7 @@ host count, its host count including child groups, its children, parents and sou
 from __future__ import annotations
 
 import json
+from typing import Annotated
 
 import typer
 
@@ -34,3 +35,16 @@ def list_cmd(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) 
     flat = [{**r, "children": ",".join(r["children"]), "parents": ",".join(r["parents"]),
              "vars": json.dumps(r["vars"], sort_keys=True)} for r in rows]
     output.emit_rows(flat, COLUMNS + (["vars"] if fmt is output.OutputFormat.csv else []), fmt)
+
+
+@groups_app.command("remove", epilog="Example:\n\n  fleetsched groups remove old-dc")
+def remove_cmd(ctx: typer.Context,
+               name: Annotated[str, typer.Argument(help="The group's name.")]) -> None:
+    """Remove a group: its memberships, its links to other groups and its window assignments.
+    Its hosts stay; an inventory that still lists the group brings it back at its next import."""
+    from scheduler.inventory import remove_group
+    from scheduler.record.session import transaction
+
+    with database(ctx) as (engine, operator), transaction(engine) as session:
+        hosts = remove_group(session, name, operator=operator)
+    output.info(f"removed group {name} ({hosts} hosts were in it; they stay)")

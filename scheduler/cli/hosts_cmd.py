@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import database, state
+from scheduler.cli.context import database, state, stores
 from scheduler.cli.output import OutputOption
 from scheduler.errors import ValidationError
 
@@ -195,12 +195,27 @@ def remove_cmd(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="the host's name")],
 ) -> None:
-    """Remove one host and its group memberships."""
+    """Remove one host and its group memberships, and its connection data in Redis (a job of
+    it still queued then fails at its claim: the host is unknown)."""
+    import redis
+
+    from scheduler.errors import FleetschedError
     from scheduler.inventory import remove_host
     from scheduler.record.session import transaction
 
-    with database(ctx) as (engine, operator), transaction(engine) as session:
-        remove_host(session, name, operator=operator)
+    with stores(ctx) as (engine, connect, keys, operator):
+        with transaction(engine) as session:
+            remove_host(session, name, operator=operator)
+        try:
+            client = connect()
+            try:
+                client.delete(keys.host(name))
+            finally:
+                client.close()
+        except (FleetschedError, redis.RedisError, OSError) as exc:
+            output.info(f"warning: removed from the record, but Redis did not answer "
+                        f"({str(exc).splitlines()[0]}): its copy of the host's connection data "
+                        "stays there; no new task can target the host")
     output.info(f"removed host {name}")
 
 

@@ -26,6 +26,7 @@ from scheduler.inventory.store import (
     hosts_in_groups,
     list_groups,
     list_hosts,
+    remove_group,
     remove_host,
     show_host,
 )
@@ -36,5 +37,5 @@ __all__ = [
     "Inventory", "InventoryError", "Location", "MAX_BYTES", "Resolved", "SyncPlan",
     "add_host", "detect_format", "group_member_map", "group_members", "hosts_in_groups",
     "import_inventory", "list_groups", "list_hosts", "load_inventory",
-    "parse_text", "remove_host", "resolve", "show_host",
+    "parse_text", "remove_group", "remove_host", "resolve", "show_host",
 ]

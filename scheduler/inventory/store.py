@@ -208,7 +208,27 @@ def remove_host(session: Session, name: str, *, operator: str) -> None:
     record_event(session, "host-remove", operator=operator, data={"source": row.source}, host=name)
 
 
+def remove_group(session: Session, name: str, *, operator: str) -> int:
+    """Remove group ``name``: its memberships, its links to parent and child groups and its
+    window assignments (the hosts stay). Returns how many hosts were in it."""
+    from scheduler.record.models import WindowAssignment
+
+    g = Group.__table__
+    row = session.execute(sa.select(g.c.id, g.c.source).where(g.c.name == name)).first()
+    if row is None:
+        raise NotFoundError(f"no group named {name!r}", hint="see `fleetsched groups list`")
+    hosts = session.execute(sa.delete(group_hosts).where(group_hosts.c.group_id == row.id)).rowcount
+    session.execute(sa.delete(group_children).where(sa.or_(
+        group_children.c.parent_id == row.id, group_children.c.child_id == row.id)))
+    w = WindowAssignment.__table__
+    session.execute(sa.delete(w).where(w.c.group_id == row.id))
+    session.execute(sa.delete(g).where(g.c.id == row.id))
+    record_event(session, "group-remove", operator=operator,
+                 data={"group": name, "hosts": hosts, "source": row.source})
+    return int(hosts or 0)
+
+
 __all__ = [
     "CLI_SOURCE", "add_host", "group_member_map", "group_members", "hosts_in_groups",
-    "list_groups", "list_hosts", "remove_host", "show_host",
+    "list_groups", "list_hosts", "remove_group", "remove_host", "show_host",
 ]
