@@ -348,6 +348,10 @@ def _fold_retry(conn: sa.Connection, task_id: int, evs: list[StreamEvent]) -> No
                 .values(state="pending", error=None, finished_at=None, attempts=0,
                         last_event_pos=ev.pos))
     last = evs[-1].pos
+    # The task's row lock before the recount (job rows were locked first, the recorder's order):
+    # a concurrent recorder recounting the same task commits first, and this count sees it.
+    # Without it the later commit wrote counters counted before the other's (found by the soak).
+    conn.execute(sa.select(t.c.id).where(t.c.id == task_id).with_for_update())
     counts = dict(conn.execute(sa.select(j.c.state, sa.func.count()).where(
         j.c.task_id == task_id).group_by(j.c.state)).all())
     conn.execute(sa.update(t).where(t.c.id == task_id).values(

@@ -175,8 +175,12 @@ def add_window(engine: Engine, connect: Any, spec: WindowSpec, *, operator: str,
         row = WindowRow(**values, created_by=operator)
         session.add(row)
         session.flush()
-        _event(session, "window-add", operator, {"window": spec.name, "kind": values["kind"],
-                                                 "requires_approval": spec.requires_approval})
+        # The definition as added, so the audit (and a history check) knows it after removal
+        _event(session, "window-add", operator, {
+            "window": spec.name, "kind": values["kind"],
+            "requires_approval": spec.requires_approval,
+            "definition": {k: (v.isoformat() if isinstance(v, datetime) else v)
+                           for k, v in values.items() if v is not None}})
         copy = [_Copy.of(row)]
     nxt = upcoming(window, now, 1)
     return ({"name": spec.name, "kind": values["kind"],

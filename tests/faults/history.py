@@ -149,9 +149,14 @@ def read_sql(url_or_engine: Any, client: redis.Redis | None = None, keys: Keys =
                 "schedule_id, occurrence FROM tasks"))}
             jobs = {r.id: r._asdict() for r in conn.execute(sa.text(
                 'SELECT id, task_id, state, "window" FROM jobs'))}
-            windows = {r.name: (_ms(r.starts_at), _ms(r.ends_at), r.kind == "freeze")
-                       for r in conn.execute(sa.text(
-                           "SELECT name, kind, starts_at, ends_at FROM windows"))}
+            # Windows as added (removed ones too: the window-add event keeps the definition)
+            windows = {}
+            for (data,) in conn.execute(sa.text(
+                    "SELECT data FROM events WHERE kind = 'window-add' ORDER BY ts")):
+                data = data if isinstance(data, dict) else json.loads(data or "{}")
+                d = data.get("definition") or {}
+                windows[data.get("window")] = (_ms(d.get("starts_at")), _ms(d.get("ends_at")),
+                                               d.get("kind") == "freeze")
             schedules: dict[str, int] = {}
             names: dict[int, str] = {}
             for r in conn.execute(sa.text("SELECT id, name, cron FROM schedules")):

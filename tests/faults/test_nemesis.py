@@ -95,14 +95,28 @@ class Nemesis:
                     "--catch-up-window", "1h", "--overlap", "allow", "command", "-t",
                     "group:edge", "-p", "cmd=true", "--executor", "simulate",
                     "--executor-option", "duration_ms=30")
-        # One-off windows 14 s long every 20 s (the command action expects 10 s) for the whole
-        # run and its settling: in-window jobs wait, run inside one, or are deferred at its close
-        first = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=3)
-        for k in range(int(self.seconds // 20) + 5):
-            name = f"slot{k}"
-            start = first + timedelta(seconds=20 * k)
-            self.cli.ok("windows", "add", name, "--start", start.isoformat(), "--duration", "14s")
-            self.cli.ok("windows", "assign", name, "--group", "db")
+        # One-off windows 14 s long every 20 s (the command action expects 10 s), two ahead at
+        # any time; the operator adds the next and removes the oldest as they pass (a host may
+        # have only a few): in-window jobs wait, run inside one, or are deferred at its close
+        self.first_window = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=3)
+        self.windows_added = 0
+        for _ in range(3):
+            self.roll_windows()
+
+    def roll_windows(self) -> None:
+        """Add the next one-off window; remove the oldest once four exist (it has closed)."""
+        k = self.windows_added
+        start = self.first_window + timedelta(seconds=20 * k)
+        self.cli.ok("windows", "add", f"slot{k}", "--start", start.isoformat(), "--duration", "14s")
+        self.cli.ok("windows", "assign", f"slot{k}", "--group", "db")
+        self.windows_added += 1
+        if k >= 3:
+            self.cli("windows", "remove", f"slot{k - 3}")
+
+    def windows_due(self) -> bool:
+        """True when the newest window opens within 40 s: time to add the next."""
+        newest = self.first_window + timedelta(seconds=20 * (self.windows_added - 1))
+        return newest - datetime.now(timezone.utc) < timedelta(seconds=40)
 
     def submit(self) -> None:
         r = self.op_rng
@@ -147,6 +161,9 @@ class Nemesis:
     def operator(self) -> None:
         while not self.stop.wait(self.op_rng.uniform(0.3, 1.2)):
             try:
+                if self.windows_due():
+                    self.roll_windows()
+                    self.actions["window rolled"] += 1
                 self.operate()
             except Exception as exc:  # noqa: BLE001 - an outage makes commands fail; go on
                 self.actions[f"error:{type(exc).__name__}"] += 1
