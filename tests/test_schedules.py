@@ -82,20 +82,27 @@ def test_a_duplicated_claim_creates_nothing_twice(cli: Cli, redis_client: redis.
     assert entry_score(redis_client, "s") == occ + 1000
 
 
-def test_a_retried_claim_after_a_crash_mid_fan_out_completes_the_same_task(
-        cli: Cli, redis_client: redis.Redis, db: str) -> None:
-    # Given a worker that recorded the occurrence's task and queued one job, then died
+def recorded_occurrence(cli: Cli, redis_client: redis.Redis, db: str):  # noqa: ANN201
+    """A 1 s schedule whose entry worker w1 claimed (lease 1 s) and whose occurrence's task it
+    recorded in SQL, nothing queued yet: (queue, the claim, engine, occurrence, task id, plan)."""
     cli.ok("schedules", "add", "s", "--every", "1s", "--overlap", "allow", *TASK)
     occ = past_second(0)
     arm(redis_client, KEYS, "s", occ, replace=True)
     queue = Queue(redis_client, KEYS)
-    [dead] = queue.claim("w1", 5, lease_ms=1_000).schedules
+    [claim] = queue.claim("w1", 5, lease_ms=1_000).schedules
     engine = engine_for(db)
+    with engine.connect() as conn:
+        row = conn.execute(sa_select_schedule("s")).first()
+    task_id, plan = _create(engine, row, datetime.fromtimestamp(occ / 1000, timezone.utc),
+                            datetime.now(timezone.utc))
+    return queue, claim, engine, occ, task_id, plan
+
+
+def test_a_retried_claim_after_a_crash_mid_fan_out_completes_the_same_task(
+        cli: Cli, redis_client: redis.Redis, db: str) -> None:
+    # Given a worker that recorded the occurrence's task and queued one job, then died
+    queue, dead, engine, occ, task_id, plan = recorded_occurrence(cli, redis_client, db)
     try:
-        with engine.connect() as conn:
-            row = conn.execute(sa_select_schedule("s")).first()
-        task_id, plan = _create(engine, row, datetime.fromtimestamp(occ / 1000, timezone.utc),
-                                datetime.now(timezone.utc))
         fan_out(redis_client, KEYS, plan.task_spec(task_id), plan.hosts, plan.job_specs(task_id)[:1])
         # ... and that job ran and finished before anyone noticed
         [job] = queue.claim("runner", 1).jobs
@@ -121,17 +128,8 @@ def test_a_stalled_firer_that_resumes_after_another_fired_the_occurrence_queues_
         cli: Cli, redis_client: redis.Redis, db: str) -> None:
     # Given a firer that recorded the occurrence's task, then stalled past its lease (SIGSTOP,
     # a GC pause, slow SQL) before its fan-out
-    cli.ok("schedules", "add", "s", "--every", "1s", "--overlap", "allow", *TASK)
-    occ = past_second(0)
-    arm(redis_client, KEYS, "s", occ, replace=True)
-    queue = Queue(redis_client, KEYS)
-    [stalled] = queue.claim("w1", 5, lease_ms=1_000).schedules
-    engine = engine_for(db)
+    queue, stalled, engine, occ, task_id, plan = recorded_occurrence(cli, redis_client, db)
     try:
-        with engine.connect() as conn:
-            row = conn.execute(sa_select_schedule("s")).first()
-        task_id, plan = _create(engine, row, datetime.fromtimestamp(occ / 1000, timezone.utc),
-                                datetime.now(timezone.utc))
         # and meanwhile another worker took the entry over, completed the fan-out, and every
         # job ran and finished
         time.sleep(1.05)

@@ -258,6 +258,20 @@ local function visit(due, id, pairs_out)
 end
 
 local visited = 0
+
+-- Visit due entries of one set; the ones taken get their lease, in the set and in `leases`.
+local function visit_all(due, ids)
+  local pairs_out = {}
+  for _, id in ipairs(ids) do
+    visited = visited + 1
+    visit(due, id, pairs_out)
+  end
+  if #pairs_out > 0 then
+    redis.call('ZADD', due, 'XX', unpack(pairs_out))
+    redis.call('ZADD', leases, unpack(pairs_out))
+  end
+end
+
 -- Expired leases first (see the header): each is visited in the due set holding its entry.
 local expired = redis.call('ZRANGE', leases, '-inf', now_text, 'BYSCORE', 'LIMIT', '0', fs_int(batch))
 for _, id in ipairs(expired) do
@@ -271,15 +285,7 @@ for _, id in ipairs(expired) do
     due = fs_due_holding(due_keys, due_keys[t.prio] or due_keys.normal, id)
   end
   local score = redis.call('ZSCORE', due, id)
-  if score and tonumber(score) <= now then
-    local pairs_out = {}
-    visited = visited + 1
-    visit(due, id, pairs_out)
-    if #pairs_out > 0 then
-      redis.call('ZADD', due, 'XX', unpack(pairs_out))
-      redis.call('ZADD', leases, unpack(pairs_out))
-    end
-  end
+  if score and tonumber(score) <= now then visit_all(due, {id}) end
 end
 for _, prio in ipairs({'urgent', 'normal', 'bulk'}) do
   local due = due_keys[prio]
@@ -287,15 +293,7 @@ for _, prio in ipairs({'urgent', 'normal', 'bulk'}) do
     local want = math.min(batch - taken, scan_limit - visited)
     local ids = redis.call('ZRANGE', due, '-inf', now_text, 'BYSCORE', 'LIMIT', '0', fs_int(want))
     if #ids == 0 then break end
-    local pairs_out = {}
-    for _, id in ipairs(ids) do
-      visited = visited + 1
-      visit(due, id, pairs_out)
-    end
-    if #pairs_out > 0 then
-      redis.call('ZADD', due, 'XX', unpack(pairs_out))
-      redis.call('ZADD', leases, unpack(pairs_out))
-    end
+    visit_all(due, ids)
   end
 end
 
