@@ -67,8 +67,8 @@ def start_worker(url: str, tmp: Path, fair_share_by: str) -> subprocess.Popen:
                XDG_CONFIG_HOME=str(tmp / "config"), FLEETSCHED_LOG_LEVEL="warning",
                FLEETSCHED_OVERLOAD_THRESHOLD_MS=str(THRESHOLD_MS),
                FLEETSCHED_FAIR_SHARE_BY=fair_share_by, PYTHONPATH=str(ROOT))
-    args = [sys.executable, "-P", "-m", "scheduler", "worker", "--id", "bench", "--slots", str(SLOTS),
-            "--processes", "2", "--lease", "30s", "--grace", "5s", "--no-recorder"]
+    args = [sys.executable, "-P", "-m", "scheduler", "worker", "--id", "bench",
+            "--slots", str(SLOTS), "--processes", "2", "--lease", "30s", "--grace", "5s", "--no-recorder"]
     return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             cwd=tmp)
 

@@ -1,12 +1,12 @@
 """How long a dead node's jobs take to come back, behind a backlog of overdue jobs.
 
 A real ``fleetsched worker`` node A (lease 5 s, its defaults otherwise) claims 4 jobs of task B
-(idempotent, 60 s each); A is killed with SIGKILL; a second node C, with its defaults (50 slots), serves
-a backlog of 10,000 overdue jobs of task A (250 ms each: about 50 s of work) due before B's
-lease runs out. Measured from the kill, on the Redis clock: when the first ``lost`` event of
-B's jobs appears (a claim found the expired lease) and when all four are claimed again. The target is within two
-leases whatever the backlog (issue 12, defect 5: 64 s with a 5 s lease, before the claims
-visited expired leases first).
+(idempotent, 60 s each); A is killed with SIGKILL; a second node C, with its defaults (50
+slots), serves a backlog of 10,000 overdue jobs of task A (250 ms each: about 50 s of work) due
+before B's lease runs out. Measured from the kill, on the Redis clock: when the first ``lost``
+event of B's jobs appears (a claim found the expired lease) and when all four are claimed
+again. The target is within two leases whatever the backlog (issue 12, defect 5: 64 s with a
+5 s lease, before the claims visited expired leases first).
 
 Run: ``python benchmarks/recovery.py`` (3 runs, medians) or ``--quick`` (1 run, 2,000 jobs).
 """

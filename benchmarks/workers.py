@@ -152,8 +152,9 @@ def capacity(url: str, client: redis.Redis, n: int, duration_ms: int, slots: int
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCHED_")}
     env.update(FLEETSCHED_REDIS_URL=url, FLEETSCHED_STATE_DIR=str(tmp / "state"),
                XDG_CONFIG_HOME=str(tmp / "config"), PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-P", "-m", "scheduler", "worker", "--id", "cap", "--slots", str(slots),
-                             "--processes", str(processes), "--no-recorder", "--grace", "0s"],
+    proc = subprocess.Popen([sys.executable, "-P", "-m", "scheduler", "worker", "--id", "cap",
+                             "--slots", str(slots), "--processes", str(processes),
+                             "--no-recorder", "--grace", "0s"],
                             env=env, stdout=subprocess.DEVNULL,
                             stderr=open(tmp / "worker.log", "wb"))
     try:

@@ -1,4 +1,5 @@
-"""``python -m scheduler ARGS`` is ``fleetsched ARGS`` (the demo and tests start workers this way)."""
+"""``python -m scheduler ARGS`` is ``fleetsched ARGS`` (the demo and the tests start workers
+this way, with ``-P`` so the working directory cannot shadow the package)."""
 
 from scheduler.cli.app import main
 

@@ -37,16 +37,17 @@ def test_a_batch_whose_first_job_is_refused_returns_codes_for_every_verb(queue: 
 
 
 @pytest.mark.parametrize(("exc", "permanent"), [
-    (redis.exceptions.NoPermissionError("NOPERM this user has no permissions to run 'evalsha'"), True),
+    (redis.exceptions.NoPermissionError("NOPERM no permissions to run 'evalsha'"), True),
     (redis.exceptions.AuthenticationError("invalid username-password pair"), True),
     (redis.ResponseError("ERR Error running script: attempt to compare nil"), True),
     (redis.ConnectionError("Connection refused"), False),
     (redis.TimeoutError("Timeout reading from socket"), False),
     (redis.exceptions.BusyLoadingError("LOADING Redis is loading the dataset in memory"), False),
-    (redis.exceptions.ReadOnlyError("READONLY You can't write against a read only replica."), False),
+    (redis.exceptions.ReadOnlyError("READONLY You can't write against a replica."), False),
     (redis.ResponseError("OOM command not allowed when used memory > 'maxmemory'."), False),
 ])
-def test_permanent_and_transient_redis_errors_are_told_apart(exc: Exception, permanent: bool) -> None:
+def test_permanent_and_transient_redis_errors_are_told_apart(exc: Exception,
+                                                             permanent: bool) -> None:
     assert is_permanent(exc) is permanent
 
 

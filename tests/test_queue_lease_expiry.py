@@ -10,7 +10,8 @@ from scheduler.queue.client import Queue
 from tests.queue_support import KEYS, make_task, redis_now_ms
 
 
-def test_an_expired_lease_is_found_by_the_next_claim_behind_a_backlog_of_10000(queue: Queue) -> None:
+def test_an_expired_lease_is_found_by_the_next_claim_behind_a_backlog_of_10000(
+        queue: Queue) -> None:
     now = redis_now_ms(queue.client)
     # Given a job claimed under a short lease by a worker that then died
     make_task(queue, "b", 1, due_ms=now - 120_000)

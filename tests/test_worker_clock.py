@@ -1,5 +1,6 @@
 """Worker presence is judged on the Redis clock (issue 12, defect 12): a node whose own clock is
-an hour off is alive while it beats and stale once it is dead, for ``status``, ``top`` and ``worker list`` alike.
+an hour off is alive while it beats and stale once it is dead, for ``status``, ``top`` and
+``worker list`` alike.
 
 The node runs under libfaketime (a real clock offset for that process only, Debian package
 ``faketime``), against a real redis-server whose clock is right."""

@@ -26,7 +26,8 @@ SHOW_EPILOG = """Examples:
 @jobs_app.command("show", epilog=SHOW_EPILOG)
 def show_cmd(
     ctx: typer.Context,
-    job_id: Annotated[str, typer.Argument(help="The job id, <task>.<n> (see `fleetsched tasks show TASK`).")],
+    job_id: Annotated[str, typer.Argument(
+        help="The job id, <task>.<n> (see `fleetsched tasks show TASK`).")],
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
     """A job's host and state, then each attempt: when, which worker and fencing token, how it
