@@ -171,7 +171,7 @@ class Finisher:
             # task stays "aborted", not "cancelled".
             task_id = r.job_id.rpartition(".")[0]
             try:
-                self._retrying("cancel", lambda: self.queue.cancel_task(task_id, ""))
+                self._retrying("cancel", lambda: self.queue.sweep_aborted(task_id))
             except QueueError as exc:
                 log.warning("task %s: sweeping after its abort refused (%s)", task_id, exc)
         if verdict == "retry":

@@ -152,11 +152,12 @@ class Queue:
         check_ms("lease_ms", lease, minimum=1)
         keys = [*self.keys.all_due(), self.keys.dead, self.keys.events]
         args = [self.keys.tag, worker, batch, lease, batch * SCAN_FACTOR + SCAN_EXTRA, self.keys.wake]
-        now, next_due, claimed, lost, fires = self.call("claim", keys, args)
+        now, next_due, claimed, lost, fires, aborted = self.call("claim", keys, args)
         jobs = ClaimedJob.from_replies(json.loads(claimed) or [])
         return Claim(now_ms=int(now), jobs=jobs, next_due_ms=None if next_due < 0 else int(next_due),
                      lost=[text(x) for x in lost],
-                     schedules=[ClaimedSchedule.from_reply(f) for f in json.loads(fires) or ()])
+                     schedules=[ClaimedSchedule.from_reply(f) for f in json.loads(fires) or ()],
+                     aborted=[text(x) for x in aborted])
 
     def extend(self, worker: str, leases: Sequence[tuple[str, int]], *,
                lease_ms: int | None = None) -> list[Code]:
@@ -248,14 +249,24 @@ class Queue:
         return [self.keys.task(task_id), *self.keys.all_due(), self.keys.parked(task_id),
                 self.keys.held(task_id), self.keys.events]
 
-    def cancel_task(self, task_id: str, operator: str) -> int:
+    def sweep_aborted(self, task_id: str) -> int:
+        """After a failure aborted the task (``FailOutcome.aborted``, ``Claim.aborted``): cancel
+        its pending, parked and held jobs; the task stays ``aborted``. Nothing happens when an
+        operator's retry-failed revived it first (it is not aborted any more)."""
+        return self.cancel_task(task_id, "", _abort_sweep=True)
+
+    def cancel_task(self, task_id: str, operator: str, *, _abort_sweep: bool = False) -> int:
         """Cancel the task and its pending, parked and held jobs; returns how many were cancelled.
 
         Also the way to sweep the pending jobs of a task that a failure aborted (its state stays
         ``aborted``). Running jobs finish. Walks the job ids in chunks: Redis is never blocked long.
         """
         check_task_id(task_id)
-        _, span, _ = self.call("cancel", self._task_keys(task_id), [task_id, operator, 1, 0])
+        first = 2 if _abort_sweep else 1
+        _, span, going_on = self.call("cancel", self._task_keys(task_id),
+                                      [task_id, operator, first, 0])
+        if not int(going_on):
+            return 0
         cancelled = 0
         starts = range(0, int(span), CANCEL_CHUNK) or [0]
         for start in starts:

@@ -278,13 +278,14 @@ class Claim:
     next_due_ms: int | None  # earliest score left in any due set
     lost: list[str]  # job ids failed as lost by this claim
     schedules: list[ClaimedSchedule] = field(default_factory=list)  # entries to fire
+    aborted: list[str] = field(default_factory=list)  # tasks a loss aborted: sweep them
 
 
 @dataclass(frozen=True)
 class FailOutcome:
     """What ``Queue.fail_job`` did: ``outcome`` "retry" (pending again at ``due_ms``) or
     "failed" (for good). ``aborted``: this failure crossed the task's max_failures; call
-    ``Queue.cancel_task`` to sweep its pending jobs now (claim also cancels them lazily)."""
+    ``Queue.sweep_aborted`` to cancel its pending, parked and held jobs now."""
 
     outcome: str
     due_ms: int | None = None

@@ -12,7 +12,8 @@ KEYS[7]     events    {P}:events                   STREAM
 KEYS[7+i]   job i     {P}:job:<task>.<k>           HASH, i = 1..n
 ARGV[1]     task id
 ARGV[2]     operator
-ARGV[3]     first (1 | 0)
+ARGV[3]     first (1 | 0), or 2: the first call of the sweep after an abort, which stops at once
+            (going on = 0) unless the task is aborted
 ARGV[4]     last (1 | 0): drop the parked list (its jobs were cancelled by this walk) and the
             held set
 ARGV[4+i]   job id i
@@ -45,7 +46,12 @@ if first == '1' and (t[1] == 'active' or t[1] == 'paused') then
   redis.call('HSET', task_key, 'state', 'cancelled')
   fs_emit(events, now, 'cancel', {'task', task_id, 'operator', operator})
 end
-if first ~= '1' and t[1] ~= 'cancelled' and t[1] ~= 'aborted' then
+if first == '2' and t[1] ~= 'aborted' then
+  -- The sweep after an abort, and the task is not aborted (any more): an operator's
+  -- retry-failed revived it before the sweep began. Leave it alone.
+  return {0, fs_num(t[3]), 0}
+end
+if first == '0' and t[1] ~= 'cancelled' and t[1] ~= 'aborted' then
   -- The task is live again (retry-failed revived an aborted task during this sweep): the rest
   -- of the sweep would cancel the jobs it has just queued again. Stop.
   return {0, fs_num(t[3]), 0}

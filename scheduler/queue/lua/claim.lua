@@ -10,7 +10,7 @@ ARGV[4]     lease (ms, >= 1): a claimed job's score becomes now + lease
 ARGV[5]     scan limit: due entries visited at most in this call (>= batch), bounds the work
             spent parking, holding, cancelling and burying when few jobs are claimable
 ARGV[6]     wake channel ({P}:wake)
-Returns     {now_ms, next_due_ms or -1, claimed, lost, schedules}
+Returns     {now_ms, next_due_ms or -1, claimed, lost, schedules, aborted}
             claimed: JSON text (one bulk reply parses faster than a nested array): a list with
                      one list per job, in the field order of scheduler.queue.types.ClaimedJob:
                      id, task id, host, token, attempt, due (ms, '' none), window (null none),
@@ -20,6 +20,9 @@ Returns     {now_ms, next_due_ms or -1, claimed, lost, schedules}
             lost:    ids failed as lost by this call
             schedules: JSON text: one list of 3 strings per schedule entry claimed: name,
                      token, occurrence (ms); '{}' when empty
+            aborted: ids of the tasks a lost job's failure aborted in this call: the worker
+                     sweeps their pending, parked and held jobs (Queue.sweep_aborted), as it
+                     does after a fail that aborts
 Errors      {-4 BAD_ARGUMENT, message}; nothing is written.
 
 Expired leases come first: before the due sets, the call visits up to `batch` entries of the
@@ -75,7 +78,7 @@ local now = fs_now()
 local now_text = fs_int(now)
 local expiry = now + lease
 local expiry_text = fs_int(expiry)
-local claimed, lost, schedules = {}, {}, {}
+local claimed, lost, schedules, aborted = {}, {}, {}, {}
 local taken = 0
 local tasks = {}     -- task id -> cached {key, state, max_running, running, claimed, ...}
 local task_order = {}
@@ -185,10 +188,17 @@ local function lose(due, id, jk, j, t)
     redis.call('HINCRBY', jk, 'token', 1)
     emit('failed', why)
     fs_bury(jk, id, due, dead, now, why)
-    if fs_count_failure(t.key, t.id, events, now) then t.state = 'aborted' end
+    if fs_count_failure(t.key, t.id, events, now) then
+      t.state = 'aborted'
+      aborted[#aborted + 1] = t.id
+    end
     lost[#lost + 1] = id
   end
-  if t.max_running > 0 then fs_unpark(tag, pq, due, wake, events, now, t.id) end
+  -- The freed slot goes to a parked job, in the task's class now (not the class of the lost
+  -- job's lease entry, which is the old one while Queue.reprioritize moves the task).
+  if t.max_running > 0 then
+    fs_unpark(tag, pq, due_keys[t.prio] or due_keys.normal, wake, events, now, t.id)
+  end
   return false
 end
 
@@ -311,4 +321,4 @@ for _, prio in ipairs({'urgent', 'normal', 'bulk'}) do
   local head = redis.call('ZRANGE', due_keys[prio], 0, 0, 'WITHSCORES')
   if head[2] ~= nil and (next_due < 0 or tonumber(head[2]) < next_due) then next_due = tonumber(head[2]) end
 end
-return {now, next_due, cjson.encode(claimed), lost, cjson.encode(schedules)}
+return {now, next_due, cjson.encode(claimed), lost, cjson.encode(schedules), aborted}
