@@ -225,36 +225,30 @@ class QueueMachine(RuleBasedStateMachine):
         t = self.task_of(j)
         j.state, j.owner, j.due, j.zset, j.score = "pending", None, due, t.prio, due
 
+    def cancel_waiting(self, t: MTask) -> int:
+        """What a cancel walk does to the model: pending, parked and held jobs cancelled."""
+        count = 0
+        for k in range(t.span):
+            j = self.jobs[f"{t.id}.{k}"]
+            if j.state in ("pending", "parked", "held"):
+                j.state, j.zset, j.score = "cancelled", None, None
+                t.cancelled += 1
+                count += 1
+                self.expect("cancel", t.id, j.id)
+        t.parked.clear()
+        return count
+
     def sweep(self, t: MTask, operator: str) -> None:
         """cancel_task: cancels an active or paused task, then its pending, parked, held jobs."""
         if t.state in ("active", "paused"):
             t.state = "cancelled"
             self.expect("cancel", t.id)
-        count = 0
-        for k in range(t.span):
-            j = self.jobs[f"{t.id}.{k}"]
-            if j.state in ("pending", "parked", "held"):
-                j.state, j.zset, j.score = "cancelled", None, None
-                t.cancelled += 1
-                count += 1
-                self.expect("cancel", t.id, j.id)
-        t.parked.clear()
+        count = self.cancel_waiting(t)
         assert self.q.cancel_task(t.id, operator) == count
 
     def abort_sweep(self, t: MTask) -> None:
         """Queue.sweep_aborted: cancels the jobs of a task still aborted; nothing otherwise."""
-        if t.state != "aborted":
-            assert self.q.sweep_aborted(t.id) == 0
-            return
-        count = 0
-        for k in range(t.span):
-            j = self.jobs[f"{t.id}.{k}"]
-            if j.state in ("pending", "parked", "held"):
-                j.state, j.zset, j.score = "cancelled", None, None
-                t.cancelled += 1
-                count += 1
-                self.expect("cancel", t.id, j.id)
-        t.parked.clear()
+        count = self.cancel_waiting(t) if t.state == "aborted" else 0
         assert self.q.sweep_aborted(t.id) == count
 
     # ------------------------------------------------------------------ drawing

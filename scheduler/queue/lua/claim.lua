@@ -291,7 +291,7 @@ for _, id in ipairs(expired) do
   if string.sub(id, 1, 6) == 'sched:' then
     due = due_keys.urgent
   else
-    local t = tasks[fs_task_of(id) or ''] or task_of(fs_task_of(id) or '')
+    local t = task_of(fs_task_of(id) or '')  -- task_of reads each task once per call
     due = fs_due_holding(due_keys, due_keys[t.prio] or due_keys.normal, id)
   end
   local score = redis.call('ZSCORE', due, id)
