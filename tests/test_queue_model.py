@@ -225,6 +225,15 @@ class QueueMachine(RuleBasedStateMachine):
         t = self.task_of(j)
         j.state, j.owner, j.due, j.zset, j.score = "pending", None, due, t.prio, due
 
+    @staticmethod
+    def answer(j: MJob, token: int) -> Code:
+        """What extend, release (and ack, but for a repeat) answer a worker for one job."""
+        if j.state in ("succeeded", "cancelled"):
+            return Code.UNKNOWN_JOB
+        if j.token != token:
+            return Code.STALE_TOKEN
+        return Code.OK if j.state == "running" else Code.NOT_RUNNING
+
     def cancel_waiting(self, t: MTask) -> int:
         """What a cancel walk does to the model: pending, parked and held jobs cancelled."""
         count = 0
@@ -455,14 +464,8 @@ class QueueMachine(RuleBasedStateMachine):
         want = []
         for job_id, token in leases:
             j = self.jobs[job_id]
-            if j.state in ("succeeded", "cancelled"):
-                want.append(Code.UNKNOWN_JOB)
-            elif j.token != token:
-                want.append(Code.STALE_TOKEN)
-            elif j.state != "running":
-                want.append(Code.NOT_RUNNING)
-            else:
-                want.append(Code.OK)
+            want.append(self.answer(j, token))
+            if want[-1] is Code.OK:
                 expiry = int(self.client.zscore(KEYS.leases, job_id))
                 assert before + lease <= expiry <= after + lease
                 j.score = expiry
@@ -586,14 +589,8 @@ class QueueMachine(RuleBasedStateMachine):
         for job_id, token in leases:
             j = self.jobs[job_id]
             t = self.task_of(j)
-            if j.state in ("succeeded", "cancelled"):
-                want.append(Code.UNKNOWN_JOB)
-            elif j.token != token:
-                want.append(Code.STALE_TOKEN)
-            elif j.state != "running":
-                want.append(Code.NOT_RUNNING)
-            else:
-                want.append(Code.OK)
+            want.append(self.answer(j, token))
+            if want[-1] is Code.OK:
                 j.attempt = max(j.attempt - 1, 0)
                 self.expect("release", t.id, job_id, token, j.attempt)
                 self.pend(j, j.due)  # back at its own due time
