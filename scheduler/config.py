@@ -71,6 +71,10 @@ class Settings:
     heartbeat_ms: int = 10_000
     # Jobs one worker node runs at once (SSH jobs mostly wait on the network).
     worker_slots: int = 50
+    # Bytes kept of each command's stdout and of its stderr, twice: the first and the last this
+    # many (the bytes between are cut and counted). A task's --executor-option capture_bytes
+    # overrides it.
+    output_cap_bytes: int = 8_192
     # Fair-share reorder starts when the head of a due set is late by more than this.
     overload_threshold_ms: int = 5_000
     # Fair share under overload: one share per "task", per submitting "operator", or "off"
@@ -88,6 +92,17 @@ class Settings:
     # Who is recorded as having asked for a change.
     operator: str = field(default_factory=_default_operator)
     log_level: str = "warning"
+    # Notifications (docs/guides/notifications.md): targets told about every task and schedule
+    # (webhook URLs, mailto:ADDRESS; TOML list or comma-separated), and the kinds they are told.
+    notify: tuple[str, ...] = ()
+    notify_on: tuple[str, ...] = ("failed", "aborted", "lost", "missed", "approval", "stopped")
+    # SMTP server for mailto: targets; smtp_tls "none", "starttls" or "ssl".
+    smtp_host: str = "localhost"
+    smtp_port: int = 25
+    smtp_from: str = "fleetsched@localhost"
+    smtp_tls: str = "none"
+    smtp_user: str | None = None
+    smtp_password: str | None = None
 
     @property
     def effective_database_url(self) -> str:
@@ -102,12 +117,21 @@ class Settings:
             value = getattr(self, f.name)
             if f.name.endswith("_url") and value:
                 value = redact_url(value)
+            elif f.name.endswith("_password") and value:
+                value = MASK
+            elif f.name == "notify":  # a webhook's path or query may be its secret
+                value = ", ".join(mask_url_rest(redact_url(v)) for v in value)
+            elif isinstance(value, tuple):
+                value = ", ".join(value)
             out[f.name] = "" if value is None else str(value)
         return out
 
 
 _FIELD_TYPES = {f.name: f.type for f in fields(Settings)}
 
+# Each stream keeps twice output_cap_bytes; an attempt's output JSON stays within the queue's
+# 256 KiB per event with the largest cap (stdout and stderr, head and tail: 4 x 32 KiB).
+OUTPUT_CAP_MIN, OUTPUT_CAP_MAX = 256, 32_768
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 _PREFIX_RE = re.compile(r"[A-Za-z0-9_.-]{1,32}")
 
@@ -120,6 +144,11 @@ def _coerce(name: str, raw: Any, source: str) -> Any:
         raise ConfigError(f"{source}: unknown setting {name!r}")
     kind = _FIELD_TYPES[name]
     try:
+        if kind == "tuple[str, ...]":  # a TOML list of strings, or comma-separated text
+            items = raw.split(",") if isinstance(raw, str) else raw
+            if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+                raise ValueError("expected a list of strings")
+            return tuple(i.strip() for i in items if i.strip())
         if isinstance(raw, (bool, list, dict)):
             # TOML true/[..]/{..} are never a valid value of any setting (int(True) would be 1).
             raise ValueError(f"expected {kind.replace(' | None', '')}, got {type(raw).__name__}")
@@ -137,6 +166,7 @@ def _coerce(name: str, raw: Any, source: str) -> Any:
         return str(raw)
     except (TypeError, ValueError) as exc:
         shown = redact_url(raw) if name.endswith("_url") and isinstance(raw, str) else raw
+        shown = MASK if name.endswith("_password") else shown
         raise ConfigError(f"{source}: {name} = {shown!r} is not valid ({exc})") from None
 
 
@@ -233,6 +263,9 @@ def validate(settings: Settings) -> None:
         )
     if settings.worker_slots < 1:
         raise ConfigError("worker_slots must be at least 1")
+    if not OUTPUT_CAP_MIN <= settings.output_cap_bytes <= OUTPUT_CAP_MAX:
+        raise ConfigError(f"output_cap_bytes = {settings.output_cap_bytes} is out of range "
+                          f"({OUTPUT_CAP_MIN} to {OUTPUT_CAP_MAX})")
     if settings.fair_share_by not in ("task", "operator", "off"):
         raise ConfigError(f"fair_share_by must be 'task', 'operator' or 'off', "
                           f"not {settings.fair_share_by!r}")
@@ -245,10 +278,41 @@ def validate(settings: Settings) -> None:
     if not _PREFIX_RE.fullmatch(settings.queue_prefix):
         raise ConfigError(f"queue_prefix {settings.queue_prefix!r} must be 1-32 letters, digits, "
                           "'_', '.' or '-' (it becomes the keys' {hash tag})")
+    if settings.smtp_tls not in ("none", "starttls", "ssl"):
+        raise ConfigError(f"smtp_tls must be 'none', 'starttls' or 'ssl', not {settings.smtp_tls!r}")
     for name in ("redis_url", "database_url"):
         url = getattr(settings, name)
         if url and "://" not in url:
             raise ConfigError(f"{name} {redact_url(url)!r} is not a URL (scheme://...)")
+    if settings.database_url:
+        _check_database_driver(settings.database_url)
+
+
+# The Python package each PostgreSQL driver name of a SQLAlchemy URL imports; a bare
+# postgresql:// means psycopg (scheduler.record.engine), the driver of the [postgres] extra.
+_PG_DRIVERS = {"postgresql": "psycopg", "postgresql+psycopg": "psycopg",
+               "postgresql+psycopg2": "psycopg2", "postgresql+psycopg2cffi": "psycopg2cffi",
+               "postgresql+pg8000": "pg8000", "postgresql+asyncpg": "asyncpg"}
+
+
+def _check_database_driver(url: str) -> None:
+    """A PostgreSQL URL whose driver is not installed: one line naming it and the extra."""
+    import importlib.util
+
+    scheme = url.split("://", 1)[0].lower()
+    if scheme.split("+", 1)[0] not in ("postgresql", "postgres"):
+        return
+    scheme = scheme.replace("postgres+", "postgresql+") if scheme != "postgres" else "postgresql"
+    module = _PG_DRIVERS.get(scheme, scheme.split("+", 1)[-1])
+    if importlib.util.find_spec(module) is not None:
+        return
+    if module == "psycopg":
+        raise ConfigError("database_url is a PostgreSQL URL but its driver psycopg is not "
+                          "installed: pip install 'fleetsched[postgres]'",
+                          hint="or use a SQLite database_url (sqlite:///<file>)")
+    raise ConfigError(f"database_url names the PostgreSQL driver {module}, which is not "
+                      "installed: pip install 'fleetsched[postgres]' and use postgresql+psycopg://",
+                      hint=f"or pip install {module} to keep {scheme}://")
 
 
 def replace(settings: Settings, **changes: Any) -> Settings:
@@ -261,6 +325,10 @@ def replace(settings: Settings, **changes: Any) -> Settings:
 # ------------------------------------------------------------------------------- redaction
 
 MASK = "***"
+# What may be shown of a URL-like value whose path or query may be its secret (a webhook's):
+# the scheme and host (or what comes before the first / ? #), then "/...".
+_URL_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_URL_REST_IN_TEXT_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/?#\s'\"<>]*)[/?#][^\s'\"<>]*")
 # Query parameters that carry a secret (redis-py ``?password=``, libpq ``?password=`` ...).
 _SECRET_PARAMS = ("password", "passwd", "pwd", "sslpassword", "secret", "token", "access_token")
 _URL_NETLOC_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<netloc>[^/?#\s'\"<>]*)")
@@ -278,6 +346,27 @@ def _mask_netloc(match: re.Match[str]) -> str:
         return match.group(0)
     user = userinfo.split(":", 1)[0]
     return f"{match.group('scheme')}{user}:{MASK}@{host}"
+
+
+def mask_url_rest(value: str) -> str:
+    """``htps://hooks.example/T0/B0/secret?token=x`` -> ``htps://hooks.example/...``: a
+    URL-like value (any scheme, or none) without its path, query and fragment, which may hold
+    its secret (a webhook's). ``mailto:ADDRESS`` and a bare host are returned unchanged."""
+    if not isinstance(value, str):
+        return "<not a url>"
+    if value[:7].lower() == "mailto:":
+        return value
+    scheme = _URL_SCHEME_RE.match(value)
+    start = scheme.end() if scheme else 0
+    cut = min((i for i in (value.find(c, start) for c in "/?#") if i >= 0), default=-1)
+    if cut < 0 or value[cut:] == "/":
+        return value
+    return value[:cut] + "/..."
+
+
+def mask_urls_rest(text: str) -> str:
+    """Every ``scheme://host/rest`` in free text shown as ``scheme://host/...``."""
+    return _URL_REST_IN_TEXT_RE.sub(r"\1/...", text)
 
 
 def redact_url(url: str) -> str:

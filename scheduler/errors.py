@@ -92,6 +92,13 @@ class BadArgumentError(QueueError, ValidationError):
     exit_code = 2
 
 
+class TaskNotActiveError(QueueError, ValidationError):
+    """The task's state refuses the operation (resume a cancelled task, retry the failed jobs
+    of a cancelled one); nothing was changed."""
+
+    exit_code = 2
+
+
 class HostKeyError(FleetschedError):
     """A host presented an unknown or changed SSH host key; nothing was executed."""
 
@@ -108,6 +115,11 @@ class AuthenticationError(FleetschedError):
     """A host refused every key offered (agent, identity files); nothing was executed."""
 
 
+class BecomeError(FleetschedError):
+    """``sudo -n`` on a host refused to run a command as the become user without a password;
+    the command did not run, and trying again asks the same question."""
+
+
 class DeclinedError(FleetschedError):
     """The operator declined a confirmation, or the operation was cancelled."""
 
@@ -120,7 +132,7 @@ ERROR_FOR_CODE: dict[Code, type[QueueError]] = {
     Code.UNKNOWN_TASK: UnknownTaskError,
     Code.BAD_ARGUMENT: BadArgumentError,
     Code.NOT_RUNNING: QueueError,
-    Code.TASK_NOT_ACTIVE: QueueError,
+    Code.TASK_NOT_ACTIVE: TaskNotActiveError,
 }
 
 

@@ -14,10 +14,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from scheduler.errors import ValidationError
 
-__all__ = ["Limit", "parse_limit", "parse_duration", "parse_time", "format_duration"]
+__all__ = ["MAX_DURATION", "Limit", "parse_limit", "parse_duration", "parse_time", "format_duration"]
 
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+# The longest duration any option takes: 100 years (36525 days). Far above any timeout, delay or
+# age that means something, and far below what datetime, timedelta and the clocks overflow at.
+MAX_DURATION = timedelta(days=36525)
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,7 @@ def parse_limit(text: str, what: str = "limit") -> Limit:
 
 
 def parse_duration(text: str, what: str = "duration", *, bare_seconds: bool = False) -> timedelta:
-    """``"1h30m"`` -> 90 minutes. A bare number is refused (``--in 10``: seconds or minutes?
+    """``"1h30m"`` -> 90 minutes, at most ``MAX_DURATION`` (100 years). A bare number is refused (``--in 10``: seconds or minutes?
     ``--older-than 90``: days or seconds?) unless ``bare_seconds`` says it means seconds."""
     raw = text.strip().lower()
     if re.fullmatch(r"\d+(\.\d+)?", raw):
@@ -77,6 +80,9 @@ def parse_duration(text: str, what: str = "duration", *, bare_seconds: bool = Fa
         )
     if total <= 0:
         raise ValidationError(f"{what} {text!r} must be longer than zero")
+    if not total <= MAX_DURATION.total_seconds():  # (also inf, from a number of 400 digits)
+        raise ValidationError(f"{what} {text!r} is longer than 100 years",
+                              hint="at most 36525d")
     return timedelta(seconds=total)
 
 

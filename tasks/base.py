@@ -24,7 +24,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from scheduler.errors import ValidationError
+from scheduler.errors import BecomeError, ValidationError
 from tasks.argv import PlaceholderError, render
 from tasks.host import CommandResult, Host, HostSession
 from tasks.params import Param, validate_params
@@ -176,6 +176,9 @@ class BaseAction:
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     idempotent: ClassVar[bool] = True
+    # Safe to run on a host while another task's job runs there (read-only checks): its jobs
+    # neither wait for a busy host nor hold one. False: one job per host at a time.
+    overlap_safe: ClassVar[bool] = False
     requires_window: ClassVar[bool] = False
     expected_ms: ClassVar[int] = 10_000
     default_executor: ClassVar[str] = "ssh"
@@ -207,6 +210,7 @@ class BaseAction:
             "name": self.name,
             "description": self.description,
             "idempotent": self.idempotent,
+            "overlap_safe": self.overlap_safe,
             "requires_window": self.requires_window,
             "expected_ms": self.expected_ms,
             "default_executor": self.default_executor,
@@ -228,7 +232,7 @@ class BaseAction:
             self.execute(steps, host, resolved, ctx)
         except StepFailed as exc:
             error, retryable = str(exc), exc.retryable
-        except (SecretError, ValidationError, PlaceholderError) as exc:
+        except (SecretError, ValidationError, PlaceholderError, BecomeError) as exc:
             error, retryable = str(exc), False
         except Exception as exc:  # noqa: BLE001 - a job failure is a result, not a crash
             error = f"{type(exc).__name__}: {exc}"

@@ -29,6 +29,9 @@ EXECUTOR_DEFAULTS: dict[str, dict[str, Any]] = {
         "pool": True,  # reuse connections across sessions of the same (user, address, port)
         "idle_s": 60.0,  # a pooled connection idle this long is closed
         "capture_bytes": CAP_BYTES,  # size of the head and of the tail kept of each stream
+        "become": False,  # run commands through sudo -n (also: the host's ansible_become)
+        "become_user": "",  # sudo -u USER; set alone it turns become on ("" = the host's
+        #                     ansible_become_user, else root); tasks/become.py
     },
     "local": {
         "cwd": "",  # working directory of the processes ("" = the worker's)
@@ -41,6 +44,8 @@ EXECUTOR_DEFAULTS: dict[str, dict[str, Any]] = {
         "failure_rate": 0.0,  # chance that a command fails
         "seed": "",  # "" = unpredictable; anything else = a reproducible sequence per process
         "exit_code": 1,  # exit code of a simulated failure
+        "become": False,  # as the ssh executor's: the simulated commands say whom they ran as
+        "become_user": "",
     },
 }
 EXECUTORS = tuple(EXECUTOR_DEFAULTS)

@@ -40,6 +40,8 @@ class CommandResult:
     stderr_tail: str = ""
     stdout_bytes: int = 0
     stderr_bytes: int = 0
+    stdout_cut: int = 0  # bytes between head and tail that were not kept (raw bytes)
+    stderr_cut: int = 0
     duration_s: float = 0.0
     timed_out: bool = False
     simulated: bool = False

@@ -14,7 +14,7 @@ Steps:
 A typical DNSSEC use, run by a schedule:
 ``pre_check="dnssec-verify -o example.org /var/named/example.org.signed"``,
 ``rollover="rndc dnssec -rollover -key 12345 example.org"``,
-``post_check="dig +dnssec @127.0.0.1 example.org DNSKEY"``.
+``post_check="dig +dnssec example.org DNSKEY"``.
 """
 
 from __future__ import annotations

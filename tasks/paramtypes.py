@@ -9,6 +9,7 @@ Text-like types (``refs``) validate a whole value ``@env:NAME`` / ``@file:/path`
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -102,9 +103,22 @@ class Text(ParamType):
         return _dump_text(value) if self.refs else value
 
 
+def _json_as(raw: Any, opener: str, kind: type) -> Any:
+    """A command-line string that is a JSON ``kind`` (it starts with ``opener`` and decodes to
+    one) as that value; anything else unchanged. ``[ -f /x ]`` is not JSON, so it stays text."""
+    if not isinstance(raw, str) or not raw.lstrip().startswith(opener):
+        return raw
+    try:
+        decoded = json.loads(raw)
+    except ValueError:
+        return raw
+    return decoded if isinstance(decoded, kind) else raw
+
+
 class Argv(ParamType):
-    """A command as an argv list, or a string split with ``shlex.split`` at validation. Each
-    element may be a secret reference (the whole element) and hold ``{host.*}`` placeholders."""
+    """A command as an argv list (text that is a JSON list counts as that list), or a string
+    split with ``shlex.split`` at validation. Each element may be a secret reference (the whole
+    element) and hold ``{host.*}`` placeholders."""
 
     name = "argv"
     expected = "a command: a list of strings or a string split like a shell would (shlex)"
@@ -118,6 +132,7 @@ class Argv(ParamType):
             self.expected = "arguments: a list of strings or a string split like a shell would"
 
     def parse(self, raw: Any) -> list[str | SecretRef]:
+        raw = _json_as(raw, "[", list)  # -p 'cmd=["sh", "-c", "a | b"]' is that list
         if isinstance(raw, str):
             try:
                 items: list[Any] = shlex.split(raw)
@@ -308,6 +323,7 @@ class KeyValues(ParamType):
 
     def parse(self, raw: Any) -> dict[str, Any]:
         pairs: list[tuple[Any, Any]]
+        raw = _json_as(raw, "{", dict)  # -p 'extra_vars={"v": "4.2"}' is that object
         if isinstance(raw, Mapping):
             pairs = list(raw.items())
         elif isinstance(raw, str):

@@ -10,6 +10,9 @@
 - ``ssh_fleet`` (session): four real OpenSSH sshd hosts ``web-01``..``web-04`` on 127.0.10.1..4
   (see ``tests/fleet.py``); shared, so leave them running with their keys.
   ``private_ssh_fleet``: a one-host fleet of the test's own, to kill, restart or re-key.
+- ``sudo``: the path of a real ``sudo`` (missing: skipped, or failed with ``CI=true``);
+  ``nopw_user``: a login on this machine that sudo asks a password of (``fleetsched-nopw``,
+  created once; root only), for become.
 
 Where a Docker engine answers, testcontainers provides the servers instead of local binaries.
 """
@@ -37,6 +40,9 @@ from tests.servers import (
     start_postgres,
     start_redis,
 )
+
+# Fixtures kept in modules of their own: ``webhook`` and ``smtp`` (real notification receivers).
+pytest_plugins = ["tests.notify_support"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -192,6 +198,36 @@ def private_ssh_fleet(tmp_path: Path) -> Iterator["SshFleet"]:
     fleet = start_fleet(tmp_path / "fleet", count=1, prefix="solo", net="127.0.11")
     yield fleet
     fleet.stop()
+
+
+@pytest.fixture(scope="session")
+def sudo() -> str:
+    """A real sudo for the become tests (``.ci/run`` installs it)."""
+    found = shutil.which("sudo")
+    if found is None:
+        missing("sudo", "apt-get install sudo (.ci/run installs it)")
+    assert found is not None
+    return found
+
+
+@pytest.fixture(scope="session")
+def nopw_user(sudo: str) -> str:
+    """A login without sudo rights, so ``sudo -n`` says a password is required (root only:
+    the user is created once on this machine; the fleet's sshd lets it log in)."""
+    import pwd
+
+    from tests.fleet import UNPRIVILEGED_LOGIN
+
+    if os.geteuid() != 0:
+        missing("root", "the become password tests create a login user; run them as root")
+    try:
+        pwd.getpwnam(UNPRIVILEGED_LOGIN)
+    except KeyError:
+        # "*": no password, but not a locked account (sshd without PAM refuses "!" ones).
+        subprocess.run(["useradd", "--system", "--shell", "/bin/sh", "--no-create-home",
+                        "--home-dir", "/nonexistent", "--password", "*", UNPRIVILEGED_LOGIN],
+                       check=True, capture_output=True)
+    return UNPRIVILEGED_LOGIN
 
 
 __all__ = ["IN_CI", "missing"]

@@ -33,6 +33,7 @@ from tasks.host import Host
 from tests.servers import free_port, missing
 
 SSHD_CANDIDATES = ("/usr/sbin/sshd",)
+UNPRIVILEGED_LOGIN = "fleetsched-nopw"  # a login without sudo rights (tests/test_executor_ssh_become.py)
 
 
 def sshd_binary() -> str | None:
@@ -145,6 +146,12 @@ class FleetHost:
             "MaxStartups 100:30:200",
             "LogLevel VERBOSE",
             "Subsystem sftp internal-sftp",
+            # sshd reads authorized keys as the user logging in, and an unprivileged login
+            # (the become tests' NOPW_USER) cannot read this fleet's private directory:
+            # root reads the same file for it.
+            f"Match User {UNPRIVILEGED_LOGIN}",
+            f"    AuthorizedKeysCommand {shutil.which('cat') or '/bin/cat'} {self.authorized_keys}",
+            "    AuthorizedKeysCommandUser root",
             "",
         ]))
 

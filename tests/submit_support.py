@@ -124,11 +124,13 @@ def _pos(event_id: str) -> tuple[int, int]:
     return int(ms), int(seq) if seq.isdigit() else 0
 
 
-def max_overlap(url: str, task_id: int) -> int:
-    """The most jobs of the task running at once, from claim and end events in SQL."""
+def max_overlap(url: str, *task_ids: int) -> int:
+    """The most jobs of the tasks running at once, from claim and end events in SQL."""
     running: set[str] = set()
     most = 0
-    for e in events(url, task_id, ("claim", *ENDS)):
+    evs = sorted((e for t in task_ids for e in events(url, t, ("claim", *ENDS))),
+                 key=lambda r: _pos(r.id))
+    for e in evs:
         if e.kind == "claim":
             running.add(e.job_id)
             most = max(most, len(running))

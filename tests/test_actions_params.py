@@ -92,6 +92,15 @@ def test_a_command_string_is_split_like_a_shell_would_and_equals_the_list_form()
     assert as_text["cmd"] == ["grep", "-r", "two words", "/var/log/my app"]
 
 
+def test_a_command_given_as_json_text_on_the_command_line_is_that_list_not_one_word() -> None:
+    # Given -p 'cmd=["sh","-c","a | b"]' as the CLI passes it (text), and a test command
+    as_json = tasks.get_action("command").validate({"cmd": '["sh", "-c", "date | wc -c"]'})
+    bracket = tasks.get_action("command").validate({"cmd": "[ -f /etc/motd ]"})
+    # Then the JSON text is the argv list, while text that is not JSON is split like a shell
+    assert as_json["cmd"] == ["sh", "-c", "date | wc -c"]
+    assert bracket["cmd"] == ["[", "-f", "/etc/motd", "]"]
+
+
 def test_typed_values_come_back_as_python_types_with_defaults_filled_in() -> None:
     copy = tasks.get_action("copy").validate({**COPY, "mode": "0640"})
     assert copy["mode"] == 0o640 and copy["owner"] is None

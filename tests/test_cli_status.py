@@ -65,9 +65,43 @@ def test_status_fails_when_redis_cannot_be_reached(tmp_path: Path, db: str) -> N
 def test_status_never_starts_the_embedded_redis(tmp_path: Path) -> None:
     env = isolated_env(tmp_path)
     code, out, err = run_cli(["status"], env)
-    assert code == 1
+    assert code == 0, err
     assert "fleetsched redis start" in out
     assert not (tmp_path / "state" / "fleetsched" / "redis" / "redis.pid").exists()
+
+
+def test_status_and_doctor_agree_on_a_fresh_install(tmp_path: Path) -> None:
+    # Given an empty state directory and no config file: the embedded default, never started
+    env = isolated_env(tmp_path)
+    # When both look at it
+    status_code, status_report, _ = status(env)
+    doctor_code, out, err = run_cli(["doctor", "--output", "json"], env)
+    doctor_report = json.loads(out)
+    # Then neither calls it broken, and they say the same about Redis and the database
+    assert (status_code, status_report["healthy"]) == (0, True)
+    assert (doctor_code, doctor_report["healthy"]) == (0, True), err
+    for name in ("redis", "database"):
+        assert check(status_report, name)["level"] != "fail"
+        assert check(doctor_report, name)["level"] != "fail"
+    assert "starts it" in check(status_report, "redis")["hint"]
+    assert "starts it" in check(doctor_report, "redis")["message"]
+
+
+@pytest.mark.parametrize("url", ["postgresql+pg8000://fleetsched:pw@db/fleetsched",
+                                 "postgresql+asyncpg://fleetsched@db/fleetsched"])
+@pytest.mark.parametrize("command", [["status"], ["hosts", "list"], ["db", "upgrade"]])
+def test_a_postgresql_url_whose_driver_is_missing_names_the_extra_to_install(
+        tmp_path: Path, url: str, command: list[str]) -> None:
+    # Given a database_url naming a PostgreSQL driver that is not installed
+    env = isolated_env(tmp_path, FLEETSCHED_DATABASE_URL=url)
+    # When a command needs the database
+    code, _, err = run_cli(command, env)
+    # Then it is a bad setting (2) said in one line with the extra to install, no password
+    assert code == 2, err
+    first = err.splitlines()[0]
+    assert first.startswith("error: database_url names the PostgreSQL driver ")
+    assert "pip install 'fleetsched[postgres]'" in first
+    assert "pw" not in err and "Traceback" not in err
 
 
 def test_status_fails_when_redis_may_evict_queued_jobs(tmp_path: Path, private_redis, db: str) -> None:
@@ -158,13 +192,48 @@ def test_doctor_flags_a_private_key_readable_by_others_and_says_how_to_fix_it(
     assert check(report, "ssh-key")["level"] == "ok"
 
 
-def test_doctor_warns_about_a_missing_known_hosts_file(tmp_path: Path, redis_url: str, db: str) -> None:
+def test_doctor_warns_about_a_missing_default_known_hosts_file(tmp_path: Path, redis_url: str,
+                                                                 db: str) -> None:
+    # Given no known_hosts setting and a home without ~/.ssh/known_hosts
     env = isolated_env(tmp_path, FLEETSCHED_REDIS_URL=redis_url, FLEETSCHED_DATABASE_URL=db,
-                       FLEETSCHED_KNOWN_HOSTS=str(tmp_path / "nowhere" / "known_hosts"))
+                       HOME=str(tmp_path / "home"), FLEETSCHED_KNOWN_HOSTS=None)
     _code, report = doctor(env)
     finding = check(report, "known_hosts")
     assert finding["level"] == "warn"
     assert "ssh-keyscan" in finding["hint"]
+
+
+def test_doctor_fails_on_a_configured_known_hosts_file_that_does_not_exist(
+        tmp_path: Path, redis_url: str, db: str) -> None:
+    # Given a known_hosts setting naming a file that is not there
+    missing_file = tmp_path / "nowhere" / "known_hosts"
+    env = isolated_env(tmp_path, FLEETSCHED_REDIS_URL=redis_url, FLEETSCHED_DATABASE_URL=db,
+                       FLEETSCHED_KNOWN_HOSTS=str(missing_file))
+    code, report = doctor(env)
+    # Then doctor fails on it, naming the path and the setting, and says how to fix it
+    assert code == 1
+    finding = check(report, "known_hosts")
+    assert finding["level"] == "fail"
+    assert finding["message"].startswith(
+        f"known_hosts file {missing_file} (setting known_hosts) does not exist")
+    assert "FLEETSCHED_KNOWN_HOSTS" in finding["hint"] and "ssh-keyscan" in finding["hint"]
+
+
+def test_doctor_fails_on_a_configured_identity_file_that_does_not_exist(
+        tmp_path: Path, redis_url: str, db: str) -> None:
+    there = tmp_path / "id_there"
+    there.write_text("not really a key\n")
+    there.chmod(0o600)
+    gone = tmp_path / "id_gone"
+    env = isolated_env(tmp_path, FLEETSCHED_REDIS_URL=redis_url, FLEETSCHED_DATABASE_URL=db,
+                       FLEETSCHED_SSH_IDENTITY_FILE=f"{there},{gone}")
+    code, report = doctor(env)
+    assert code == 1
+    keys = [f for f in report["checks"] if f["check"] == "ssh-key"]
+    assert [f["level"] for f in keys] == ["ok", "fail"]
+    assert keys[1]["message"].startswith(
+        f"identity file {gone} (setting ssh_identity_file) does not exist")
+    assert "FLEETSCHED_SSH_IDENTITY_FILE" in keys[1]["hint"]
 
 
 def test_doctor_warns_when_redis_keeps_no_append_only_file(tmp_path: Path, private_redis, db: str) -> None:
@@ -196,7 +265,7 @@ def test_doctor_says_the_schema_is_behind_on_a_configured_database(tmp_path: Pat
 def test_doctor_table_output_has_one_line_per_finding_with_hints(tmp_path: Path, redis_url: str,
                                                                   db: str) -> None:
     env = isolated_env(tmp_path, FLEETSCHED_REDIS_URL=redis_url, FLEETSCHED_DATABASE_URL=db,
-                       FLEETSCHED_KNOWN_HOSTS=str(tmp_path / "missing"))
+                       HOME=str(tmp_path / "home"), FLEETSCHED_KNOWN_HOSTS=None)
     _code, out, _err = run_cli(["doctor"], env)
     assert "WARN" in out and "known_hosts" in out
     assert "hint: ssh-keyscan" in out

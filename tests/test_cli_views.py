@@ -122,7 +122,8 @@ def test_tasks_watch_ends_with_the_task_and_exits_0_when_every_job_succeeded(fle
                               "--output", "json"], fleet["env"])
     assert code == 0, err
     assert json.loads(out) == [{"task": str(task), "state": "succeeded", "total": 6,
-                                "succeeded": 6, "failed": 0, "lost": 0, "cancelled": 0}]
+                                "succeeded": 6, "failed": 0, "cancelled": 0, "running": 0,
+                                "pending": 0, "done": 6}]
     assert "6/6" in err  # the last frame of the bars (stderr: progress)
 
 
@@ -132,11 +133,14 @@ def test_tasks_watch_lists_each_failure_and_exits_3(fleet: dict, worker) -> None
     worker()
     code, out, err = run_cli(["tasks", "watch", str(task), "--interval", "0.1", "--timeout", "60s"],
                              fleet["env"])
-    # Then each failure is listed once, with its host, and the exit code says "partial failure"
+    # Then each failure is listed once, with its host, and the exit code says "jobs failed"
     assert code == 3, err
     fail_lines = [ln for ln in err.splitlines() if ln.lstrip().startswith("fail ")]
     assert sorted(ln.split(" on ")[1].split()[0] for ln in fail_lines) == HOSTS
     assert " failed " in out.splitlines()[-1]  # every job failed: the task failed
+    # And under each failure, the last lines its host printed
+    for host in HOSTS:
+        assert f"       {host}: [stderr] [simulated] failure" in err
 
 
 def test_tasks_watch_of_an_unknown_task_exits_4(fleet: dict) -> None:
@@ -226,18 +230,34 @@ def test_tasks_wait_blocks_until_the_end_lists_each_failed_host_and_exits_3(
     assert code == 3, err
     failed = [ln for ln in err.splitlines() if " | failed | rc=1 | job " in ln]
     assert sorted(ln.split(" | ")[0] for ln in failed) == ["web-01", "web-02"]
-    assert f"task {task}: failed: 0 succeeded, 2 failed, 0 cancelled of 2" in err
+    assert f"task {task}: failed: 0 of 2 succeeded, 2 failed, 0 cancelled" in err
     ok = submit_task(fleet, target="web-03")
     code, _, err = run_cli(["tasks", "wait", str(ok)], fleet["env"])
-    assert code == 0 and f"task {ok}: succeeded: 1 succeeded" in err
+    assert code == 0 and f"task {ok}: succeeded: 1 of 1 succeeded" in err
 
 
 def test_submit_wait_returns_when_the_task_ends_with_its_exit_code(fleet: dict, worker) -> None:
     worker()
+    client = redis.Redis.from_url(fleet["redis_url"])
+    deadline = time.monotonic() + 30
+    while not client.hlen(Keys().workers) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the node's first heartbeat: it is alive from then on
+    client.close()
     code, out, err = run_cli(["submit", "command", "-t", "web-04", "-p", "cmd=true",
                               "--executor", "simulate", "--wait", "--wait-timeout", "60s"],
                              fleet["env"])
     assert code == 0, err
-    assert out.strip().isdigit() and "succeeded: 1 succeeded" in err
+    assert out.strip().isdigit() and "succeeded: 1 of 1 succeeded" in err
+    assert "no live worker" not in err
     code, _, err = run_cli(["tasks", "wait", "4242"], fleet["env"])
     assert code == 4 and err.startswith("error: no task 4242")
+
+
+def test_submit_without_a_live_worker_is_accepted_and_says_so(fleet: dict) -> None:
+    code, out, err = run_cli(["submit", "command", "-t", "web-05", "-p", "cmd=true",
+                              "--executor", "simulate"], fleet["env"])
+    assert code == 0 and out.strip().isdigit()
+    assert ("warning: no live worker serves this queue: the task waits until one starts "
+            "(`fleetsched worker`") in err
+    code, out, _ = run_cli(["tasks", "show", out.strip(), "-o", "json"], fleet["env"])
+    assert code == 0 and json.loads(out)["pending"] == 1

@@ -101,7 +101,8 @@ def test_sharing_by_operator_gives_one_share_per_operator_not_per_task(queue: Qu
     for i, (task, who) in enumerate([("a1", "ann"), ("a2", "ann"), ("a3", "ann"), ("b1", "bo")]):
         queue.create_task(TaskSpec(task, operator=who))
         due = now - 10_000 + i
-        queue.enqueue(task, [JobSpec(f"{task}.{k}", f"h{k}", due_ms=due) for k in range(6)])
+        queue.enqueue(task, [JobSpec(f"{task}.{k}", f"{task}-h{k}", due_ms=due)
+                             for k in range(6)])
     # When reordered by operator
     reorder_now(queue, Settings(overload_threshold_ms=1_000, fair_share_by="operator"))
     # Then every other claim is bo's until his task is done

@@ -44,7 +44,8 @@ class Model:
     def submit(self, task: str, prio: str, operator: str, offsets: list[int]) -> None:
         now = redis_now_ms(self.q.client)
         self.q.create_task(TaskSpec(task, priority=prio, operator=operator, backoff_ms=1))
-        jobs = [JobSpec(f"{task}.{k}", f"h{k}", due_ms=max(1, now + off))
+        # hosts of their own: this is about shares, not about tasks taking turns on a host
+        jobs = [JobSpec(f"{task}.{k}", f"{task}-h{k}", due_ms=max(1, now + off))
                 for k, off in enumerate(offsets)]
         self.q.enqueue(task, jobs)
         self.jobs |= {j.job_id for j in jobs}

@@ -19,12 +19,13 @@ PACKAGES = ("scheduler", "workers", "tasks")
 # Lowest first. A module may import its own unit or any unit of a lower layer.
 LAYERS: list[tuple[str, ...]] = [
     ("scheduler.errors", "scheduler"),
-    ("scheduler.config", "scheduler.parse"),
+    ("scheduler.config", "scheduler.parse", "scheduler.progress"),
     ("scheduler.calendar", "scheduler.redisdb", "tasks"),
     ("scheduler.queue",),
     ("scheduler.record",),
     ("scheduler.inventory",),
     ("scheduler.windows",),
+    ("scheduler.notify",),
     ("scheduler.submission",),
     ("scheduler.schedules",),
     ("scheduler.views", "scheduler.reports", "scheduler.health"),

@@ -77,6 +77,8 @@ POLICY = st.fixed_dictionaries({
     "max_failures": st.integers(0, 3),
     "max_attempts": st.integers(1, 3),
     "idempotent": st.booleans(),
+    "count_failures": st.sampled_from(["attempts", "final"]),
+    "exclusive": st.booleans(),
 })
 # due times: the base (a minute ago) + 1..30 ms, or 0 (now by the Redis clock)
 OFFSETS = st.lists(st.sampled_from([0, *range(1, 31)]), min_size=1, max_size=3)
@@ -113,6 +115,8 @@ class MJob:
     owner: str | None = None
     zset: str | None = None  # the class whose due set holds its entry (pending, running)
     score: int | None = None  # its score there: due time, or lease expiry when running
+    failed_once: bool = False  # an attempt failed: its host counts in the task's failed_hosts
+    waitq: str | None = None  # hostwait: the list it waits in (a host's or a group's)
 
 
 @dataclass
@@ -123,6 +127,8 @@ class MTask:
     max_failures: int
     max_attempts: int
     idempotent: bool
+    count_failures: str = "attempts"
+    exclusive: bool = True
     state: str = "active"
     total: int = 0
     span: int = 0
@@ -132,6 +138,7 @@ class MTask:
     cancelled: int = 0
     lost: int = 0
     overshoot: int = 0
+    failed_hosts: int = 0
     parked: list[str] = field(default_factory=list)
 
 
@@ -166,6 +173,16 @@ class QueueMachine(RuleBasedStateMachine):
         self.tasks: dict[str, MTask] = {}
         self.jobs: dict[str, MJob] = {}
         self.tickets: list[tuple[str, str, int]] = []  # (worker, job, token) of every claim
+        self.busy: dict[str, str] = {}  # host -> the exclusive job running there
+        self.waiting: dict[str, list[str]] = defaultdict(list)  # wait list key -> its jobs
+        self.glimit: dict[str, int] = {}  # group -> most jobs running at once on its hosts
+        self.gbusy: Counter[str] = Counter()
+        self.gholds: dict[str, list[str]] = {}  # running job -> the groups it counts in
+        # group -> how many of its jobs ran when its limit was lowered below that (they finish)
+        self.over: dict[str, int] = {}
+        # Every host h<n> is in group g<n % 2> (its hash's limits field, as submit writes it).
+        for n in range(MAX_SPAN):
+            self.client.hset(KEYS.host(f"h{n}"), mapping={"address": "", "limits": f"g{n % 2}"})
         self.expected: list[tuple] = []
         self.last_event = "0-0"
         self.tokens_seen: dict[str, int] = {}
@@ -204,17 +221,77 @@ class QueueMachine(RuleBasedStateMachine):
                 return j.id
         return None
 
+    def host_busy(self, j: MJob) -> str | None:
+        holder = self.busy.get(j.host)
+        if holder is None or holder == j.id or self.jobs[holder].state != "running":
+            return None
+        return holder
+
+    @staticmethod
+    def groups_of(j: MJob) -> list[str]:
+        return [f"g{int(j.host[1:]) % 2}"]
+
+    def group_full(self, j: MJob) -> str | None:
+        for g in self.groups_of(j):
+            if g in self.glimit and self.gbusy[g] >= self.glimit[g]:
+                return g
+        return None
+
+    def release_waiters(self, q: str) -> None:
+        """fs_release_waiters: every job waiting in list ``q`` back to its due set."""
+        for wid in self.waiting.pop(q, []):
+            w = self.jobs[wid]
+            if w.state == "hostwait" and w.waitq == q:
+                w.state, w.zset, w.score, w.waitq = "pending", self.task_of(w).prio, w.due, None
+                self.expect("unpark", w.task, w.id)
+                COVERED["waiter back"] += 1
+
+    def wait_in(self, j: MJob, q: str) -> None:
+        j.state, j.zset, j.score, j.waitq = "hostwait", None, None, q
+        self.waiting[q].append(j.id)
+        self.expect("park", j.task, j.id)
+
+    def free_host(self, j: MJob) -> None:
+        """fs_free_host: the job stops running on its host: it gives back the host and the group
+        counts it held, and their waiters go back to their due sets."""
+        if self.busy.get(j.host) == j.id:
+            del self.busy[j.host]
+            self.release_waiters(KEYS.hostq(j.host))
+        for g in self.gholds.pop(j.id, []):
+            self.gbusy[g] -= 1
+            if self.gbusy[g] <= 0:
+                del self.gbusy[g]
+            self.release_waiters(KEYS.gq(g))
+
     def bury(self, j: MJob) -> None:
         j.state, j.owner, j.zset, j.score = "failed", None, None, None
 
-    def count_failure(self, t: MTask) -> bool:
+    @staticmethod
+    def note_failed_host(t: MTask, j: MJob) -> int:
+        """fs_note_failed_host: a job's first failed attempt counts its host; the count."""
+        if not j.failed_once:
+            j.failed_once = True
+            t.failed_hosts += 1
+        return t.failed_hosts
+
+    def attempt_crosses_limit(self, t: MTask, j: MJob) -> bool:
+        """fs_attempt_crosses_limit: a failed attempt about to be retried reaches the limit."""
+        hosts = self.note_failed_host(t, j)
+        crosses = t.count_failures == "attempts" and 0 < t.max_failures <= hosts
+        if crosses:
+            COVERED["attempt reaches the limit"] += 1
+        return crosses
+
+    def count_failure(self, t: MTask, j: MJob) -> bool:
         """fs_count_failure: True if this failure aborted the task."""
         t.failed += 1
+        hosts = self.note_failed_host(t, j)
         if t.state == "aborted":
             t.overshoot += 1
             COVERED["overshoot"] += 1
             return False
-        if 0 < t.max_failures <= t.failed and t.state in ("active", "paused"):
+        counted = hosts if t.count_failures == "attempts" else t.failed
+        if 0 < t.max_failures <= counted and t.state in ("active", "paused"):
             t.state = "aborted"
             self.expect("abort", t.id)
             COVERED["abort"] += 1
@@ -239,7 +316,10 @@ class QueueMachine(RuleBasedStateMachine):
         count = 0
         for k in range(t.span):
             j = self.jobs[f"{t.id}.{k}"]
-            if j.state in ("pending", "parked", "held"):
+            if j.state in ("pending", "parked", "held", "hostwait"):
+                if j.state == "hostwait":
+                    self.waiting[j.waitq].remove(j.id)
+                    j.waitq = None
                 j.state, j.zset, j.score = "cancelled", None, None
                 t.cancelled += 1
                 count += 1
@@ -288,7 +368,8 @@ class QueueMachine(RuleBasedStateMachine):
         spec = TaskSpec(tid, backoff_ms=1, operator="ops", **policy)
         assert self.q.create_task(spec) is True
         t = MTask(tid, policy["priority"], policy["max_running"], policy["max_failures"],
-                  policy["max_attempts"], policy["idempotent"])
+                  policy["max_attempts"], policy["idempotent"], policy["count_failures"],
+                  policy["exclusive"])
         self.tasks[tid] = t
         self.expect("create", tid)
         return t
@@ -371,6 +452,13 @@ class QueueMachine(RuleBasedStateMachine):
         def take(j: MJob, t: MTask, after_loss: bool) -> None:
             j.attempt, j.token = j.attempt + 1, j.token + 1
             j.state, j.owner, j.score = "running", worker, expiry
+            if t.exclusive:
+                self.busy[j.host] = j.id
+            held = [g for g in self.groups_of(j) if g in self.glimit]
+            for g in held:
+                self.gbusy[g] += 1
+            if held:
+                self.gholds[j.id] = held
             t.running += 1
             self.expect("claim", t.id, j.id, j.token, worker, j.attempt)
             taken.append((j.id, t.id, j.host, j.token, j.attempt, j.due, after_loss))
@@ -384,6 +472,7 @@ class QueueMachine(RuleBasedStateMachine):
         def lose(cls: str, j: MJob, t: MTask) -> bool:
             t.running -= 1
             t.lost += 1
+            self.free_host(j)
             retry = t.idempotent and j.attempt < t.max_attempts
             token, owner = j.token, j.owner
             if retry and t.state == "active":
@@ -403,7 +492,7 @@ class QueueMachine(RuleBasedStateMachine):
                 self.expect("lost", t.id, j.id, "failed", token, owner, j.attempt)
                 COVERED["lost failed"] += 1
                 self.bury(j)
-                if self.count_failure(t):
+                if self.count_failure(t, j):
                     aborted.append(t.id)
                 lost.append(j.id)
             if t.max_running > 0:
@@ -416,7 +505,7 @@ class QueueMachine(RuleBasedStateMachine):
                 j.zset = t.prio  # reprioritize under way: filed into its class, not claimed
             elif j.state == "running":
                 if lose(cls, j, t):
-                    take(j, t, True)
+                    admit(j, t, True)
             elif t.state not in ("active", "paused"):
                 cancel(j, t)
             elif t.state == "paused":
@@ -428,7 +517,18 @@ class QueueMachine(RuleBasedStateMachine):
                 self.expect("park", t.id, j.id)
                 COVERED["park"] += 1
             else:
-                take(j, t, False)
+                admit(j, t, False)
+
+        def admit(j: MJob, t: MTask, after_loss: bool) -> None:
+            """claim.lua admit: take the job unless a limit across tasks makes it wait."""
+            if t.exclusive and self.host_busy(j):
+                self.wait_in(j, KEYS.hostq(j.host))
+                COVERED["host busy"] += 1
+            elif self.group_full(j):
+                self.wait_in(j, KEYS.gq(self.group_full(j)))  # type: ignore[arg-type]
+                COVERED["group full" if not after_loss else "lost, group full"] += 1
+            else:
+                take(j, t, after_loss)
 
         def due_in(cls: str | None, running_only: bool = False) -> list[MJob]:
             found = [j for j in self.jobs.values() if j.zset is not None
@@ -498,6 +598,7 @@ class QueueMachine(RuleBasedStateMachine):
                 want.append(Code.OK)
                 acked.add(job_id)
                 self.expect("ack", t.id, job_id, token, worker, j.attempt)
+                self.free_host(j)
                 j.state, j.owner, j.zset, j.score = "succeeded", None, None, None
                 t.running -= 1
                 t.succeeded += 1
@@ -532,7 +633,11 @@ class QueueMachine(RuleBasedStateMachine):
             return
         outcome = self.q.fail_job(worker, job_id, token, result, error="boom", retryable=retryable)
         t.running -= 1
-        if retryable and j.attempt < t.max_attempts and t.state in ("active", "paused"):
+        self.free_host(j)
+        retry = retryable and j.attempt < t.max_attempts and t.state in ("active", "paused")
+        if retry and self.attempt_crosses_limit(t, j):
+            retry = False
+        if retry:
             assert (outcome.outcome, outcome.aborted) == ("retry", False)
             # backoff_ms 1: 2^(attempt-1) ms, times a jitter factor in [0.8, 1.2)
             assert before <= outcome.due_ms <= self.now() + 2 ** (j.attempt - 1) * 1.2
@@ -543,7 +648,7 @@ class QueueMachine(RuleBasedStateMachine):
         else:
             self.expect("fail", t.id, job_id, token, j.attempt)
             self.bury(j)
-            aborted = self.count_failure(t)
+            aborted = self.count_failure(t, j)
             assert (outcome.outcome, outcome.due_ms, outcome.aborted) == ("failed", None, aborted)
         if t.max_running > 0:
             self.unpark(t, t.prio)
@@ -574,6 +679,7 @@ class QueueMachine(RuleBasedStateMachine):
             assert code == Code.OK
             j.attempt = max(j.attempt - 1, 0)
             self.expect("defer", t.id, job_id, token, j.attempt)
+            self.free_host(j)
             self.pend(j, due_ms or int(self.client.hget(KEYS.job(job_id), "due")))
             self.pass_time(j.due)
             t.running -= 1
@@ -593,6 +699,7 @@ class QueueMachine(RuleBasedStateMachine):
             if want[-1] is Code.OK:
                 j.attempt = max(j.attempt - 1, 0)
                 self.expect("release", t.id, job_id, token, j.attempt)
+                self.free_host(j)
                 self.pend(j, j.due)  # back at its own due time
                 t.running -= 1
                 if t.max_running > 0:
@@ -605,6 +712,18 @@ class QueueMachine(RuleBasedStateMachine):
     def pause_or_resume(self, data: st.DataObject, verb: str) -> None:
         getattr(self, "op_" + verb)(self.pick_task(data), data)
 
+    @rule(group=st.sampled_from(["g0", "g1"]), limit=st.sampled_from([None, 1, 1, 2]))
+    def group_limit(self, group: str, limit: int | None) -> None:
+        """An operator sets or removes a group's limit: its waiters go back to their sets."""
+        self.q.set_group_limit(group, limit, "ops")
+        if limit is None:
+            self.glimit.pop(group, None)
+        else:
+            self.glimit[group] = limit
+        self.over[group] = self.gbusy[group]
+        COVERED["group limit"] += 1
+        self.release_waiters(KEYS.gq(group))
+
     @rule(data=st.data(), verb=st.sampled_from(["cancel", "retry_failed", "reprioritize",
                                                  "create_again"]))
     def operator(self, data: st.DataObject, verb: str) -> None:
@@ -614,7 +733,8 @@ class QueueMachine(RuleBasedStateMachine):
         self.sweep(t, "ops")
 
     def op_pause(self, t: MTask, data: st.DataObject) -> None:
-        if t.state in ("cancelled", "aborted"):
+        ended = t.state == "active" and 0 < t.total <= t.succeeded + t.failed + t.cancelled
+        if t.state in ("cancelled", "aborted") or ended:  # nothing to pause once all ended
             with pytest.raises(QueueError) as refused:
                 self.q.pause(t.id, "ops")
             assert refused.value.code == Code.TASK_NOT_ACTIVE
@@ -656,6 +776,9 @@ class QueueMachine(RuleBasedStateMachine):
         assert before <= due <= self.now()
         for j in failed:
             j.attempt = 0  # a new attempt budget; the token is kept
+            if j.failed_once:  # its host counts against max_failures again when it fails again
+                j.failed_once = False
+                t.failed_hosts -= 1
             self.pend(j, due)
             self.expect("retry-failed", t.id, j.id)
         self.pass_time(due)
@@ -686,6 +809,29 @@ class QueueMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------ invariants
 
     @invariant()
+    def limits_hold_and_no_waiter_is_stranded(self) -> None:
+        """From the model's jobs alone: one exclusive job per host; a limited group runs no more
+        jobs than its limit (or than ran when it was lowered); every waiting job waits for a
+        job that is running, so its end will move it back."""
+        running = [j for j in self.jobs.values() if j.state == "running"]
+        per_host = Counter(j.host for j in running if self.task_of(j).exclusive)
+        assert all(n <= 1 for n in per_host.values()), per_host
+        per_group = Counter(g for j in running for g in self.gholds.get(j.id, []))
+        for g, n in per_group.items():
+            if g in self.glimit:
+                self.over[g] = min(self.over.get(g, 0), n)  # only ever shrinks to the limit
+                assert n <= max(self.glimit[g], self.over[g]), (g, n, self.glimit[g])
+        for j in self.jobs.values():
+            if j.state != "hostwait":
+                continue
+            if j.waitq == KEYS.hostq(j.host):
+                holder = self.busy.get(j.host)
+                assert holder and self.jobs[holder].state == "running", j.id
+            else:
+                group = j.waitq.rsplit(":", 1)[-1] if j.waitq else None
+                assert group and per_group[group] >= 1, (j.id, j.waitq)
+
+    @invariant()
     def events_are_the_expected_ones(self) -> None:
         entries = self.client.xrange(KEYS.events, min="(" + self.last_event)
         got: Counter[tuple] = Counter()
@@ -710,6 +856,14 @@ class QueueMachine(RuleBasedStateMachine):
             pipe.zrange(KEYS.held(tid), 0, -1, withscores=True)
         for jid in self.jobs:
             pipe.hgetall(KEYS.job(jid))
+        lists = sorted({KEYS.hostq(f"h{n}") for n in range(MAX_SPAN)}
+                       | {KEYS.gq(g) for g in ("g0", "g1")})
+        pipe.hgetall(KEYS.busy)
+        pipe.hgetall(KEYS.gbusy)
+        pipe.hgetall(KEYS.gholds)
+        pipe.hgetall(KEYS.glimit)
+        for q in lists:
+            pipe.lrange(q, 0, -1)
         replies = iter(pipe.execute())
         places: dict[str, list[tuple]] = defaultdict(list)
         for prio in PRIORITY_CLASSES:
@@ -728,10 +882,23 @@ class QueueMachine(RuleBasedStateMachine):
             for member, score in next(replies):
                 places[member].append(("held", tid, int(score)))
         job_hashes = {jid: next(replies) for jid in self.jobs}
+        # host exclusivity: the holder of each host, and who waits for it (in order)
+        busy, gbusy, gholds, glimit = next(replies), next(replies), next(replies), next(replies)
+        assert busy == self.busy
+        assert all(self.jobs[j].state == "running" for j in busy.values())
+        assert {g: int(n) for g, n in gbusy.items()} == dict(self.gbusy)
+        assert {j: g.split(",") for j, g in gholds.items()} == self.gholds
+        assert {g: int(n) for g, n in glimit.items()} == self.glimit
+        # limits hold: no group runs more jobs than its limit allowed when they were claimed
+        for q in lists:
+            waiting = next(replies)
+            assert waiting == self.waiting.get(q, []), q
+            for w in waiting:
+                places[w].append(("wait", q))
 
         assert set(places) <= set(self.jobs), f"unknown members {set(places) - set(self.jobs)}"
         assert hashes == {KEYS.job(j.id) for j in self.jobs.values()
-                          if j.state in (*LIVE, "failed")}
+                          if j.state in (*LIVE, "failed", "hostwait")}
         for j in self.jobs.values():
             h = job_hashes[j.id]
             want = {
@@ -740,6 +907,7 @@ class QueueMachine(RuleBasedStateMachine):
                 "parked": [("parked", j.task)],
                 "held": [("held", j.task, j.due)],
                 "failed": [("dead",)],
+                "hostwait": [("wait", j.waitq)],
             }.get(j.state, [])
             assert sorted(places.get(j.id, [])) == sorted(want), f"{j.id} is {j.state}"
             if j.state in ("succeeded", "cancelled"):
@@ -748,6 +916,8 @@ class QueueMachine(RuleBasedStateMachine):
             assert (h["state"], int(h.get("token", 0)), int(h.get("attempt", 0)), int(h["due"])) \
                 == (j.state, j.token, j.attempt, j.due), f"{j.id}: {h}"
             assert h.get("owner") == j.owner, f"{j.id}: {h}"
+            assert h.get("failed_once") == ("1" if j.failed_once else None), f"{j.id}: {h}"
+            assert h.get("waitq") == j.waitq, f"{j.id}: {h}"
             assert not (j.state == "pending" and j.zset != self.task_of(j).prio), \
                 f"{j.id} is pending outside its task's class"
             # fencing tokens only grow
@@ -757,7 +927,7 @@ class QueueMachine(RuleBasedStateMachine):
         for t in self.tasks.values():
             h = task_hashes[t.id]
             fields = ("state", "prio", "total", "span", "running", "succeeded", "failed",
-                      "cancelled", "lost", "overshoot")
+                      "cancelled", "lost", "overshoot", "failed_hosts")
             assert {f: h[f] for f in fields} == {f: str(getattr(t, f)) for f in fields}, t.id
             mine = [job_hashes[j.id] for j in self.jobs.values() if j.task == t.id]
             states = Counter(jh.get("state") for jh in mine if jh)
@@ -784,7 +954,8 @@ def test_the_queue_does_what_its_model_says(machine: type[QueueMachine]) -> None
     if SETTINGS.derandomize or SETTINGS.max_examples >= 200:
         # the examples went through the paths this test is about (stale answers, losses, aborts)
         missing = {"stale ack", "stale fail", "lost retry", "lost failed", "abort", "park",
-                   "unpark", "held"} - set(COVERED)
+                   "unpark", "held", "host busy", "group full", "waiter back",
+                       "group limit"} - set(COVERED)
         assert not missing, f"never exercised: {missing} ({dict(COVERED)})"
 
 

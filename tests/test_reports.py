@@ -121,7 +121,7 @@ def test_table_shows_the_task_summary_and_the_failures(tmp_path: Path, record: s
     code, out, _ = report(tmp_path, record, "--task", "1")
     assert code == 0
     assert out.startswith("40 job(s) in 1 task(s)")
-    assert "Failed or lost jobs" in out and HOSTILE_HOST in out
+    assert "Jobs that failed an attempt or were lost" in out and HOSTILE_HOST in out
 
 
 def test_html_is_self_contained_and_escapes_every_host_provided_string(tmp_path: Path, record: str) -> None:

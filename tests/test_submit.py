@@ -80,7 +80,7 @@ def test_a_task_is_recorded_in_sql_then_queued_with_one_job_per_selected_host(
                                         "expected_ms": 10_000}
     assert sorted(redis_client.zrange(KEYS.due("urgent"), 0, -1)) == sorted(j.id for j in jobs)
     assert redis_client.hgetall(KEYS.host("web-01")) == {
-        "address": "10.0.0.1", "port": "22", "user": "deploy", "vars": '{"app_port": 8080}'}
+        "address": "10.0.0.1", "port": "22", "user": "deploy", "vars": '{"app_port": 8080}', "limits": ""}
     assert redis_client.hgetall(KEYS.host("db-02"))["port"] == "2222"
 
 
@@ -104,7 +104,7 @@ def test_dry_run_prints_the_hosts_when_each_runs_and_the_policy_and_writes_nothi
     assert plan["dry_run"] is True
     assert [(j["host"], j["when"]) for j in plan["jobs"]] == [
         (h, "2099-01-02T03:04:00+00:00") for h in ("db-01", "db-02", "db-03")]
-    assert plan["plan"]["max_failures"] == "2 (34% of the hosts), then abort"
+    assert plan["plan"]["max_failures"] == "2 hosts failing any attempt (34% of the hosts), then abort"
     assert plan["plan"]["idempotent"] == "yes (from the action)"
     assert (sql_snapshot(cli.database_url), redis_snapshot(redis_client)) == before
     # and the table form names every host and the blast radius

@@ -163,3 +163,66 @@ def test_a_task_file_submits_the_same_task_as_the_options(
     assert (a["max_running"], a["max_failures"], a["max_attempts"], a["timeout_ms"],
             a["backoff_ms"], a["prio"], a["idempotent"]) == ("2", "1", "1", "90000", "5000",
                                                              "bulk", "1")
+
+
+def test_become_user_from_the_option_and_from_a_task_file_lands_in_the_ssh_options(
+        cli: Cli, redis_client: redis.Redis, tmp_path: Path) -> None:
+    # Given the same become asked for on the command line and in a task file
+    path = tmp_path / "task.yaml"
+    path.write_text("action: command\ntarget: web-01\nparams: {cmd: 'id -un'}\n"
+                    "become: true\nbecome_user: postgres\n")
+    from_file = int(cli.ok("submit", "-f", str(path), "--yes").strip())
+    from_option = cli.submit("command", "-t", "web-01", "-p", "cmd=id -un",
+                             "--become-user", "postgres")
+    # Then both tasks carry it as ssh executor options, which the worker's executor reads
+    queue = Queue(redis_client, KEYS)
+    spec_file = json.loads(queue.task_state(str(from_file))["spec"])
+    spec_option = json.loads(queue.task_state(str(from_option))["spec"])
+    assert spec_file["executor_options"] == {"become": True, "become_user": "postgres"}
+    assert spec_option["executor_options"] == {"become_user": "postgres"}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["command", "-t", "web-01", "-p", "cmd=true", "--become-user", "postgres",
+      "--executor-option", "become_user=root"],
+     "give --become-user or --executor-option become_user, not both"),
+    (["command", "-t", "web-01", "-p", "cmd=true", "--become-user", "postgres",
+      "--executor", "local"], "local executor has no option 'become_user'"),
+])
+def test_become_user_is_refused_twice_or_for_an_executor_without_it(
+        cli: Cli, redis_client: redis.Redis, args: list[str], message: str) -> None:
+    refused(cli, redis_client, args, 2, message)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--become-user", "root;id"], "become_user 'root;id' is not a user name"),
+    (["--become-user", "root\n"], "become_user 'root\\n' is not a user name"),
+    (["--become-user", "-u"], "become_user '-u' is not a user name"),
+    (["--executor-option", "become_user=a b"], "become_user 'a b' is not a user name"),
+    (["--executor", "simulate", "--become-user", "$(id)"],
+     "become_user '$(id)' is not a user name"),
+])
+def test_a_become_user_the_worker_would_refuse_is_refused_at_submit(
+        cli: Cli, redis_client: redis.Redis, args: list[str], message: str) -> None:
+    # (the worker checks it with the same rule, tasks/become.py: refused here, nothing queued)
+    refused(cli, redis_client, ["command", "-t", "web-01", "-p", "cmd=true", *args], 2, message)
+
+
+def test_a_good_become_user_and_a_uid_are_taken(cli: Cli) -> None:
+    for user in ("postgres", "svc-backup.1", "machine$", "#1001"):
+        cli.submit("command", "-t", "web-01", "-p", "cmd=true", "--become-user", user)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("become_user: postgres\nexecutor_options: {become_user: root}\n",
+     "task.yaml:4: become_user is given twice (also in executor_options)"),
+    ("become: false\nbecome_user: postgres\n",
+     "task.yaml:4: become: false with a become_user: drop one"),
+    ("become: sometimes\n", "task.yaml:4: become must be true or false"),
+    ("become_user: 'root; id'\n", "become_user 'root; id' is not a user name"),
+])
+def test_a_task_files_become_keys_are_checked(cli: Cli, redis_client: redis.Redis,
+                                              tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "task.yaml"
+    path.write_text("action: command\ntarget: web-01\nparams: {cmd: 'true'}\n" + text)
+    refused(cli, redis_client, ["-f", str(path)], 2, message)

@@ -1,5 +1,5 @@
 """The live views count each job once: a job re-run after its worker was lost, then acked, is one
-succeeded job, and ``lost`` (losses of a worker) is never added to the jobs that ended."""
+succeeded job, and ``losses`` (of a worker) is never added to the jobs that ended."""
 
 from __future__ import annotations
 
@@ -21,6 +21,6 @@ def test_jobs_re_run_after_a_lost_worker_are_counted_once(queue: Queue) -> None:
     # When the views read the task
     [progress] = read_tasks(queue.client, KEYS, ["t"])
     # Then 4 of 4 are done, all succeeded, though the worker was lost 4 times
-    assert progress is not None and progress.lost == 4
+    assert progress is not None and progress.losses == 4
     assert (progress.done, progress.total, progress.pending) == (4, 4, 0)
-    assert progress.finished and progress.all_succeeded
+    assert progress.finished and progress.progress.state == "succeeded"

@@ -21,6 +21,8 @@ Responsibilities, in the order a job meets them:
    in a thread of its own.
 8. Schedule entries a claim returns (``Claim.schedules``) go to the firer thread
    (``workers.firer``), which creates each occurrence's task and moves the entry on.
+9. The wave controller thread (``workers.waver``) moves rollouts in waves on: releases the
+   next wave, pauses, gates, health checks, stops.
 
 Every thread that talks to Redis has its own ``Queue`` object; children never talk to Redis.
 """
@@ -51,6 +53,7 @@ from workers.protocol import Order
 from workers.slots import Running, Slots
 from workers.stats import NodeStats
 from workers.watchdog import Watchdog
+from workers.waver import Waver
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +84,7 @@ class Node:
         self.recorder = recorder
         self.firer = Firer(config.settings, client, self.keys, config.worker_id,
                            getattr(recorder, "engine", None))
+        self.waver = Waver(config.settings, client, self.keys)
         self._claimq = self._queue()
         self._stopping = threading.Event()
         self._background_stop = threading.Event()
@@ -134,6 +138,7 @@ class Node:
         self.pool.ensure_warm()
         self.pool.wait_ready(WARM_UP_S)
         self._spawn("heartbeat", self.heartbeat.run)  # the node shows up in P:workers now
+        self._spawn("waver", self.waver.run)
         self.started.set()
         try:
             self._claim_loop()

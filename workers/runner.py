@@ -19,17 +19,23 @@ import time
 from typing import Any
 
 from scheduler.config import Settings
-from scheduler.errors import AuthenticationError, ConfigError, HostKeyError, ValidationError
+from scheduler.errors import (
+    AuthenticationError,
+    BecomeError,
+    ConfigError,
+    HostKeyError,
+    ValidationError,
+)
 from tasks.host import Executor, Host
 from tasks.secrets import Redactor
 from workers.protocol import Order, Outcome
 from workers.results import exit_code_of, output_json
 
-# Failures that trying again cannot cure: a wrong host key, refused credentials, and a
-# configuration the worker refuses (a ProxyJump in ssh_config, a missing identity file, a bad
-# executor option). By class, and by name for plugins that raise look-alikes of their own.
+# Failures that trying again cannot cure: a wrong host key, refused credentials, sudo asking
+# for a password (become), and a configuration the worker refuses (a ProxyJump in ssh_config, a
+# missing identity file, a bad executor option, a become method other than sudo). By class, and by name for plugins that raise look-alikes of their own.
 PERMANENT_CLASSES: tuple[type[Exception], ...] = (
-    HostKeyError, AuthenticationError, ConfigError, ValidationError)
+    HostKeyError, AuthenticationError, BecomeError, ConfigError, ValidationError)
 PERMANENT_ERRORS: tuple[str, ...] = tuple(c.__name__ for c in PERMANENT_CLASSES)
 
 

@@ -3,7 +3,9 @@
 0. Log to stderr through ``UrlRedactingFilter`` (children add their jobs' secrets to theirs).
 1. Connect to Redis (``scheduler.redisdb.connect.connect``: the embedded server by default).
 2. Unless disabled, make sure the SQL schema is current and start a recorder consumer in a
-   thread, so a single node needs no other process.
+   thread, so a single node needs no other process; with it, the notification sender
+   (``scheduler.notify.outbox.Sender``) in a thread of its own, and the recorder writes notices
+   (``scheduler.notify.detect.Detector``).
 3. Run the node master in a thread of its own and keep the main thread for signals:
    the first SIGTERM stops claiming and lets running jobs finish within the grace period;
    a second SIGTERM, or SIGINT, gives the running jobs' leases back at once.
@@ -31,14 +33,28 @@ log = logging.getLogger(__name__)
 
 def build_recorder(config: NodeConfig, client: Any, keys: Keys) -> Any:
     """A ``Recorder`` consumer named after this worker, writing to the configured database."""
+    from scheduler.notify import Detector, Policy
     from scheduler.record.engine import make_engine
     from scheduler.record.migrate import ensure_schema
     from scheduler.record.recorder import Recorder
 
     settings = config.settings
+    policy = Policy.from_settings(settings)  # a bad notify target stops the start, loudly
     engine = make_engine(settings.effective_database_url)
     ensure_schema(settings, engine)
-    return Recorder(client, engine, keys, consumer_name=f"worker:{config.worker_id}")
+    return Recorder(client, engine, keys, consumer_name=f"worker:{config.worker_id}",
+                    on_batch=Detector(policy))
+
+
+def start_sender(settings: Settings, engine: Any) -> tuple[threading.Thread, threading.Event]:
+    """The notification sender's thread (``scheduler.notify.outbox.Sender``) and its stop."""
+    from scheduler.notify import Policy, Sender
+
+    stop = threading.Event()
+    sender = Sender(engine, Policy.from_settings(settings))
+    thread = threading.Thread(target=sender.run, args=(stop,), name="notify", daemon=True)
+    thread.start()
+    return thread, stop
 
 
 def configure_logging(settings: Settings) -> None:
@@ -63,6 +79,7 @@ def serve(config: NodeConfig, on_started: Callable[[Node], None] | None = None) 
     keys = Keys(settings.queue_prefix)
     recorder = build_recorder(config, client, keys) if config.recorder else None
     node = Node(config, client, keys, recorder=recorder)
+    sender = start_sender(settings, recorder.engine) if recorder is not None else None
 
     received: list[int] = []
 
@@ -93,6 +110,9 @@ def serve(config: NodeConfig, on_started: Callable[[Node], None] | None = None) 
             thread.join()
         for s, handler in previous.items():
             signal.signal(s, handler)
+        if sender is not None:
+            sender[1].set()
+            sender[0].join(10)
         client.close()
     if node.fatal is not None:
         raise FleetschedError(f"the worker node stopped: {node.fatal}",

@@ -97,6 +97,7 @@ from scheduler.cli.db_cmd import db_app  # noqa: E402
 from scheduler.cli.groups_cmd import groups_app  # noqa: E402
 from scheduler.cli.hosts_cmd import hosts_app  # noqa: E402
 from scheduler.cli.jobs_cmd import jobs_app  # noqa: E402
+from scheduler.cli.notify_cmd import notify_app  # noqa: E402
 from scheduler.cli.reconcile_cmd import reconcile_app  # noqa: E402
 from scheduler.cli.recorder_cmd import recorder_app  # noqa: E402
 from scheduler.cli.redis_cmd import redis_app  # noqa: E402
@@ -111,6 +112,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(groups_app, name="groups")
 app.add_typer(hosts_app, name="hosts")
 app.add_typer(jobs_app, name="jobs")
+app.add_typer(notify_app, name="notify")
 app.add_typer(reconcile_app, name="reconcile")
 app.add_typer(recorder_app, name="recorder")
 app.add_typer(redis_app, name="redis")

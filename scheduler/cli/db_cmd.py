@@ -116,6 +116,8 @@ def prune(
         engine.dispose()
     verb = "would delete" if dry_run else "deleted"
     output.emit_object({"cutoff": result.cutoff, "jobs": result.jobs, "events": result.events,
-                        "tasks": result.tasks, "dry_run": dry_run}, fmt)
-    output.info(f"{verb} {result.jobs} jobs, {result.events} events and {result.tasks} tasks "
-                f"finished before {result.cutoff:%Y-%m-%d %H:%M}Z")
+                        "tasks": result.tasks, "notifications": result.notifications,
+                        "dry_run": dry_run}, fmt)
+    output.info(f"{verb} {result.jobs} jobs, {result.events} events, {result.tasks} tasks and "
+                f"{result.notifications} notifications finished before "
+                f"{result.cutoff:%Y-%m-%d %H:%M}Z")

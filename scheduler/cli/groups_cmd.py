@@ -1,7 +1,10 @@
-"""``fleetsched groups list|remove``: the groups hosts belong to (imported or made by hand).
+"""``fleetsched groups list|limit|remove``: the groups hosts belong to (imported or made by
+hand), and the limits that hold across tasks.
 
-A thin command over ``scheduler.inventory.list_groups``: one row per group with its direct
-host count, its host count including child groups, its children, parents and source.
+Thin commands over ``scheduler.inventory``: one row per group with its limit, its direct host
+count, its host count including child groups, its children, parents and source; ``limit``
+records a group's limit in SQL, then tells the queue (``Queue.set_group_limit``) and writes
+each of its hosts' limited groups into their Redis hashes, which claim.lua reads.
 """
 
 from __future__ import annotations
@@ -12,13 +15,27 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import database
+from scheduler.cli.context import database, state
 from scheduler.cli.output import OutputOption
 
 groups_app = typer.Typer(help="Groups of hosts (from inventories or `hosts add --group`).",
                          no_args_is_help=True)
 
-COLUMNS = ["name", "hosts", "all_hosts", "children", "parents", "source"]
+COLUMNS = ["name", "max_busy", "hosts", "all_hosts", "children", "parents", "source"]
+
+LIMIT_EPILOG = """Examples:
+
+  fleetsched groups limit db --max-busy 1
+
+  fleetsched groups limit web --max-busy 25%
+
+  fleetsched groups limit db --remove
+
+At most this many jobs run at once on the group's hosts, across all tasks (one node of a
+three-node database cluster at a time); a job that would go over waits, without counting an
+attempt, until one of the group's jobs ends. P% is of the group's hosts now (at least 1).
+Jobs already running when a limit is set do not count against it.
+"""
 
 
 @groups_app.command("list")
@@ -48,3 +65,51 @@ def remove_cmd(ctx: typer.Context,
     with database(ctx) as (engine, operator), transaction(engine) as session:
         hosts = remove_group(session, name, operator=operator)
     output.info(f"removed group {name} ({hosts} hosts were in it; they stay)")
+
+
+@groups_app.command("limit", epilog=LIMIT_EPILOG)
+def limit_cmd(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The group's name.")],
+    max_busy: Annotated[str | None, typer.Option("--max-busy", help="Most jobs running at once on the group's hosts: N or P%.")] = None,
+    remove: Annotated[bool, typer.Option("--remove", help="Remove the group's limit.")] = False,
+) -> None:
+    """Limit how many jobs run at once on a group's hosts, across all tasks."""
+    from scheduler.errors import ValidationError
+    from scheduler.inventory import limit_count, limited_groups_of, set_group_limit
+    from scheduler.queue.client import Queue
+    from scheduler.queue.keys import Keys
+    from scheduler.record.session import transaction
+    from scheduler.redisdb.connect import connect
+
+    if (max_busy is None) == (not remove):
+        raise ValidationError("give --max-busy N|P% or --remove",
+                              hint="fleetsched groups limit db --max-busy 1")
+    if max_busy is not None:
+        limit_count(max_busy, 1)  # a bad value is refused before anything is written
+    settings = state(ctx).settings
+    with database(ctx) as (engine, operator):
+        with transaction(engine) as session:
+            count, members = set_group_limit(session, name, max_busy, operator=operator)
+            limits = limited_groups_of(session, members)
+        client = connect(settings)
+        keys = Keys(settings.queue_prefix)
+        queue = Queue(client, keys)
+        try:
+            pipe = client.pipeline(transaction=False)
+            for host in sorted(members):  # only hosts Redis knows: the others get theirs at submit
+                pipe.exists(keys.host(host))
+            known = [h for h, n in zip(sorted(members), pipe.execute()) if n]
+            pipe = client.pipeline(transaction=False)
+            for host in known:
+                pipe.hset(keys.host(host), "limits", ",".join(limits.get(host, ())))
+            pipe.execute()
+            queue.set_group_limit(name, count, operator)
+        finally:
+            queue.close()
+            client.close()
+    if count is None:
+        output.info(f"group {name}: no limit any more ({len(members)} hosts), by {operator}")
+    else:
+        output.info(f"group {name}: at most {count} job(s) at once on its {len(members)} hosts, "
+                    f"across all tasks, by {operator}")

@@ -1,9 +1,10 @@
-"""``fleetsched hosts import|list|show|add|remove``: the fleet's hosts.
+"""``fleetsched hosts import|list|show|add|remove|history|check``: the fleet's hosts.
 
 Thin commands over ``scheduler.inventory``: each opens the database (``open_database``), runs
 one library call in one transaction, and renders the result through ``scheduler.cli.output``
 (data on stdout, messages on stderr). A bad inventory file is one line
-``file:line:col: problem`` and exit code 2, with nothing written.
+``file:line:col: problem`` and exit code 2, with nothing written. ``check`` selects hosts and
+probes them over SSH through ``scheduler.health.hostcheck``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from scheduler.cli.context import database, state, stores
 from scheduler.cli.output import OutputOption
 from scheduler.errors import ValidationError
 
-hosts_app = typer.Typer(help="The fleet's hosts: import an Ansible inventory, list, add, remove.",
+hosts_app = typer.Typer(help="The fleet's hosts: import an Ansible inventory, list, add, remove, check SSH.",
                         no_args_is_help=True)
 
 LIST_COLUMNS = ["name", "address", "port", "user", "groups", "source"]
@@ -252,3 +253,97 @@ def history(
         output.info(f"{len(rows)} event(s) for {name}")
         return
     output.emit_rows(rows, columns, fmt)
+
+
+CHECK_EPILOG = """Examples:
+
+  fleetsched hosts check
+
+  fleetsched hosts check 'group:web,!web-07' --concurrency 50 --timeout 5s
+
+  fleetsched hosts check db-01 --become-user postgres
+
+  fleetsched hosts check group:edge --output json
+
+Exit codes: 0 every host ok, 3 some host failed the check, 2 bad input, 4 the target matches
+no host.
+"""
+
+CHECK_COLUMNS = ["host", "address", "reachable", "host_key", "auth", "remote_user", "latency_ms"]
+
+
+def _check_row(p: Any) -> dict[str, Any]:
+    where = p.address if ":" not in p.address else f"[{p.address}]"
+    key = p.host_key + (f" {p.fingerprint}" if p.host_key in ("UNKNOWN", "MISMATCH",
+                                                               "REVOKED") else "")
+    user = p.remote_user + (f" -> {p.become}" if p.become else "")
+    return {"host": p.host, "address": f"{where}:{p.port}",
+            "reachable": "yes" if p.reachable else "no", "host_key": key or "-",
+            "auth": p.auth or "-", "remote_user": user or "-",
+            "latency_ms": "-" if p.latency_ms is None else f"{p.latency_ms:.0f}"}
+
+
+@hosts_app.command("check", epilog=CHECK_EPILOG)
+def check_cmd(
+    ctx: typer.Context,
+    target: Annotated[str, typer.Argument(
+        help="Hosts: group:NAME, host names, globs, !exclusions, all (as for submit).")] = "all",
+    concurrency: Annotated[int, typer.Option(
+        "--concurrency", "-c", min=1, max=1000, help="Hosts checked at once.")] = 20,
+    timeout: Annotated[str, typer.Option(
+        "--timeout", help="Per host: connect, handshake, login, and each command.")] = "10s",
+    become_user: Annotated[str | None, typer.Option(
+        "--become-user", help="Also check sudo -n -u USER on each host (as become would).")
+    ] = None,
+    executor_option: Annotated[list[str] | None, typer.Option(
+        "--executor-option", help="ssh executor option NAME=VALUE (repeatable), e.g. "
+                                  "identity_file=/etc/fleetsched/id_ed25519.")] = None,
+    fmt: OutputOption = output.OutputFormat.table,
+) -> None:
+    """Check SSH to each host as the workers would: reachable, host key known and matching,
+    login, the remote user (like ansible -m ping). Strict: never adds a host key."""
+    from scheduler.health.hostcheck import SUMMARY_WORDS, check_hosts, select_hosts, summarize
+    from scheduler.parse import parse_duration
+
+    per_host = parse_duration(timeout, "--timeout").total_seconds()
+    if per_host <= 0:
+        raise ValidationError("--timeout must be more than 0s")
+    options: dict[str, Any] = {}
+    for item in executor_option or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise ValidationError(f"--executor-option {item!r} is not NAME=VALUE",
+                                  hint="e.g. --executor-option identity_file=/path/to/key")
+        options[key.strip()] = value
+    if become_user:
+        from tasks.become import USER_HINT, is_user_name
+
+        if not is_user_name(become_user):
+            raise ValidationError(f"--become-user {become_user!r} is not a user name",
+                                  hint=USER_HINT)
+        options["become_user"] = become_user
+    settings = state(ctx).settings
+    with database(ctx) as (engine, _operator):
+        hosts = select_hosts(engine, target)
+    output.info(f"checking {len(hosts)} host(s), {min(concurrency, len(hosts))} at a time")
+    probes = check_hosts(hosts, settings, options=options, concurrency=concurrency,
+                         timeout=per_host)
+    counts = summarize(probes)
+    if fmt is output.OutputFormat.json:
+        output.emit_object({"target": target, "known_hosts": str(settings.known_hosts),
+                            "hosts": [p.as_dict() for p in probes], "summary": counts,
+                            "ok": counts["ok"] == len(probes)}, fmt)
+    elif fmt is output.OutputFormat.csv:
+        output.emit_rows([p.as_dict() for p in probes], list(probes[0].as_dict()), fmt)
+    else:
+        output.emit_rows([_check_row(p) for p in probes], CHECK_COLUMNS, fmt)
+    for p in probes:
+        if p.status != "ok":
+            output.info(f"{p.host}: {p.status}: {p.error}")
+            if p.hint:
+                output.info(f"  hint: {p.hint}")
+    output.info(f"{len(probes)} host(s): " + ", ".join(
+        f"{n} {SUMMARY_WORDS[s]}" for s, n in counts.items() if n or s in (
+            "ok", "unreachable", "unknown-key", "key-mismatch", "auth-failed")))
+    if counts["ok"] != len(probes):
+        raise typer.Exit(3)

@@ -33,7 +33,8 @@ def show_cmd(
     """A job's host and state, then each attempt: when, which worker and fencing token, how it
     ended, its exit code and the output of each command; late results of workers that had lost
     it; for a job lost with its worker, what is known and what to check on the host."""
-    from scheduler.reports.attempts import job_attempts, output_lines
+    from scheduler.queue.output import output_lines
+    from scheduler.reports.attempts import job_attempts
 
     with database(ctx) as (engine, _operator):
         view = job_attempts(engine, job_id)

@@ -3,6 +3,10 @@
 Data (tables, JSON, CSV) goes to stdout; messages, progress and errors go to stderr. User data
 is printed with markup off, so a host's output can never be read as rich markup. ``NO_COLOR``
 is honoured by rich itself.
+
+When stdout is not a terminal (a pipe, a file, a CI log) tables are plain columns: every value
+whole, on one line, no ellipsis and no box characters (:func:`emit_rows`), and any other rich
+table is laid out as wide as its content (:class:`_DataConsole`), never cut to 80 columns.
 """
 
 from __future__ import annotations
@@ -18,7 +22,29 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-stdout = Console(markup=False, highlight=False, soft_wrap=True)
+# How wide a table may grow when stdout is not a terminal: wide enough for any value.
+PIPE_WIDTH = 100_000
+
+
+class _DataConsole(Console):
+    """stdout's console: outside a terminal, a table is laid out at its natural width (rich
+    would otherwise squeeze it to 80 columns and cut values with an ellipsis)."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        if self.is_terminal or not any(isinstance(o, Table) for o in objects):
+            super().print(*objects, **kwargs)
+            return
+        for table in objects:
+            if isinstance(table, Table):
+                table.expand = False
+        saved, self.width = self._width, PIPE_WIDTH
+        try:
+            super().print(*objects, **kwargs)
+        finally:
+            self._width = saved
+
+
+stdout = _DataConsole(markup=False, highlight=False, soft_wrap=True)
 stderr = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
 
 
@@ -61,12 +87,30 @@ def emit_rows(
         for r in rows:
             writer.writerow({c: _plain(r.get(c)) for c in columns})
         return
+    if not stdout.is_terminal:
+        _plain_columns([[str(c) for c in columns], *[_cells(r, columns) for r in rows]], title)
+        return
     table = Table(title=title, show_edge=False, header_style="bold")
     for c in columns:
         table.add_column(c)
     for r in rows:
-        table.add_row(*["" if r.get(c) is None else str(_plain(r.get(c))) for c in columns])
+        table.add_row(*_cells(r, columns))
     stdout.print(table)
+
+
+def _cells(row: Mapping[str, Any], columns: Sequence[str]) -> list[str]:
+    return ["" if row.get(c) is None else str(_plain(row.get(c))) for c in columns]
+
+
+def _plain_columns(lines: list[list[str]], title: str | None) -> None:
+    """Space-aligned columns with every value whole (a newline inside a value is shown as
+    ``\\n``, so each row stays one line); no trailing blanks."""
+    lines = [[cell.replace("\n", "\\n") for cell in line] for line in lines]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))] if lines else []
+    out = [title] if title else []
+    for line in lines:
+        out.append("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip())
+    sys.stdout.write("".join(f"{line}\n" for line in out))
 
 
 def emit_object(obj: Mapping[str, Any], fmt: OutputFormat = OutputFormat.table) -> None:

@@ -5,7 +5,7 @@ Thin: connect to Redis and SQL, call ``scheduler.submission.reconcile.reconcile`
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -16,6 +16,19 @@ reconcile_app = typer.Typer(
     help="Repair the queue from SQL after Redis lost data (a crash, or a server started empty).",
     invoke_without_command=True,
 )
+
+
+def _detector(settings: Any) -> Any:
+    """The notice detector for the events reconcile records; a bad notify setting must not
+    stand in the way of a repair: then only the tasks' and schedules' own targets are told."""
+    from scheduler.errors import ConfigError
+    from scheduler.notify import Detector, Policy
+
+    try:
+        return Detector(Policy.from_settings(settings))
+    except ConfigError as exc:
+        output.info(f"warning: {exc}; notifying only the tasks' own targets")
+        return Detector(Policy())
 
 
 @reconcile_app.callback()
@@ -42,7 +55,8 @@ def reconcile(
         client = connect(settings)
         try:
             report = run_reconcile(engine, Queue(client, Keys(settings.queue_prefix)),
-                                   operator=settings.operator, dry_run=dry_run)
+                                   operator=settings.operator, dry_run=dry_run,
+                                   on_batch=_detector(settings))
         finally:
             client.close()
     finally:

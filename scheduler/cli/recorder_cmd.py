@@ -2,7 +2,8 @@
 ``fleetsched recorder status``: how far behind the record is.
 
 Thin: connect, make sure the schema is current (``scheduler.record.migrate.ensure_schema``), run a
-``scheduler.record.recorder.Recorder``. SIGTERM or SIGINT stops it after the batch in hand.
+``scheduler.record.recorder.Recorder`` that writes notices (``scheduler.notify.Detector``), and
+the notification sender (``scheduler.notify.Sender``) in a second thread. SIGTERM or SIGINT stops it after the batch in hand.
 """
 
 from __future__ import annotations
@@ -51,12 +52,15 @@ def recorder(
     """Record events until SIGTERM/SIGINT (or, with --drain, until the stream is recorded)."""
     if ctx.invoked_subcommand is not None:
         return
+    from scheduler.notify import Detector, Policy, Sender
     from scheduler.parse import parse_duration
     from scheduler.record.recorder import Recorder
 
     idle_ms = int(parse_duration(claim_idle, "--claim-idle").total_seconds() * 1000)
+    policy = Policy.from_settings(state(ctx).settings)
     client, engine, keys = _open(ctx)
-    rec = Recorder(client, engine, keys, consumer, batch=batch, claim_idle_ms=idle_ms)
+    rec = Recorder(client, engine, keys, consumer, batch=batch, claim_idle_ms=idle_ms,
+                   on_batch=Detector(policy))
     try:
         if drain:
             while rec.run_once(block_ms=None):
@@ -66,11 +70,16 @@ def recorder(
             previous = {s: signal.signal(s, lambda *_: stop.set())
                         for s in (signal.SIGTERM, signal.SIGINT)}
             output.info(f"recorder {rec.consumer}: recording {keys.events} (stop with Ctrl-C)")
+            sender = threading.Thread(target=Sender(engine, policy).run, args=(stop,),
+                                      name="notify", daemon=True)
+            sender.start()
             try:
                 rec.run(stop)
             finally:
                 for s, handler in previous.items():
                     signal.signal(s, handler)
+                stop.set()
+                sender.join(10)
     finally:
         client.close()
         engine.dispose()

@@ -78,7 +78,7 @@ def report(
     ctx: typer.Context,
     since: Annotated[str | None, typer.Option(help="Jobs at or after this time (ISO 8601 or e.g. 24h ago).")] = None,
     until: Annotated[str | None, typer.Option(help="Jobs before this time (ISO 8601 or a duration ago).")] = None,
-    task: Annotated[int | None, typer.Option(help="Only this task's jobs.", min=1)] = None,
+    task: Annotated[int | None, typer.Option(help="Only this task's jobs.", min=1, max=2**63 - 1)] = None,
     host: Annotated[str | None, typer.Option(help="Only jobs on this host.")] = None,
     group: Annotated[str | None, typer.Option("--group", "-g", help="Only jobs on hosts of this group (child groups included).")] = None,
     action: Annotated[str | None, typer.Option(help="Only tasks of this action (command, firmware ...).")] = None,
@@ -101,6 +101,9 @@ def report(
         data = build_report(engine, filters)
     finally:
         engine.dispose()
+    from scheduler.cli.tasks_cmd import warn_if_record_behind
+
+    warn_if_record_behind(ctx, data.unfinished)
     if html is not None:
         _write_atomically(html, render_html(data))
         output.info(f"wrote {html}: {data.totals.get('jobs', 0)} job(s) in {len(data.tasks)} task(s)")

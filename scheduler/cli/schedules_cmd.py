@@ -23,11 +23,17 @@ Name = Annotated[str, typer.Argument(help="The schedule's name.")]
 
 @schedules_app.command("add", epilog="""Examples:
 
-  fleetsched schedules add dnssec-roll --cron '0 3 * * SUN' --tz Europe/Berlin key-rollover --target group:dns -p zone=example.org
+  fleetsched schedules add dnssec-roll --cron '0 3 * * SUN' --tz Europe/Berlin key-rollover \\
+      --target group:dns --max-failures 1 \\
+      -p pre_check='dnssec-verify -o example.org /var/named/example.org.signed' \\
+      -p rollover='rndc dnssec -rollover -key 12345 example.org' \\
+      -p post_check='dig +dnssec example.org DNSKEY'
 
   fleetsched schedules add fw-check --cron '*/15 * * * *' command -t 'fw-*' -p cmd='fw status' --catch-up skip
 
   fleetsched schedules add heartbeat --every 30s command -t all -p cmd=true --overlap allow
+
+  fleetsched schedules add backup --cron '0 2 * * *' command -t group:db -p cmd=backup --notify mailto:dba@example.org
 
 Exit codes: 0 armed, 1 recorded but not armed (run schedules resume NAME), 2 bad input (nothing
 written), 4 unknown action.
@@ -51,6 +57,7 @@ def add_cmd(
     catch_up: Annotated[str, typer.Option("--catch-up", help="After downtime: skip, latest or all.")] = "latest",
     catch_up_window: Annotated[str, typer.Option("--catch-up-window", help="How old a missed occurrence may be and still run (latest/all).")] = "1h",
     overlap: Annotated[str, typer.Option("--overlap", help="skip (not while the previous task runs) or allow.")] = "skip",
+    notify: Annotated[list[str] | None, typer.Option("--notify", help="Also tell this webhook URL or mailto:ADDRESS of a missed occurrence or a failed task (repeatable).")] = None,
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
     """Add a schedule: the task is checked as `submit` would, then armed for its next occurrence."""
@@ -61,7 +68,7 @@ def add_cmd(
     options = {"in_window": in_window, "max_concurrency": max_concurrency,
                "max_failures": max_failures, "timeout": timeout, "retries": retries,
                "backoff": None, "name": None, "priority": priority, "executor": executor,
-               "executor_option": executor_option, "idempotent": None}
+               "executor_option": executor_option, "idempotent": None, "notify": notify}
     request = _request(action, target, param, None, None, options)
     window = parse_duration(catch_up_window, "--catch-up-window")
     spec = ScheduleSpec(name=name, request=request, tz=tz, cron=cron, every=every,

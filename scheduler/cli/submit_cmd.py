@@ -25,16 +25,27 @@ EPILOG = """Examples:
 
   fleetsched submit copy -t 'db-*' -p src=/srv/my.cnf -p dest=/etc/mysql/my.cnf --at 2026-12-01T22:00
 
-  fleetsched submit firmware -t group:customer-acme -p image=/srv/fw-4.2.bin --in-window --dry-run
+  fleetsched submit firmware -t group:customer-acme -p image=/srv/fw-4.2.bin \\
+      -p upgrade_cmd='fwupdate --apply {image}' -p version_cmd='fwupdate --version' \\
+      -p expected_version=4.2 --in-window --dry-run
 
   fleetsched submit -f task.yaml --yes
 
+  fleetsched submit command -t group:db -p cmd='systemctl restart postgresql' --become-user root
+
   fleetsched submit command -t group:web -p cmd='systemctl is-active nginx' --wait --yes
+
+  fleetsched submit command -t group:web -p cmd='systemctl reload nginx' \\
+      --waves 1,10%,50%,100% --wave-gate approve --wave-check 'systemctl is-active nginx'
+
+  fleetsched submit command -t group:db -p cmd='pg_dump app >/dev/null' \\
+      --notify https://hooks.slack.com/services/T0/B0/XXXX --notify mailto:dba@example.org
 
 Exit codes: 0 queued, 1 recorded but not queued (run fleetsched reconcile), 2 bad input
 (nothing written), 4 unknown action, 5 declined (a fleet-wide task needs --yes without a
 terminal). With --wait, once the task has ended: 0 every job succeeded, 3 some failed, 5
-cancelled or aborted, 1 infrastructure trouble or --wait-timeout.
+cancelled or aborted, 1 infrastructure trouble or --wait-timeout; a rollout in waves that
+stopped (a wave's failures or its --wave-check) has ended for --wait: exit 3.
 """
 
 
@@ -56,6 +67,7 @@ def _request(action: str | None, target: str | None, params: list[str] | None, a
              in_: str | None, options: dict[str, Any]) -> Any:
     from scheduler.parse import parse_duration, parse_limit, parse_time
     from scheduler.submission.submit import TaskRequest
+    from scheduler.submission.waves import wave_spec
 
     if not action:
         raise ValidationError("no action given", hint="fleetsched submit ACTION --target EXPR, "
@@ -73,6 +85,7 @@ def _request(action: str | None, target: str | None, params: list[str] | None, a
         in_window=options["in_window"],
         max_concurrency=parse_limit(limit, "--max-concurrency") if limit else None,
         max_failures=parse_limit(fails, "--max-failures") if fails else None,
+        count_failures=options.get("count_failures") or "attempts",
         timeout_s=parse_duration(options["timeout"], "--timeout").total_seconds()
         if options["timeout"] else None,
         retries=options["retries"],
@@ -80,8 +93,23 @@ def _request(action: str | None, target: str | None, params: list[str] | None, a
                    parse_duration(options["backoff"], "--backoff").total_seconds())
         if options["backoff"] else None,
         name=options["name"], priority=options["priority"], executor=options["executor"],
-        executor_options=_pairs(options["executor_option"], "--executor-option"),
-        idempotent=options["idempotent"])
+        executor_options=_executor_options(options),
+        idempotent=options["idempotent"], allow_overlap=options.get("allow_overlap"),
+        notify=tuple(options.get("notify") or ()),
+        waves=wave_spec(options.get("waves"), order=options.get("wave_order"),
+                        pause=options.get("wave_pause"), gate=options.get("wave_gate"),
+                        check=options.get("wave_check")))
+
+
+def _executor_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``--executor-option`` pairs, with ``--become-user`` as the ssh option ``become_user``."""
+    pairs: dict[str, Any] = _pairs(options["executor_option"], "--executor-option")
+    if options.get("become_user"):
+        if "become_user" in pairs:
+            raise ValidationError("give --become-user or --executor-option become_user, "
+                                  "not both")
+        pairs["become_user"] = options["become_user"]
+    return pairs
 
 
 def _when(job: Any) -> str:
@@ -100,13 +128,23 @@ def _show_plan(plan: Any, fmt: output.OutputFormat) -> None:
             "in_window": plan.request.in_window, **policy}
     rows = [{"job": j.seq, "host": j.host, "when": _when(j), "window": j.window}
             for j in plan.jobs]
+    waves = plan.waves("dry-run")
+    if waves:
+        head["waves"] = f"{len(waves)}: {plan.request.waves.describe()}"
+        wave_of = {n: k for k, wave in enumerate(waves, 1) for n in wave}
+        for row in rows:
+            row["wave"] = wave_of[row["job"]]
+        rows.sort(key=lambda r: (r["wave"], r["job"]))
+        if plan.request.waves.order == "random":
+            output.info("note: the random order is drawn at submit, seeded by the task id "
+                        "(this dry run shows one such draw)")
     if fmt is output.OutputFormat.json:
         output.emit_object({"dry_run": True, "plan": head, "params": plan.params,
                             "jobs": rows}, fmt)
         return
     if fmt is output.OutputFormat.table:
         output.emit_object(head, fmt)
-    output.emit_rows(rows, ["job", "host", "when"], fmt)
+    output.emit_rows(rows, (["wave"] if waves else []) + ["job", "host", "when"], fmt)
 
 
 def _blast_radius(plan: Any) -> str:
@@ -125,6 +163,28 @@ def _confirm(plan: Any, yes: bool) -> None:
         raise DeclinedError("not submitted")
 
 
+def _warn_without_workers(settings: Any) -> None:
+    """Say on stderr when no live worker serves the queue: the task is accepted and waits."""
+    from scheduler.errors import FleetschedError
+    from scheduler.queue.presence import read_workers
+    from scheduler.redisdb.connect import connect
+
+    try:
+        client = connect(settings)
+        try:
+            workers = read_workers(client, settings.queue_prefix)
+        finally:
+            client.close()
+    except FleetschedError:
+        return  # the task is queued; whatever is wrong with Redis now, status will say
+    if any(not w["stale"] for w in workers):
+        return
+    seen = (f" (the last one was seen {min(w['age_s'] for w in workers):.0f}s ago)"
+            if workers else "")
+    output.info(f"warning: no live worker serves this queue{seen}: the task waits until one "
+                "starts (`fleetsched worker`; `fleetsched status` shows the workers)")
+
+
 def submit(
     ctx: typer.Context,
     action: Annotated[str | None, typer.Argument(help="The action (see `fleetsched actions list`).")] = None,
@@ -134,7 +194,8 @@ def submit(
     in_: Annotated[str | None, typer.Option("--in", help="Not before this long from now (10m, 2h).")] = None,
     in_window: Annotated[bool, typer.Option("--in-window", help="Each host's job waits for the host's next service window.")] = False,
     max_concurrency: Annotated[str | None, typer.Option("--max-concurrency", help="Jobs of this task running at once: N or P% of its hosts.")] = None,
-    max_failures: Annotated[str | None, typer.Option("--max-failures", help="Abort after this many failed jobs: N or P%.")] = None,
+    max_failures: Annotated[str | None, typer.Option("--max-failures", help="Abort after this many hosts failed: N or P%. Counts hosts that failed any attempt (see --count-failures).")] = None,
+    count_failures: Annotated[str, typer.Option("--count-failures", help="What --max-failures counts: attempts (hosts that failed any attempt: a failing change stops after N hosts, retries or not) or final (jobs failed for good, after their retries).")] = "attempts",
     timeout: Annotated[str | None, typer.Option("--timeout", help="Per attempt (default 1h).")] = None,
     retries: Annotated[int | None, typer.Option("--retries", help="Retries after a failed attempt (default 2).")] = None,
     backoff: Annotated[str | None, typer.Option("--backoff", help="First retry delay, doubling (default 1s).")] = None,
@@ -142,11 +203,19 @@ def submit(
     priority: Annotated[str, typer.Option("--priority", help="urgent, normal or bulk.")] = "normal",
     executor: Annotated[str | None, typer.Option("--executor", help="ssh, local or simulate (default: the action's).")] = None,
     executor_option: Annotated[list[str] | None, typer.Option("--executor-option", help="Executor option NAME=VALUE (repeatable).")] = None,
+    become_user: Annotated[str | None, typer.Option("--become-user", help="Run the commands as this user through sudo -n on each host (ssh executor).")] = None,
     idempotent: Annotated[bool | None, typer.Option("--idempotent/--not-idempotent", help="Override the action's flag: may a lost job run again?")] = None,
+    allow_overlap: Annotated[bool | None, typer.Option("--allow-overlap/--exclusive", help="May a job run on a host while another task's job runs there? By default one job per host at a time (the action may declare itself safe to overlap).")] = None,
+    notify: Annotated[list[str] | None, typer.Option("--notify", help="Also tell this webhook URL or mailto:ADDRESS if the task fails, aborts or loses jobs (repeatable).")] = None,
+    waves: Annotated[str | None, typer.Option("--waves", help="Roll out in waves of these sizes, e.g. 1,10%,50%,100% (N hosts or P% of them; the last size repeats).")] = None,
+    wave_order: Annotated[str | None, typer.Option("--wave-order", help="Which hosts go first: inventory (job order, the default), random (seeded by the task id) or by-group (groups spread across waves).")] = None,
+    wave_pause: Annotated[str | None, typer.Option("--wave-pause", help="Wait this long after each wave (10m).")] = None,
+    wave_gate: Annotated[str | None, typer.Option("--wave-gate", help="approve: after each wave, wait for `fleetsched tasks continue TASK`.")] = None,
+    wave_check: Annotated[str | None, typer.Option("--wave-check", help="A shell command run on each finished wave's hosts; any failure stops the rollout.")] = None,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="A YAML task file instead of the options above.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; write and queue nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Submit a fleet-wide task without asking.")] = False,
-    wait: Annotated[bool, typer.Option("--wait", help="Block until the task ends; one line per failed host; exit 0 all succeeded, 3 some failed, 5 cancelled or aborted.")] = False,
+    wait: Annotated[bool, typer.Option("--wait", help="Block until the task ends; one line per failed host; exit 0 all succeeded, 3 some or all failed, 5 cancelled or aborted, 1 infrastructure trouble or the timeout.")] = False,
     wait_timeout: Annotated[str | None, typer.Option("--wait-timeout", help="With --wait: give up after this long (exit code 1).")] = None,
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="table, json or csv")] = output.OutputFormat.table,
 ) -> None:
@@ -158,16 +227,21 @@ def submit(
     from scheduler.submission.submit import submit as run_submit
 
     options = {"in_window": in_window, "max_concurrency": max_concurrency,
-               "max_failures": max_failures, "timeout": timeout, "retries": retries,
+               "max_failures": max_failures, "count_failures": count_failures,
+               "timeout": timeout, "retries": retries,
                "backoff": backoff, "name": name, "priority": priority, "executor": executor,
-               "executor_option": executor_option, "idempotent": idempotent}
+               "executor_option": executor_option, "idempotent": idempotent,
+               "allow_overlap": allow_overlap,
+               "become_user": become_user, "notify": notify, "waves": waves,
+               "wave_order": wave_order, "wave_pause": wave_pause, "wave_gate": wave_gate,
+               "wave_check": wave_check}
     if file is not None:
         from scheduler.submission.taskfile import load_task_file
 
         given = [k for k, v in {"ACTION": action, "--target": target, "--param": param,
                                 "--at": at, "--in": in_}.items() if v]
         given += ["--" + k.replace("_", "-") for k, v in options.items()
-                  if v not in (None, False, [], "normal")]
+                  if v not in (None, False, [], "normal", "attempts")]
         if given:
             raise ValidationError(f"give the task in {file} or as options, not both "
                                   f"({given[0]} with --file)")
@@ -195,6 +269,11 @@ def submit(
                             "action": plan.action, "hosts": len(plan.hosts),
                             "groups": len(plan.groups)}, fmt)
     output.info(f"task {done.task_id} queued: {_blast_radius(plan)}, as {settings.operator}")
+    waves = plan.waves(done.task_id)
+    if waves:
+        output.info(f"in {len(waves)} waves ({plan.request.waves.describe()}): wave 1 is "
+                    f"{len(waves[0])} host(s); `fleetsched tasks show {done.task_id}` follows it")
+    _warn_without_workers(settings)
     if wait:
         from scheduler.cli.tasks_cmd import wait_and_report
         from scheduler.parse import parse_duration

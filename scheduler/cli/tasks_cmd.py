@@ -20,7 +20,9 @@ from scheduler.cli.output import OutputOption
 tasks_app = typer.Typer(help="Submitted tasks: list, show, and control them.",
                         no_args_is_help=True)
 
-TaskId = Annotated[int, typer.Argument(help="The task id (see `fleetsched tasks list`).")]
+MAX_ID = 2**63 - 1  # task ids are 64-bit integers in SQL
+TaskId = Annotated[int, typer.Argument(help="The task id (see `fleetsched tasks list`).",
+                                       min=1, max=MAX_ID)]
 
 
 @contextmanager
@@ -65,6 +67,51 @@ def list_cmd(
         with transaction(engine, commit=False) as session:
             rows = list_tasks(session, state=state_, operator=operator, action=action, limit=limit)
     output.emit_rows(rows, LIST_COLUMNS, fmt)
+    warn_if_record_behind(ctx, {r["id"]: r["done"] for r in rows if r["done"] < r["total"]})
+
+
+def warn_if_record_behind(ctx: typer.Context, recorded_done: dict[int, int]) -> None:
+    """One line on stderr when the queue counts more ended jobs than the SQL record for any of
+    these tasks (the unfinished ones ``tasks list`` or ``report`` shows, with their recorded
+    done count): those views read the record only. One pipelined read; silent when Redis does
+    not answer at once, and the embedded server is never started for it."""
+    import redis
+
+    from scheduler.errors import FleetschedError
+    from scheduler.progress import from_task_hash
+    from scheduler.queue.keys import Keys
+    from scheduler.redisdb.connect import connect
+    from scheduler.redisdb.embedded import Embedded
+
+    if not recorded_done:
+        return
+    settings = state(ctx).settings
+    ids = sorted(recorded_done)
+    keys, fields = Keys(settings.queue_prefix), ("total", "succeeded", "failed", "cancelled")
+    try:
+        if settings.redis_url is None:
+            endpoint = Embedded.of(settings).read_endpoint()
+            if endpoint is None:
+                return
+            client = endpoint.client(socket_connect_timeout=1.0, socket_timeout=2.0)
+        else:
+            client = connect(settings, socket_timeout=2.0, check=False)
+        try:
+            pipe = client.pipeline(transaction=False)
+            for tid in ids:
+                pipe.hmget(keys.task(str(tid)), fields)
+            replies = pipe.execute()
+        finally:
+            client.close()
+    except (redis.RedisError, FleetschedError, OSError):
+        return
+    ahead = [tid for tid, reply in zip(ids, replies)
+             if from_task_hash(dict(zip(fields, reply))).done > recorded_done[tid]]
+    if ahead:
+        shown = ", ".join(map(str, ahead[:10])) + (" ..." if len(ahead) > 10 else "")
+        output.info(f"note: the SQL record is behind the queue for task(s) {shown}: these "
+                    "numbers are the record's; `fleetsched tasks show TASK` has the live ones "
+                    "(is a recorder running?)")
 
 
 def _live(ctx: typer.Context, task_id: int) -> dict[str, str] | None:
@@ -98,19 +145,32 @@ def show_cmd(ctx: typer.Context, task_id: TaskId, fmt: OutputOption = output.Out
     if fmt is not output.OutputFormat.table:
         output.emit_object(info, fmt)
         return
-    head = {k: info[k] for k in ("id", "name", "action", "target", "operator", "priority",
-                                 "state", "executor", "created_at", "started_at", "finished_at")}
-    head["params"] = info["params"]
-    head["policy"] = ", ".join(f"{k}={v}" for k, v in info["policy"].items())
+    from scheduler.submission.taskinfo import params_text, policy_text
+
+    head = {k: info[k] for k in ("id", "name", "action", "target", "operator", "origin",
+                                 "windows", "state", "executor", "created_at", "started_at",
+                                 "finished_at")}
+    head["params"] = params_text(info["params"])
+    head["policy"] = policy_text(info["policy"])
     head["jobs"] = ", ".join(f"{k}={v}" for k, v in info["jobs"].items())
     if info["live"]:
         head["live"] = ", ".join(f"{k}={v}" for k, v in info["live"].items())
+    if info.get("waves"):
+        w = info["waves"]
+        head["waves"] = (f"wave {w['wave']} of {w['waves']} ({w['sizes']}, {w['order']} order), "
+                         f"{w['state']}" + (f", waiting for {w['waits_for']}"
+                                            if w.get("waits_for") else ""))
+        if w.get("why"):
+            head["wave_why"] = w["why"]
     head["summary"] = info["summary"]
+    if info["note"]:
+        head["note"] = info["note"]
     output.emit_object(head, fmt)
     if info["failures"]:
         output.emit_rows(info["failures"], ["id", "host", "state", "attempts", "exit_code", "error"],
                          fmt, title="failures")
-    output.emit_rows(info["trail"], ["ts", "kind", "operator", "count", "error"], fmt, title="trail")
+    output.emit_rows(info["trail"], ["ts", "kind", "operator", "count", "error"], fmt,
+                     title="trail")
     if events:
         from scheduler.reports import TRAIL_COLUMNS
         from scheduler.reports.trail import for_table
@@ -120,14 +180,16 @@ def show_cmd(ctx: typer.Context, task_id: TaskId, fmt: OutputOption = output.Out
 
 
 def _control(ctx: typer.Context, task_id: int, verb: str, *extra: Any) -> None:
-    from scheduler.submission import control
-    fn = {"pause": control.pause, "resume": control.resume, "cancel": control.cancel,
+    from scheduler.submission import control, rollout
+    fn = {"continue": rollout.continue_rollout, "pause": control.pause, "resume": control.resume, "cancel": control.cancel,
           "retry-failed": control.retry_failed, "reprioritize": control.reprioritize}[verb]
     with _context(ctx) as (engine, queue, operator):
         result = fn(engine, queue, task_id, *extra, operator)
     what = {"pause": "paused (pending jobs held in order; running ones finish)",
             "resume": f"resumed: {result.count} held jobs released",
             "cancel": f"cancelled: {result.count} jobs that had not started; running ones finish",
+            "continue": f"continued after wave {result.count}: the next step of the rollout "
+                        "follows",
             "retry-failed": f"{result.count} failed jobs queued again with a new attempt budget",
             "reprioritize": f"moved to {extra[0] if extra else '?'}: {result.count} pending jobs"}[verb]
     output.info(f"task {task_id} {what} (state {result.state}, by {operator})")
@@ -151,6 +213,12 @@ def cancel_cmd(ctx: typer.Context, task_id: TaskId) -> None:
     _control(ctx, task_id, "cancel")
 
 
+@tasks_app.command("continue", epilog="Example:\n\n  fleetsched --as alice tasks continue 42")
+def continue_cmd(ctx: typer.Context, task_id: TaskId) -> None:
+    """Pass the gate of a rollout in waves, or go on with a stopped one (the next wave)."""
+    _control(ctx, task_id, "continue")
+
+
 @tasks_app.command("retry-failed", epilog="Example:\n\n  fleetsched tasks retry-failed 42")
 def retry_failed_cmd(ctx: typer.Context, task_id: TaskId) -> None:
     """Queue the task's failed jobs again, each with a new attempt budget."""
@@ -172,28 +240,29 @@ WATCH_EPILOG = """Examples:
 
   fleetsched tasks watch 42 43 --output json
 
+  fleetsched tasks watch 42 --once
+
   id=$(fleetsched submit command -t group:web -p cmd=uptime --yes) && fleetsched tasks watch "$id"
 
 Exit codes: 0 every job succeeded, 3 some jobs failed or were lost, 4 no such task, 5 cancelled.
 """
 
-SUMMARY_COLUMNS = ["task", "state", "total", "succeeded", "failed", "lost", "cancelled"]
+SUMMARY_COLUMNS = ["task", "state", "total", "succeeded", "failed", "cancelled", "running",
+                   "pending"]
 
 
-def _watched_state(t: Any) -> str:
-    """The task's state for the watch summary: cancelled and aborted as Redis says them, a
-    finished active task succeeded or failed by its jobs, otherwise its live state."""
-    if t.state in ("cancelled", "aborted") or not t.finished:
-        return t.state
-    return "succeeded" if t.all_succeeded else "failed"
+def summary_rows(tasks: list[Any]) -> list[dict[str, Any]]:
+    """One row per task, every number from ``scheduler.progress``."""
+    return [{"task": t.task_id, **t.progress.counts()} for t in tasks]
 
 
 @tasks_app.command("watch", epilog=WATCH_EPILOG)
 def watch(
     ctx: typer.Context,
-    task_ids: Annotated[list[int], typer.Argument(help="The task id(s) to watch.", min=1)],
+    task_ids: Annotated[list[int], typer.Argument(help="The task id(s) to watch.", min=1, max=MAX_ID)],
     interval: Annotated[float, typer.Option(help="Seconds between redraws.", min=0.1, max=60)] = 0.5,
     timeout: Annotated[str | None, typer.Option(help="Give up after this long (e.g. 30m); exit code 1.")] = None,
+    once: Annotated[bool, typer.Option("--once", help="Print the tasks' numbers now and exit: the exit code of their end when they have ended, else 0.")] = False,
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="summary as table, json or csv")] = output.OutputFormat.table,
 ) -> None:
     """Progress bars per task, throughput, ETA and failures as they happen, until the tasks end."""
@@ -201,37 +270,90 @@ def watch(
 
     limit_s = parse_duration(timeout, "--timeout").total_seconds() if timeout else None
     ids = [str(t) for t in dict.fromkeys(task_ids)]
-    tasks = follow(ctx, ids, interval_s=interval, timeout_s=limit_s, draw=True)
-    rows = [{"task": t.task_id, "state": _watched_state(t), "total": t.total,
-             "succeeded": t.succeeded, "failed": t.failed, "lost": t.lost,
-             "cancelled": t.cancelled} for t in tasks]
-    output.emit_rows(rows, SUMMARY_COLUMNS, fmt)
+    tasks = (read_now(ctx, ids) if once
+             else follow(ctx, ids, interval_s=interval, timeout_s=limit_s, draw=True))
+    output.emit_rows(summary_rows(tasks), SUMMARY_COLUMNS, fmt)
+    if once and not all(t.progress.ended for t in tasks):
+        raise typer.Exit(0)
     raise typer.Exit(outcome_code(tasks))
 
 
+def read_now(ctx: typer.Context, ids: list[str]) -> list[Any]:
+    """The tasks' progress, read once: live from Redis, or from the SQL record for a task Redis
+    no longer has (``NotFoundError`` for a task neither knows)."""
+    from scheduler.queue.keys import Keys
+    from scheduler.redisdb.connect import connect
+    from scheduler.views.snapshot import read_tasks
+
+    settings = state(ctx).settings
+    client = connect(settings)
+    try:
+        found = read_tasks(client, Keys(settings.queue_prefix), ids)
+    finally:
+        client.close()
+    missing = [tid for tid, t in zip(ids, found) if t is None]
+    recorded = from_record(ctx, missing) if missing else {}
+    return [t if t is not None else recorded[tid] for tid, t in zip(ids, found)]
+
+
+def from_record(ctx: typer.Context, ids: list[str]) -> dict[str, Any]:
+    """The SQL record's progress (``taskinfo.progress_of`` over the job rows) of tasks Redis has
+    no hash for (flushed or restored, or a finished task's hash expired), as the live views'
+    ``TaskProgress``; ``NotFoundError`` for a task the record does not know either."""
+    from scheduler.errors import FleetschedError, NotFoundError
+    from scheduler.record.models import Task
+    from scheduler.record.session import open_database, transaction
+    from scheduler.submission.taskinfo import progress_of
+    from scheduler.views.snapshot import TaskProgress
+
+    out: dict[str, Any] = {}
+    try:
+        engine = open_database(state(ctx).settings)
+    except FleetschedError as exc:
+        raise NotFoundError(f"no task {ids[0]} in the queue, and the SQL record cannot be read "
+                            f"({exc})", hint="fleetsched tasks list shows the tasks") from None
+    try:
+        with transaction(engine, commit=False) as session:
+            for tid in ids:
+                row = session.get(Task, int(tid)) if tid.isdigit() else None
+                if row is None:
+                    raise NotFoundError(f"no task {tid} in the queue or in the record",
+                                        hint="fleetsched tasks list shows the tasks")
+                p = progress_of(session, row, None)
+                out[tid] = TaskProgress(
+                    task_id=tid, state=p.recorded_state, operator=row.operator or "",
+                    action=row.action or "", total=p.total, running=p.running,
+                    succeeded=p.succeeded, failed=p.failed, cancelled=p.cancelled)
+    finally:
+        engine.dispose()
+    return out
+
+
 def outcome_code(tasks: list[Any]) -> int:
-    """The exit code of ``watch`` and ``wait`` (README "Exit codes"): 3 when jobs failed, 5 when
-    a task was cancelled or aborted with nothing failed, 0 when every job succeeded."""
-    if any(t.failed for t in tasks):
-        return 3
-    if any(t.cancelled or t.state in ("cancelled", "aborted") for t in tasks):
-        return 5
-    return 0
+    """The exit code of ``watch`` and ``wait``: ``scheduler.progress.exit_code``."""
+    from scheduler.progress import exit_code
+
+    return exit_code(t.progress for t in tasks)
 
 
 def follow(ctx: typer.Context, ids: list[str], *, interval_s: float, timeout_s: float | None,
            draw: bool) -> list[Any]:
     """Wait until every task has ended; ``draw``: progress bars and failures on stderr as they
-    happen (``tasks watch``), else silent (``tasks wait``, ``submit --wait``)."""
+    happen (``tasks watch``), else silent (``tasks wait``, ``submit --wait``).
+
+    A task Redis has no hash for (flushed or restored, or a finished task's hash expired) is
+    read from the SQL record (``from_record``) when it has ended there."""
     import io
+    import time
 
     from rich.console import Console
 
-    from scheduler.errors import FleetschedError
+    from scheduler.errors import FleetschedError, NotFoundError
     from scheduler.queue.keys import Keys
     from scheduler.redisdb.connect import connect
-    from scheduler.views.live import FailureFeed
+    from scheduler.views.live import FailureFeed, failure_line
     from scheduler.views.live import watch as run_watch
+    from scheduler.views.snapshot import read_tasks
 
     settings = state(ctx).settings
     client = connect(settings)
@@ -246,16 +368,72 @@ def follow(ctx: typer.Context, ids: list[str], *, interval_s: float, timeout_s: 
                 feed = FailureFeed(engine, ids)
             except FleetschedError as exc:
                 output.info(f"warning: failures will not be listed ({exc})")
-        try:
-            tasks, _failures = run_watch(client, Keys(settings.queue_prefix), ids, console,
-                                         feed=feed, interval_s=interval_s, timeout_s=timeout_s)
-        except TimeoutError as exc:
-            raise FleetschedError(str(exc), hint="wait again, or see fleetsched top") from None
+        keys = Keys(settings.queue_prefix)
+        recorded: dict[str, Any] = {}
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            live = [t for t in ids if t not in recorded]
+            missing = [t for t, p in zip(live, read_tasks(client, keys, live)) if p is None]
+            if missing:
+                recorded.update(_ended_in_record(ctx, missing, console))
+                continue
+            try:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                tasks = (run_watch(client, keys, live, console, feed=feed,
+                                   interval_s=interval_s, timeout_s=left)[0]
+                         if live else [])
+            except NotFoundError:  # a finished task's hash expired while watching
+                continue
+            except TimeoutError as exc:
+                raise FleetschedError(str(exc), hint="wait again, or see fleetsched top") from None
+            break
+        for f in feed.poll() if feed and not live else ():  # failures of the recorded tasks
+            console.print(failure_line(f))
     finally:
         client.close()
         if engine is not None:
             engine.dispose()
-    return tasks
+    by_id = {t.task_id: t for t in tasks} | recorded
+    return [by_id[t] for t in ids]
+
+
+def _ended_in_record(ctx: typer.Context, ids: list[str], console: Any) -> dict[str, Any]:
+    """The SQL record's progress of tasks Redis has no hash for (``from_record``), which must
+    have ended there: nothing would ever move a task Redis has forgotten."""
+    from scheduler.errors import FleetschedError
+
+    recorded = from_record(ctx, ids)
+    for tid, t in recorded.items():
+        if not t.progress.ended:
+            raise FleetschedError(
+                f"task {tid} is not in the queue, and its record says it has not ended "
+                f"({t.progress.sentence()})",
+                hint="fleetsched reconcile puts the record's unfinished jobs back in the queue")
+        console.print(f"task {tid}: not in the queue any more; its numbers are the SQL "
+                      "record's", markup=False, highlight=False)
+    return recorded
+
+
+RECORD_WAIT_S = 15.0  # how long wait gives the recorders to put the last results in SQL
+
+
+def _recorded(engine: Any, tasks: list[Any], timeout_s: float) -> bool:
+    """Wait until the SQL record has as many ended jobs as Redis says each task has (the failed
+    hosts' lines come from SQL); False when the recorders are still behind after the timeout."""
+    import time
+
+    from scheduler.record.models import Task
+    from scheduler.record.session import transaction
+    from scheduler.submission.taskinfo import progress_of
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with transaction(engine, commit=False) as session:
+            behind = [t for t in tasks if (row := session.get(Task, int(t.task_id))) is None
+                      or progress_of(session, row, None).done < t.done]
+        if not behind or time.monotonic() > deadline:
+            return not behind
+        time.sleep(0.2)
 
 
 def wait_and_report(ctx: typer.Context, ids: list[str], timeout_s: float | None) -> int:
@@ -266,6 +444,10 @@ def wait_and_report(ctx: typer.Context, ids: list[str], timeout_s: float | None)
     tasks = follow(ctx, ids, interval_s=0.2, timeout_s=timeout_s, draw=False)
     engine = open_database(state(ctx).settings)
     try:
+        if any(t.failed for t in tasks) and not _recorded(engine, tasks, RECORD_WAIT_S):
+            output.info("warning: the SQL record is behind (is a recorder running?): some "
+                        "failed hosts may be missing below; see `fleetsched tasks output "
+                        "TASK --failed` later")
         for t in tasks:
             for row in task_outputs(engine, int(t.task_id), failed=True):
                 rc = "-" if row["exit_code"] is None else row["exit_code"]
@@ -275,8 +457,11 @@ def wait_and_report(ctx: typer.Context, ids: list[str], timeout_s: float | None)
     finally:
         engine.dispose()
     for t in tasks:
-        output.info(f"task {t.task_id}: {_watched_state(t)}: {t.succeeded} succeeded, "
-                    f"{t.failed} failed, {t.cancelled} cancelled of {t.total}")
+        output.info(f"task {t.task_id}: {t.progress.sentence()}")
+        if t.progress.stopped:
+            output.info(f"rollout stopped: {t.wave_line()}")
+            output.info(f"hint: fleetsched tasks continue {t.task_id} releases the next wave; "
+                        f"fleetsched tasks cancel {t.task_id} ends the rollout")
     return outcome_code(tasks)
 
 
@@ -286,15 +471,16 @@ WAIT_EPILOG = """Examples:
 
   fleetsched tasks wait 42 --timeout 30m && echo "all hosts done"
 
-Exit codes: 0 every job succeeded, 1 infrastructure trouble or the timeout, 3 some jobs failed,
-4 no such task, 5 cancelled or aborted.
+Exit codes: 0 every job succeeded, 1 infrastructure trouble or the timeout, 3 some jobs failed
+or a rollout in waves stopped (it waits for `tasks continue` or `tasks cancel`), 4 no such
+task, 5 cancelled or aborted.
 """
 
 
 @tasks_app.command("wait", epilog=WAIT_EPILOG)
 def wait_cmd(
     ctx: typer.Context,
-    task_ids: Annotated[list[int], typer.Argument(help="The task id(s) to wait for.", min=1)],
+    task_ids: Annotated[list[int], typer.Argument(help="The task id(s) to wait for.", min=1, max=MAX_ID)],
     timeout: Annotated[str | None, typer.Option(help="Give up after this long (e.g. 30m); exit code 1.")] = None,
 ) -> None:
     """Block until the tasks end (for scripts and CI pipelines): one line per job that failed on

@@ -307,11 +307,11 @@ class Demo:
     def drain_and_stop(self) -> None:
         """Wait until the recorder has every event in SQL, then stop the workers (SIGTERM)."""
         from scheduler.queue.keys import Keys
-        from scheduler.views.snapshot import _recorder
+        from scheduler.record.recorder import backlog
 
         keys = Keys(self.settings.queue_prefix)
         deadline = time.monotonic() + 30
-        while _recorder(self.client, keys)[0] > 0 and time.monotonic() < deadline:
+        while backlog(self.client, keys.events)[0] > 0 and time.monotonic() < deadline:
             self.check_interrupt()
             time.sleep(0.1)
         self.stop_workers()

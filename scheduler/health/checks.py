@@ -10,7 +10,8 @@ file that does not exist is not created.
 entries not yet in SQL), the oldest overdue job (the lowest score of the due sets, on the Redis
 clock), and tasks stuck in ``accepted`` (a submission that never reached the queue).
 ``doctor`` adds the configuration, the state directory, the Redis binary for the embedded
-default, AOF persistence, ``known_hosts`` and SSH keys (presence and permissions).
+default, AOF persistence, ``known_hosts`` and SSH keys (presence and permissions; a
+``known_hosts`` or identity file that is configured but missing fails, naming the setting).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -163,17 +164,10 @@ def _queue_findings(client: redis.Redis, keys: Keys) -> list[Finding]:
 
 
 def _recorder_findings(client: redis.Redis, keys: Keys) -> list[Finding]:
-    from scheduler.record.recorder import GROUP
+    from scheduler.record.recorder import backlog
 
     length = int(client.xlen(keys.events))
-    lag = pending = 0
-    try:
-        for g in client.xinfo_groups(keys.events):
-            if str(g["name"]) == GROUP:
-                pending = int(g["pending"])
-                lag = int(g.get("lag") or 0) + pending
-    except redis.ResponseError:
-        lag = length
+    lag, pending = backlog(client, keys.events)
     data = {"stream_length": length, "lag": lag, "pending": pending}
     if lag > RECORDER_LAG_WARN:
         return [Finding("recorder", "warn", f"{lag} event(s) not yet in SQL",
@@ -248,10 +242,13 @@ def status(settings: Settings) -> list[Finding]:
     client, where, why = open_redis(settings)
     keys = Keys(settings.queue_prefix)
     out: list[Finding] = []
-    if client is None:
-        hint = ("start it: fleetsched redis start" if not settings.redis_url
-                else "check redis_url and that the server runs")
-        out.append(Finding("redis", "fail", f"cannot reach redis at {where}: {why}", hint))
+    if client is None and not settings.redis_url:
+        # As doctor says: not a fault, the embedded server starts with any command needing it.
+        out.append(Finding("redis", "warn", f"{why} ({where})",
+                           "any command that needs it starts it (or: fleetsched redis start)"))
+    elif client is None:
+        out.append(Finding("redis", "fail", f"cannot reach redis at {where}: {why}",
+                           "check redis_url and that the server runs"))
     else:
         try:
             out += _safe("redis", lambda: _redis_findings(client, where, aof=False))
@@ -324,23 +321,44 @@ def _key_files(settings: Settings) -> list[Path]:
     return [p for p in (Path.home() / ".ssh" / n for n in DEFAULT_KEY_FILES) if p.exists()]
 
 
+def _configured(settings: Settings, name: str) -> bool:
+    """Was setting ``name`` given (flag, environment, config file) rather than left default?"""
+    spec = next(f for f in fields(settings) if f.name == name)
+    default = spec.default_factory() if spec.default_factory is not MISSING else spec.default
+    return getattr(settings, name) != default
+
+
 def _ssh_findings(settings: Settings) -> list[Finding]:
     out: list[Finding] = []
     kh = Path(settings.known_hosts)
-    if not kh.exists():
+    scan = f"ssh-keyscan -H HOST >> {kh} (then verify the fingerprints)"
+    if not kh.exists() and _configured(settings, "known_hosts"):
+        out.append(Finding("known_hosts", "fail", f"known_hosts file {kh} (setting known_hosts) "
+                           "does not exist: the ssh executor refuses every host",
+                           f"fix the known_hosts setting (FLEETSCHED_KNOWN_HOSTS or the config "
+                           f"file), or create the file: {scan}", {"path": str(kh)}))
+    elif not kh.exists():
         out.append(Finding("known_hosts", "warn", f"{kh} does not exist: the ssh executor "
-                           "refuses every host", f"ssh-keyscan -H HOST >> {kh} (then verify the "
-                           "fingerprints), or set known_hosts"))
+                           "refuses every host", f"{scan}, or set known_hosts"))
     elif not os.access(kh, os.R_OK):
         out.append(Finding("known_hosts", "fail", f"{kh} is not readable", f"chmod 644 {kh}"))
     else:
         out.append(Finding("known_hosts", "ok", f"{kh} readable"))
+    config = Path(settings.ssh_config)
+    if not config.exists() and _configured(settings, "ssh_config"):
+        out.append(Finding("ssh_config", "warn", f"ssh config {config} (setting ssh_config) does "
+                           "not exist: the ssh executor uses no ssh config",
+                           "fix the ssh_config setting (FLEETSCHED_SSH_CONFIG or the config "
+                           "file), or create the file", {"path": str(config)}))
     agent = bool(os.environ.get("SSH_AUTH_SOCK"))
     keys = _key_files(settings)
     for key in keys:
         if not key.exists():
-            out.append(Finding("ssh-key", "fail", f"identity file {key} does not exist",
-                               "fix ssh_identity_file"))
+            out.append(Finding("ssh-key", "fail", f"identity file {key} (setting "
+                               "ssh_identity_file) does not exist: the ssh executor fails every "
+                               "job", "fix the ssh_identity_file setting "
+                               "(FLEETSCHED_SSH_IDENTITY_FILE or the config file), or create the "
+                               "key", {"path": str(key)}))
         elif _mode(key) & 0o077:
             out.append(Finding("ssh-key", "fail", f"{key} is readable by others "
                                f"(mode {_mode(key):04o})", f"chmod 600 {key}"))

@@ -21,13 +21,17 @@ from scheduler.inventory.source import FORMATS, MAX_BYTES, detect_format, load_i
 from scheduler.inventory.store import (
     CLI_SOURCE,
     add_host,
+    group_limits,
     group_member_map,
     group_members,
     hosts_in_groups,
+    limit_count,
+    limited_groups_of,
     list_groups,
     list_hosts,
     remove_group,
     remove_host,
+    set_group_limit,
     show_host,
 )
 from scheduler.inventory.sync import HostChange, SyncPlan
@@ -35,7 +39,8 @@ from scheduler.inventory.sync import HostChange, SyncPlan
 __all__ = [
     "CLI_SOURCE", "FORMATS", "GroupRecord", "HostChange", "HostRecord", "ImportResult",
     "Inventory", "InventoryError", "Location", "MAX_BYTES", "Resolved", "SyncPlan",
-    "add_host", "detect_format", "group_member_map", "group_members", "hosts_in_groups",
+    "add_host", "detect_format", "group_limits", "group_member_map", "limit_count",
+    "limited_groups_of", "set_group_limit", "group_members", "hosts_in_groups",
     "import_inventory", "list_groups", "list_hosts", "load_inventory",
     "parse_text", "remove_group", "remove_host", "resolve", "show_host",
 ]

@@ -144,13 +144,56 @@ def list_groups(session: Session) -> list[dict[str, Any]]:
             parents.setdefault(c, []).append(p)
     g = Group.__table__
     out = []
-    for r in session.execute(sa.select(g.c.name, g.c.vars, g.c.source).order_by(g.c.name)):
-        out.append({"name": r.name, "hosts": len(direct[r.name]),
+    for r in session.execute(sa.select(g.c.name, g.c.vars, g.c.source, g.c.max_busy)
+                             .order_by(g.c.name)):
+        out.append({"name": r.name, "max_busy": r.max_busy or "", "hosts": len(direct[r.name]),
                     "all_hosts": len(_members(r.name, direct, children)),
                     "children": sorted(children[r.name]),
                     "parents": sorted(parents.get(r.name, [])),
                     "vars": r.vars or {}, "source": r.source})
     return out
+
+
+def group_limits(session: Session) -> dict[str, str]:
+    """Every limited group -> its limit as the operator gave it ("2", "34%")."""
+    g = Group.__table__
+    return dict(session.execute(sa.select(g.c.name, g.c.max_busy)
+                                .where(g.c.max_busy.is_not(None))).all())
+
+
+def limit_count(spec: str, members: int) -> int:
+    """A limit ("N" or "P%") as a number of jobs for a group of ``members`` hosts (at least 1)."""
+    from scheduler.parse import parse_limit
+
+    return max(1, min(parse_limit(spec, "--max-busy").of(members), max(members, 1)))
+
+
+def limited_groups_of(session: Session, hosts: Iterable[str],
+                      members: dict[str, set[str]] | None = None) -> dict[str, list[str]]:
+    """Each host -> the limited groups it is in (child groups' hosts count in their parents)."""
+    limits = group_limits(session)
+    members = group_member_map(session) if members is None and limits else members or {}
+    wanted = set(hosts)
+    out: dict[str, list[str]] = {h: [] for h in wanted}
+    for group in sorted(limits):
+        for host in members.get(group, set()) & wanted:
+            out[host].append(group)
+    return out
+
+
+def set_group_limit(session: Session, name: str, spec: str | None, *,
+                    operator: str) -> tuple[int | None, set[str]]:
+    """Set (``spec`` "N" or "P%") or remove (None) group ``name``'s limit in SQL, with an
+    event; returns the limit as a number of jobs (None: removed) and the group's hosts."""
+    g = Group.__table__
+    if session.execute(sa.select(g.c.id).where(g.c.name == name)).first() is None:
+        raise NotFoundError(f"no group named {name!r}", hint="see `fleetsched groups list`")
+    members = group_member_map(session).get(name, set())
+    count = None if spec is None else limit_count(spec, len(members))
+    session.execute(sa.update(g).where(g.c.name == name).values(max_busy=spec))
+    record_event(session, "group-limit", operator=operator,
+                 data={"group": name, "max_busy": spec, "jobs": count, "hosts": len(members)})
+    return count, members
 
 
 def _checked(check: Any, value: Any, option: str) -> Any:
@@ -229,6 +272,7 @@ def remove_group(session: Session, name: str, *, operator: str) -> int:
 
 
 __all__ = [
-    "CLI_SOURCE", "add_host", "group_member_map", "group_members", "hosts_in_groups",
-    "list_groups", "list_hosts", "remove_group", "remove_host", "show_host",
+    "CLI_SOURCE", "add_host", "group_limits", "group_member_map", "group_members",
+    "hosts_in_groups", "limit_count", "limited_groups_of", "list_groups", "list_hosts",
+    "remove_group", "remove_host", "set_group_limit", "show_host",
 ]

@@ -29,6 +29,7 @@ from scheduler.queue.keys import PRIORITY_CLASSES, Keys
 from scheduler.queue.scripts import raise_if_error, scripts_for
 from scheduler.queue.types import (
     MAX_BATCH,
+    OUTPUT_MAX,
     Claim,
     ClaimedJob,
     ClaimedSchedule,
@@ -56,7 +57,8 @@ CANCEL_CHUNK = 500  # job ids per cancel call
 RESUME_CHUNK = 1_000  # held jobs moved back per resume call
 REPRIORITIZE_CHUNK = 500  # job ids walked per reprioritize call
 BACKOFF_CAP_MS = 3_600_000  # exponential retry backoff never waits longer than an hour
-OUTPUT_CAP = 8_192  # characters of job output kept in an event
+OUTPUT_CAP = OUTPUT_MAX  # characters of job output one event carries (valid JSON kept so)
+ERROR_CAP = 8_192  # characters of an error or a deferral reason kept in an event
 SCAN_FACTOR = 4  # claim visits at most batch * SCAN_FACTOR + SCAN_EXTRA due entries per call
 SCAN_EXTRA = 64
 
@@ -200,7 +202,7 @@ class Queue:
         keys = [self.keys.job(job_id), self.keys.task(task_id), *self.keys.all_due(),
                 self.keys.parked(task_id), self.keys.dead, self.keys.events]
         args = [self.keys.tag, worker, self.keys.wake, job_id, token, 1 if retryable else 0,
-                error[:OUTPUT_CAP], *result.script_args(OUTPUT_CAP), random.random(), BACKOFF_CAP_MS]
+                error[:ERROR_CAP], *result.script_args(OUTPUT_CAP), random.random(), BACKOFF_CAP_MS]
         outcome, due_ms = self.call("fail", keys, args)
         return FailOutcome(outcome="retry" if outcome == 1 else "failed",
                            due_ms=int(due_ms) if outcome == 1 else None, aborted=outcome == 3)
@@ -222,7 +224,7 @@ class Queue:
         keys = [self.keys.job(job_id), self.keys.task(task_id), *self.keys.all_due(),
                 self.keys.parked(task_id), self.keys.events]
         args = [self.keys.tag, worker, self.keys.wake, job_id, token, due_ms,
-                "" if wclose_ms is None else wclose_ms, reason[:OUTPUT_CAP]]
+                "" if wclose_ms is None else wclose_ms, reason[:ERROR_CAP]]
         reply = self._scripts["defer"](keys=keys, args=args)
         if reply[0] == Code.BAD_ARGUMENT:
             raise error_for(reply[0], text(reply[1]))
@@ -278,6 +280,18 @@ class Queue:
             if not int(going_on):
                 break  # revived meanwhile (retry-failed): its jobs are queued again, not ours
         return cancelled
+
+    def set_group_limit(self, group: str, limit: int | None, operator: str) -> None:
+        """Most jobs running at once on ``group``'s hosts, across all tasks (None: no limit);
+        the jobs waiting for the group go back to their due sets. Hosts name their limited
+        groups in their hash's ``limits`` field (``write_hosts``)."""
+        if not isinstance(group, str) or not group or "," in group:
+            raise bad(f"group name {group!r} must be non-empty text without a comma")
+        if limit is not None and (type(limit) is not int or limit < 1):
+            raise bad(f"group limit must be an integer >= 1 or None, not {limit!r}")
+        self.call("group_limit", [self.keys.glimit, self.keys.events],
+                  [self.keys.tag, group, "" if limit is None else limit, self.keys.wake,
+                   operator])
 
     def pause(self, task_id: str, operator: str) -> None:
         """Pause an active task (no-op if paused); its due jobs are held until resume."""

@@ -53,6 +53,21 @@ class Keys:
         """ZSET of a paused task's pending jobs at their due time, so resume keeps their order."""
         return f"{self.tag}:held:{task_id}"
 
+    def waves(self, task_id: str) -> str:
+        """ZSET job id -> wave number (1-based) of a task rolled out in waves: every job of
+        waves 2.. is staged here (state ``waiting``, in no due set) until its wave is
+        released; released members stay, so the controller can list a wave's jobs."""
+        return f"{self.tag}:waves:{task_id}"
+
+    def wave_lock(self, task_id: str) -> str:
+        """STRING: the wave controller's short lock on one task (SET NX PX)."""
+        return f"{self.tag}:lock:wave:{task_id}"
+
+    @property
+    def waving(self) -> str:
+        """SET of the ids of tasks whose rollout in waves is not over: what controllers visit."""
+        return f"{self.tag}:waving"
+
     @property
     def leases(self) -> str:
         """ZSET running job id (or ``sched:<name>``) -> lease expiry ms: the claim script visits
@@ -92,6 +107,34 @@ class Keys:
     def host(self, name: str) -> str:
         """HASH: how to reach a host (address, port, user, vars JSON), copied from SQL at submit."""
         return f"{self.tag}:host:{name}"
+
+    @property
+    def busy(self) -> str:
+        """HASH host -> the job of an exclusive task running there (claim.lua, _lib.lua)."""
+        return f"{self.tag}:busy"
+
+    def hostq(self, host: str) -> str:
+        """LIST of the jobs waiting for ``host`` to be free (state hostwait)."""
+        return f"{self.tag}:hostq:{host}"
+
+    @property
+    def glimit(self) -> str:
+        """HASH group -> its limit: most jobs running at once on its hosts, across tasks."""
+        return f"{self.tag}:glimit"
+
+    @property
+    def gbusy(self) -> str:
+        """HASH group -> jobs running on its hosts now (counted at claim, given back at end)."""
+        return f"{self.tag}:gbusy"
+
+    @property
+    def gholds(self) -> str:
+        """HASH running job -> the limited groups it counts in (comma-separated)."""
+        return f"{self.tag}:gholds"
+
+    def gq(self, group: str) -> str:
+        """LIST of the jobs waiting for room in ``group`` (state hostwait)."""
+        return f"{self.tag}:gq:{group}"
 
     def window(self, name: str) -> str:
         """HASH: a service window's definition, copied from SQL for the claim path."""

@@ -114,6 +114,9 @@ def check_jobs(task_id: str, jobs: Sequence[JobSpec]) -> None:
         check_ms(f"token of job {job.job_id}", job.token)
 
 
+COUNT_FAILURES = ("attempts", "final")
+
+
 @dataclass(frozen=True)
 class TaskSpec:
     """The live part of a task, written to ``{P}:task:<id>`` by ``Queue.create_task``."""
@@ -129,6 +132,12 @@ class TaskSpec:
     spec: dict = field(default_factory=dict)  # {"action", "params", "executor", "expected_ms"}
     operator: str = ""
     share: str | None = None  # fair-share key; None = the task id
+    # What max_failures counts: "attempts" (hosts that failed any attempt: a failing change stops
+    # after N hosts, retries or not) or "final" (jobs failed for good).
+    count_failures: str = "attempts"
+    # One job per host at a time, across tasks: a job whose host runs another exclusive task's
+    # job waits for it (state hostwait) without counting an attempt. False: safe to overlap.
+    exclusive: bool = True
 
     def script_args(self) -> list[Any]:
         """ARGV of create_task.lua, after checking every field."""
@@ -151,9 +160,14 @@ class TaskSpec:
             raise bad(f"spec of task {self.task_id} is not JSON-serializable: {exc}") from None
         if not isinstance(self.operator, str) or (self.share is not None and not isinstance(self.share, str)):
             raise bad("operator and share must be strings")
+        if not isinstance(self.exclusive, bool):
+            raise bad(f"exclusive must be True or False, not {self.exclusive!r}")
+        if self.count_failures not in COUNT_FAILURES:
+            raise bad(f"count_failures must be one of {', '.join(COUNT_FAILURES)}, "
+                      f"not {self.count_failures!r}")
         return [self.task_id, self.priority, self.max_running, self.max_failures, self.max_attempts,
                 self.backoff_ms, self.timeout_ms, 1 if self.idempotent else 0, spec, self.operator,
-                self.share or self.task_id]
+                self.share or self.task_id, self.count_failures, 1 if self.exclusive else 0]
 
 
 @dataclass(frozen=True)
@@ -180,7 +194,7 @@ class JobResult:
     output: str = ""  # capped head/tail text; never holds a secret
 
     def script_args(self, cap: int) -> list[Any]:
-        """[exit code ('' for None), duration, output capped to ``cap`` characters], checked."""
+        """[exit code ('' for None), duration, output within ``cap`` characters], checked."""
         exit_code, duration, output = self.exit_code, self.duration_ms, self.output
         if exit_code is not None and type(exit_code) is not int and not _is_int(exit_code):
             raise bad(f"exit code must be an integer or None, not {exit_code!r}")
@@ -188,9 +202,51 @@ class JobResult:
             check_ms("duration_ms", duration)
         if type(output) is not str:
             raise bad("output must be text")
-        if len(output) > cap:
-            output = output[: cap // 2] + "\n...\n" + output[-cap // 2:]
-        return ["" if exit_code is None else exit_code, duration, output]
+        return ["" if exit_code is None else exit_code, duration, capped_output(output, cap)]
+
+
+OUTPUT_MAX = 256 * 1024
+"""Characters of a job's output one event may carry (workers trim theirs to fit before)."""
+
+
+def _json_list(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), list)
+    except ValueError:
+        return False
+
+
+def capped_output(output: str, cap: int) -> str:
+    """What the queue carries of a job's output: the text as it is when it fits in ``cap``
+    characters (byte for byte: the queue is a transport); else one valid JSON record in the
+    workers' format saying what was cut, with the first and last characters of the text."""
+    if len(output) <= cap:
+        return output
+    return _record(output, cap)
+
+
+def stored_output(output: str, cap: int) -> str:
+    """What the record stores of a job's output (``jobs.output_tail``): always valid JSON or
+    empty. A JSON list (what workers write) that fits is kept; any other text becomes one
+    record in the workers' format (``workers/results.py``) holding it, cut to fit."""
+    if not output or (len(output) <= cap and output[0] == "[" and _json_list(output)):
+        return output
+    return _record(output, cap)
+
+
+def _record(output: str, cap: int) -> str:
+    size = len(output.encode(errors="replace"))
+    whole = json.dumps([{"command": "", "stdout_head": output, "stdout_bytes": size}],
+                       ensure_ascii=False)
+    if len(whole) <= cap:
+        return whole
+    keep = max(0, cap // 8)  # json.dumps may escape each kept character into several
+    head, tail = output[:keep], output[-keep:] if keep else ""
+    cut = size - len(head.encode(errors="replace")) - len(tail.encode(errors="replace"))
+    record = {"command": "", "stdout_head": head, "stdout_tail": tail, "stdout_bytes": size,
+              "stdout_cut": cut,
+              "note": f"output of {len(output):,} characters was over the limit of {cap:,}"}
+    return json.dumps([record], ensure_ascii=False)
 
 
 def ack_entries(done: Sequence[tuple[str, int, JobResult]], cap: int) -> list[list[str]]:

@@ -46,16 +46,19 @@ from typing import Any
 import sqlalchemy as sa
 
 from scheduler.queue.keys import PRIORITY_CLASSES
+from scheduler.queue.types import OUTPUT_MAX, stored_output
 from scheduler.record import bulk
 from scheduler.record.models import JOB_FINAL_STATES, TASK_FINAL_STATES, Event, Job, Task
 from scheduler.record.types import from_ms
 
-OUTPUT_TAIL_MAX = 64 * 1024
-INT_FIELDS = ("attempt", "token", "due", "count", "exit_code", "duration_ms")
+INT_FIELDS = ("attempt", "token", "due", "count", "exit_code", "duration_ms", "expired")
 COLUMN_FIELDS = ("kind", "ts", "task", "job", "host", "worker", "operator")
 # Task-level transitions; job-level ones are in _job_patch.
 TASK_STATE_BY_KIND = {"create": "active", "pause": "paused", "resume": "active",
                       "abort": "aborted", "cancel": "cancelled"}
+# Rollout waves (scheduler.submission.rollout): events that move tasks.wave / wave_state.
+WAVE_KINDS = frozenset(("wave-release", "wave-wait", "wave-check", "wave-stop", "wave-done",
+                        "continue"))
 # A lost event's explicit ``outcome`` (claim.lua ``lose``) -> the job's state.
 LOST_OUTCOME_STATE = {"retry": "pending", "held": "held", "cancelled": "cancelled",
                       "failed": "lost"}
@@ -185,7 +188,7 @@ def _job_patch(kind: str, f: Mapping[str, str], ts: Any, to_ts: Ts) -> dict[str,
         output = get("output")
         patch = {"state": {"ack": "succeeded", "fail": "failed", "retry": "pending"}[kind],
                  "exit_code": _int(get("exit_code")), "duration_ms": _int(get("duration_ms")),
-                 "output_tail": None if output is None else output[-OUTPUT_TAIL_MAX:]}
+                 "output_tail": None if output is None else stored_output(output, OUTPUT_MAX)}
         if kind == "ack":
             patch["finished_at"] = ts
             patch["error"] = None
@@ -240,6 +243,19 @@ class _Fold:
             self._add_job_event(ev, kind, row[1])
         if kind == "claim" or kind in TASK_STATE_BY_KIND:
             self._add_task_event(ev, kind, row[1])
+        elif kind in WAVE_KINDS:
+            self._add_wave_event(ev)
+
+    def _add_wave_event(self, ev: StreamEvent) -> None:
+        f = ev.fields
+        task_id = sql_task_id(f.get("task"))
+        if task_id is None or not f.get("state"):
+            return
+        old = self.tasks.get(task_id)
+        patch = {"wave": _int(f.get("wave")), "wave_state": f.get("state", "")[:16],
+                 "wave_why": f.get("error") or None}
+        self.tasks[task_id] = (ev.pos, {**old[1], **patch} if old else patch)
+        self.task_ids.add(task_id)
 
     def _add_task_event(self, ev: StreamEvent, kind: str, ts: Any) -> None:
         f = ev.fields

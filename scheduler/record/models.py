@@ -12,6 +12,8 @@ record"). Rules kept here:
 4. ``events.id`` is the Redis stream id (``"<ms>-<seq>"``), so a replayed batch inserts nothing
    twice. Events that do not come from the stream (``reconcile``) use ``"<ms>-L<hex>"``.
 5. ``(tasks.schedule_id, tasks.occurrence)`` is unique: a schedule fires each occurrence once.
+6. ``notifications.key`` is unique: a cause is notified to a target once, however often the
+   recorder folds the events that show it.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ TASK_FINAL_STATES = ("succeeded", "failed", "cancelled", "aborted")
 JOB_STATES = ("accepted", "pending", "running", "parked", "held",
               "succeeded", "failed", "lost", "cancelled")
 JOB_FINAL_STATES = ("succeeded", "failed", "lost", "cancelled")
+NOTIFICATION_STATES = ("pending", "sent", "failed")
 
 
 def _in(column: str, values: tuple[str, ...]) -> str:
@@ -113,6 +116,9 @@ class Group(Timestamped, Base):
     name: Mapped[str] = mapped_column(sa.String(255), unique=True)
     vars: Mapped[dict[str, Any]] = mapped_column(default=json_default)
     source: Mapped[str | None] = mapped_column(sa.String(255))
+    # Most jobs running at once on the group's hosts, across all tasks: "N" or "P%" as the
+    # operator gave it (`groups limit`); None: no limit.
+    max_busy: Mapped[str | None] = mapped_column(sa.String(16))
 
     hosts: Mapped[list[Host]] = relationship(
         secondary=group_hosts, back_populates="groups", order_by="Host.name")
@@ -245,12 +251,28 @@ class Task(Base):
     # Rollout policy (mirrors the queue's TaskSpec).
     max_running: Mapped[int] = mapped_column(default=0)
     max_failures: Mapped[int] = mapped_column(default=0)
+    # What max_failures counts: "attempts" (hosts that failed any attempt) or "final" (jobs
+    # failed for good; tasks recorded before the column existed).
+    count_failures: Mapped[str] = mapped_column(sa.String(8), default="attempts",
+                                                server_default="final")
     max_attempts: Mapped[int] = mapped_column(default=3)
     backoff_ms: Mapped[int] = mapped_column(default=1000)
     timeout_s: Mapped[int] = mapped_column(default=3600)
     idempotent: Mapped[bool] = mapped_column(default=True)
+    # One job per host at a time across tasks (False: the action or the operator allowed
+    # overlap; tasks recorded before the column existed never waited for a host).
+    exclusive: Mapped[bool] = mapped_column(default=True, server_default=sa.false())
     in_window: Mapped[bool] = mapped_column(default=False)
     start_at: Mapped[datetime | None]  # not before; None = now
+    # Notification targets of this task (webhook URLs, mailto:), besides the global ones.
+    notify: Mapped[list[str] | None] = mapped_column(JSONDoc)
+    # Rollout in waves (scheduler.submission.waves): the spec (sizes, order, pause_ms, gate,
+    # check, count, counts), the current wave (1-based), its state and why (the fold writes
+    # them from the wave events); all None for a task not rolled out in waves.
+    waves: Mapped[dict[str, Any] | None] = mapped_column(JSONDoc)
+    wave: Mapped[int | None]
+    wave_state: Mapped[str | None] = mapped_column(sa.String(16))
+    wave_why: Mapped[str | None] = mapped_column(sa.Text)
 
     state: Mapped[str] = mapped_column(sa.String(16), default="accepted")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
@@ -334,9 +356,40 @@ class Event(Base):
     data: Mapped[dict[str, Any]] = mapped_column(default=json_default)
 
 
+# ----------------------------------------------------------------------------- notifications
+
+
+class Notification(Base):
+    """The outbox: one message to one target, written in the recorder's transaction that saw
+    its cause, then delivered (and retried) by ``scheduler.notify.outbox``."""
+
+    __tablename__ = "notifications"
+    __table_args__ = (
+        sa.CheckConstraint(_in("state", NOTIFICATION_STATES), name="state"),
+        sa.Index("ix_notifications_state_next_at", "state", "next_at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    # What caused it and for whom, e.g. "failed:42:1700000000000 <target hash>": a replayed
+    # batch finds the key taken and writes nothing (models rule 6).
+    key: Mapped[str] = mapped_column(sa.String(160), unique=True)
+    kind: Mapped[str] = mapped_column(sa.String(16))  # failed, aborted, lost, missed, approval
+    target: Mapped[str] = mapped_column(sa.Text)  # as configured: may hold a token
+    task_id: Mapped[str | None] = mapped_column(sa.String(64))
+    schedule: Mapped[str | None] = mapped_column(sa.String(255))
+    payload: Mapped[dict[str, Any]] = mapped_column(default=json_default)
+    state: Mapped[str] = mapped_column(sa.String(8), default="pending")
+    attempts: Mapped[int] = mapped_column(default=0)
+    next_at: Mapped[datetime] = mapped_column(default=utcnow)  # due, or the claim's lease end
+    last_error: Mapped[str | None] = mapped_column(sa.Text)  # redacted, one line
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    sent_at: Mapped[datetime | None]
+
+
 __all__ = [
-    "Base", "Event", "Group", "Host", "Job", "Schedule", "Task", "Window", "WindowAssignment",
+    "Base", "Event", "Group", "Host", "Job", "Notification", "Schedule", "Task", "Window",
+    "WindowAssignment",
     "group_children", "group_hosts", "NAMING_CONVENTION", "WINDOW_KINDS", "CATCHUP_POLICIES",
     "OVERLAP_POLICIES", "PRIORITIES", "TASK_STATES", "TASK_FINAL_STATES", "JOB_STATES",
-    "JOB_FINAL_STATES",
+    "JOB_FINAL_STATES", "NOTIFICATION_STATES",
 ]

@@ -7,7 +7,8 @@ write lock for milliseconds, on PostgreSQL it locks only the rows it deletes.
 What is old (``finished_at`` / ``ts`` before the cut-off):
 1. jobs in a final state (succeeded, failed, lost, cancelled) — never a pending or running one;
 2. events;
-3. tasks in a final state with no job rows left (their summary counters go with them).
+3. tasks in a final state with no job rows left (their summary counters go with them);
+4. notifications sent or given up (``created_at``); pending ones are kept.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from scheduler.record.models import JOB_FINAL_STATES, TASK_FINAL_STATES, Event, Job, Task
+from scheduler.record.models import (
+    JOB_FINAL_STATES,
+    TASK_FINAL_STATES,
+    Event,
+    Job,
+    Notification,
+    Task,
+)
 from scheduler.record.types import UTCDateTime, utcnow
 
 DEFAULT_BATCH = 2_000
@@ -31,6 +39,7 @@ class PruneResult:
     events: int
     tasks: int
     dry_run: bool
+    notifications: int = 0
 
 
 def _old_jobs(cutoff: datetime) -> sa.ColumnElement[bool]:
@@ -48,6 +57,11 @@ def _old_tasks(cutoff: datetime) -> sa.ColumnElement[bool]:
                    sa.func.coalesce(Task.finished_at, Task.created_at)
                    < sa.literal(cutoff, UTCDateTime()),
                    no_jobs)
+
+
+def _old_notifications(cutoff: datetime) -> sa.ColumnElement[bool]:
+    return sa.and_(Notification.state.in_(("sent", "failed")),
+                   Notification.created_at < sa.literal(cutoff, UTCDateTime()))
 
 
 def _count(engine: Engine, model: type, where: sa.ColumnElement[bool]) -> int:
@@ -83,11 +97,13 @@ def prune(engine: Engine, older_than: timedelta, *, dry_run: bool = False,
             Task.state.in_(TASK_FINAL_STATES),
             sa.func.coalesce(Task.finished_at, Task.created_at) < sa.literal(cutoff, UTCDateTime()),
             ~remaining))
-        return PruneResult(cutoff, jobs, events, tasks, True)
+        notices = _count(engine, Notification, _old_notifications(cutoff))
+        return PruneResult(cutoff, jobs, events, tasks, True, notices)
     jobs = _delete_in_batches(engine, Job, _old_jobs(cutoff), batch)
     events = _delete_in_batches(engine, Event, _old_events(cutoff), batch)
     tasks = _delete_in_batches(engine, Task, _old_tasks(cutoff), batch)
-    return PruneResult(cutoff, jobs, events, tasks, False)
+    notices = _delete_in_batches(engine, Notification, _old_notifications(cutoff), batch)
+    return PruneResult(cutoff, jobs, events, tasks, False, notices)
 
 
 __all__ = ["PruneResult", "prune", "DEFAULT_BATCH"]

@@ -15,6 +15,10 @@ each entry to one of them. Each ``run_once``:
    has pending, or its last delivered entry when nothing is pending: never what is unread or
    unacknowledged.
 
+An ``on_batch`` hook (``scheduler.notify.detect.Detector``, handed in by whoever starts the
+recorder) runs in step 2's transaction after the fold, so what it writes (notices in the outbox)
+commits with the rows, or not at all, and is written again by a replay only where it is missing.
+
 A crash between 2 and 3 re-delivers the batch; the second write inserts nothing and moves no
 row (``last_event_pos``). ``run`` loops until stopped and, when SQL or Redis fails, keeps the
 events in Redis and retries with exponential backoff (0.1 s doubling to 5 s).
@@ -27,7 +31,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +48,8 @@ GROUP = "recorder"
 BACKOFF_MIN_S = 0.1
 BACKOFF_MAX_S = 5.0
 LAG_COUNT_MAX = 100_000  # unread entries counted one by one at most (status only)
+# Called in the batch's transaction after the fold (see the module docstring).
+OnBatch = Callable[[sa.Connection, list[StreamEvent], BatchResult], object]
 
 
 def default_consumer_name() -> str:
@@ -69,7 +75,7 @@ class Recorder:
     def __init__(self, client: redis.Redis, engine: Engine, keys: Keys = Keys(),
                  consumer_name: str | None = None, *, batch: int = 1000, block_ms: int = 1000,
                  claim_idle_ms: int = 60_000, claim_every_s: float = 10.0,
-                 trim_every_s: float = 1.0) -> None:
+                 trim_every_s: float = 1.0, on_batch: OnBatch | None = None) -> None:
         self.client = client
         self.engine = engine
         self.keys = keys
@@ -80,6 +86,7 @@ class Recorder:
         self.claim_idle_ms = claim_idle_ms
         self.claim_every_s = claim_every_s
         self.trim_every_s = trim_every_s
+        self.on_batch = on_batch
         self.stats = RecorderStats()
         self._group_ready = False
         self._own_pending = True  # re-read our own unacknowledged entries first
@@ -162,7 +169,7 @@ class Recorder:
             with self.engine.begin() as conn:
                 # Operator events were normally folded by their command already (record_now);
                 # if it died between its Redis script and its SQL step, SQL catches up here.
-                result = record_batch(conn, events)
+                result = self._fold(conn, events)
         except (sa.exc.IntegrityError, sa.exc.DataError) as exc:
             # Not an outage: some entry cannot be stored as it is. Retrying would stall the
             # stream forever, so record the batch entry by entry and quarantine the bad ones.
@@ -177,12 +184,18 @@ class Recorder:
         self.stats.inserted += result.inserted
         return result
 
+    def _fold(self, conn: sa.Connection, events: list[StreamEvent]) -> BatchResult:
+        result = record_batch(conn, events)
+        if self.on_batch is not None:
+            self.on_batch(conn, events, result)
+        return result
+
     def _write_singly(self, events: list[StreamEvent]) -> BatchResult:
         total = BatchResult(events=len(events))
         for ev in events:
             try:
                 with self.engine.begin() as conn:
-                    total.inserted += record_batch(conn, [ev]).inserted
+                    total.inserted += self._fold(conn, [ev]).inserted
             except (sa.exc.IntegrityError, sa.exc.DataError) as exc:
                 with self.engine.begin() as conn:
                     total.inserted += record_batch(conn, [quarantined(ev, exc)]).inserted
@@ -240,25 +253,31 @@ class Recorder:
 
     def pending(self) -> int:
         """Entries delivered to some consumer of the group but not yet acknowledged."""
-        try:
-            return int(self.client.xpending(self.stream, GROUP)["pending"])
-        except redis.ResponseError:
-            return 0
+        return backlog(self.client, self.stream)[1]
 
     def lag(self) -> int:
         """Entries in the stream not yet recorded (unread plus pending)."""
-        try:
-            for g in self.client.xinfo_groups(self.stream):
-                if _s(g["name"]) != GROUP:
-                    continue
-                lag = g.get("lag")
-                if lag is None:  # Redis cannot tell (entries deleted): count what is unread
-                    after = "(" + _s(g["last-delivered-id"])
-                    lag = len(self.client.xrange(self.stream, after, "+", count=LAG_COUNT_MAX))
-                return int(lag) + int(g["pending"])
-        except redis.ResponseError:
-            return 0
-        return int(self.client.xlen(self.stream))
+        return backlog(self.client, self.stream)[0]
+
+
+def backlog(client: redis.Redis, stream: str) -> tuple[int, int]:
+    """(lag, pending) of the recorders' group on ``stream``: lag is every entry not yet
+    recorded in SQL (unread plus pending), pending those read but not yet committed. The one
+    count ``status``, ``doctor``, ``top`` and ``recorder status`` all print. Before any
+    recorder made the group, every entry of the stream is lag."""
+    try:
+        for g in client.xinfo_groups(stream):
+            if _s(g["name"]) != GROUP:
+                continue
+            pending = int(g["pending"])
+            lag = g.get("lag")
+            if lag is None:  # Redis cannot tell (entries deleted, or 6.2): count what is unread
+                after = "(" + _s(g["last-delivered-id"])
+                lag = len(client.xrange(stream, after, "+", count=LAG_COUNT_MAX))
+            return int(lag) + pending, pending
+    except redis.ResponseError:  # no stream yet
+        return 0, 0
+    return int(client.xlen(stream)), 0
 
 
 def quarantined(ev: StreamEvent, exc: BaseException) -> StreamEvent:
@@ -292,4 +311,4 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
 
-__all__ = ["Recorder", "RecorderStats", "GROUP", "default_consumer_name"]
+__all__ = ["GROUP", "Recorder", "RecorderStats", "backlog", "default_consumer_name"]

@@ -23,13 +23,14 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from scheduler.errors import NotFoundError
+from scheduler.queue.output import output_lines
 from scheduler.record.models import Event, Job, Task
+from scheduler.record.types import from_ms
 
-__all__ = ["Attempt", "JobView", "job_attempts", "output_lines", "task_outputs"]
+__all__ = ["Attempt", "JobView", "job_attempts", "task_outputs"]
 
 ENDS = {"ack": "succeeded", "fail": "failed", "retry": "failed, retried", "lost": "lost",
         "release": "given back", "defer": "deferred (window)", "cancel": "cancelled"}
-STREAMS = ("stdout", "stderr")
 
 
 @dataclass
@@ -46,6 +47,7 @@ class Attempt:
     duration_ms: int | None = None
     error: str | None = None
     commands: list[dict[str, Any]] = field(default_factory=list)
+    lease_expired: datetime | None = None  # lost: when its lease, last renewed, ran out
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -94,20 +96,31 @@ def _attempts(events: list[Any]) -> tuple[list[Attempt], list[dict[str, Any]]]:
             a.exit_code, a.duration_ms = data.get("exit_code"), data.get("duration_ms")
             a.error = data.get("error")
             a.commands = _commands(data)
+            if ev.kind == "lost" and isinstance(data.get("expired"), int):
+                a.lease_expired = from_ms(data["expired"])
     return attempts, late
 
 
 def _lost_note(view: JobView) -> str | None:
+    """For a job failed as lost: its worker's last sign of life, whether a late result proves
+    it ran, and what to check on the host."""
     if view.state != "lost" or not view.attempts:
         return None
     last = view.attempts[-1]
     when = last.ended.isoformat(timespec="seconds") if last.ended else "?"
+    if last.lease_expired is not None:
+        beat = (f"its last heartbeat renewed the lease until "
+                f"{last.lease_expired.isoformat(timespec='seconds')}, and none came after")
+    else:
+        beat = "no heartbeat renewed its lease in time"
     proof = [x for x in view.late if x["token"] == last.token]
     ran = (f"a late result from {proof[0]['worker']} (exit code {proof[0]['exit_code']}) proves "
            "it ran" if proof else "no late result arrived: nobody knows whether it ran")
-    return (f"worker {last.worker} stopped renewing its lease; the job was failed as lost at "
-            f"{when}; {ran}. It is not run again because its action is not idempotent: check on "
-            f"{view.host} whether the change was made (its logs, the state the action sets), then "
+    return (f"worker {last.worker} (claimed at {last.started:%Y-%m-%d %H:%M:%S}) went silent: "
+            f"{beat}; the job was failed as lost at {when}; {ran}. It is not run again "
+            f"because its action is not idempotent (or it had no attempts left): check on "
+            f"{view.host} whether the change was made (its logs, the state the action sets), "
+            f"and whether {last.worker}'s node is still running it, then "
             f"`fleetsched tasks retry-failed {view.task}` to run it again if it was not.")
 
 
@@ -126,24 +139,6 @@ def job_attempts(engine: Engine, job_id: str) -> JobView:
     view = JobView(row.id, row.task_id, row.host, row.state, attempts, late)
     view.lost_note = _lost_note(view)
     return view
-
-
-def output_lines(commands: list[dict[str, Any]], streams: tuple[str, ...] = STREAMS) -> list[str]:
-    """The printed lines of an attempt's commands: head, a line saying how much was cut, tail."""
-    lines: list[str] = []
-    for cmd in commands:
-        for stream in streams:
-            head, tail = cmd.get(f"{stream}_head") or "", cmd.get(f"{stream}_tail") or ""
-            total = int(cmd.get(f"{stream}_bytes") or 0)
-            kept = len((head + tail).encode())
-            text = head
-            if tail:
-                if total > kept:
-                    text += f"\n[... {total - kept:,} bytes not kept ...]\n"
-                text += tail
-            for line in text.splitlines():
-                lines.append(line if stream == "stdout" else f"[stderr] {line}")
-    return lines
 
 
 def task_outputs(engine: Engine, task_id: int, *, host: str | None = None,

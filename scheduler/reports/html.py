@@ -16,7 +16,7 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
-from scheduler.reports.query import JOB_COLUMNS, OUTCOMES, Report
+from scheduler.reports.query import JOB_COLUMNS, OUTCOMES, Report, totals_text
 from scheduler.reports.text import FAILURE_COLUMNS, SUMMARY_COLUMNS, summary_rows
 
 JOB_ROWS_MAX = 10_000
@@ -163,7 +163,7 @@ def render_html(report: Report) -> str:
     t = report.totals
     filters = report.filters.as_dict()
     filter_text = ", ".join(f"{k} = {esc(v)}" for k, v in filters.items()) or "none"
-    totals = ", ".join(f"{t.get(o, 0)} {o}" for o in OUTCOMES)
+    totals = totals_text(t)
     failures = report.failures
     jobs = report.jobs[:JOB_ROWS_MAX]
     parts = [
@@ -175,11 +175,12 @@ def render_html(report: Report) -> str:
         "<body><h1>fleetsched job report</h1>",
         f"<p>Generated {esc(report.generated_at)} UTC. Filters: {filter_text}.</p>",
         f"<p><b>{t.get('jobs', 0)}</b> job(s) in {len(report.tasks)} task(s): {totals}.</p>",
+        f'<p class="note">Note: {esc(report.note)}.</p>' if report.note else "",
         "<h2>Jobs over time by outcome</h2>", jobs_over_time(report),
         "<h2>Duration distribution</h2>", duration_histogram(report),
         "<h2>Failures by host</h2>", failures_by_host(report),
         "<h2>Tasks</h2>", _table(summary_rows(report), SUMMARY_COLUMNS),
-        f"<h2>Failed or lost jobs ({len(failures)})</h2>",
+        f"<h2>Jobs that failed an attempt or were lost ({len(failures)})</h2>",
         _table(failures[:FAILURE_ROWS_MAX], FAILURE_COLUMNS) if failures else
         '<p class="note">None.</p>',
     ]

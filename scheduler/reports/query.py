@@ -20,13 +20,17 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from scheduler.errors import ValidationError
+from scheduler.progress import from_job_states
 from scheduler.record.models import JOB_STATES, Job, Task
 from scheduler.record.types import utcnow
 
 JOB_COLUMNS = ["job", "task", "action", "operator", "host", "state", "attempts", "time",
                "started", "finished", "duration_ms", "exit_code", "worker", "error"]
-OUTCOMES = ("succeeded", "failed", "lost", "cancelled")
+OUTCOMES = ("succeeded", "failed", "lost", "cancelled")  # the final job states
+TOTALS = ("succeeded", "failed", "lost", "cancelled", "running", "pending")
 MAX_IN_LIST = 10_000  # a bigger host list is filtered in Python rather than in SQL
+PARTIAL_NOTE = ("counts are of the jobs this report selects (the filters leave out some jobs "
+                "of a task); the state is the whole task's, over all its task_jobs")
 
 
 @dataclass(frozen=True)
@@ -62,10 +66,27 @@ class Report:
     jobs: list[dict[str, Any]]
     tasks: list[dict[str, Any]] = field(default_factory=list)
     totals: dict[str, int] = field(default_factory=dict)
+    failed_attempts: set[str] = field(default_factory=set)  # jobs with a failed, retried attempt
+    # The tasks that have not ended by the record, with their recorded done count (for the
+    # note that the queue is ahead of the record: ``report`` reads the record only).
+    unfinished: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def partial(self) -> bool:
+        """The filters leave out some jobs of a task in the report."""
+        return any(s["jobs"] < s["task_jobs"] for s in self.tasks)
+
+    @property
+    def note(self) -> str | None:
+        """What the reader must know when the filters cut tasks (``PARTIAL_NOTE``), else None."""
+        return PARTIAL_NOTE if self.partial else None
 
     @property
     def failures(self) -> list[dict[str, Any]]:
-        return [j for j in self.jobs if j["state"] in ("failed", "lost")]
+        """The jobs that failed or were lost, and those that failed an attempt whatever became
+        of them after (retried and succeeded, or cancelled by the task's abort)."""
+        return [j for j in self.jobs
+                if j["state"] in ("failed", "lost") or j["job"] in self.failed_attempts]
 
 
 def _group_hosts(engine: Engine, group: str) -> set[str]:
@@ -93,7 +114,7 @@ def build_report(engine: Engine, filters: ReportFilter) -> Report:
     stmt = (sa.select(j.c.id, j.c.task_id, t.c.action, t.c.operator, j.c.host, j.c.state,
                       j.c.attempts, fetched(when), fetched(j.c.started_at),
                       fetched(j.c.finished_at), j.c.duration_ms, j.c.exit_code, j.c.worker,
-                      j.c.error, t.c.name)
+                      j.c.error)
             .select_from(j.join(t, t.c.id == j.c.task_id)))
     hosts: set[str] | None = None
     if filters.group is not None:
@@ -111,37 +132,105 @@ def build_report(engine: Engine, filters: ReportFilter) -> Report:
         if value is not None:
             stmt = stmt.where(make(value))
     stmt = stmt.order_by(when, j.c.task_id, j.c.seq)
-    names: dict[int, str | None] = {}
     jobs: list[dict[str, Any]] = []
     with engine.connect() as conn:
         rows = conn.execute(stmt).all()
     for row in rows:
         if hosts is not None and row[4] not in hosts:
             continue
-        names[row[1]] = row[14]
         jobs.append(dict(zip(JOB_COLUMNS, row[:14])))
     report = Report(filters=filters, generated_at=utcnow(), jobs=jobs)
-    report.tasks = _task_summaries(jobs, names)
-    report.totals = dict(Counter(j["state"] for j in jobs))
-    report.totals["jobs"] = len(jobs)
+    report.tasks = _task_summaries(engine, jobs, report.unfinished)
+    report.totals = totals_of(jobs)
+    report.failed_attempts = _retried_jobs(engine, sorted({j["task"] for j in jobs}))
     return report
 
 
-def _task_summaries(jobs: list[dict[str, Any]], names: dict[int, str | None]) -> list[dict[str, Any]]:
-    by_task: dict[int, dict[str, Any]] = {}
+def _retried_jobs(engine: Engine, task_ids: list[int]) -> set[str]:
+    """The jobs of these tasks with a ``retry`` event: an attempt that failed."""
+    from scheduler.record.models import Event
+
+    out: set[str] = set()
+    with engine.connect() as conn:
+        for start in range(0, len(task_ids), MAX_IN_LIST):
+            chunk = [str(t) for t in task_ids[start:start + MAX_IN_LIST]]
+            out.update(conn.execute(sa.select(Event.job_id).where(
+                Event.task_id.in_(chunk), Event.kind == "retry")).scalars())
+    return out
+
+
+def totals_of(jobs: list[dict[str, Any]]) -> dict[str, int]:
+    """The report's totals over its jobs, counted as every view counts (``scheduler.progress``:
+    ``failed`` includes ``lost``); ``{"jobs": 0}`` for none."""
+    if not jobs:
+        return {"jobs": 0}
+    counts = from_job_states("active", Counter(j["state"] for j in jobs)).counts()
+    return {"jobs": counts["total"], **{k: counts[k] for k in TOTALS}}
+
+
+def totals_text(totals: dict[str, int]) -> str:
+    """``45 succeeded, 3 failed (1 lost with its worker), 2 not finished``."""
+    parts = []
+    for key in ("succeeded", "failed", "cancelled"):
+        if totals.get(key):
+            lost = totals.get("lost") if key == "failed" else 0
+            parts.append(f"{totals[key]} {key}" + (f" ({lost} lost with its worker)"
+                                                   if lost else ""))
+    unfinished = totals.get("running", 0) + totals.get("pending", 0)
+    if unfinished:
+        parts.append(f"{unfinished} not finished")
+    return ", ".join(parts) or "none"
+
+
+def _task_summaries(engine: Engine, jobs: list[dict[str, Any]],
+                    unfinished: dict[int, int]) -> list[dict[str, Any]]:
+    """Per task: what it asked for (``taskinfo.request``), the counts of its jobs in the report
+    (``scheduler.progress``: ``failed`` includes the jobs lost with their worker, and ``lost``
+    says how many of them that was), and the state of the **whole** task: where the filters
+    leave out some of its jobs (``jobs`` < ``task_jobs``), the state comes from the task row's
+    counters (``taskinfo.row_progress``), so a failed task never reads ``succeeded`` because
+    its failed job was filtered out. ``unfinished`` gets the recorded done count of each task
+    whose jobs have not all ended."""
+    from sqlalchemy.orm import Session
+
+    from scheduler.record.models import Schedule
+    from scheduler.submission.taskinfo import params_text, policy_text, request, row_progress
+
+    states: dict[int, Counter[str]] = {}
+    span: dict[int, list[Any]] = {}
     for job in jobs:
-        s = by_task.get(job["task"])
-        if s is None:
-            s = by_task[job["task"]] = {
-                "task": job["task"], "name": names.get(job["task"]) or "", "action": job["action"],
-                "operator": job["operator"], "jobs": 0, **{o: 0 for o in OUTCOMES}, "other": 0,
-                "first": job["time"], "last": job["time"]}
-        s["jobs"] += 1
-        s[job["state"] if job["state"] in OUTCOMES else "other"] += 1
+        states.setdefault(job["task"], Counter())[job["state"]] += 1
         if job["time"] is not None:
-            s["first"] = min(filter(None, (s["first"], job["time"])))
-            s["last"] = max(filter(None, (s["last"], job["time"])))
-    return [by_task[k] for k in sorted(by_task)]
+            first_last = span.setdefault(job["task"], [job["time"], job["time"]])
+            first_last[0] = min(first_last[0], job["time"])
+            first_last[1] = max(first_last[1], job["time"])
+    out = []
+    with Session(engine) as session:
+        ids = sorted(states)
+        rows = {}
+        for start in range(0, len(ids), MAX_IN_LIST):
+            rows.update((t.id, t) for t in session.scalars(
+                sa.select(Task).where(Task.id.in_(ids[start:start + MAX_IN_LIST]))))
+        schedules = {s.id: s.name for s in session.scalars(sa.select(Schedule).where(
+            Schedule.id.in_({t.schedule_id for t in rows.values() if t.schedule_id})))}
+        for tid in ids:
+            t = rows[tid]
+            progress = from_job_states(t.state, states[tid])
+            whole = progress if progress.total >= t.total else row_progress(t)
+            if not whole.finished:
+                unfinished[tid] = whole.done
+            req = request(t, schedules.get(t.schedule_id))
+            first, last = span.get(tid, (None, None))
+            out.append({"task": tid, "name": t.name or "", "action": t.action,
+                        "operator": t.operator, "jobs": progress.total, **{
+                            k: v for k, v in progress.counts().items()
+                            if k not in ("total", "done")}, "state": whole.state,
+                        "task_jobs": max(t.total, progress.total),
+                        "target": t.target, "params": params_text(req["params"]),
+                        "policy": policy_text(req["policy"]), "origin": req["origin"],
+                        "windows": req["windows"], "first": first, "last": last})
+    return out
 
 
-__all__ = ["JOB_COLUMNS", "OUTCOMES", "Report", "ReportFilter", "build_report"]
+__all__ = ["JOB_COLUMNS", "OUTCOMES", "PARTIAL_NOTE", "Report", "ReportFilter", "build_report", "totals_of",
+           "totals_text"]

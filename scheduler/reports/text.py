@@ -13,9 +13,13 @@ import json
 from datetime import datetime
 from typing import Any, TextIO
 
-from scheduler.reports.query import JOB_COLUMNS, OUTCOMES, Report
+from scheduler.reports.query import JOB_COLUMNS, Report, totals_text
 
-SUMMARY_COLUMNS = ["task", "name", "action", "operator", "jobs", *OUTCOMES, "other", "first", "last"]
+SUMMARY_COLUMNS = ["task", "name", "action", "operator", "state", "jobs", "task_jobs",
+                   "succeeded", "failed", "lost", "cancelled", "running", "pending", "first",
+                   "last"]
+REQUEST_COLUMNS = ["task", "action", "params", "target", "policy", "operator", "origin",
+                   "windows"]
 FAILURE_COLUMNS = ["job", "host", "state", "attempts", "finished", "exit_code", "error"]
 RICH_TABLE_MAX = 500  # above this many rows, plain aligned text instead of a rich table
 
@@ -52,21 +56,21 @@ def _aligned(out: TextIO, rows: list[dict[str, Any]], columns: list[str], width:
 def write_table(out: TextIO, report: Report, *, all_jobs: bool = False) -> None:
     """The human form: totals, a summary per task, failures (and every job with ``all_jobs``)."""
     t = report.totals
-    parts = [f"{t.get(o, 0)} {o}" for o in OUTCOMES if t.get(o)]
-    other = t.get("jobs", 0) - sum(t.get(o, 0) for o in OUTCOMES)
-    if other:
-        parts.append(f"{other} not finished")
     filters = ", ".join(f"{k}={_cell(v)}" for k, v in report.filters.as_dict().items())
     out.write(f"{t.get('jobs', 0)} job(s) in {len(report.tasks)} task(s)"
-              + (f": {', '.join(parts)}" if parts else "")
+              + (f": {totals_text(t)}" if t.get("jobs") else "")
               + (f"  [{filters}]" if filters else "") + "\n")
+    if report.note:
+        out.write(f"note: {report.note}\n")
     if not report.jobs:
         return
     out.write("\nTasks\n")
     _aligned(out, summary_rows(report), SUMMARY_COLUMNS)
+    out.write("\nWhat ran\n")
+    _aligned(out, report.tasks, REQUEST_COLUMNS, width=200)
     failures = report.failures
     if failures:
-        out.write(f"\nFailed or lost jobs ({len(failures)})\n")
+        out.write(f"\nJobs that failed an attempt or were lost ({len(failures)})\n")
         _aligned(out, failures, FAILURE_COLUMNS, width=100)
     if all_jobs:
         out.write("\nJobs\n")
@@ -79,8 +83,10 @@ def report_json(report: Report) -> dict[str, Any]:
         "generated_at": report.generated_at.isoformat(),
         "filters": {k: _plain(v) for k, v in report.filters.as_dict().items()},
         "totals": report.totals,
+        "note": report.note,
         "tasks": [{k: _plain(v) for k, v in s.items()} for s in report.tasks],
         "jobs": [{k: _plain(v) for k, v in j.items()} for j in report.jobs],
+        "failures": [f["job"] for f in report.failures],
     }
 
 
@@ -97,5 +103,5 @@ def write_csv(out: TextIO, report: Report) -> None:
     writer.writerows([_plain(j[c]) for c in JOB_COLUMNS] for j in report.jobs)
 
 
-__all__ = ["SUMMARY_COLUMNS", "FAILURE_COLUMNS", "summary_rows", "write_table", "report_json",
+__all__ = ["REQUEST_COLUMNS", "SUMMARY_COLUMNS", "FAILURE_COLUMNS", "summary_rows", "write_table", "report_json",
            "write_json", "write_csv"]

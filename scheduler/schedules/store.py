@@ -151,9 +151,12 @@ class ScheduleSpec:
 def _options(r: TaskRequest) -> dict[str, Any]:
     return {"max_concurrency": str(r.max_concurrency) if r.max_concurrency else None,
             "max_failures": str(r.max_failures) if r.max_failures else None,
+            "count_failures": r.count_failures,
             "timeout_s": r.timeout_s, "retries": r.retries, "backoff_s": r.backoff_s,
             "priority": r.priority, "in_window": r.in_window, "executor": r.executor,
-            "executor_options": dict(r.executor_options), "idempotent": r.idempotent}
+            "executor_options": dict(r.executor_options), "idempotent": r.idempotent,
+            "allow_overlap": r.allow_overlap,
+            "notify": list(r.notify)}
 
 
 def request_of(row: Any) -> TaskRequest:
@@ -164,10 +167,13 @@ def request_of(row: Any) -> TaskRequest:
         in_window=bool(o.get("in_window")),
         max_concurrency=parse_limit(o["max_concurrency"]) if o.get("max_concurrency") else None,
         max_failures=parse_limit(o["max_failures"]) if o.get("max_failures") else None,
+        # schedules stored before count_failures existed counted final failures
+        count_failures=o.get("count_failures") or "final",
         timeout_s=o.get("timeout_s"), retries=o.get("retries"), backoff_s=o.get("backoff_s"),
         name=f"schedule {row.name}", priority=o.get("priority") or "normal",
         executor=o.get("executor"), executor_options=dict(o.get("executor_options") or {}),
-        idempotent=o.get("idempotent"))
+        idempotent=o.get("idempotent"), allow_overlap=o.get("allow_overlap"),
+        notify=tuple(o.get("notify") or ()))
 
 
 def _check(spec: ScheduleSpec, now: datetime) -> Timing:
@@ -385,10 +391,22 @@ def show_schedule(session: Session, name: str, now: datetime | None = None,
                            "occurrence": datetime.fromtimestamp(int(occ) / 1000, timezone.utc)
                            if str(occ or "").isdigit() else None,
                            "why": data.get("error")})
-    return {**_summary(row, now), "explain": t.explain(), "options": row.options,
+    options = dict(row.options or {})
+    if options.get("notify"):  # a webhook URL may hold a token: shown without it
+        options["notify"] = [_shown(v) for v in options["notify"]]
+    return {**_summary(row, now), "explain": t.explain(), "options": options,
             "params": row.params, "catchup_window_s": row.catchup_window_s,
             "created_by": row.created_by, "created_at": row.created_at,
             "tasks": tasks, "missed": missed}
+
+
+def _shown(target: str) -> str:
+    from scheduler.notify.targets import parse_target
+
+    try:
+        return parse_target(target).shown
+    except ValidationError:
+        return "(invalid target)"
 
 
 def upcoming_rows(session: Session, name: str, count: int,

@@ -13,7 +13,9 @@ What it owns, for every verb:
    task rows), both through ``scheduler.record.now.record_now``, so ``tasks show`` is right the moment the command returns, with the operator on
    the event.
 
-Cancel of an aborted task is refused (``ValidationError``, exit code 2): the abort already
+A verb the task's state refuses is a ``ValidationError`` (exit code 2, nothing changed): a
+task that has ended and left Redis, a state the queue script refuses (``TaskNotActiveError``:
+resume of a cancelled task), and cancel of an aborted task, since the abort already
 cancelled its pending jobs, and Redis keeps ``aborted`` (``retry-failed`` is the way back), so
 SQL must not say ``cancelled``.
 
@@ -74,8 +76,8 @@ def _run(engine: Engine, queue: Queue, task_id: int, verb: str,
             raise ValidationError(f"task {task_id} is not queued yet (state accepted)",
                                   hint="run `fleetsched reconcile` to finish its fan-out, or "
                                        "cancel it")
-        raise NotFoundError(f"task {task_id} is not in Redis (state {row.state} in SQL)",
-                            hint="a finished task has nothing to " + verb)
+        raise ValidationError(f"task {task_id} is {row.state}: nothing to {verb}",
+                              hint="a finished task's jobs are done; submit it again to rerun it")
     since = stream_tail(queue.client, queue.keys.events)
     count = call()
     record_now(queue.client, engine, queue.keys.events, since, [str(task_id)])

@@ -10,8 +10,9 @@ What it owns:
 3. :func:`mark_queued`: once Redis has every job, the SQL task leaves ``accepted`` (it becomes
    ``active``: queued) and its ``accepted`` job rows become ``pending``;
 4. the pieces ``scheduler.submission.reconcile`` needs to finish a fan-out from SQL alone:
-   :func:`recorded_spec` (the exact queue spec kept in the task's ``submit`` event) and
-   :func:`host_conns` (connection data of stored hosts).
+   :func:`recorded_spec` (the exact queue spec kept in the task's ``submit`` event),
+   :func:`recorded_waves` (its waves' job ids) and :func:`host_conns` (connection data of
+   stored hosts).
 
 Order of a submission (``scheduler.submission.submit.submit``): SQL first (task ``accepted``, jobs, a
 ``submit`` event), then this module, then ``mark_queued``. A crash or a Redis outage in between
@@ -33,7 +34,8 @@ from scheduler.queue.client import JobSpec, Queue, TaskSpec
 from scheduler.queue.keys import Keys
 from scheduler.record.models import Event, Host, Job, Task
 
-__all__ = ["HOST_BATCH", "fan_out", "host_conns", "mark_queued", "recorded_spec", "write_hosts"]
+__all__ = ["HOST_BATCH", "fan_out", "host_conns", "mark_queued", "recorded_spec",
+           "recorded_waves", "write_hosts"]
 
 HOST_BATCH = 1_000  # host hashes per pipeline round trip
 
@@ -45,7 +47,9 @@ def write_hosts(client: redis.Redis, keys: Keys, hosts: Iterable[Any]) -> int:
     for host in hosts:
         pipe.hset(keys.host(host.name), mapping={
             "address": host.address or "", "port": int(host.port or 22),
-            "user": host.user or "", "vars": json.dumps(host.vars or {}, sort_keys=True)})
+            "user": host.user or "", "vars": json.dumps(host.vars or {}, sort_keys=True),
+            # the limited groups claim.lua counts the host's jobs in (`groups limit`)
+            "limits": ",".join(getattr(host, "limits", ()))})
         written += 1
         if written % HOST_BATCH == 0:
             pipe.execute()
@@ -54,13 +58,26 @@ def write_hosts(client: redis.Redis, keys: Keys, hosts: Iterable[Any]) -> int:
 
 
 def fan_out(client: redis.Redis, keys: Keys, spec: TaskSpec, hosts: Iterable[Any],
-            jobs: Sequence[JobSpec]) -> int:
-    """Host hashes, the task hash, then the jobs; returns how many jobs were newly queued."""
+            jobs: Sequence[JobSpec], *, waves: Sequence[Sequence[int]] | None = None,
+            wave_policy: dict[str, Any] | None = None) -> int:
+    """Host hashes, the task hash, then the jobs; returns how many jobs were newly queued.
+
+    ``waves`` (job numbers per wave, ``Plan.waves``): only wave 1's jobs are queued; then every
+    job is listed by wave and those of later waves are staged (``scheduler.queue.waves.stage``)
+    until the wave controller releases them."""
     write_hosts(client, keys, hosts)
     queue = Queue(client, keys)
     try:
         queue.create_task(spec)
-        return queue.enqueue(spec.task_id, jobs)
+        if not waves:
+            return queue.enqueue(spec.task_id, jobs)
+        from scheduler.queue.waves import stage
+
+        by_seq = {int(j.job_id.rsplit(".", 1)[1]): j for j in jobs}
+        queued = queue.enqueue(spec.task_id, [by_seq[n] for n in waves[0]])
+        staged = [(by_seq[n], k) for k, wave in enumerate(waves, 1) for n in wave]
+        stage(queue, spec.task_id, len(waves), wave_policy or {}, staged)
+        return queued
     finally:
         queue.close()
 
@@ -90,9 +107,29 @@ def recorded_spec(conn: sa.Connection | Session, task_id: int | str) -> dict[str
     return queue if isinstance(queue, dict) else None
 
 
+def recorded_waves(conn: sa.Connection | Session, task_id: int | str) -> list[list[str]] | None:
+    """The job ids of each wave, as the task's ``submit`` event recorded them (None: the task
+    is not rolled out in waves)."""
+    e = Event.__table__
+    data = conn.execute(sa.select(e.c.data).where(e.c.task_id == str(task_id),
+                                                  e.c.kind == "submit")
+                        .order_by(e.c.ts).limit(1)).scalar()
+    if isinstance(data, str):
+        data = json.loads(data)
+    waves = ((data or {}).get("waves") or {}).get("waves")
+    return waves if isinstance(waves, list) and len(waves) > 1 else None
+
+
 def host_conns(conn: sa.Connection | Session, names: Iterable[str]) -> list[Any]:
-    """Stored connection rows (name, address, port, user, vars) of the named hosts that exist."""
+    """Stored connection data (name, address, port, user, vars, and the limited groups the host
+    is in) of the named hosts that exist."""
+    from types import SimpleNamespace
+
+    from scheduler.inventory import limited_groups_of
+
     wanted = set(names)
     h = Host.__table__
-    rows = conn.execute(sa.select(h.c.name, h.c.address, h.c.port, h.c.user, h.c.vars))
-    return [r for r in rows if r.name in wanted]
+    rows = [r for r in conn.execute(sa.select(h.c.name, h.c.address, h.c.port, h.c.user,
+                                              h.c.vars)) if r.name in wanted]
+    limits = limited_groups_of(conn, [r.name for r in rows])  # type: ignore[arg-type]
+    return [SimpleNamespace(**r._mapping, limits=tuple(limits.get(r.name, ()))) for r in rows]

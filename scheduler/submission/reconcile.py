@@ -15,7 +15,9 @@ jobs. ``reconcile``:
    may hold it, read but not yet committed (mid-batch, retrying its database, or just killed
    with its entries pending), so SQL cannot yet know the job finished; the report lists them
    and says to run reconcile again once the recorders have caught up;
-6. re-enqueues the rest (``Queue.enqueue``; duplicates are skipped by the script), each going
+6. re-enqueues the rest (``Queue.enqueue``; duplicates are skipped by the script; for a task
+   rolled out in waves, only the jobs of the waves released so far: the later waves' jobs are
+   staged again, ``_requeue``), each going
    on from its recorded attempts and fencing token (plus ``TOKEN_GAP``), so ``max_attempts``
    does not restart and a stale worker's old token stays refused; except jobs
    of non-idempotent tasks that had started running: they may have run, so they are reported
@@ -45,9 +47,9 @@ from scheduler.queue.client import JobSpec, Queue, TaskSpec
 from scheduler.record.audit import record_event
 from scheduler.record.models import JOB_FINAL_STATES, Job, Task
 from scheduler.record.now import record_now, stream_tail
-from scheduler.record.recorder import Recorder
+from scheduler.record.recorder import OnBatch, Recorder
 from scheduler.record.types import to_ms
-from scheduler.submission.fanout import host_conns, recorded_spec, write_hosts
+from scheduler.submission.fanout import host_conns, recorded_spec, recorded_waves, write_hosts
 
 UNFINISHED_TASK_STATES = ("accepted", "active", "paused")
 ID_LIST_CAP = 1_000  # job ids kept in the reconcile event
@@ -94,7 +96,8 @@ def task_spec(task: Any, recorded: dict[str, Any] | None = None) -> TaskSpec:
                     max_failures=task.max_failures, max_attempts=task.max_attempts,
                     backoff_ms=task.backoff_ms, timeout_ms=timeout_ms,
                     idempotent=task.idempotent, spec=spec, operator=task.operator,
-                    share=task.share)
+                    share=task.share, count_failures=task.count_failures,
+                    exclusive=task.exclusive)
 
 
 def _unfinished(engine: Engine) -> tuple[list[Any], dict[int, list[Any]]]:
@@ -134,10 +137,11 @@ def _finished_in_sql(engine: Engine, job_ids: list[str]) -> set[str]:
     return done
 
 
-def _drain(client: redis.Redis, engine: Engine, queue: Queue) -> None:
+def _drain(client: redis.Redis, engine: Engine, queue: Queue, on_batch: OnBatch | None) -> None:
     if not client.exists(queue.keys.events):
         return  # Redis lost the stream too: nothing is waiting to be recorded
-    recorder = Recorder(client, engine, queue.keys, "reconcile", claim_idle_ms=60_000)
+    recorder = Recorder(client, engine, queue.keys, "reconcile", claim_idle_ms=60_000,
+                        on_batch=on_batch)
     for _ in range(DRAIN_LIMIT):
         if recorder.run_once(block_ms=None) == 0:
             return
@@ -167,9 +171,36 @@ def _in_stream(client: redis.Redis, queue: Queue, job_ids: set[str]) -> set[str]
     return found
 
 
+def _requeue(engine: Engine, queue: Queue, task: Any, specs: list[JobSpec],
+             unfinished: list[Any]) -> int:
+    """Queue a task's missing jobs again; a task in waves gets back only the jobs of the waves
+    released so far, the others are staged again (``scheduler.queue.waves.stage``)."""
+    task_id = str(task.id)
+    waves = None
+    if task.waves and task.wave_state not in (None, "done"):
+        with engine.connect() as conn:
+            waves = recorded_waves(conn, task.id)
+    if not waves:
+        return queue.enqueue(task_id, specs)
+    from scheduler.queue.waves import stage
+
+    live = queue.task_state(task_id)
+    current = int(live.get("wave") or task.wave or 1)
+    state = live.get("wave_state") or task.wave_state or "running"
+    wave_of = {job_id: n for n, ids in enumerate(waves, 1) for job_id in ids}
+    out = [s for s in specs if wave_of.get(s.job_id, 1) <= current]
+    later = {s.job_id: s for s in specs if wave_of.get(s.job_id, 1) > current}
+    added = queue.enqueue(task_id, out) if out else 0
+    listed = [(later.get(j.id) or JobSpec(j.id, j.host), wave_of.get(j.id, 1)) for j in unfinished]
+    policy = {k: v for k, v in dict(task.waves).items() if k not in ("count", "counts")}
+    return added + stage(queue, task_id, len(waves), policy, listed, released=current,
+                         state=state)
+
+
 def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
-              dry_run: bool = False) -> ReconcileReport:
-    """Repair Redis from SQL (see the module docstring); ``dry_run`` changes nothing."""
+              dry_run: bool = False, on_batch: OnBatch | None = None) -> ReconcileReport:
+    """Repair Redis from SQL (see the module docstring); ``dry_run`` changes nothing.
+    ``on_batch``: the recorder's hook for the batches it drains (the notice detector)."""
     client = queue.client
     report = ReconcileReport(dry_run=dry_run)
     since = stream_tail(client, queue.keys.events)
@@ -192,7 +223,7 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
     missing = _missing(client, queue, [j.id for j in candidates])
     report.jobs_present = len(candidates) - len(missing)
     if missing:
-        _drain(client, engine, queue)
+        _drain(client, engine, queue, on_batch)
         finished = _finished_in_sql(engine, missing)
         report.jobs_finished_meanwhile = len(finished)
         missing_set = set(missing) - finished
@@ -223,7 +254,7 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
                     write_hosts(client, queue.keys, host_conns(conn, names))
             added = 0
             for task_id, specs in requeue.items():
-                added += queue.enqueue(str(task_id), specs)
+                added += _requeue(engine, queue, by_task[task_id], specs, jobs.get(task_id, []))
                 touched.add(str(task_id))
             # enqueue skips a job its task queued once (finished since, its event gone): say so
             report.jobs_queued_before = report.jobs_requeued - added

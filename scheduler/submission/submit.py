@@ -32,13 +32,17 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from scheduler.errors import FleetschedError, ValidationError
+from scheduler.notify.targets import parse_target as parse_notify_target
+from scheduler.notify.targets import parse_targets
 from scheduler.parse import Limit
 from scheduler.queue.client import JobSpec, TaskSpec
 from scheduler.queue.keys import PRIORITY_CLASSES, Keys
+from scheduler.queue.types import COUNT_FAILURES
 from scheduler.record.audit import record_event
 from scheduler.record.models import Host, Job, Task
 from scheduler.record.types import to_ms, utcnow
 from scheduler.submission.targets import Target, parse_target, resolve_target
+from scheduler.submission.waves import WaveSpec, split
 
 __all__ = [
     "CONFIRM_THRESHOLD", "HostConn", "NotQueuedError", "Plan", "PlannedJob", "Policy",
@@ -77,6 +81,7 @@ class TaskRequest:
     in_window: bool = False
     max_concurrency: Limit | None = None
     max_failures: Limit | None = None
+    count_failures: str = "attempts"  # what max_failures counts: see TaskSpec.count_failures
     timeout_s: float | None = None
     retries: int | None = None
     backoff_s: float | None = None
@@ -85,6 +90,9 @@ class TaskRequest:
     executor: str | None = None
     executor_options: Mapping[str, Any] = field(default_factory=dict)
     idempotent: bool | None = None  # None: the action's own flag
+    allow_overlap: bool | None = None  # None: the action's own overlap_safe flag
+    notify: tuple[str, ...] = ()  # notification targets of this task (scheduler.notify)
+    waves: WaveSpec | None = None  # roll out in waves (scheduler.submission.waves)
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,7 @@ class HostConn:
     port: int
     user: str | None
     vars: dict[str, Any]
+    limits: tuple[str, ...] = ()  # the limited groups it is in (`groups limit`)
 
 
 @dataclass(frozen=True)
@@ -113,11 +122,22 @@ class Policy:
 
     max_running: int  # 0 = no limit
     max_failures: int  # 0 = never abort
+    count_failures: str  # attempts | final
     max_attempts: int
     backoff_ms: int
     timeout_ms: int
     idempotent: bool
     idempotent_from: str  # "action" or "request"
+    exclusive: bool = True  # one job per host at a time, across tasks
+
+    def _failures(self, request: TaskRequest) -> str:
+        if not self.max_failures:
+            return "none"
+        what = ("hosts failing any attempt" if self.count_failures == "attempts"
+                else "jobs failed for good (after their retries)")
+        asked = request.max_failures
+        share = f" ({asked} of the hosts)" if asked and asked.percent else ""
+        return f"{self.max_failures} {what}{share}, then abort"
 
     def describe(self, request: TaskRequest) -> dict[str, Any]:
         def limit(value: int, asked: Limit | None) -> str:
@@ -126,11 +146,12 @@ class Policy:
             return f"{value} ({asked} of the hosts)" if asked and asked.percent else str(value)
         return {
             "max_concurrency": limit(self.max_running, request.max_concurrency),
-            "max_failures": (limit(self.max_failures, request.max_failures)
-                             + (", then abort" if self.max_failures else "")),
+            "max_failures": self._failures(request),
             "attempts": self.max_attempts, "backoff_ms": self.backoff_ms,
             "timeout_ms": self.timeout_ms,
             "idempotent": f"{'yes' if self.idempotent else 'no'} (from the {self.idempotent_from})",
+            "hosts": ("one job at a time: waits while another task's job runs on the host"
+                      if self.exclusive else "may overlap with other tasks' jobs on a host"),
             "lost_job": ("run again (idempotent)" if self.idempotent
                          else "failed as lost, never run twice"),
         }
@@ -153,6 +174,26 @@ class Plan:
     groups: list[str]  # the groups the selected hosts are in (blast radius)
     jobs: list[PlannedJob]
     start: datetime | None  # None: now
+    notify: tuple[str, ...] = ()  # checked notification targets, as typed
+    host_groups: dict[str, str] = field(default_factory=dict)  # host -> its first group
+
+    def waves(self, task_id: int | str) -> list[list[int]] | None:
+        """The task's waves (job numbers), or None when it is not rolled out in waves (no
+        --waves, or one wave holds every host). ``random`` order is seeded by the task id."""
+        spec = self.request.waves
+        if spec is None:
+            return None
+        out = split(spec, [j.host for j in self.jobs], seed=str(task_id), groups=self.host_groups)
+        return out if len(out) > 1 else None
+
+    def wave_policy(self) -> dict[str, Any]:
+        """What the wave controller reads (the task hash's ``wave_policy``): the spec's, and
+        ``max_failures`` as asked (``10%`` of each wave's hosts, or a count) for the per-wave
+        limit."""
+        spec = self.request.waves
+        asked = self.request.max_failures
+        return {**(spec.policy() if spec else {}),
+                "max_failures": str(asked) if asked else None}
 
     @property
     def fleet_wide(self) -> bool:
@@ -170,7 +211,8 @@ class Plan:
         return TaskSpec(str(task_id), priority=self.request.priority, max_running=p.max_running,
                         max_failures=p.max_failures, max_attempts=p.max_attempts,
                         backoff_ms=p.backoff_ms, timeout_ms=p.timeout_ms,
-                        idempotent=p.idempotent, spec=self.spec(), operator=self.operator)
+                        idempotent=p.idempotent, spec=self.spec(), operator=self.operator,
+                        count_failures=p.count_failures, exclusive=p.exclusive)
 
     def job_specs(self, task_id: int | str) -> list[JobSpec]:
         return [JobSpec(f"{task_id}.{j.seq}", j.host,
@@ -195,14 +237,21 @@ def _policy(request: TaskRequest, action: Any, hosts: int) -> Policy:
     if backoff_s < 0 or backoff_s > 86400:
         raise ValidationError(f"backoff {backoff_s:g}s must be from 0 to 1 day")
     idempotent = bool(action.idempotent) if request.idempotent is None else request.idempotent
+    if request.count_failures not in COUNT_FAILURES:
+        raise ValidationError(f"--count-failures {request.count_failures!r} must be one of "
+                              f"{', '.join(COUNT_FAILURES)}")
     return Policy(max_running=count(request.max_concurrency),
-                  max_failures=count(request.max_failures), max_attempts=retries + 1,
+                  max_failures=count(request.max_failures),
+                  count_failures=request.count_failures, max_attempts=retries + 1,
                   backoff_ms=int(round(backoff_s * 1000)),
                   timeout_ms=max(1, int(math.ceil(timeout_s * 1000))), idempotent=idempotent,
-                  idempotent_from="action" if request.idempotent is None else "request")
+                  idempotent_from="action" if request.idempotent is None else "request",
+                  exclusive=not (bool(getattr(action, "overlap_safe", False))
+                                 if request.allow_overlap is None else request.allow_overlap))
 
 
 def _executor(request: TaskRequest, action: Any) -> tuple[str, dict[str, Any]]:
+    from tasks.become import USER_HINT, is_user_name
     from tasks.executor_options import EXECUTOR_DEFAULTS, EXECUTORS, read_options
 
     name = request.executor or action.default_executor
@@ -211,6 +260,9 @@ def _executor(request: TaskRequest, action: Any) -> tuple[str, dict[str, Any]]:
                               hint="choose one of: " + ", ".join(EXECUTORS))
     options = dict(request.executor_options)
     read_options(name, options, EXECUTOR_DEFAULTS[name])  # unknown names and bad values: one line
+    user = options.get("become_user")
+    if user and not is_user_name(str(user)):  # the worker's rule, before anything is written
+        raise ValidationError(f"become_user {str(user)!r} is not a user name", hint=USER_HINT)
     return name, options
 
 
@@ -230,13 +282,17 @@ def _start(request: TaskRequest, now: datetime) -> datetime | None:
     return None
 
 
-def _hosts(session: Session, names: list[str]) -> list[HostConn]:
+def _hosts(session: Session, names: list[str],
+           members: dict[str, set[str]]) -> list[HostConn]:
+    from scheduler.inventory import limited_groups_of
+
     wanted = set(names)
     h = Host.__table__
     rows = {r.name: r for r in session.execute(
         sa.select(h.c.name, h.c.address, h.c.port, h.c.user, h.c.vars)) if r.name in wanted}
-    return [HostConn(n, rows[n].address, rows[n].port, rows[n].user, rows[n].vars or {})
-            for n in names]
+    limits = limited_groups_of(session, names, members)
+    return [HostConn(n, rows[n].address, rows[n].port, rows[n].user, rows[n].vars or {},
+                     tuple(limits[n])) for n in names]
 
 
 def _window_jobs(session: Session, hosts: list[str], start: datetime,
@@ -272,6 +328,7 @@ def plan_task(session: Session, request: TaskRequest, *, operator: str,
     if not operator or len(operator) > MAX_NAME:
         raise ValidationError("the operator name must be 1 to 255 characters (--as)")
     executor, options = _executor(request, action)
+    notify = tuple(t.spec for t in parse_targets(request.notify))  # one line if one is bad
     start = _start(request, now)
     if action.requires_window and not request.in_window:
         raise ValidationError(f"action {action.name} must run inside service windows",
@@ -291,10 +348,17 @@ def plan_task(session: Session, request: TaskRequest, *, operator: str,
         jobs = _window_jobs(session, names, start or now, expected)
     else:
         jobs = [PlannedJob(i, h, start) for i, h in enumerate(names)]
-    return Plan(request=request, target=target, operator=operator, action=action.name,
+    first_group = {}
+    for g in sorted(members):
+        if g not in ("all", "ungrouped"):
+            for h in members[g] & selected:
+                first_group.setdefault(h, g)
+    plan = Plan(request=request, target=target, operator=operator, action=action.name,
                 params=dumped, executor=executor, executor_options=options,
-                expected_ms=expected, policy=policy, hosts=_hosts(session, names),
-                groups=groups, jobs=jobs, start=start)
+                expected_ms=expected, policy=policy, hosts=_hosts(session, names, members),
+                groups=groups, jobs=jobs, start=start, notify=notify, host_groups=first_group)
+    plan.waves("plan")  # refuses a spec that makes too many waves before anything is written
+    return plan
 
 
 # ---------------------------------------------------------------------------------- record
@@ -308,11 +372,19 @@ def record_task(session: Session, plan: Plan, *, now: datetime | None = None) ->
     task_id = session.execute(sa.insert(Task.__table__).values(
         name=r.name, action=plan.action, params=plan.params, executor=plan.executor,
         target=str(plan.target), operator=plan.operator, priority=r.priority,
-        max_running=p.max_running, max_failures=p.max_failures, max_attempts=p.max_attempts,
+        max_running=p.max_running, max_failures=p.max_failures,
+        count_failures=p.count_failures, max_attempts=p.max_attempts,
         backoff_ms=p.backoff_ms, timeout_s=max(1, math.ceil(p.timeout_ms / 1000)),
-        idempotent=p.idempotent, in_window=r.in_window, start_at=plan.start,
-        state="accepted", created_at=now, total=len(plan.jobs),
+        idempotent=p.idempotent, exclusive=p.exclusive, in_window=r.in_window,
+        start_at=plan.start,
+        notify=list(plan.notify) or None, state="accepted", created_at=now, total=len(plan.jobs),
     ).returning(Task.__table__.c.id)).scalar_one()
+    waves = plan.waves(task_id)
+    if r.waves is not None:
+        counts = [len(w) for w in waves] if waves else [len(plan.jobs)]
+        session.execute(sa.update(Task.__table__).where(Task.__table__.c.id == task_id).values(
+            waves={**plan.wave_policy(), "count": len(counts), "counts": counts},
+            wave=1, wave_state="running" if waves else "done"))
     rows = [{"id": f"{task_id}.{j.seq}", "task_id": task_id, "seq": j.seq, "host": j.host,
              "state": "accepted", "attempts": 0, "due_at": j.due or now, "window": j.window}
             for j in plan.jobs]
@@ -322,10 +394,15 @@ def record_task(session: Session, plan: Plan, *, now: datetime | None = None) ->
         "name": r.name, "target": str(plan.target), "hosts": len(plan.hosts),
         "groups": plan.groups[:50], "in_window": r.in_window,
         "start": plan.start.isoformat() if plan.start else None,
+        "notify": [parse_notify_target(t).shown for t in plan.notify] or None,
+        "waves": {**plan.wave_policy(), "waves": [[f"{task_id}.{n}" for n in w] for w in waves]}
+        if waves and r.waves else None,
         "queue": {"priority": spec.priority, "max_running": spec.max_running,
-                  "max_failures": spec.max_failures, "max_attempts": spec.max_attempts,
+                  "max_failures": spec.max_failures, "count_failures": spec.count_failures,
+                  "max_attempts": spec.max_attempts,
                   "backoff_ms": spec.backoff_ms, "timeout_ms": spec.timeout_ms,
-                  "idempotent": spec.idempotent, "spec": spec.spec}})
+                  "idempotent": spec.idempotent, "exclusive": spec.exclusive,
+                  "spec": spec.spec}})
     return int(task_id)
 
 
@@ -355,7 +432,9 @@ def submit(engine: Engine, connect: Callable[[], redis.Redis], request: TaskRequ
         task_id = record_task(session, plan)
     try:
         client = connect()
-        fan_out(client, keys, plan.task_spec(task_id), plan.hosts, plan.job_specs(task_id))
+        waves = plan.waves(task_id)
+        fan_out(client, keys, plan.task_spec(task_id), plan.hosts, plan.job_specs(task_id),
+                waves=waves, wave_policy=plan.wave_policy() if waves else None)
     except (FleetschedError, redis.RedisError, OSError) as exc:
         from scheduler.config import redact_exception
 

@@ -16,7 +16,15 @@ A task file is one mapping; every key of ``fleetsched submit`` has its place, no
     priority: normal                   # urgent | normal | bulk
     executor: ssh                      # ssh | local | simulate
     executor_options: {}
+    become: true                       # run through sudo -n (ssh executor option become)
+    become_user: postgres              # as this user (default: the host's, else root)
     idempotent: true                   # override the action's own flag
+    notify: [mailto:ops@example.org]   # webhook URLs or mailto:, one or a list
+    waves: 1,10%,100%                  # roll out in waves (sizes: N or P% of the hosts)
+    wave_order: inventory              # inventory | random | by-group
+    wave_pause: 10m                    # between waves
+    wave_gate: approve                 # none | approve (fleetsched tasks continue)
+    wave_check: systemctl is-active nginx   # on each finished wave's hosts
 
 An unknown key, a wrong type or a bad value is one line ``file:line: message`` (exit code 2);
 nothing is read from the database before the file is accepted. ``params`` values are handed
@@ -40,8 +48,9 @@ __all__ = ["KEYS", "MAX_BYTES", "load_task_file", "parse_task_text"]
 
 MAX_BYTES = 1 << 20  # a task file is small; anything bigger is a mistake
 KEYS = ("action", "target", "params", "name", "at", "in", "in_window", "max_concurrency",
-        "max_failures", "timeout", "retries", "backoff", "priority", "executor",
-        "executor_options", "idempotent")
+        "max_failures", "count_failures", "timeout", "retries", "backoff", "priority", "executor",
+        "executor_options", "become", "become_user", "idempotent", "allow_overlap", "notify",
+        "waves", "wave_order", "wave_pause", "wave_gate", "wave_check")
 REQUIRED = ("action", "target")
 _LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MAPPING = "tag:yaml.org,2002:map"
@@ -147,6 +156,23 @@ def _bool(fields: dict, key: str, where: _Where) -> bool | None:
     return value
 
 
+def _notify(fields: dict, where: _Where) -> tuple[str, ...]:
+    from scheduler.notify.targets import parse_targets
+
+    if "notify" not in fields:
+        return ()
+    node = fields["notify"][1]
+    value = _value(node, where)
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise where(node, "notify must be a webhook URL or mailto:ADDRESS, or a list of them")
+    try:
+        parse_targets(items)
+    except ValidationError as exc:
+        raise where(node, str(exc), exc.hint) from None
+    return tuple(items)
+
+
 def _checked(fields: dict, key: str, where: _Where, parse: Any) -> Any:
     text = _text(fields, key, where)
     if text is None:
@@ -155,6 +181,22 @@ def _checked(fields: dict, key: str, where: _Where, parse: Any) -> Any:
         return parse(text)
     except ValidationError as exc:
         raise where(fields[key][1], str(exc), exc.hint) from None
+
+
+def _executor_options(fields: dict, where: _Where) -> dict[str, Any]:
+    """``executor_options`` with the ``become`` and ``become_user`` keys moved into it."""
+    options = _mapping(fields, "executor_options", where)
+    become = _bool(fields, "become", where)
+    user = _text(fields, "become_user", where)
+    for key, value in (("become", become), ("become_user", user)):
+        if value is None:
+            continue
+        if key in options:
+            raise where(fields[key][1], f"{key} is given twice (also in executor_options)")
+        options[key] = value
+    if become is False and user:
+        raise where(fields["become"][1], "become: false with a become_user: drop one")
+    return options
 
 
 def _request(fields: dict, where: _Where) -> TaskRequest:
@@ -194,11 +236,32 @@ def _request(fields: dict, where: _Where) -> TaskRequest:
                                  lambda t: parse_limit(t, "max_concurrency")),
         max_failures=_checked(fields, "max_failures", where,
                               lambda t: parse_limit(t, "max_failures")),
+        count_failures=_text(fields, "count_failures", where) or "attempts",
         timeout_s=None if timeout is None else timeout.total_seconds(),
         retries=retries,
         backoff_s=backoff,
         priority=priority,
         executor=_text(fields, "executor", where),
-        executor_options=_mapping(fields, "executor_options", where),
+        executor_options=_executor_options(fields, where),
         idempotent=_bool(fields, "idempotent", where),
+        allow_overlap=_bool(fields, "allow_overlap", where),
+        notify=_notify(fields, where),
+        waves=_waves(fields, where),
     )
+
+
+def _waves(fields: dict, where: _Where) -> Any:
+    from scheduler.submission.waves import wave_spec
+
+    keys = ("waves", "wave_order", "wave_pause", "wave_gate", "wave_check")
+    values = {k: _text(fields, k, where) for k in keys}
+    try:
+        return wave_spec(values["waves"], order=values["wave_order"],
+                         pause=values["wave_pause"], gate=values["wave_gate"],
+                         check=values["wave_check"], flag="")
+    except ValidationError as exc:
+        node = next((fields[k][1] for k in keys if k in fields and k in str(exc)),
+                    fields.get("waves", (None, None))[1])
+        if node is None:
+            raise
+        raise where(node, str(exc), exc.hint) from None

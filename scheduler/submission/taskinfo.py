@@ -5,8 +5,13 @@ live counters of the task hash in Redis where it can be reached.
 2. :func:`show_task`: one task's request, rollout policy, counters (SQL, and live from Redis),
    jobs by state, the failed jobs with their errors, and the control trail (submit, create,
    pause, resume, cancel, abort, retry-failed, reprioritize events with their operators);
-3. :func:`summary_line`: the honest one-line outcome, including failures that arrived after
-   the abort threshold from jobs already running (the task hash's ``overshoot``).
+3. :func:`request`: what the task asked for (action, parameters, target, policy, operator,
+   origin), shared with the audit report;
+4. :func:`summary_line`: the honest one-line outcome (``scheduler.progress``), including
+   failures that arrived after the abort threshold from jobs already running (``overshoot``).
+
+The counts are the live ones where Redis answers; ``show_task``'s ``record_behind`` and ``note``
+say when the SQL record (job rows, failures, outputs) has fewer ended jobs than the queue.
 """
 
 from __future__ import annotations
@@ -17,24 +22,42 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from scheduler.errors import NotFoundError
-from scheduler.record.models import Event, Job, Task
+from scheduler.progress import Progress, from_job_states, from_task_hash
+from scheduler.record.models import Event, Job, Schedule, Task
 
-__all__ = ["CONTROL_KINDS", "LIST_COLUMNS", "list_tasks", "show_task", "summary_line"]
+__all__ = ["CONTROL_KINDS", "LIST_COLUMNS", "behind_note", "list_tasks", "params_text", "policy_text",
+           "progress_of", "request", "show_task", "summary_line"]
 
-LIST_COLUMNS = ["id", "name", "action", "target", "operator", "priority", "state", "total",
-                "succeeded", "failed", "running", "created_at"]
+LIST_COLUMNS = ["id", "name", "action", "target", "operator", "priority", "state", "wave",
+                "total", "succeeded", "failed", "running", "created_at"]
 CONTROL_KINDS = ("submit", "create", "pause", "resume", "cancel", "abort", "retry-failed",
-                 "reprioritize", "reconcile")
+                 "reprioritize", "reconcile", "wave-release", "wave-wait", "wave-check",
+                 "wave-stop", "wave-done", "continue")
 FAILED_SHOWN = 20
 TRAIL_SHOWN = 200
 
 
+def row_progress(t: Any) -> Progress:
+    """The progress the task row's counters (kept by the recorder) say."""
+    return Progress(total=t.total, succeeded=t.succeeded, failed=t.failed + t.lost, lost=t.lost,
+                    cancelled=t.cancelled, running=t.running, recorded_state=t.state)
+
+
+def _wave(t: Any) -> str:
+    """``2/4 gated``: the current wave of a rollout in waves and its state; '' otherwise."""
+    spec = getattr(t, "waves", None)
+    if not spec or not getattr(t, "wave", None):
+        return ""
+    count = spec.get("count") if isinstance(spec, dict) else None
+    return f"{t.wave}/{count or '?'} {t.wave_state or ''}".strip()
+
+
 def _row(t: Any) -> dict[str, Any]:
     return {"id": t.id, "name": t.name, "action": t.action, "target": t.target,
-            "operator": t.operator, "priority": t.priority, "state": t.state, "total": t.total,
-            "succeeded": t.succeeded, "failed": t.failed, "running": t.running,
-            "lost": t.lost, "cancelled": t.cancelled, "created_at": t.created_at,
-            "started_at": t.started_at, "finished_at": t.finished_at}
+            "operator": t.operator, "priority": t.priority, **row_progress(t).counts(),
+            "wave": _wave(t),
+            "created_at": t.created_at, "started_at": t.started_at,
+            "finished_at": t.finished_at}
 
 
 def list_tasks(session: Session, *, state: str | None = None, operator: str | None = None,
@@ -49,31 +72,80 @@ def list_tasks(session: Session, *, state: str | None = None, operator: str | No
     return [_row(t) for t in session.scalars(q)]
 
 
-def _int(live: dict[str, str], key: str) -> int:
-    try:
-        return int(live.get(key) or 0)
-    except ValueError:
-        return 0
-
-
-def summary_line(task: dict[str, Any], live: dict[str, str] | None) -> str:
-    """One honest sentence about where the task stands."""
-    total = task["total"]
-    if live:
-        done = {k: _int(live, k) for k in ("succeeded", "failed", "cancelled", "running")}
-        state = live.get("state", task["state"])
+def request(t: Task, schedule_name: str | None = None) -> dict[str, Any]:
+    """What the task asked for, as ``tasks show`` and the audit report print it: the action,
+    its parameters (secret parameters are stored as their ``@env:``/``@file:`` references,
+    never as values), the target expression, the rollout policy, who submitted it and where
+    it came from (an operator's submit or a schedule occurrence; its service windows)."""
+    if t.schedule_id is not None:
+        origin = (f"schedule {schedule_name or t.schedule_id}"
+                  + (f", occurrence {t.occurrence:%Y-%m-%d %H:%M}" if t.occurrence else ""))
     else:
-        done = {k: task[k] for k in ("succeeded", "failed", "cancelled", "running")}
-        state = task["state"]
-    text = (f"{state}: {done['succeeded']} of {total} succeeded, {done['failed']} failed, "
-            f"{done['cancelled']} cancelled, {done['running']} running")
-    if live and state == "aborted":
-        limit, over = _int(live, "max_failures"), _int(live, "overshoot")
+        origin = f"submitted by {t.operator}"
+    return {
+        "action": t.action, "params": t.params or {}, "target": t.target,
+        "operator": t.operator, "origin": origin, "schedule": schedule_name,
+        "windows": "each host's service window" if t.in_window else "none (runs when due)",
+        "start_at": t.start_at,
+        "policy": {"max_concurrency": t.max_running or "none",
+                   "max_failures": (f"{t.max_failures} "
+                                    + ("hosts failing any attempt"
+                                       if t.count_failures == "attempts" else "final failures")
+                                    if t.max_failures else "none"),
+                   "attempts": t.max_attempts,
+                   "hosts": "one job at a time" if t.exclusive else "may overlap",
+                   "backoff_ms": t.backoff_ms, "timeout_s": t.timeout_s,
+                   "idempotent": t.idempotent, "priority": t.priority},
+    }
+
+
+def policy_text(policy: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in policy.items())
+
+
+def params_text(params: dict[str, Any]) -> str:
+    import json
+
+    return " ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}"
+                    for k, v in sorted(params.items())) or "-"
+
+
+def progress_of(session: Session, t: Task, live: dict[str, str] | None) -> Progress:
+    """The task's progress: live from the Redis task hash when given, else from its job rows."""
+    if live:
+        return from_task_hash(live)
+    counts = dict(session.execute(sa.select(Job.state, sa.func.count()).where(
+        Job.task_id == t.id).group_by(Job.state)).all())
+    return from_job_states(t.state, counts)
+
+
+def summary_line(progress: Progress, live: dict[str, str] | None, recorded_state: str) -> str:
+    """One honest sentence about where the task stands (``Progress.sentence``), with the
+    overshoot of an aborted task and a task recorded but never queued."""
+    text = progress.sentence()
+    if live and progress.state == "aborted":
+        limit, over = int(live.get("max_failures") or 0), int(live.get("overshoot") or 0)
         text += (f"; aborted at {limit} failures, and {over} more failure(s) came in after the "
                  "threshold from jobs already running")
-    if task["state"] == "accepted" and not live:
+    if recorded_state == "accepted" and not live:
         text += "; recorded but not queued (run `fleetsched reconcile`)"
     return text
+
+
+def _waves(t: Task, live: dict[str, str] | None) -> dict[str, Any] | None:
+    """The rollout in waves: live from Redis when it has it, else from the SQL row."""
+    from scheduler.submission.rollout import describe
+
+    if live and live.get("waves"):
+        return describe({**live, "id": str(t.id)})
+    if not t.waves:
+        return None
+    spec = dict(t.waves)
+    return {"wave": t.wave, "waves": spec.get("count"), "state": t.wave_state,
+            "waits_for": None, "why": t.wave_why, "sizes": spec.get("sizes"),
+            "order": spec.get("order"), "pause_ms": spec.get("pause_ms"),
+            "gate": spec.get("gate"), "check": spec.get("check"),
+            "max_failures": spec.get("max_failures"), "counts": spec.get("counts")}
 
 
 def show_task(session: Session, task_id: int, live: dict[str, str] | None) -> dict[str, Any]:
@@ -82,14 +154,11 @@ def show_task(session: Session, task_id: int, live: dict[str, str] | None) -> di
     if t is None:
         raise NotFoundError(f"no task {task_id}", hint="see `fleetsched tasks list`")
     out = _row(t)
-    out.update({
-        "params": t.params, "executor": t.executor, "in_window": t.in_window,
-        "start_at": t.start_at,
-        "policy": {"max_concurrency": t.max_running or "none",
-                   "max_failures": t.max_failures or "none", "attempts": t.max_attempts,
-                   "backoff_ms": t.backoff_ms, "timeout_s": t.timeout_s,
-                   "idempotent": t.idempotent},
-    })
+    schedule = session.get(Schedule, t.schedule_id) if t.schedule_id is not None else None
+    req = request(t, schedule.name if schedule else None)
+    out.update({"params": req["params"], "executor": t.executor, "in_window": t.in_window,
+                "start_at": t.start_at, "policy": req["policy"], "origin": req["origin"],
+                "windows": req["windows"]})
     jobs = dict(session.execute(sa.select(Job.state, sa.func.count()).where(
         Job.task_id == task_id).group_by(Job.state)).all())
     out["jobs"] = {k: jobs[k] for k in sorted(jobs)}
@@ -111,5 +180,19 @@ def show_task(session: Session, task_id: int, live: dict[str, str] | None) -> di
     out["trail"] = [{"ts": r.ts, "kind": r.kind, "operator": r.operator,
                      "count": (r.data or {}).get("count"), "error": (r.data or {}).get("error")}
                     for r in trail]
-    out["summary"] = summary_line(out, live)
+    out["waves"] = _waves(t, live)
+    progress = progress_of(session, t, live)
+    out.update(progress.counts())
+    out["recorded_state"] = t.state
+    out["summary"] = summary_line(progress, live, t.state)
+    # The live counters are the truth for the counts; the job rows, the failures and the outputs
+    # come from the SQL record, which the recorders fill in behind the queue.
+    out["record_behind"] = max(0, progress.done - from_job_states(t.state, jobs).done)
+    out["note"] = behind_note(out["record_behind"]) if out["record_behind"] else None
     return out
+
+
+def behind_note(behind: int) -> str:
+    """What ``tasks show`` says while the recorders have not caught up with the queue."""
+    return (f"the SQL record is {behind} job(s) behind the queue: failures and outputs appear "
+            "once the recorders catch up (is a recorder running?)")

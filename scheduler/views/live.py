@@ -35,8 +35,6 @@ from scheduler.views.snapshot import (
     take_snapshot,
 )
 
-ENDED_STATES = ("cancelled", "aborted")
-
 
 @contextlib.contextmanager
 def live_view(console: Console) -> Iterator[Live]:
@@ -49,8 +47,8 @@ def live_view(console: Console) -> Iterator[Live]:
 
 
 def ended(task: TaskProgress) -> bool:
-    """Nothing more will happen to this task without an operator."""
-    return task.finished or (task.state in ENDED_STATES and task.running == 0)
+    """Nothing more will happen to this task without an operator (``Progress.ended``)."""
+    return task.progress.ended
 
 
 def top(client: redis.Redis, keys: Keys, console: Console, *, interval_s: float = 1.0,
@@ -104,13 +102,33 @@ class FailureFeed:
             data = data or {}
             out.append({"event": eid, "ts": ts, "kind": kind, "job": job, "host": host,
                         "error": str(data.get("error") or "")[:300],
-                        "exit_code": data.get("exit_code")})
+                        "exit_code": data.get("exit_code"), "last_lines": _last_lines(data)})
         return out
 
 
+LAST_LINES = 3  # lines of a failed job's output shown under its failure in tasks watch
+
+
+def _last_lines(data: dict[str, Any]) -> list[str]:
+    """The last lines the failed attempt printed (stderr marked), as ``tasks output`` shows
+    them."""
+    from scheduler.queue.output import output_lines
+
+    output = data.get("output")
+    commands = output if isinstance(output, list) else []
+    lines = [ln for ln in output_lines([c for c in commands if isinstance(c, dict)])
+             if ln.strip()]
+    return [ln[:200] for ln in lines[-LAST_LINES:]]
+
+
 def failure_line(f: dict[str, Any]) -> Text:
+    """A failure as it happens: the job, its host, exit code and error, then the last lines
+    it printed, indented."""
     code = f" exit {f['exit_code']}" if f.get("exit_code") not in (None, "") else ""
-    return Text(f"{f['kind']:>4} {f['job']} on {f['host']}{code}: {f['error']}", style="red")
+    text = Text(f"{f['kind']:>4} {f['job']} on {f['host']}{code}: {f['error']}", style="red")
+    for line in f.get("last_lines") or ():
+        text.append(f"\n       {f['host']}: {line}", style="")
+    return text
 
 
 def watch(client: redis.Redis, keys: Keys, task_ids: list[str], console: Console, *,
@@ -135,10 +153,15 @@ def watch(client: redis.Redis, keys: Keys, task_ids: list[str], console: Console
         return [t for t in found if t is not None]
 
     tasks = read()
+    waves: dict[str, str] = {}
     with live_view(console) as live:
         while True:
             for t in tasks:
                 meter.add(t.task_id, t.done)
+                line = t.wave_line()  # a line per wave transition of a rollout in waves
+                if line and waves.get(t.task_id) != line:
+                    waves[t.task_id] = line
+                    live.console.print(Text(line))
             for f in feed.poll() if feed else ():
                 failures.append(f)
                 live.console.print(failure_line(f))

@@ -40,8 +40,10 @@ def bar(task: TaskProgress, width: int = 30) -> Text:
 
 
 def _eta(meter: RateMeter | None, task: TaskProgress) -> str:
-    if task.finished:
-        return "done"
+    """The ETA while the task runs; once it has ended, its state (succeeded, failed,
+    cancelled, aborted: ``scheduler.progress``)."""
+    if task.progress.ended:
+        return task.progress.state
     eta = meter.eta_s(task) if meter else None
     return "-" if eta is None else format_duration(eta)
 
@@ -60,7 +62,7 @@ def task_table(tasks: list[TaskProgress], meter: RateMeter | None = None, *,
     for t in tasks:
         label = (labels or {}).get(t.task_id) or f"{t.task_id} {t.operator} {t.action}".strip()
         rate = meter.rate(t.task_id) if meter else 0.0
-        bad = t.failed  # failed for good, lost ones included
+        bad = t.failed  # failed for good, lost ones included (scheduler.progress)
         cells = {"task": Text(label), "progress": bar(t, width), "done": f"{t.done}/{t.total}",
                  "ok": str(t.succeeded), "failed": Text(str(bad), style="red" if bad else ""),
                  "running": str(t.running), "waiting": str(t.pending), "rate/s": f"{rate:.0f}",

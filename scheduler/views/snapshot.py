@@ -2,7 +2,7 @@
 event stream, the last fair-share reorder.
 
 1. ``read_tasks(client, keys, ids)``: each task's hash and parked list in one pipelined round
-   trip, as :class:`TaskProgress` (pending is what is neither running nor finished).
+   trip, as :class:`TaskProgress`, whose counts and state come from ``scheduler.progress``.
 2. ``list_task_ids(client, keys)``: the tasks Redis holds (``SCAN`` over ``{P}:task:*``, in
    pages, so Redis is never blocked).
 3. ``take_snapshot(...)``: one frame of ``fleetsched top``: due now, overdue (late by more than
@@ -21,6 +21,7 @@ from typing import Any
 
 import redis
 
+from scheduler.progress import Progress
 from scheduler.queue.keys import Keys
 
 RECENT_FINISHED = 3  # finished tasks top keeps showing
@@ -41,32 +42,43 @@ class TaskProgress:
     succeeded: int = 0
     failed: int = 0
     cancelled: int = 0
-    lost: int = 0  # times a worker was lost while running one of its jobs (not an end)
+    losses: int = 0  # times a worker was lost while running one of its jobs (not a count of jobs)
     parked: int = 0
     created_ms: int = 0
+    wave: int = 0  # a rollout in waves: the current wave, of `waves` (0: not in waves)
+    waves: int = 0
+    wave_state: str = ""
+    wave_why: str = ""
+
+    @property
+    def progress(self) -> Progress:
+        """The counts and state every view prints (``scheduler.progress``)."""
+        return Progress(total=self.total, succeeded=self.succeeded, failed=self.failed,
+                        cancelled=self.cancelled, running=self.running,
+                        recorded_state=self.state, rollout=self.wave_state)
+
+    def wave_line(self) -> str:
+        """``task 12 wave 2/3 gated: <why>`` ("" for a task not in waves)."""
+        if not self.waves:
+            return ""
+        why = f": {self.wave_why}" if self.wave_why else ""
+        return f"task {self.task_id} wave {self.wave}/{self.waves} {self.wave_state}{why}"
 
     @property
     def done(self) -> int:
-        """Jobs that ended. ``failed`` counts the jobs failed for good, lost ones included, and
-        ``cancelled`` those cancelled after a loss; ``lost`` counts losses of a worker (a job
-        re-run after one is lost once and succeeds later), so it is not added here."""
-        return self.succeeded + self.failed + self.cancelled
+        return self.progress.done
 
     @property
     def pending(self) -> int:
         """Jobs waiting (due, parked, held or deferred to a later time)."""
-        return max(0, self.total - self.running - self.done)
+        return self.progress.pending
 
     @property
     def finished(self) -> bool:
-        return self.total > 0 and self.done >= self.total
-
-    @property
-    def all_succeeded(self) -> bool:
-        return self.finished and self.succeeded == self.total
+        return self.progress.finished
 
     def as_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "pending": self.pending, "done": self.done,
+        return {**self.__dict__, **self.progress.counts(), "recorded_state": self.state,
                 "finished": self.finished}
 
 
@@ -88,8 +100,11 @@ def progress_from(task_id: str, data: dict[str, str], parked: int) -> TaskProgre
         task_id=task_id, state=data.get("state", "unknown"), prio=data.get("prio", "normal"),
         operator=data.get("operator", ""), action=action, parked=parked,
         created_ms=_int(data.get("created")),
+        losses=_int(data.get("lost")),
+        wave=_int(data.get("wave")), waves=_int(data.get("waves")),
+        wave_state=data.get("wave_state", ""), wave_why=data.get("wave_why", ""),
         **{k: _int(data.get(k)) for k in ("total", "running", "succeeded", "failed",
-                                          "cancelled", "lost")})
+                                          "cancelled")})
 
 
 def read_tasks(client: redis.Redis, keys: Keys, task_ids: list[str]) -> list[TaskProgress | None]:
@@ -144,22 +159,11 @@ class QueueSnapshot:
         return out
 
 
-def _recorder(client: redis.Redis, keys: Keys) -> tuple[int, int]:
-    from scheduler.record.recorder import GROUP
-
-    try:
-        for g in client.xinfo_groups(keys.events):
-            if str(g["name"]) == GROUP:
-                return int(g.get("lag") or 0) + int(g["pending"]), int(g["pending"])
-    except redis.ResponseError:
-        pass
-    return int(client.xlen(keys.events)), 0
-
-
 def take_snapshot(client: redis.Redis, keys: Keys, *, overload_threshold_ms: int = 5_000,
                   task_ids: list[str] | None = None) -> QueueSnapshot:
     """Read one frame (see the module docstring); ``task_ids`` limits the tasks shown."""
     from scheduler.queue.presence import read_workers
+    from scheduler.record.recorder import backlog
 
     now = redis_now_ms(client)
     snap = QueueSnapshot(now_ms=now)
@@ -202,7 +206,7 @@ def take_snapshot(client: redis.Redis, keys: Keys, *, overload_threshold_ms: int
     snap.finished_tasks = len(finished)
     snap.tasks = unfinished + finished[-RECENT_FINISHED:] if task_ids is None else tasks
     snap.workers = [w for w in read_workers(client, keys.prefix) if not w["stale"]]
-    snap.recorder_lag, snap.recorder_pending = _recorder(client, keys)
+    snap.recorder_lag, snap.recorder_pending = backlog(client, keys.events)
     return snap
 
 

@@ -30,7 +30,7 @@ def test_kill_minus_nine_after_acknowledged_enqueues_loses_no_job(private_redis:
             ids = [f"t.{batch * 100 + k}" for k in range(100)]
             attempted.append(ids)
             try:
-                queue.enqueue("t", [JobSpec(i, "h") for i in ids])
+                queue.enqueue("t", [JobSpec(i, f"h-{i}") for i in ids])  # a host per job
             except redis.ConnectionError:
                 return
             acknowledged.append(ids)
@@ -62,7 +62,7 @@ def test_kill_minus_nine_after_acknowledged_enqueues_loses_no_job(private_redis:
 def test_the_queue_recovers_from_script_flush_in_the_middle_of_a_run(redis_client: redis.Redis) -> None:
     queue = Queue(redis_client)
     queue.create_task(TaskSpec("t"))
-    queue.enqueue("t", [JobSpec(f"t.{k}", "h") for k in range(50)])
+    queue.enqueue("t", [JobSpec(f"t.{k}", f"h{k}") for k in range(50)])  # a host per job
     sha = redis_client.register_script(script_source("claim")).sha
     done = 0
     for round_ in range(10):

@@ -19,6 +19,9 @@ def build_executor(name: str, options: Mapping[str, Any] | None = None,
                    settings: Settings | None = None) -> Executor:
     """The executor called ``name``, configured by ``options`` (unknown options are an error)."""
     settings = settings or Settings()
+    if name in ("local", "ssh"):
+        # The node's output cap, unless the task names its own capture_bytes.
+        options = {"capture_bytes": settings.output_cap_bytes, **(options or {})}
     if name == "local":
         from workers.executors.local import LocalExecutor
 

@@ -172,6 +172,7 @@ def _result(command: str, code: int | None, out: Capture, err: Capture, duration
     return CommandResult(
         command=command, exit_code=code, stdout_head=out.head, stdout_tail=out.tail,
         stderr_head=err.head, stderr_tail=err.tail, stdout_bytes=out.total,
+        stdout_cut=out.cut, stderr_cut=err.cut,
         stderr_bytes=err.total, duration_s=duration, timed_out=timed_out,
     )
 

@@ -49,7 +49,10 @@ class SimulateSession:
                                  stderr_head="[simulated] timed out\n", stderr_bytes=22)
         if duration_s > 0:
             time.sleep(duration_s)
-        out = f"[simulated] {self.host.name}: {command}\n"
+        opts = self.executor.options
+        who = (f" (as {opts['become_user'] or 'root'} through sudo)"
+               if opts["become"] or opts["become_user"] else "")
+        out = f"[simulated] {self.host.name}: {command}{who}\n"
         err = "[simulated] failure\n" if fails else ""
         return CommandResult(
             command=command, exit_code=self.executor.options["exit_code"] if fails else 0,

@@ -4,7 +4,8 @@ What it owns:
 
 1. a session per job on a pooled, authenticated connection (``ssh_connect.connect`` checks the
    host key strictly before anything else happens);
-2. ``run``: an argv list quoted with ``shlex.join``, stdout and stderr drained together with a
+2. ``run``: an argv list (run through ``sudo -n -u USER --`` when the host or task asks for
+   become, ``tasks/become.py``) quoted with ``shlex.join``, stdout and stderr drained together with a
    select on the channel (never ``recv_exit_status`` before draining), head and tail kept,
    stdin fed as the window allows; at the timeout the remote process group gets SIGKILL (the
    ``signal`` channel request), the channel is closed and the result says ``timed_out``;
@@ -33,12 +34,11 @@ from paramiko.message import Message
 
 from scheduler.config import Settings
 from scheduler.errors import HostUnreachableError
-from tasks.executor_options import EXECUTOR_DEFAULTS, read_options
+from tasks.become import Become, become_of
 from tasks.host import CommandResult, Host
+from tasks.ssh_connect import Target, connect, load_ssh_config, resolve, ssh_options
 from workers.executors.capture import Capture
-from workers.executors.ssh_connect import Target, connect, load_ssh_config, resolve
 
-DEFAULTS = EXECUTOR_DEFAULTS["ssh"]
 CHUNK = 64 * 1024
 POLL_S = 0.5  # longest wait between checks of the transport while a command runs
 # The remote shell announces its pid (= the session's process group) on stderr first, so a
@@ -176,10 +176,12 @@ class Pool:
 class SshSession:
     """Operations on one host over one connection (see the module docstring)."""
 
-    def __init__(self, executor: "SshExecutor", target: Target, conn: Connection) -> None:
+    def __init__(self, executor: "SshExecutor", target: Target, conn: Connection,
+                 become: Become | None = None) -> None:
         self.executor = executor
         self.target = target
         self.conn = conn
+        self.become = become
 
     # ----------------------------------------------------------------------------- channels
 
@@ -227,6 +229,11 @@ class SshSession:
         """Run ``argv`` on the host; see the module docstring for capture and timeout."""
         if not argv:
             raise ValueError("argv must not be empty")
+        if self.become is not None:
+            return self.become.check(self._run(self.become.wrap(argv), timeout, stdin))
+        return self._run(argv, timeout, stdin)
+
+    def _run(self, argv: list[str], timeout: float, stdin: bytes | None) -> CommandResult:
         command = shlex.join(argv)
         cap = self.executor.options["capture_bytes"]
         out, err = Capture(cap, cap), Capture(cap, cap)
@@ -346,6 +353,7 @@ def _result(command: str, code: int | None, out: Capture, err: Capture, start: f
     return CommandResult(
         command=command, exit_code=code, stdout_head=out.head, stdout_tail=out.tail,
         stderr_head=err.head, stderr_tail=err.tail, stdout_bytes=out.total,
+        stdout_cut=out.cut, stderr_cut=err.cut,
         stderr_bytes=err.total, duration_s=time.monotonic() - start, timed_out=timed_out,
         error=error,
     )
@@ -359,10 +367,7 @@ class SshExecutor:
     def __init__(self, options: Mapping[str, Any] | None = None,
                  settings: Settings | None = None) -> None:
         self.settings = settings or Settings()
-        self.options = read_options(self.name, options, DEFAULTS)
-        if self.settings.ssh_identity_file:
-            self.options["identity_file"] = self.options["identity_file"] + [
-                p.strip() for p in self.settings.ssh_identity_file.split(",") if p.strip()]
+        self.options = ssh_options(options, self.settings)
         self.pool = Pool(self.options["idle_s"])
         self._config = load_ssh_config(self.settings.ssh_config)
 
@@ -379,9 +384,10 @@ class SshExecutor:
     @contextmanager
     def session(self, host: Host) -> Iterator[SshSession]:
         target = self.target(host)
+        become = become_of(host, self.options)  # a refused become method fails before connecting
         conn = (self.pool.take(target.pool_key) if self.options["pool"] else None) \
             or self.connect(target)
-        session = SshSession(self, target, conn)
+        session = SshSession(self, target, conn, become)
         try:
             yield session
         finally:

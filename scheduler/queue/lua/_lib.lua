@@ -81,6 +81,12 @@ local function fs_leases_of(due_key)
   return (string.gsub(due_key, ':due:%a+$', ':leases'))
 end
 
+-- The staged-waves set {P}:waves:<task> of a task, named from its held set {P}:held:<task>
+-- (same hash tag, so the same cluster slot).
+local function fs_waves_of(held_key)
+  return (string.gsub(held_key, ':held:([^:]+)$', ':waves:%1'))
+end
+
 -- The due set of a priority class; due_keys = {urgent=..., normal=..., bulk=...}.
 local function fs_due_of(due_keys, prio)
   return due_keys[prio] or due_keys['normal']
@@ -128,24 +134,121 @@ local function fs_unpark(tag, parked, due, wake, events, now, task_id)
   return nil
 end
 
+-- Limits that hold across tasks. A job that may not start because of one waits in a list
+-- (its hash: state 'hostwait', field 'waitq' naming the list) without counting an attempt:
+--   host exclusivity (a task's `exclusive` flag): {tag}:busy maps a host to the job holding
+--     it; waiters in {tag}:hostq:<host>;
+--   group limits ({tag}:glimit: group -> most jobs running at once on its hosts, across all
+--     tasks; a host hash's `limits` field lists its limited groups): {tag}:gbusy counts the
+--     running jobs per group, {tag}:gholds remembers which groups each running job counts in
+--     (so a freed job gives back exactly what it took, whatever changed meanwhile); waiters
+--     in {tag}:gq:<group>.
+-- Every waiter of a list goes back to its task's due set at its own due time (event unpark)
+-- when what it waits for may have room: the first claimed takes it, the others wait again.
+-- Moving them all (not just the first) means a waiter cancelled meanwhile never strands the
+-- rest.
+local function fs_release_waiters(tag, q, wake, events, now)
+  local waiting = redis.call('LRANGE', q, 0, -1)
+  if #waiting == 0 then return end
+  redis.call('DEL', q)
+  for i = 1, #waiting do
+    local wid = waiting[i]
+    local wk = tag .. ':job:' .. wid
+    local j = redis.call('HMGET', wk, 'state', 'due', 'host', 'waitq')
+    if j[1] == 'hostwait' and j[4] == q then
+      local task_id = fs_task_of(wid) or ''
+      local prio = redis.call('HGET', tag .. ':task:' .. task_id, 'prio') or 'normal'
+      redis.call('HSET', wk, 'state', 'pending')
+      redis.call('HDEL', wk, 'waitq')
+      fs_put_due(tag .. ':due:' .. prio, wid, fs_num(j[2]), wake)
+      fs_emit(events, now, 'unpark', {'task', task_id, 'job', wid, 'host', j[3], 'due', j[2]})
+    end
+  end
+end
+
+-- The job `id` stops running on `host` (ack, fail, retry, release, defer, lost): it gives back
+-- the host it held and the group counts it took, and their waiters go back to their due sets.
+local function fs_free_host(tag, host, id, wake, events, now)
+  local busy = tag .. ':busy'
+  if host and host ~= '' and redis.call('HGET', busy, host) == id then
+    redis.call('HDEL', busy, host)
+    fs_release_waiters(tag, tag .. ':hostq:' .. host, wake, events, now)
+  end
+  local holds = tag .. ':gholds'
+  local groups = redis.call('HGET', holds, id)
+  if groups then
+    redis.call('HDEL', holds, id)
+    for g in string.gmatch(groups, '[^,]+') do
+      if redis.call('HINCRBY', tag .. ':gbusy', g, -1) <= 0 then
+        redis.call('HDEL', tag .. ':gbusy', g)
+      end
+      fs_release_waiters(tag, tag .. ':gq:' .. g, wake, events, now)
+    end
+  end
+end
+
+-- A job's attempt failed (for good or to be retried): the first time for this job, count its
+-- host in the task's failed_hosts (and name the first FAILED_NAMES of them). The count.
+local FAILED_NAMES = 10
+local function fs_note_failed_host(task_key, jk, host)
+  if redis.call('HSETNX', jk, 'failed_once', '1') == 0 then
+    return fs_num(redis.call('HGET', task_key, 'failed_hosts'))
+  end
+  local n = redis.call('HINCRBY', task_key, 'failed_hosts', 1)
+  if n <= FAILED_NAMES then
+    local names = redis.call('HGET', task_key, 'failed_names')
+    redis.call('HSET', task_key, 'failed_names', (names and names ~= '') and (names .. ',' .. (host or '?')) or (host or '?'))
+  end
+  return n
+end
+
+-- What counts against max_failures: 'attempts' (the default of new tasks: hosts that failed any
+-- attempt) or 'final' (jobs failed for good; tasks created before the field existed).
+local function fs_failure_count(t_mode, failed, hosts)
+  if t_mode == 'attempts' then return hosts end
+  return failed
+end
+
+-- The limit crossed: abort an active or paused task (event abort, saying why). True if so.
+local function fs_abort_over_limit(task_key, task_id, events, now, state, limit, mode, counted)
+  if not (limit > 0 and counted >= limit and (state == 'active' or state == 'paused')) then
+    return false
+  end
+  redis.call('HSET', task_key, 'state', 'aborted')
+  local why
+  if mode == 'attempts' then
+    why = fs_int(counted) .. ' hosts failed an attempt (' ..
+      (redis.call('HGET', task_key, 'failed_names') or '') .. (counted > FAILED_NAMES and ', ...' or '') ..
+      '), the limit is ' .. fs_int(limit)
+  else
+    why = fs_int(counted) .. ' jobs failed, the limit is ' .. fs_int(limit)
+  end
+  fs_emit(events, now, 'abort', {'task', task_id, 'count', fs_int(counted), 'error',
+    why .. '; pending jobs are cancelled, running ones finish'})
+  return true
+end
+
+-- A failed attempt that would be retried: true when counting it crosses the task's limit (the
+-- job is then failed for good instead, and fs_count_failure aborts the task).
+local function fs_attempt_crosses_limit(task_key, jk, host)
+  local hosts = fs_note_failed_host(task_key, jk, host)
+  local t = redis.call('HMGET', task_key, 'max_failures', 'count_failures')
+  local limit = fs_num(t[1])
+  return t[2] == 'attempts' and limit > 0 and hosts >= limit
+end
+
 -- Count a failure for good against the task. Crossing max_failures aborts an active or paused
 -- task (event abort); a failure after the abort counts in overshoot. True if it aborted now.
-local function fs_count_failure(task_key, task_id, events, now)
+local function fs_count_failure(task_key, task_id, events, now, jk, host)
   local failed = redis.call('HINCRBY', task_key, 'failed', 1)
-  local t = redis.call('HMGET', task_key, 'state', 'max_failures')
-  local limit = fs_num(t[2])
+  local hosts = fs_note_failed_host(task_key, jk, host)
+  local t = redis.call('HMGET', task_key, 'state', 'max_failures', 'count_failures')
   if t[1] == 'aborted' then
     redis.call('HINCRBY', task_key, 'overshoot', 1)
     return false
   end
-  if limit > 0 and failed >= limit and (t[1] == 'active' or t[1] == 'paused') then
-    redis.call('HSET', task_key, 'state', 'aborted')
-    fs_emit(events, now, 'abort', {'task', task_id, 'error',
-      fs_int(failed) .. ' jobs failed, the limit is ' .. fs_int(limit) ..
-      '; pending jobs are cancelled, running ones finish'})
-    return true
-  end
-  return false
+  return fs_abort_over_limit(task_key, task_id, events, now, t[1], fs_num(t[2]), t[3],
+    fs_failure_count(t[3], failed, hosts))
 end
 
 -- A job fails for good: it keeps its hash (state failed, error), leaves its due set and goes

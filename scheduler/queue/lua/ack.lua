@@ -92,6 +92,7 @@ for i = 1, #jobs do
       task_order[#task_order + 1] = task_id
     end
     gone[#gone + 1] = jk
+    fs_free_host(tag, j[3], job[1], wake, events, now)
     acked[jk] = true
     local ids = removed[t.due]
     if ids == nil then

@@ -14,10 +14,11 @@ ARGV[1]     task id
 ARGV[2]     operator
 ARGV[3]     first (1 | 0), or 2: the first call of the sweep after an abort, which stops at once
             (going on = 0) unless the task is aborted
-ARGV[4]     last (1 | 0): drop the parked list (its jobs were cancelled by this walk) and the
-            held set
+ARGV[4]     last (1 | 0): drop the parked list (its jobs were cancelled by this walk), the
+            held set and the staged-waves set {P}:waves:<task> (named from the held set)
 ARGV[4+i]   job id i
-Returns     {cancelled, span, going on}: jobs cancelled by this call (pending, parked or held:
+Returns     {cancelled, span, going on}: jobs cancelled by this call (pending, parked, held or
+            waiting in a later wave:
             hash deleted, cancelled + 1, one event cancel for the chunk); running jobs finish,
             failed ones stay in the dead letter set. A chunk call (first = 0) on a task that is
             neither cancelled nor aborted any more (retry-failed revived it meanwhile) cancels
@@ -61,7 +62,12 @@ local ids = {}
 for i = 1, n do
   local jk, id = KEYS[7 + i], ARGV[4 + i]
   local state = redis.call('HGET', jk, 'state')
-  if state == 'pending' or state == 'parked' or state == 'held' then
+  if state == 'pending' or state == 'parked' or state == 'held' or state == 'hostwait'
+      or state == 'waiting' then
+    if state == 'hostwait' then  -- waiting for its host or a group (_lib fs_free_host)
+      local q = redis.call('HGET', jk, 'waitq')
+      if q then redis.call('LREM', q, 0, id) end
+    end
     if state == 'pending' then
       -- In its class's set, or still in the old class's while Queue.reprioritize moves it.
       redis.call('ZREM', due, id)
@@ -77,5 +83,5 @@ if #ids > 0 then
   fs_emit(events, now, 'cancel', {'task', task_id, 'operator', operator, 'count', fs_int(#ids),
     'jobs', table.concat(ids, ' ')})
 end
-if last == '1' then redis.call('DEL', parked, held) end
+if last == '1' then redis.call('DEL', parked, held, fs_waves_of(held)) end
 return {#ids, fs_num(t[3]), 1}

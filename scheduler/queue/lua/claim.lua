@@ -47,6 +47,14 @@ What happens to a due entry, by the state of its job and task (one branch of vis
                                              -> moved to that class's set at its score
   task paused                                -> job moved to {P}:held:<task> at its due time
   task at its max_running                    -> job moved to {P}:parked:<task> (event park)
+  task exclusive, its host held by another running job ({P}:busy)
+                                             -> job moved to {P}:hostq:<host>, state hostwait
+                                                (event park, detail host_busy); back when the
+                                                host is freed (_lib fs_free_host)
+  a limited group of its host at its limit ({P}:glimit, {P}:gbusy)
+                                             -> job moved to {P}:gq:<group>, state hostwait
+                                                (event park, detail group_full); back when a
+                                                job of the group ends or the limit changes
   otherwise                                  -> claimed: new fencing token, attempt + 1,
                                                 score = now + lease, running + 1 (event claim)
 (Fair-share reorder and window deferral are not in this script: the worker runs them in Python
@@ -89,10 +97,11 @@ local function task_of(task_id)
   local t = tasks[task_id]
   if t == nil then
     local key = tag .. ':task:' .. task_id
-    local f = redis.call('HMGET', key, 'state', 'max_running', 'idempotent', 'max_attempts', 'running', 'prio')
+    local f = redis.call('HMGET', key, 'state', 'max_running', 'idempotent', 'max_attempts', 'running', 'prio',
+      'exclusive')
     t = {key = key, id = task_id, state = f[1] or 'gone', max_running = fs_num(f[2]),
          idempotent = f[3] == '1', max_attempts = fs_num(f[4]), running = fs_num(f[5]),
-         prio = f[6] or 'normal', claimed = 0}
+         prio = f[6] or 'normal', claimed = 0, exclusive = f[7] == '1'}
     tasks[task_id] = t
     task_order[#task_order + 1] = task_id
   end
@@ -100,6 +109,84 @@ local function task_of(task_id)
 end
 
 local leases = fs_leases_of(due_keys.urgent)
+local busy = tag .. ':busy'
+local glimit, gbusy, gholds = tag .. ':glimit', tag .. ':gbusy', tag .. ':gholds'
+
+-- The limited groups of a host (its hash's `limits`, written at submit and by `groups
+-- limit`), read once per host per call; none at all (no host hash read) while no group has a
+-- limit, the common case.
+local any_limit = redis.call('EXISTS', glimit) == 1
+local host_limits = {}
+local NO_LIMITS = {}
+local function limits_of(host)
+  if not any_limit then return NO_LIMITS end
+  local l = host_limits[host]
+  if l == nil then
+    l = {}
+    local text = redis.call('HGET', tag .. ':host:' .. host, 'limits')
+    if text then
+      for g in string.gmatch(text, '[^,]+') do l[#l + 1] = g end
+    end
+    host_limits[host] = l
+  end
+  return l
+end
+
+-- Each group's limit (false: none) and running count, read once per call; the counts this
+-- call adds are kept here too.
+local group_state = {}
+local function group_of(g)
+  local s = group_state[g]
+  if s == nil then
+    local max = redis.call('HGET', glimit, g)
+    s = {max = max and fs_num(max) or false, busy = fs_num(redis.call('HGET', gbusy, g))}
+    group_state[g] = s
+  end
+  return s
+end
+
+-- The first of the host's groups whose running jobs are at its limit, or nil.
+local function group_full(host)
+  if not host or host == '' then return nil end
+  for _, g in ipairs(limits_of(host)) do
+    local s = group_of(g)
+    if s.max and s.busy >= s.max then return g end
+  end
+  return nil
+end
+
+-- A claimed job counts in each limited group of its host (remembered in gholds).
+local function take_groups(host, id)
+  if not host or host == '' then return end
+  local taken
+  for _, g in ipairs(limits_of(host)) do
+    local s = group_of(g)
+    if s.max then
+      redis.call('HINCRBY', gbusy, g, 1)
+      s.busy = s.busy + 1
+      taken = taken and (taken .. ',' .. g) or g
+    end
+  end
+  if taken then redis.call('HSET', gholds, id, taken) end
+end
+
+-- A job that may not start now waits in list `q` (state hostwait), without an attempt.
+local function wait_in(due, id, jk, t, host, q, detail)
+  redis.call('HSET', jk, 'state', 'hostwait', 'waitq', q)
+  redis.call('ZREM', due, id)
+  redis.call('RPUSH', q, id)
+  fs_emit(events, now, 'park', {'task', t.id, 'job', id, 'host', host, 'detail', cjson.encode(detail)})
+end
+
+-- The job holding `host` when it is not `id` and still runs there; nil when the host is free
+-- (no holder, or a holder that has stopped running: its hold is stale).
+local function host_busy(host, id)
+  if not host or host == '' then return nil end
+  local holder = redis.call('HGET', busy, host)
+  if not holder or holder == id then return nil end
+  if redis.call('HGET', tag .. ':job:' .. holder, 'state') == 'running' then return holder end
+  return nil
+end
 
 -- quiet: the job's end is recorded already (its lost event, outcome cancelled): no second one.
 local function cancel(due, id, jk, t, quiet)
@@ -133,6 +220,8 @@ local function take(due, id, jk, f, t, after_loss, pairs_out)
   attempt, token = int_texts[attempt] or int_text(attempt), int_texts[token] or int_text(token)
   local host, window, wclose = f[4], f[6], f[7]
   redis.call('HSET', jk, 'state', 'running', 'owner', worker, 'attempt', attempt, 'token', token)
+  if t.exclusive then redis.call('HSET', busy, host, id) end
+  take_groups(host, id)
   t.running = t.running + 1
   t.claimed = t.claimed + 1  -- added to the task's running counter once, at the end
   pairs_out[#pairs_out + 1] = expiry_text
@@ -150,13 +239,18 @@ end
 local function lose(due, id, jk, j, t)
   local attempt, owner = fs_num(j.attempt), j.owner or '?'
   redis.call('ZREM', leases, id)
+  fs_free_host(tag, j.host, id, wake, events, now)
+  group_state = {}  -- it gave back group counts: read them again
   redis.call('HINCRBY', t.key, 'running', -1)
   redis.call('HINCRBY', t.key, 'lost', 1)
   t.running = t.running - 1
   local retry = t.idempotent and attempt < t.max_attempts
   local head = 'worker ' .. owner .. ' stopped renewing its lease'
+  -- When the lease ran out: the last heartbeat that reached Redis renewed it until then.
+  local expired = redis.call('ZSCORE', due, id)
+  expired = expired and fs_int(tonumber(expired)) or ''
   local fields = {'task', t.id, 'job', id, 'host', j.host, 'attempt', fs_int(attempt),
-    'token', j.token or '0', 'worker', owner}
+    'token', j.token or '0', 'worker', owner, 'expired', expired}
   local function emit(outcome, message)
     fields[#fields + 1], fields[#fields + 2] = 'outcome', outcome
     fields[#fields + 1], fields[#fields + 2] = 'error', message
@@ -188,7 +282,7 @@ local function lose(due, id, jk, j, t)
     redis.call('HINCRBY', jk, 'token', 1)
     emit('failed', why)
     fs_bury(jk, id, due, dead, now, why)
-    if fs_count_failure(t.key, t.id, events, now) then
+    if fs_count_failure(t.key, t.id, events, now, jk, j.host) then
       t.state = 'aborted'
       aborted[#aborted + 1] = t.id
     end
@@ -216,6 +310,22 @@ local function take_schedule(due, id, pairs_out)
   pairs_out[#pairs_out + 1] = id
   schedules[#schedules + 1] = {string.sub(id, 7), token, f[1]}
   taken = taken + 1
+end
+
+-- Claim the job, unless a limit that holds across tasks makes it wait (without an attempt).
+local function admit(due, id, jk, f, t, after_loss, pairs_out)
+  if t.exclusive and host_busy(f[4], id) then
+    -- Another task's job runs on this host: wait for it.
+    wait_in(due, id, jk, t, f[4], tag .. ':hostq:' .. f[4], {host_busy = host_busy(f[4], id)})
+    return
+  end
+  local full = group_full(f[4])
+  if full then
+    -- A group of its host has as many running jobs as its limit (across all tasks).
+    wait_in(due, id, jk, t, f[4], tag .. ':gq:' .. full, {group_full = full})
+    return
+  end
+  take(due, id, jk, f, t, after_loss, pairs_out)
 end
 
 local function visit(due, id, pairs_out)
@@ -247,7 +357,9 @@ local function visit(due, id, pairs_out)
   end
   if state == 'running' then
     local j = {attempt = f[2], token = f[3], host = f[4], due = f[5], owner = redis.call('HGET', jk, 'owner')}
-    if lose(due, id, jk, j, t) then take(due, id, jk, f, t, true, pairs_out) end
+    -- Run again at once, within the limits: the lost run gave its host and group counts back,
+    -- and other jobs of the group may have taken them meanwhile.
+    if lose(due, id, jk, j, t) then admit(due, id, jk, f, t, true, pairs_out) end
     return
   end
   if t.state ~= 'active' and t.state ~= 'paused' then
@@ -263,7 +375,7 @@ local function visit(due, id, pairs_out)
     fs_emit(events, now, 'park', {'task', t.id, 'job', id, 'host', f[4],
       'detail', '{"running":' .. fs_int(t.running) .. ',"max_running":' .. fs_int(t.max_running) .. '}'})
   else
-    take(due, id, jk, f, t, false, pairs_out)
+    admit(due, id, jk, f, t, false, pairs_out)
   end
 end
 

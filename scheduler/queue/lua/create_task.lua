@@ -13,6 +13,10 @@ ARGV[8]  idempotent    (1 | 0)
 ARGV[9]  spec          (JSON text: action, params, executor, expected_ms ...)
 ARGV[10] operator
 ARGV[11] share         (fair-share key)
+ARGV[12] count_failures (attempts | final: what max_failures counts, hosts that failed any
+         attempt or jobs failed for good)
+ARGV[13] exclusive     (1 | 0): one job per host at a time across tasks (claim.lua); 0 for an
+         action safe to overlap
 Returns  {1} created (event create) | {0} the task existed and is left unchanged
 Errors   {-4 BAD_ARGUMENT, message}
 ]]
@@ -37,14 +41,21 @@ if ARGV[8] ~= '0' and ARGV[8] ~= '1' then
   return fs_err(FS_BAD_ARGUMENT, 'idempotent must be 0 or 1')
 end
 
+if ARGV[13] ~= '0' and ARGV[13] ~= '1' then
+  return fs_err(FS_BAD_ARGUMENT, 'exclusive must be 0 or 1')
+end
+if ARGV[12] ~= 'attempts' and ARGV[12] ~= 'final' then
+  return fs_err(FS_BAD_ARGUMENT, 'count_failures must be attempts or final')
+end
+
 if redis.call('EXISTS', task_key) == 1 then return {0} end
 local now = fs_now()
 redis.call('HSET', task_key, 'state', 'active', 'prio', prio,
   'total', 0, 'span', 0, 'running', 0, 'succeeded', 0, 'failed', 0, 'cancelled', 0, 'lost', 0,
-  'overshoot', 0, 'max_running', ARGV[3], 'max_failures', ARGV[4], 'max_attempts', ARGV[5],
+  'overshoot', 0, 'failed_hosts', 0, 'count_failures', ARGV[12], 'exclusive', ARGV[13], 'max_running', ARGV[3], 'max_failures', ARGV[4], 'max_attempts', ARGV[5],
   'backoff_ms', ARGV[6], 'timeout_ms', ARGV[7], 'idempotent', ARGV[8], 'spec', ARGV[9],
   'operator', ARGV[10], 'share', ARGV[11], 'created', fs_int(now))
 fs_emit(events, now, 'create', {'task', task_id, 'operator', ARGV[10], 'detail',
-  cjson.encode({prio = prio, max_running = tonumber(ARGV[3]), max_failures = tonumber(ARGV[4]),
+  cjson.encode({prio = prio, max_running = tonumber(ARGV[3]), max_failures = tonumber(ARGV[4]), count_failures = ARGV[12],
                 max_attempts = tonumber(ARGV[5]), idempotent = ARGV[8] == '1'})})
 return {1}

@@ -48,6 +48,7 @@ redis.call('HDEL', jk, 'owner')
 if wclose ~= '' then redis.call('HSET', jk, 'wclose', wclose) else redis.call('HDEL', jk, 'wclose') end
 fs_drop_elsewhere(due_keys, due, id)  -- its lease entry may be in its task's old class
 redis.call('ZREM', fs_leases_of(due), id)
+fs_free_host(tag, j[3], id, wake, events, now)
 fs_put_due(due, id, due_ms, wake)
 fs_finish(task_key, nil)
 fs_emit(events, now, 'defer', {'task', task_id, 'job', id, 'host', j[3], 'attempt', fs_int(attempt),

@@ -21,7 +21,10 @@ ARGV[11]    jitter in [0, 1): random fraction from the caller (Redis < 7 seeds m
 ARGV[12]    backoff cap (ms)
 Returns     {1, due_ms}  retry: pending again at now + backoff_ms * 2^(attempt-1) * (0.8 + 0.4 *
                          jitter), capped; event retry
-            {2, 0}       failed for good: dead letter, failed + 1; event fail
+            {2, 0}       failed for good: dead letter, failed + 1; event fail. With the task's
+                         count_failures = attempts, every job's first failed attempt counts its
+                         host in failed_hosts, which max_failures then limits: the failure that
+                         reaches the limit is failed for good even with attempts left
             {3, 0}       as 2, and this failure aborted the task (event abort): the caller should
                          cancel the task's pending jobs (Queue.cancel_task)
             A task that is no longer active (cancelled, aborted) retries nothing.
@@ -66,11 +69,16 @@ local t = redis.call('HMGET', task_key, 'state', 'prio', 'max_running', 'max_att
 local due = fs_due_of(due_keys, t[2])
 fs_drop_elsewhere(due_keys, due, id)  -- its lease entry may be in its task's old class
 redis.call('ZREM', fs_leases_of(due), id)
+fs_free_host(tag, j[3], id, wake, events, now)
 local attempt, max_attempts = fs_num(j[4]), fs_num(t[4])
 local fields = {'task', task_id, 'job', id, 'host', j[3], 'attempt', fs_int(attempt), 'token', token,
   'worker', worker, 'exit_code', exit_code, 'duration_ms', duration, 'output', output, 'error', err}
 local outcome, due_ms = 2, 0
-if retryable == '1' and attempt < max_attempts and (t[1] == 'active' or t[1] == 'paused') then
+local retry = retryable == '1' and attempt < max_attempts and (t[1] == 'active' or t[1] == 'paused')
+-- A retry still counts its host against max_failures (count_failures = attempts): the failure
+-- that reaches the limit is not retried; it fails for good and aborts the task.
+if retry and fs_attempt_crosses_limit(task_key, jk, j[3]) then retry = false end
+if retry then
   local delay = fs_num(t[5]) * 2 ^ (attempt - 1)
   delay = math.floor(math.min(delay, cap) * (0.8 + 0.4 * jitter))
   delay = math.min(delay, cap)
@@ -86,7 +94,7 @@ else
   fs_bury(jk, id, due, dead, now, err)
   fs_finish(task_key, nil)
   fs_emit(events, now, 'fail', fields)
-  if fs_count_failure(task_key, task_id, events, now) then outcome = 3 end
+  if fs_count_failure(task_key, task_id, events, now, jk, j[3]) then outcome = 3 end
 end
 if fs_num(t[3]) > 0 then fs_unpark(tag, parked, due, wake, events, now, task_id) end
 return {outcome, due_ms}

@@ -6,15 +6,22 @@ KEYS[2]   events  {P}:events       STREAM
 ARGV[1]   task id
 ARGV[2]   operator
 Returns   {1} paused now (event pause) | {0} already paused
-Errors    {-3 UNKNOWN_TASK | -7 TASK_NOT_ACTIVE (cancelled or aborted), message}
+Errors    {-3 UNKNOWN_TASK | -7 TASK_NOT_ACTIVE (cancelled or aborted, or every job has ended),
+          message}
 ]]
 local task_key, events = KEYS[1], KEYS[2]
 local task_id, operator = ARGV[1], ARGV[2]
 fs_effects()
 
-local state = redis.call('HGET', task_key, 'state')
+local t = redis.call('HMGET', task_key, 'state', 'total', 'succeeded', 'failed', 'cancelled')
+local state = t[1]
 if not state then return fs_err(FS_UNKNOWN_TASK, 'no task ' .. task_id) end
 if state == 'paused' then return {0} end
+local total = fs_num(t[2])
+if state == 'active' and total > 0 and fs_num(t[3]) + fs_num(t[4]) + fs_num(t[5]) >= total then
+  return fs_err(FS_TASK_NOT_ACTIVE, 'task ' .. task_id .. ' has ended (every job finished); ' ..
+    'there is nothing to pause')
+end
 if state ~= 'active' then
   return fs_err(FS_TASK_NOT_ACTIVE, 'task ' .. task_id .. ' is ' .. state .. '; only an active task can be paused')
 end

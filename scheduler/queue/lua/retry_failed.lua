@@ -12,7 +12,8 @@ ARGV[3]     wake channel
 ARGV[3+i]   job id i
 Returns     {requeued, event id}: jobs of this chunk that were failed for good (state failed,
             in the dead letter set) and are pending again now: attempt count reset, fencing
-            token kept (it only grows), error cleared, failed - 1 each. One event
+            token kept (it only grows), error cleared, failed - 1 each (and failed_hosts - 1
+            each: its host counts against max_failures again only when it fails again). One event
             `retry-failed` (operator, count, jobs, due) per chunk that moved any; event id ''
             when none moved. A chunk that moves any job revives an aborted task (state active,
             overshoot 0): its failure budget counts again from the jobs still failed.
@@ -47,6 +48,11 @@ for i = 1, n do
   if redis.call('HGET', jk, 'state') == 'failed' then
     redis.call('HSET', jk, 'state', 'pending', 'due', fs_int(now))
     redis.call('HDEL', jk, 'attempt', 'error', 'owner')
+    -- Its host no longer counts against max_failures (count_failures = attempts) until it
+    -- fails again.
+    if redis.call('HDEL', jk, 'failed_once') == 1 then
+      redis.call('HINCRBY', task_key, 'failed_hosts', -1)
+    end
     redis.call('ZREM', dead, id)
     fs_put_due(due, id, now, wake)
     ids[#ids + 1] = id

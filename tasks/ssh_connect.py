@@ -19,16 +19,18 @@ from __future__ import annotations
 import getpass
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import paramiko
 
+from scheduler.config import Settings
 from scheduler.errors import AuthenticationError, ConfigError, HostKeyError, HostUnreachableError
-from tasks.executor_options import DEFAULT_KEY_FILES
+from tasks.executor_options import DEFAULT_KEY_FILES, EXECUTOR_DEFAULTS, read_options
 from tasks.host import Host
-from workers.executors.known_hosts import KnownHosts, Verdict, fingerprint, host_key_name
+from tasks.known_hosts import KnownHosts, Verdict, fingerprint, host_key_name
 
 
 @dataclass(frozen=True)
@@ -89,23 +91,36 @@ def resolve(host: Host, config: paramiko.SSHConfig, options: dict[str, Any],
     return Target(host.name, address, port, user, tuple(dict.fromkeys(files)))
 
 
-def connect(target: Target, known_hosts_path: Path, options: dict[str, Any]) -> paramiko.Transport:
-    """An authenticated transport to ``target``; see the module docstring for the order."""
-    known = KnownHosts.load(known_hosts_path)
-    names = target.known_hosts_names()
+def ssh_options(options: Mapping[str, Any] | None, settings: Settings) -> dict[str, Any]:
+    """The ssh executor's options, read and typed, with ``settings.ssh_identity_file`` added."""
+    read = read_options("ssh", options, EXECUTOR_DEFAULTS["ssh"])
+    if settings.ssh_identity_file:
+        read["identity_file"] = read["identity_file"] + [
+            p.strip() for p in settings.ssh_identity_file.split(",") if p.strip()]
+    return read
+
+
+def open_socket(target: Target, options: dict[str, Any]) -> socket.socket:
+    """Step 2's TCP connect; ``HostUnreachableError`` when nothing answers."""
     try:
-        sock = socket.create_connection((target.address, target.port),
+        return socket.create_connection((target.address, target.port),
                                         timeout=options["connect_timeout"])
     except OSError as exc:
         raise HostUnreachableError(f"cannot connect to {target.where}: {exc.strerror or exc}",
                                    hint="check that the host is up and sshd listens") from None
+
+
+def handshake(sock: socket.socket, target: Target, known: KnownHosts, options: dict[str, Any]
+              ) -> paramiko.Transport:
+    """Step 2's SSH handshake on ``sock``, offering only the host-key types ``known`` records
+    for the host; the host key is not checked yet (``check_host_key`` does that)."""
     transport = paramiko.Transport(sock)
     try:
         transport.banner_timeout = options["banner_timeout"]
         transport.handshake_timeout = options["connect_timeout"]
         transport.auth_timeout = options["auth_timeout"]
         security = transport.get_security_options()
-        wanted = known.negotiable_types(names, tuple(security.key_types))
+        wanted = known.negotiable_types(target.known_hosts_names(), tuple(security.key_types))
         if wanted:
             security.key_types = wanted
         try:
@@ -114,11 +129,23 @@ def connect(target: Target, known_hosts_path: Path, options: dict[str, Any]) -> 
             if wanted and "host key" in str(exc).lower():
                 raise HostKeyError(
                     f"host key for {target.where} CHANGED: it offers none of the key types "
-                    f"recorded in {known_hosts_path} ({', '.join(wanted)}); possible "
+                    f"recorded in {known.path} ({', '.join(wanted)}); possible "
                     f"man-in-the-middle", hint="verify the host's key out of band") from None
             raise HostUnreachableError(f"SSH handshake with {target.where} failed: "
                                        f"{exc or type(exc).__name__}") from None
-        check_host_key(target, transport.get_remote_server_key(), known, known_hosts_path, names)
+        return transport
+    except BaseException:
+        transport.close()
+        raise
+
+
+def connect(target: Target, known_hosts_path: Path, options: dict[str, Any]) -> paramiko.Transport:
+    """An authenticated transport to ``target``; see the module docstring for the order."""
+    known = KnownHosts.load(known_hosts_path)
+    transport = handshake(open_socket(target, options), target, known, options)
+    try:
+        check_host_key(target, transport.get_remote_server_key(), known, known_hosts_path,
+                       target.known_hosts_names())
         authenticate(transport, target, options)
         return transport
     except BaseException:
@@ -212,4 +239,5 @@ def _authenticate(transport: paramiko.Transport, target: Target, options: dict[s
     )
 
 
-__all__ = ["Target", "connect", "load_ssh_config", "resolve"]
+__all__ = ["Target", "authenticate", "check_host_key", "connect", "handshake", "load_ssh_config",
+           "open_socket", "resolve", "ssh_options"]

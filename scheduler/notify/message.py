@@ -1,0 +1,66 @@
+"""What a notice says: the JSON a webhook receives and the e-mail a mailbox receives.
+
+:func:`payload` builds the JSON document from the facts the detector gathered (``kind``, the
+task's id, name, action, operator, state and counters, the first failed hosts; or the schedule,
+its occurrence and why it was missed; or the window awaiting approval). Its ``text`` field is
+one line Slack (and Mattermost, Rocket.Chat, Teams' Slack-compatible hooks) shows as the message.
+:func:`email` turns the same document into a mail: the line as the subject, the document below.
+"""
+
+from __future__ import annotations
+
+import json
+from email.message import EmailMessage
+from typing import Any
+
+__all__ = ["FAILED_HOSTS_MAX", "email", "payload", "text"]
+
+FAILED_HOSTS_MAX = 10  # hosts named in ``failed_hosts``; ``failed_hosts_more`` counts the rest
+
+
+def text(doc: dict[str, Any]) -> str:
+    """The notice in one line (Slack's ``text``, the mail's subject)."""
+    kind = doc.get("kind")
+    if kind == "missed":
+        when = f" occurrence {doc['occurrence']}" if doc.get("occurrence") else ""
+        return (f"[fleetsched] schedule {doc.get('schedule')}{when} missed: "
+                f"{doc.get('error') or 'no reason recorded'}")
+    if kind == "approval":
+        return (f"[fleetsched] window {doc.get('window')} opens {doc.get('opens')} "
+                "and is not approved: its jobs will not run in it")
+    if kind == "test":
+        return f"[fleetsched] test notice from {doc.get('operator')}"
+    if kind == "stopped":
+        return (f"[fleetsched] task {doc.get('task_id')} rollout stopped after wave "
+                f"{doc.get('wave')}: {doc.get('error') or 'no reason recorded'}; it waits for "
+                f"`fleetsched tasks continue {doc.get('task_id')}` or `tasks cancel`")
+    name = f" ({doc['name']})" if doc.get("name") else ""
+    c = doc.get("counts") or {}
+    counts = (f"{c.get('failed', 0)} failed, {c.get('lost', 0)} lost, "
+              f"{c.get('succeeded', 0)} succeeded of {c.get('total', 0)}")
+    hosts = doc.get("failed_hosts") or []
+    more = doc.get("failed_hosts_more") or 0
+    shown = f"; failed hosts: {', '.join(hosts)}" + (f" and {more} more" if more else "") \
+        if hosts else ""
+    verb = {"failed": "failed", "aborted": "was aborted", "lost": "has lost jobs"}.get(
+        str(kind), str(kind))
+    return (f"[fleetsched] task {doc.get('task_id')}{name} {verb}: {doc.get('action')} by "
+            f"{doc.get('operator')}, {counts}{shown}")
+
+
+def payload(kind: str, **facts: Any) -> dict[str, Any]:
+    """The JSON document of one notice (``facts`` as gathered; ``None`` values dropped)."""
+    doc: dict[str, Any] = {"source": "fleetsched", "kind": kind}
+    doc.update({k: v for k, v in facts.items() if v is not None})
+    doc["text"] = text(doc)
+    return doc
+
+
+def email(doc: dict[str, Any], sender: str, to: str) -> EmailMessage:
+    """A plain-text mail of ``doc``: the one line as subject and first line, the JSON below."""
+    msg = EmailMessage()
+    msg["Subject"] = doc.get("text", "[fleetsched] notice")
+    msg["From"] = sender
+    msg["To"] = to
+    msg.set_content(f"{doc.get('text', '')}\n\n{json.dumps(doc, indent=2, sort_keys=True)}\n")
+    return msg

@@ -1,0 +1,194 @@
+"""The wave controller's steps and ``tasks continue``: a rollout in waves, moved on from Redis.
+
+Every worker node runs the controller (``workers.waver``); the state lives in the task hash
+(``wave``, ``waves``, ``wave_state``, ``wave_why``, ``wave_until``, ``wave_policy``) and in
+``{P}:waves:<task>``, so any node carries on after another dies. :func:`step`, under the
+task's short lock (``Keys.wave_lock``, SET NX PX), does at most one thing:
+
+1. ``running``: when every job of the current wave has ended (one pipelined read of the wave's
+   job hashes), stop the rollout (``wave-stop``) if the wave's failures (failed for good)
+   reach ``--max-failures`` applied to the wave (a percentage of the wave's hosts, or the
+   task's count), end it (``wave-done``) after the last wave, else go on to the pause;
+2. the pause (``pausing`` until ``wave_until``, event ``wave-wait``), then the gate (``gated``,
+   ``wave-wait``; ``tasks continue`` makes it ``approved``), then the check (``checking``,
+   ``wave-check``: the command on the finished wave's hosts; any failure stops the rollout,
+   naming the hosts and what they printed), then ``release_wave`` of the next wave;
+3. ``stopped`` waits for the operator: ``tasks continue`` (``continued``: the next wave is
+   released without a check) or ``tasks cancel`` (cancels the staged waves too);
+4. a paused task is left alone; a cancelled, aborted or vanished one leaves ``{P}:waving``.
+
+Every transition is a compare-and-set script (``scheduler.queue.waves``), so two controllers
+acting at once (a lock that expired during a slow check) change the state once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from scheduler.errors import ValidationError
+from scheduler.queue.client import Queue
+from scheduler.queue.waves import move, release_wave, wave_outcome
+
+__all__ = ["Check", "LOCK_MS", "continue_rollout", "describe", "step"]
+
+LOCK_MS = 10_000  # the per-task lock for one step: a node killed mid-step holds it this long
+CHECK_TIMEOUT_S = 60.0  # per host
+CHECK_LOCK_MS = 120_000  # the lock while a health check runs: longer than the check may take
+Check = Callable[[dict[str, str], list[str], str], list[str]]
+"""(task hash, hosts, command) -> one line per host whose check failed; [] when all passed."""
+
+
+def describe(task: dict[str, str]) -> dict[str, Any] | None:
+    """The rollout as views show it (``tasks show``, ``tasks watch``), from the task hash."""
+    if not task.get("waves"):
+        return None
+    policy = json.loads(task.get("wave_policy") or "{}")
+    state, wave, waves = task.get("wave_state", ""), task.get("wave", "?"), task.get("waves")
+    waits = {"running": f"wave {wave}'s jobs to end",
+             "pausing": f"the pause until {task.get('wave_until', '?')} ms",
+             "gated": f"an operator: fleetsched tasks continue {task.get('id', 'TASK')}",
+             "approved": "the controller (gate passed)",
+             "checking": f"the check `{policy.get('check')}` on wave {wave}'s hosts",
+             "stopped": "an operator: fleetsched tasks continue or tasks cancel",
+             "continued": "the controller (continued by an operator)",
+             "done": "nothing: every wave ended"}.get(state, "?")
+    return {"wave": int(wave) if str(wave).isdigit() else wave, "waves": int(waves),
+            "state": state, "waits_for": waits, "why": task.get("wave_why") or None,
+            "sizes": policy.get("sizes"), "order": policy.get("order"),
+            "pause_ms": policy.get("pause_ms"), "gate": policy.get("gate"),
+            "check": policy.get("check"), "max_failures": policy.get("max_failures")}
+
+
+def step(queue: Queue, task_id: str, now_ms: int, check: Check) -> str:
+    """One step of the task's rollout (the caller holds its lock); what it did, in words."""
+    t = queue.task_state(task_id)
+    if not t or t.get("state") not in ("active", "paused") or t.get("wave_state") == "done":
+        queue.client.srem(queue.keys.waving, task_id)
+        return "left"
+    if t["state"] == "paused":
+        return "paused"
+    state, wave, waves = t.get("wave_state", ""), int(t.get("wave") or 1), int(t.get("waves") or 1)
+    policy = json.loads(t.get("wave_policy") or "{}")
+    if state == "running":
+        return _wave_ended(queue, task_id, t, wave, waves, policy, check)
+    if state == "pausing":
+        if now_ms < int(t.get("wave_until") or 0):
+            return "pausing"
+        return _gate(queue, task_id, t, wave, "pausing", policy, check)
+    if state == "approved":
+        return _check(queue, task_id, t, wave, "approved", policy, check)
+    if state == "checking":  # a controller died during the check: run it again
+        return _check(queue, task_id, t, wave, "checking", policy, check)
+    if state == "continued":
+        return _release(queue, task_id, wave, waves, "continued")
+    return state  # gated, stopped: the operator acts
+
+
+def _wave_ended(queue: Queue, task_id: str, t: dict[str, str], wave: int, waves: int,
+                policy: dict[str, Any], check: Check) -> str:
+    out = wave_outcome(queue, task_id, wave)
+    if out.live:
+        return "running"
+    limit = _wave_limit(policy, t, len(out.hosts))
+    if limit and len(out.failed) >= limit:
+        names = ", ".join(h for _, h in out.failed[:10]) + (", ..." if len(out.failed) > 10 else "")
+        why = (f"wave {wave}: {len(out.failed)} of {len(out.hosts)} hosts failed ({names}), "
+               f"the limit is {limit}")
+        move(queue, task_id, wave, ["running"], "stopped", "wave-stop", why=why)
+        return "stopped"
+    if wave >= waves:
+        move(queue, task_id, wave, ["running"], "done", "wave-done")
+        queue.client.delete(queue.keys.waves(task_id))
+        return "done"
+    pause_ms = int(policy.get("pause_ms") or 0)
+    if pause_ms:
+        until = _redis_ms(queue) + pause_ms
+        move(queue, task_id, wave, ["running"], "pausing", "wave-wait", until_ms=until,
+             why=f"pause {pause_ms / 1000:g}s after wave {wave}")
+        return "pausing"
+    return _gate(queue, task_id, t, wave, "running", policy, check)
+
+
+def _wave_limit(policy: dict[str, Any], t: dict[str, str], hosts: int) -> int:
+    """The wave's failure limit: ``--max-failures`` of the wave's hosts when it was a
+    percentage, else the task's count (0: none)."""
+    from scheduler.parse import parse_limit
+
+    asked = policy.get("max_failures")
+    if asked:
+        return min(parse_limit(str(asked), "max_failures").of(hosts), hosts)
+    return int(t.get("max_failures") or 0)
+
+
+def _gate(queue: Queue, task_id: str, t: dict[str, str], wave: int, frm: str,
+          policy: dict[str, Any], check: Check) -> str:
+    if policy.get("gate") == "approve":
+        move(queue, task_id, wave, [frm], "gated", "wave-wait",
+             why=f"wave {wave} ended; waiting for `fleetsched tasks continue {task_id}`")
+        return "gated"
+    return _check(queue, task_id, t, wave, frm, policy, check)
+
+
+def _check(queue: Queue, task_id: str, t: dict[str, str], wave: int, frm: str,
+           policy: dict[str, Any], check: Check) -> str:
+    waves = int(t.get("waves") or 1)
+    command = policy.get("check")
+    if not command:
+        return _release(queue, task_id, wave, waves, frm)
+    if frm != "checking" and not move(queue, task_id, wave, [frm], "checking", "wave-check",
+                                      why=f"checking `{command}` on wave {wave}'s hosts"):
+        return frm
+    hosts = wave_outcome(queue, task_id, wave).hosts
+    try:
+        problems = check(t, hosts, command)
+    except Exception as exc:  # noqa: BLE001 - a check that cannot run stops the rollout
+        problems = [f"the check could not run: {type(exc).__name__}: {exc}"]
+    if problems:
+        why = (f"wave {wave} check `{command}` failed on {len(problems)} of {len(hosts)} "
+               f"hosts: " + "; ".join(problems[:5]) + ("; ..." if len(problems) > 5 else ""))
+        move(queue, task_id, wave, ["checking"], "stopped", "wave-stop", why=why)
+        return "stopped"
+    return _release(queue, task_id, wave, waves, "checking")
+
+
+def _release(queue: Queue, task_id: str, wave: int, waves: int, frm: str) -> str:
+    if wave >= waves:
+        move(queue, task_id, wave, [frm], "done", "wave-done")
+        queue.client.delete(queue.keys.waves(task_id))
+        return "done"
+    released = release_wave(queue, task_id, wave + 1, [frm])
+    return "released" if released is not None else frm
+
+
+def _redis_ms(queue: Queue) -> int:
+    sec, usec = queue.client.time()
+    return int(sec) * 1000 + int(usec) // 1000
+
+
+def continue_rollout(engine: Engine, queue: Queue, task_id: int, operator: str) -> Any:
+    """``tasks continue``: pass the gate of a gated rollout, or go on with a stopped one (the
+    next wave is released without a check). Refused (``ValidationError``, exit code 2) when the
+    task waits for neither."""
+    from scheduler.submission.control import _run
+
+    tid = str(task_id)
+
+    def call() -> int:
+        t = queue.task_state(tid)
+        state, wave = t.get("wave_state"), int(t.get("wave") or 0)
+        if not t.get("waves"):
+            raise ValidationError(f"task {task_id} is not rolled out in waves",
+                                  hint="`tasks continue` passes a wave gate or a stopped rollout")
+        to = {"gated": "approved", "stopped": "continued"}.get(state or "")
+        if to is None or not move(queue, tid, wave, [state or ""], to, "continue",
+                                  operator=operator, why=f"continued after wave {wave}"):
+            raise ValidationError(f"task {task_id} has no gate or stop to pass: wave {wave} of "
+                                  f"{t.get('waves')} is {state}",
+                                  hint=f"see `fleetsched tasks show {task_id}`")
+        return wave
+    return _run(engine, queue, task_id, "continue", call)
+
