@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import uuid
 from pathlib import Path
 
 import pytest
@@ -98,33 +99,53 @@ def test_killing_the_whole_master_gives_its_jobs_to_another_node_after_the_lease
 
 
 def _processes_with(marker: str) -> list[int]:
-    """Pids whose command line contains ``marker`` (this test's own commands)."""
+    """Pids whose command line or environment holds ``marker`` (this test's own commands).
+
+    The marker is a fresh random token: a short one (say ``10.29``) also matched unrelated
+    processes, such as an sshd of the test fleet listening on 127.0.10.29."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:
+            continue
+        if (marker.encode() in cmdline or marker.encode() in environ) and alive(int(entry)):
+            found.append(int(entry))
+    return found
+
+
+def _describe(pids: list[int]) -> str:
+    """One line per pid: parent, process group, state and command line (for a failure)."""
+    lines = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
                 cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if marker in cmdline and alive(int(entry)):
-            found.append(int(entry))
-    return found
+        lines.append(f"pid {pid} ppid {fields[1]} pgid {fields[2]} state {fields[0]}: {cmdline}")
+    return "\n".join(lines)
 
 
 @pytest.mark.parametrize("victim", ["child", "master", "sigterm", "timeout"])
 def test_a_local_command_and_what_it_started_end_with_the_worker_that_started_them(
         redis_client, start_worker, victim: str) -> None:
     # Given a local command that starts a grandchild in its process group and waits on it
-    marker = f"{os.getpid() % 1000}.{ {'child': 1, 'master': 2, 'sigterm': 3, 'timeout': 4}[victim]}9"
-    script = f"sleep 1{marker} & sleep 2{marker}; wait"
+    marker = f"fleetsched-test-{uuid.uuid4().hex}"
+    script = f"export FLEETSCHED_TEST_MARK={marker}; sleep 1000 & sleep 1001; wait"
     timeout_ms = 1_500 if victim == "timeout" else 60_000
     submit(redis_client, "16", 1, params={"cmd": ["sh", "-c", script]}, executor="local",
            idempotent=False, timeout_ms=timeout_ms)
     w = start_worker("node-p", slots=1, processes=1, lease="2s", grace="1s")
-    wait_until(lambda: len(_processes_with(marker)) >= 2, 15, "the command and its grandchild",
-               w.tail, [w])
+    wait_until(lambda: len(_processes_with(marker)) >= 3, 15,
+               "the command and what it started", w.tail, [w])
     # When the worker that started them goes, in one of the ways a worker goes
     if victim == "child":
         (child,) = [p for p in w.children() if p in _processes_with("workers.child")]
@@ -135,5 +156,5 @@ def test_a_local_command_and_what_it_started_end_with_the_worker_that_started_th
         w.signal(signal.SIGTERM)
     # Then no process of the job is left running: a retry could not run beside an old copy
     wait_until(lambda: not _processes_with(marker), 10, "every process of the job to end",
-               lambda: f"{_processes_with(marker)}\n{w.tail()}")
+               lambda: f"{_describe(_processes_with(marker))}\n{w.tail()}")
     check_stream(redis_client, require_end=False)
