@@ -5,6 +5,8 @@ rollout through its waves, its gate and its check."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import redis
 
@@ -24,7 +26,7 @@ def make_waves(q: Queue, task_id: str, waves: list[list[int]], *, policy: dict |
     q.create_task(TaskSpec(task_id, **spec))
     jobs = {n: JobSpec(f"{task_id}.{n}", f"host-{n}") for wave in waves for n in wave}
     q.enqueue(task_id, [jobs[n] for n in waves[0]])
-    stage(q, task_id, len(waves), policy or {},
+    stage(q, task_id, len(waves), {**(policy or {}), "counts": [len(w) for w in waves]},
           [(jobs[n], k) for k, wave in enumerate(waves, 1) for n in wave])
 
 
@@ -197,11 +199,13 @@ def test_a_percentage_failure_limit_applies_to_each_waves_hosts(queue: Queue) ->
                max_failures=2, count_failures="final")
     # When one host of wave 1 fails
     run_all(queue, fail={"t9.2"})
-    # Then the task goes on, but the rollout stops after wave 1
-    assert queue.task_state("t9")["state"] == "active"
-    assert rollout.step(queue, "t9", 0, no_check) == "stopped"
-    assert queue.task_state("t9")["wave_why"] == (
-        "wave 1: 1 of 4 hosts failed (host-2), the limit is 1")
+    # Then the task is not aborted, but the rollout stops at wave 1 (and the task is paused)
+    t = queue.task_state("t9")
+    assert (t["state"], t["wave_state"], t["failed"]) == ("paused", "stopped", "1")
+    assert rollout.step(queue, "t9", 0, no_check) == "paused"
+    assert t["wave_why"] == ("wave 1: 1 of 4 hosts failed (host-2), the limit is 1; its "
+                             "pending jobs are held, running ones finish")
+    assert queue.job_state("t9.4")["state"] == "waiting"
 
 
 def test_a_check_left_running_by_a_dead_controller_runs_again(queue: Queue) -> None:
@@ -218,3 +222,57 @@ def test_a_check_left_running_by_a_dead_controller_runs_again(queue: Queue) -> N
 
     assert rollout.step(queue, "t10", 0, check) == "released"
     assert ran == [["host-0"]]
+
+
+def test_a_wave_stops_as_soon_as_its_hosts_failed_an_attempt_holding_the_rest_of_the_wave(
+        queue: Queue, qclient: redis.Redis) -> None:
+    # Given waves of 4 and 2 hosts, --max-failures 25% (1 host of wave 1; the task's own limit
+    # is 4 of 6) counting hosts that failed an attempt (the default), with retries
+    make_waves(queue, "t11", [[0, 1, 2, 3], [4, 5]], policy={"max_failures": "25%"},
+               max_failures=4, max_attempts=3, backoff_ms=1)
+    # When one job of wave 1 runs and fails its first attempt (to be retried)
+    [job] = queue.claim("w", 1).jobs
+    assert queue.fail("w", job.job_id, job.token, JobResult(1), error="boom") == "retry"
+    # Then the rollout stopped at once, in the failing job's own script, though the wave has
+    # not ended: the task is paused with the wave's other jobs and the retry held back, and the
+    # task itself goes on (1 host of its limit of 4)
+    t = queue.task_state("t11")
+    assert (t["state"], t["wave_state"], t.get("wave_held")) == ("paused", "stopped", "1")
+    assert t["wave_why"] == (f"wave 1: 1 of 4 hosts failed an attempt ({job.host}), the limit "
+                             "is 1; its pending jobs are held, running ones finish")
+    assert [(e["kind"], e.get("operator")) for e in events(qclient)
+            if e["kind"] in ("wave-stop", "pause")] == [("wave-stop", None), ("pause", "rollout")]
+    time.sleep(0.05)  # the retry's backoff
+    assert queue.claim("w", 10).jobs == []
+    assert rollout.step(queue, "t11", 0, no_check) == "paused"
+    # When the operator continues: the held jobs run, and wave 2 waits for wave 1 to end
+    assert move(queue, "t11", 1, ["stopped"], "continued", "continue", operator="ops")
+    queue.resume("t11", "ops")
+    assert "wave_held" not in queue.task_state("t11")
+    assert rollout.step(queue, "t11", 0, no_check) == "continued"
+    assert run_all(queue, fail={"t11.1", "t11.2"} - {job.job_id}) == [
+        "t11.0", "t11.1", "t11.2", "t11.3"]
+    # (a continued wave does not stop again; its later failures count against the task)
+    assert queue.task_state("t11")["wave_state"] == "continued"
+    assert rollout.step(queue, "t11", 0, no_check) == "released"
+    t = queue.task_state("t11")
+    assert (t["wave"], t["wave_limit"], t["wave_size"], t["wave_failures"]) == ("2", "1", "2", "0")
+
+
+def test_counted_as_final_failures_a_retried_host_stops_the_wave_only_when_it_fails_for_good(
+        queue: Queue) -> None:
+    # Given the same kind of rollout counting only jobs failed for good (--count-failures final)
+    make_waves(queue, "t12", [[0, 1], [2]], policy={"max_failures": "50%"},
+               max_failures=2, max_attempts=3, backoff_ms=1, count_failures="final")
+    [job] = queue.claim("w", 1).jobs
+    assert queue.fail("w", job.job_id, job.token, JobResult(1), error="boom") == "retry"
+    # Then the wave goes on: a retry is not a failure for good
+    t = queue.task_state("t12")
+    assert (t["state"], t["wave_state"], t["wave_failures"]) == ("active", "running", "0")
+    # When the same job fails for good, the wave's limit (50% of 2 hosts: 1) is reached
+    time.sleep(0.05)
+    [again] = [j for j in queue.claim("w", 10).jobs if j.job_id == job.job_id]
+    assert queue.fail("w", again.job_id, again.token, JobResult(1), error="boom",
+                      retryable=False) == "failed"
+    t = queue.task_state("t12")
+    assert (t["state"], t["wave_state"], t["wave_failures"]) == ("paused", "stopped", "1")

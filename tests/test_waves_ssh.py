@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,71 @@ def test_a_pause_between_waves_survives_the_node_being_killed(rollout: Rollout) 
     wait_until(lambda: len(rollout.claimed_hosts(task)) == 4, 30, "4 claims in SQL",
                rollout.tails)
     wait_until(lambda: rollout.wave(task) == ("2", "done"), 15, "the last wave to be done")
+
+
+def test_a_failing_change_with_retries_stops_inside_its_first_wave(rollout: Rollout) -> None:
+    # Given a node serving the 4 hosts
+    rollout.worker("node-1")
+    # When a failing change goes out in waves of 3 and 1, one host at a time, with retries and
+    # --max-failures 30% (1 host of the first wave; 2 of the task's 4)
+    task = rollout.submit("--waves", "3,100%", "--max-failures", "30%", "--max-concurrency", "1",
+                          "--retries", "2", cmd="false")
+    # Then the rollout stops when the first host fails its first attempt: tasks wait says so
+    code, _, err = rollout.cli("tasks", "wait", str(task), "--timeout", "60s")
+    assert code == 3, err + rollout.tails()
+    assert "stopped" in err
+    # Only that host ran (the SQL events); the wave's 2 other hosts and its retry were held
+    wait_until(lambda: sql_rows(rollout.db, "SELECT id FROM events WHERE task_id = :t AND "
+                                            "kind = 'pause'", t=str(task)), 30, "the record")
+    [host] = rollout.claimed_hosts(task)
+    [pause] = sql_rows(rollout.db, "SELECT operator FROM events WHERE task_id = :t AND "
+                                   "kind = 'pause'", t=str(task))
+    assert pause.operator == "rollout"
+    shown = json.loads(rollout.cli.ok("tasks", "show", str(task), "-o", "json"))
+    assert (shown["state"], shown["waves"]["state"]) == ("stopped", "stopped")
+    assert shown["waves"]["why"].startswith(f"wave 1: 1 of 3 hosts failed an attempt ({host}), "
+                                            "the limit is 1")
+    # When the operator continues, the held jobs run: they fail too, and the task aborts at its
+    # own limit (2 hosts) before the second wave is released
+    rollout.cli.ok("tasks", "continue", str(task), operator="alice")
+    code, _, err = rollout.cli("tasks", "wait", str(task), "--timeout", "60s")
+    assert code == 3, err + rollout.tails()
+    wait_until(lambda: rollout.client.hget(KEYS.task(str(task)), "state") == "aborted", 30,
+               "the abort", rollout.tails)
+    web04 = rollout.fleet.hosts[-1].name
+    assert web04 not in rollout.claimed_hosts(task)
+
+
+def test_waves_in_windows_start_each_host_in_its_window_and_wait_for_the_previous_wave(
+        rollout: Rollout) -> None:
+    # Given hosts web-01 and web-03, web-04 in a window open now, and web-02 in one that opens
+    # in 6 seconds
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    later = now + timedelta(seconds=6)
+    names = [h.name for h in rollout.fleet.hosts]
+    for name, start in (("open-now", now - timedelta(minutes=1)), ("opens-soon", later)):
+        rollout.cli.ok("windows", "add", name, "--start", start.isoformat(),
+                       "--end", (now + timedelta(minutes=30)).isoformat())
+    rollout.cli.ok("windows", "assign", "open-now", "--host", names[0], "--host", names[2],
+                   "--host", names[3])
+    rollout.cli.ok("windows", "assign", "opens-soon", "--host", names[1])
+    rollout.worker("node-1")
+    # When a change goes out in windows, in waves of 2 (web-01, web-02) and 2 (web-03, web-04)
+    task = rollout.submit("--waves", "2,100%", "--in-window")
+    code, _, err = rollout.cli("tasks", "wait", str(task), "--timeout", "90s")
+    assert code == 0, err + rollout.tails()
+    # Then (from the SQL events) web-02 started in its window, and wave 2 started only after
+    # both hosts of wave 1 had finished, though its hosts' window was open all along
+    wait_until(lambda: len(rollout.claimed_hosts(task)) == 4, 30, "4 claims in SQL",
+               rollout.tails)
+    rows = sql_rows(rollout.db, "SELECT host, kind, ts FROM events WHERE task_id = :t AND "
+                                "kind IN ('claim', 'ack')", t=str(task))
+    at = {(r.host, r.kind): _aware(r.ts) for r in rows}
+    assert at[(names[1], "claim")] >= later
+    wave1_done = max(at[(names[0], "ack")], at[(names[1], "ack")])
+    assert min(at[(names[2], "claim")], at[(names[3], "claim")]) >= wave1_done
+
+
+def _aware(value: object) -> datetime:
+    at = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at.astimezone(timezone.utc)

@@ -76,7 +76,8 @@ def fan_out(client: redis.Redis, keys: Keys, spec: TaskSpec, hosts: Iterable[Any
         by_seq = {int(j.job_id.rsplit(".", 1)[1]): j for j in jobs}
         queued = queue.enqueue(spec.task_id, [by_seq[n] for n in waves[0]])
         staged = [(by_seq[n], k) for k, wave in enumerate(waves, 1) for n in wave]
-        stage(queue, spec.task_id, len(waves), wave_policy or {}, staged)
+        policy = {**(wave_policy or {}), "counts": [len(w) for w in waves]}
+        stage(queue, spec.task_id, len(waves), policy, staged)
         return queued
     finally:
         queue.close()

@@ -192,7 +192,7 @@ def _requeue(engine: Engine, queue: Queue, task: Any, specs: list[JobSpec],
     later = {s.job_id: s for s in specs if wave_of.get(s.job_id, 1) > current}
     added = queue.enqueue(task_id, out) if out else 0
     listed = [(later.get(j.id) or JobSpec(j.id, j.host), wave_of.get(j.id, 1)) for j in unfinished]
-    policy = {k: v for k, v in dict(task.waves).items() if k not in ("count", "counts")}
+    policy = {k: v for k, v in dict(task.waves).items() if k != "count"}
     return added + stage(queue, task_id, len(waves), policy, listed, released=current,
                          state=state)
 

@@ -5,16 +5,18 @@ Every worker node runs the controller (``workers.waver``); the state lives in th
 ``{P}:waves:<task>``, so any node carries on after another dies. :func:`step`, under the
 task's short lock (``Keys.wave_lock``, SET NX PX), does at most one thing:
 
-1. ``running``: when every job of the current wave has ended (one pipelined read of the wave's
-   job hashes), stop the rollout (``wave-stop``) if the wave's failures (failed for good)
-   reach ``--max-failures`` applied to the wave (a percentage of the wave's hosts, or the
-   task's count), end it (``wave-done``) after the last wave, else go on to the pause;
+1. ``running``: once every job of the current wave has ended (one pipelined read of the
+   wave's job hashes), end the rollout (``wave-done``) after the last wave, else go on. (A wave
+   whose failures reach its limit was stopped by the failing job's own script, at once:
+   ``fs_wave_failed`` in ``_lib.lua``, which also pauses the task so the wave's pending jobs
+   are held; the state is then ``stopped``);
 2. the pause (``pausing`` until ``wave_until``, event ``wave-wait``), then the gate (``gated``,
    ``wave-wait``; ``tasks continue`` makes it ``approved``), then the check (``checking``,
    ``wave-check``: the command on the finished wave's hosts; any failure stops the rollout,
    naming the hosts and what they printed), then ``release_wave`` of the next wave;
-3. ``stopped`` waits for the operator: ``tasks continue`` (``continued``: the next wave is
-   released without a check) or ``tasks cancel`` (cancels the staged waves too);
+3. ``stopped`` waits for the operator: ``tasks continue`` (``continued``: the held jobs of the
+   wave are resumed, and the next wave is released without a check once the wave has ended)
+   or ``tasks cancel`` (cancels the staged waves too);
 4. a paused task is left alone; a cancelled, aborted or vanished one leaves ``{P}:waving``.
 
 Every transition is a compare-and-set script (``scheduler.queue.waves``), so two controllers
@@ -84,22 +86,16 @@ def step(queue: Queue, task_id: str, now_ms: int, check: Check) -> str:
     if state == "checking":  # a controller died during the check: run it again
         return _check(queue, task_id, t, wave, "checking", policy, check)
     if state == "continued":
+        if wave_outcome(queue, task_id, wave).live:
+            return "continued"  # a wave stopped early runs its held jobs first
         return _release(queue, task_id, wave, waves, "continued")
     return state  # gated, stopped: the operator acts
 
 
 def _wave_ended(queue: Queue, task_id: str, t: dict[str, str], wave: int, waves: int,
                 policy: dict[str, Any], check: Check) -> str:
-    out = wave_outcome(queue, task_id, wave)
-    if out.live:
+    if wave_outcome(queue, task_id, wave).live:
         return "running"
-    limit = _wave_limit(policy, t, len(out.hosts))
-    if limit and len(out.failed) >= limit:
-        names = ", ".join(h for _, h in out.failed[:10]) + (", ..." if len(out.failed) > 10 else "")
-        why = (f"wave {wave}: {len(out.failed)} of {len(out.hosts)} hosts failed ({names}), "
-               f"the limit is {limit}")
-        move(queue, task_id, wave, ["running"], "stopped", "wave-stop", why=why)
-        return "stopped"
     if wave >= waves:
         move(queue, task_id, wave, ["running"], "done", "wave-done")
         queue.client.delete(queue.keys.waves(task_id))
@@ -111,17 +107,6 @@ def _wave_ended(queue: Queue, task_id: str, t: dict[str, str], wave: int, waves:
              why=f"pause {pause_ms / 1000:g}s after wave {wave}")
         return "pausing"
     return _gate(queue, task_id, t, wave, "running", policy, check)
-
-
-def _wave_limit(policy: dict[str, Any], t: dict[str, str], hosts: int) -> int:
-    """The wave's failure limit: ``--max-failures`` of the wave's hosts when it was a
-    percentage, else the task's count (0: none)."""
-    from scheduler.parse import parse_limit
-
-    asked = policy.get("max_failures")
-    if asked:
-        return min(parse_limit(str(asked), "max_failures").of(hosts), hosts)
-    return int(t.get("max_failures") or 0)
 
 
 def _gate(queue: Queue, task_id: str, t: dict[str, str], wave: int, frm: str,
@@ -189,6 +174,8 @@ def continue_rollout(engine: Engine, queue: Queue, task_id: int, operator: str) 
             raise ValidationError(f"task {task_id} has no gate or stop to pass: wave {wave} of "
                                   f"{t.get('waves')} is {state}",
                                   hint=f"see `fleetsched tasks show {task_id}`")
+        if t.get("state") == "paused" and t.get("wave_held") == "1":
+            queue.resume(tid, operator)  # the jobs the stop held back run now
         return wave
     return _run(engine, queue, task_id, "continue", call)
 

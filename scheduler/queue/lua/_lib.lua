@@ -189,17 +189,68 @@ end
 
 -- A job's attempt failed (for good or to be retried): the first time for this job, count its
 -- host in the task's failed_hosts (and name the first FAILED_NAMES of them). The count.
+-- Also true when this is the job's first failed attempt.
 local FAILED_NAMES = 10
+local function fs_append_name(key, field, host)
+  local names = redis.call('HGET', key, field)
+  redis.call('HSET', key, field, (names and names ~= '') and (names .. ',' .. (host or '?')) or (host or '?'))
+end
+
 local function fs_note_failed_host(task_key, jk, host)
   if redis.call('HSETNX', jk, 'failed_once', '1') == 0 then
-    return fs_num(redis.call('HGET', task_key, 'failed_hosts'))
+    return fs_num(redis.call('HGET', task_key, 'failed_hosts')), false
   end
   local n = redis.call('HINCRBY', task_key, 'failed_hosts', 1)
-  if n <= FAILED_NAMES then
-    local names = redis.call('HGET', task_key, 'failed_names')
-    redis.call('HSET', task_key, 'failed_names', (names and names ~= '') and (names .. ',' .. (host or '?')) or (host or '?'))
+  if n <= FAILED_NAMES then fs_append_name(task_key, 'failed_names', host) end
+  return n, true
+end
+
+-- A rollout in waves: the failure limit of a wave of `size` hosts (the task hash's
+-- wave_limit, written as the wave is released): --max-failures as asked (wave_policy's
+-- max_failures: a percentage of the wave's hosts, rounded up, at least 1; or a count), else
+-- the task's own count. 0 = none.
+local function fs_wave_limit(policy_json, size, task_max)
+  local ok, p = pcall(cjson.decode, policy_json or '')
+  local asked = ok and type(p) == 'table' and p.max_failures or nil
+  if type(asked) ~= 'string' or asked == '' then return math.min(fs_num(task_max), size) end
+  local pct = string.match(asked, '^([%d%.]+)%%$')
+  if pct then return math.min(size, math.max(1, math.ceil(size * tonumber(pct) / 100))) end
+  return math.min(tonumber(asked) or 0, size)
+end
+
+-- The current wave's failure count and names start again (a wave is released).
+local function fs_wave_begins(task_key, size)
+  local t = redis.call('HMGET', task_key, 'wave_policy', 'max_failures')
+  redis.call('HSET', task_key, 'wave_size', fs_int(size), 'wave_failures', 0, 'wave_failed_names', '',
+    'wave_limit', fs_int(fs_wave_limit(t[1], size, t[2])))
+end
+
+-- A rollout in waves: one more failure, as the task counts them (count_failures), in the
+-- current wave. Reaching the wave's limit while the wave runs stops the rollout at once
+-- (event wave-stop) and pauses an active task (event pause, operator rollout; wave_held = 1):
+-- the wave's pending jobs are held, running ones finish. `tasks continue` resumes them, and the
+-- next wave waits until this one has ended. A task not in waves has no wave_state: nothing.
+local function fs_wave_failed(task_key, task_id, events, now, host)
+  local w = redis.call('HMGET', task_key, 'wave_state', 'wave_limit', 'wave_size', 'wave', 'state',
+    'count_failures')
+  if not w[1] then return end
+  local n = redis.call('HINCRBY', task_key, 'wave_failures', 1)
+  if n <= FAILED_NAMES then fs_append_name(task_key, 'wave_failed_names', host) end
+  local limit = fs_num(w[2])
+  if w[1] ~= 'running' or limit <= 0 or n < limit or (w[5] ~= 'active' and w[5] ~= 'paused') then
+    return
   end
-  return n
+  local why = 'wave ' .. (w[4] or '?') .. ': ' .. fs_int(n) .. ' of ' .. (w[3] or '?') .. ' hosts ' ..
+    (w[6] == 'attempts' and 'failed an attempt' or 'failed') .. ' (' ..
+    (redis.call('HGET', task_key, 'wave_failed_names') or '') .. (n > FAILED_NAMES and ', ...' or '') ..
+    '), the limit is ' .. fs_int(limit)
+  if w[5] == 'active' then why = why .. '; its pending jobs are held, running ones finish' end
+  redis.call('HSET', task_key, 'wave_state', 'stopped', 'wave_why', why, 'wave_until', '')
+  fs_emit(events, now, 'wave-stop', {'task', task_id, 'wave', w[4] or '', 'state', 'stopped', 'error', why})
+  if w[5] == 'active' then
+    redis.call('HSET', task_key, 'state', 'paused', 'wave_held', '1')
+    fs_emit(events, now, 'pause', {'task', task_id, 'operator', 'rollout'})
+  end
 end
 
 -- What counts against max_failures: 'attempts' (the default of new tasks: hosts that failed any
@@ -230,25 +281,31 @@ end
 
 -- A failed attempt that would be retried: true when counting it crosses the task's limit (the
 -- job is then failed for good instead, and fs_count_failure aborts the task).
-local function fs_attempt_crosses_limit(task_key, jk, host)
-  local hosts = fs_note_failed_host(task_key, jk, host)
+local function fs_attempt_crosses_limit(task_key, task_id, events, now, jk, host)
+  local hosts, first = fs_note_failed_host(task_key, jk, host)
   local t = redis.call('HMGET', task_key, 'max_failures', 'count_failures')
   local limit = fs_num(t[1])
-  return t[2] == 'attempts' and limit > 0 and hosts >= limit
+  if t[2] == 'attempts' and limit > 0 and hosts >= limit then return true end
+  if first and t[2] == 'attempts' then fs_wave_failed(task_key, task_id, events, now, host) end
+  return false
 end
 
 -- Count a failure for good against the task. Crossing max_failures aborts an active or paused
 -- task (event abort); a failure after the abort counts in overshoot. True if it aborted now.
 local function fs_count_failure(task_key, task_id, events, now, jk, host)
   local failed = redis.call('HINCRBY', task_key, 'failed', 1)
-  local hosts = fs_note_failed_host(task_key, jk, host)
+  local hosts, first = fs_note_failed_host(task_key, jk, host)
   local t = redis.call('HMGET', task_key, 'state', 'max_failures', 'count_failures')
   if t[1] == 'aborted' then
     redis.call('HINCRBY', task_key, 'overshoot', 1)
     return false
   end
-  return fs_abort_over_limit(task_key, task_id, events, now, t[1], fs_num(t[2]), t[3],
-    fs_failure_count(t[3], failed, hosts))
+  if fs_abort_over_limit(task_key, task_id, events, now, t[1], fs_num(t[2]), t[3],
+      fs_failure_count(t[3], failed, hosts)) then
+    return true
+  end
+  if t[3] ~= 'attempts' or first then fs_wave_failed(task_key, task_id, events, now, host) end
+  return false
 end
 
 -- A job fails for good: it keeps its hash (state failed, error), leaves its due set and goes

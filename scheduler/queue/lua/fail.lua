@@ -27,7 +27,10 @@ Returns     {1, due_ms}  retry: pending again at now + backoff_ms * 2^(attempt-1
                          reaches the limit is failed for good even with attempts left
             {3, 0}       as 2, and this failure aborted the task (event abort): the caller should
                          cancel the task's pending jobs (Queue.cancel_task)
-            A task that is no longer active (cancelled, aborted) retries nothing.
+            A task that is no longer active (cancelled, aborted) retries nothing. In a
+            rollout in waves, a failure (as count_failures counts them) that reaches the
+            current wave's limit also stops the rollout and pauses the task (events wave-stop,
+            pause: see fs_wave_failed).
 Errors      {-1 STALE_TOKEN | -2 UNKNOWN_JOB | -5 NOT_RUNNING | -4 BAD_ARGUMENT, message};
             nothing changes; a STALE_TOKEN or UNKNOWN_JOB result is recorded (event stale, verb
             fail), as ack.lua does.
@@ -77,7 +80,7 @@ local outcome, due_ms = 2, 0
 local retry = retryable == '1' and attempt < max_attempts and (t[1] == 'active' or t[1] == 'paused')
 -- A retry still counts its host against max_failures (count_failures = attempts): the failure
 -- that reaches the limit is not retried; it fails for good and aborts the task.
-if retry and fs_attempt_crosses_limit(task_key, jk, j[3]) then retry = false end
+if retry and fs_attempt_crosses_limit(task_key, task_id, events, now, jk, j[3]) then retry = false end
 if retry then
   local delay = fs_num(t[5]) * 2 ^ (attempt - 1)
   delay = math.floor(math.min(delay, cap) * (0.8 + 0.4 * jitter))

@@ -2,7 +2,9 @@
 pending in the due set of the task's class at max(their due time, now) (a job with a service
 window is deferred at claim as usual), or held when the task is paused; the task's wave becomes
 k and its wave_state running. Compare-and-set: only from wave k - 1 in one of the given states,
-so two wave controllers (or a controller and a late retry) release a wave once.
+so two wave controllers (or a controller and a late retry) release a wave once. The wave's
+failure count starts again (wave_failures, wave_failed_names) with its limit (wave_limit, of
+wave_size hosts: see fs_wave_failed, which stops the rollout when a wave reaches it).
 
 KEYS[1]     task      {P}:task:<task>              HASH
 KEYS[2]     waves     {P}:waves:<task>             ZSET "<job id> <host>" -> wave number
@@ -56,6 +58,7 @@ for _, member in ipairs(ids) do
   end
 end
 redis.call('HSET', task_key, 'wave', fs_int(k), 'wave_state', 'running', 'wave_why', '', 'wave_until', '')
+fs_wave_begins(task_key, #ids)
 local fields = {'task', task_id, 'wave', fs_int(k), 'state', 'running', 'count', fs_int(#released),
   'jobs', table.concat(released, ' ')}
 if operator ~= '' then fields[#fields + 1], fields[#fields + 2] = 'operator', operator end

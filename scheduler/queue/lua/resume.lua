@@ -31,6 +31,7 @@ local now = fs_now()
 if t[1] == 'paused' then
   if first ~= '1' then return {0, redis.call('ZCARD', held)} end  -- paused again meanwhile
   redis.call('HSET', task_key, 'state', 'active')
+  redis.call('HDEL', task_key, 'wave_held')  -- a rollout's hold (wave.lua) is over too
   fs_emit(events, now, 'resume', {'task', task_id, 'operator', operator,
     'count', fs_int(redis.call('ZCARD', held))})
 end

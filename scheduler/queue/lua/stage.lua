@@ -13,7 +13,8 @@ KEYS[5]   events   {P}:events         STREAM
 ARGV[1]   tag ("{prefix}"): job i's hash is <tag>:job:<job id i>, in the slot of KEYS
 ARGV[2]   task id
 ARGV[3]   waves: how many waves the task has (>= 2)
-ARGV[4]   policy: JSON text kept in the task hash's wave_policy (pause_ms, gate, check, sizes)
+ARGV[4]   policy: JSON text kept in the task hash's wave_policy (pause_ms, gate, check, sizes,
+          max_failures, counts: each wave's host count, for the released wave's failure limit)
 ARGV[5]   the jobs, as JSON text: a list of n >= 1 lists of 6 strings [job id "<task>.<k>",
           host, due (ms epoch, '0' = when released), window name ('' = none), window close
           ('' = none), wave number (>= 1)]
@@ -24,7 +25,7 @@ Returns   {added, total}: jobs of later waves staged by this call and the task's
           job of a later wave whose hash exists is only listed, so a retried fan-out stages
           nothing twice; one whose hash is missing cannot have run (its wave was never
           released) and is staged again. The first call sets wave = released, waves,
-          wave_state, wave_policy (HSETNX on waves: a retried call changes nothing). One event enqueue per call (jobs, count, wave = the
+          wave_state, wave_policy and the released wave's wave_limit, wave_size, wave_failures (HSETNX on waves: a retried call changes nothing). One event enqueue per call (jobs, count, wave = the
           lowest wave staged): SQL records the jobs pending.
 Errors    {-3 UNKNOWN_TASK | -7 TASK_NOT_ACTIVE | -4 BAD_ARGUMENT, message}; nothing is written.
 ]]
@@ -71,6 +72,9 @@ if redis.call('HSETNX', task_key, 'waves', fs_int(waves)) == 1 then
   redis.call('HSET', task_key, 'wave', fs_int(released), 'wave_state', start_state,
     'wave_policy', policy)
   redis.call('SADD', waving, task_id)
+  local okp, p = pcall(cjson.decode, policy)
+  local counts = okp and type(p) == 'table' and type(p.counts) == 'table' and p.counts or {}
+  fs_wave_begins(task_key, tonumber(counts[released]) or 0)
 end
 -- A wave the task has released since the caller looked counts as released too.
 released = math.max(released, fs_num(redis.call('HGET', task_key, 'wave')))
