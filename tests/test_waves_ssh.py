@@ -113,7 +113,13 @@ def test_a_failing_wave_check_stops_the_rollout_after_the_first_wave(rollout: Ro
     assert "wave 1 of 3" in table and "stopped" in table
     [listed] = [r for r in json.loads(rollout.cli.ok("tasks", "list", "-o", "json"))
                 if r["id"] == task]
-    assert listed["wave"] == "1/3 stopped"
+    assert (listed["state"], listed["wave"]) == ("stopped", "1/3 stopped")
+    assert [r["id"] for r in json.loads(rollout.cli.ok("tasks", "list", "--state", "stopped",
+                                                       "-o", "json"))] == [task]
+    assert task not in [r["id"] for r in json.loads(rollout.cli.ok(
+        "tasks", "list", "--state", "active", "-o", "json"))]
+    code, _, err = rollout.cli("tasks", "list", "--state", "stoped")
+    assert code == 2 and err.startswith("error: --state 'stoped' must be one of accepted, "), err
     # And tasks watch ends at once (the rollout waits for the operator), with its wave line
     code, _, err = rollout.cli("tasks", "watch", str(task), "--timeout", "10s")
     assert code == 3, err

@@ -53,7 +53,10 @@ def _context(ctx: typer.Context, *, redis: bool = True) -> Iterator[tuple[Any, A
                                   "  fleetsched tasks list --operator alice -o json")
 def list_cmd(
     ctx: typer.Context,
-    state_: Annotated[str | None, typer.Option("--state", help="Only tasks in this state.")] = None,
+    state_: Annotated[str | None, typer.Option(
+        "--state", help="Only tasks in this state, as shown: accepted, active, paused, stopped (a "
+                        "rollout waiting for an operator), succeeded, failed, cancelled, "
+                        "aborted.")] = None,
     operator: Annotated[str | None, typer.Option("--operator", help="Only tasks of this operator.")] = None,
     action: Annotated[str | None, typer.Option("--action", help="Only tasks of this action.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=100_000, help="At most this many, newest first.")] = 50,

@@ -21,9 +21,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from scheduler.errors import NotFoundError
+from scheduler.errors import NotFoundError, ValidationError
 from scheduler.progress import Progress, from_job_states, from_task_hash
-from scheduler.record.models import Event, Job, Schedule, Task
+from scheduler.record.models import TASK_STATES, Event, Job, Schedule, Task
 
 __all__ = ["CONTROL_KINDS", "LIST_COLUMNS", "behind_note", "list_tasks", "params_text", "policy_text",
            "progress_of", "request", "show_task", "summary_line"]
@@ -35,12 +35,14 @@ CONTROL_KINDS = ("submit", "create", "pause", "resume", "cancel", "abort", "retr
                  "wave-stop", "wave-done", "continue")
 FAILED_SHOWN = 20
 TRAIL_SHOWN = 200
+LIST_STATES = (*TASK_STATES, "stopped")
 
 
 def row_progress(t: Any) -> Progress:
     """The progress the task row's counters (kept by the recorder) say."""
     return Progress(total=t.total, succeeded=t.succeeded, failed=t.failed + t.lost, lost=t.lost,
-                    cancelled=t.cancelled, running=t.running, recorded_state=t.state)
+                    cancelled=t.cancelled, running=t.running, recorded_state=t.state,
+                    rollout=getattr(t, "wave_state", None) or "")
 
 
 def _wave(t: Any) -> str:
@@ -62,14 +64,21 @@ def _row(t: Any) -> dict[str, Any]:
 
 def list_tasks(session: Session, *, state: str | None = None, operator: str | None = None,
                action: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+    """The newest ``limit`` tasks (optionally in one state, as the views name it: ``stopped``
+    is a rollout in waves that waits for an operator; ``active`` leaves those out)."""
     q = sa.select(Task).order_by(Task.id.desc()).limit(limit)
-    if state:
+    if state == "stopped":
+        q = q.where(Task.state.in_(("active", "paused")), Task.wave_state == "stopped")
+    elif state:
+        if state not in LIST_STATES:
+            raise ValidationError(f"--state {state!r} must be one of {', '.join(LIST_STATES)}")
         q = q.where(Task.state == state)
     if operator:
         q = q.where(Task.operator == operator)
     if action:
         q = q.where(Task.action == action)
-    return [_row(t) for t in session.scalars(q)]
+    rows = [_row(t) for t in session.scalars(q)]
+    return [r for r in rows if r["state"] == state] if state else rows
 
 
 def request(t: Task, schedule_name: str | None = None) -> dict[str, Any]:
