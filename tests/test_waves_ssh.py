@@ -111,6 +111,8 @@ def test_a_failing_wave_check_stops_the_rollout_after_the_first_wave(rollout: Ro
     assert (row.wave, row.wave_state, row.wave_why) == (1, "stopped", w["why"])
     table = rollout.cli.ok("tasks", "show", str(task))
     assert "wave 1 of 3" in table and "stopped" in table
+    assert "waves=1,1,100% (3 waves, inventory order, check `false`)" in table  # what ran
+    assert "waves=1,1,100% (3 waves" in rollout.cli.ok("report", "--task", str(task))
     [listed] = [r for r in json.loads(rollout.cli.ok("tasks", "list", "-o", "json"))
                 if r["id"] == task]
     assert (listed["state"], listed["wave"]) == ("stopped", "1/3 stopped")

@@ -104,8 +104,23 @@ def request(t: Task, schedule_name: str | None = None) -> dict[str, Any]:
                    "attempts": t.max_attempts,
                    "hosts": "one job at a time" if t.exclusive else "may overlap",
                    "backoff_ms": t.backoff_ms, "timeout_s": t.timeout_s,
-                   "idempotent": t.idempotent, "priority": t.priority},
+                   "idempotent": t.idempotent, "priority": t.priority,
+                   **({"waves": _waves_text(dict(t.waves))} if t.waves else {})},
     }
+
+
+def _waves_text(spec: dict[str, Any]) -> str:
+    """``1,10%,100% (3 waves, inventory order, gate approve, check `CMD`)``: how a task in
+    waves was rolled out, for ``tasks show`` and the audit report."""
+    count = spec.get("count", "?")
+    parts = [f"{count} wave{'' if count == 1 else 's'}", f"{spec.get('order') or 'inventory'} order"]
+    if spec.get("pause_ms"):
+        parts.append(f"pause {spec['pause_ms'] / 1000:g}s")
+    if spec.get("gate") and spec["gate"] != "none":
+        parts.append(f"gate {spec['gate']}")
+    if spec.get("check"):
+        parts.append(f"check `{spec['check']}`")
+    return f"{spec.get('sizes', '?')} ({', '.join(parts)})"
 
 
 def policy_text(policy: dict[str, Any]) -> str:
