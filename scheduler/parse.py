@@ -39,23 +39,20 @@ class Limit:
         return f"{self.value:g}%" if self.percent else str(int(self.value))
 
 
+MAX_LIMIT = 10_000_000  # hosts or jobs: a bigger count is a typo, not a fleet
+
+
 def parse_limit(text: str, what: str = "limit") -> Limit:
-    """``"20"`` -> 20 hosts; ``"10%"`` -> 10 % of the task's hosts."""
+    """``"20"`` -> 20 hosts; ``"10%"`` -> 10 % of the task's hosts. ASCII digits only (``int``
+    would take other scripts' digits), a count of at most ``MAX_LIMIT``."""
     raw = text.strip()
-    try:
-        if raw.endswith("%"):
-            value = float(raw[:-1])
-            if not 0 < value <= 100:
-                raise ValueError
-            return Limit(value, percent=True)
-        value = int(raw)
-        if value < 1:
-            raise ValueError
-        return Limit(value)
-    except ValueError:
-        raise ValidationError(
-            f"{what} {text!r} is not a positive number or a percentage like 10%"
-        ) from None
+    percent = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)%", raw)
+    if percent and 0 < float(percent.group(1)) <= 100:
+        return Limit(float(percent.group(1)), percent=True)
+    if re.fullmatch(r"[0-9]+", raw) and 1 <= int(raw) <= MAX_LIMIT:
+        return Limit(int(raw))
+    raise ValidationError(f"{what} {text!r} is not a count from 1 to {MAX_LIMIT:,} or a "
+                          "percentage like 10%")
 
 
 def parse_duration(text: str, what: str = "duration", *, bare_seconds: bool = False) -> timedelta:

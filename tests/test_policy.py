@@ -17,7 +17,8 @@ def test_a_percentage_limit_rounds_up_and_never_reaches_zero() -> None:
     assert parse_limit("20").of(3000) == 20
 
 
-@pytest.mark.parametrize("text", ["0", "-3", "0%", "101%", "ten", "", "5.5"])
+@pytest.mark.parametrize("text", ["0", "-3", "0%", "101%", "ten", "", "5.5", "\u0661", "1e3", "nan%",
+                                  "10000001", "99999999999999999999999"])
 def test_a_bad_limit_is_refused(text: str) -> None:
     with pytest.raises(ValidationError):
         parse_limit(text, "--max-concurrency")

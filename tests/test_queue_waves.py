@@ -276,3 +276,102 @@ def test_counted_as_final_failures_a_retried_host_stops_the_wave_only_when_it_fa
                       retryable=False) == "failed"
     t = queue.task_state("t12")
     assert (t["state"], t["wave_state"], t["wave_failures"]) == ("paused", "stopped", "1")
+
+
+# ---------------------------------------------------------- found by an adversarial review
+
+
+def test_a_wave_whose_job_waits_for_its_host_or_group_has_not_ended(
+        queue: Queue, qclient: redis.Redis) -> None:
+    # Given another task running on host-0 and host-9, host-9 in group g limited to 1 job
+    qclient.hset(KEYS.host("host-9"), "limits", "g")
+    qclient.hset(KEYS.host("host-2"), "limits", "g")
+    queue.set_group_limit("g", 1, "ops")
+    queue.create_task(TaskSpec("other"))
+    queue.enqueue("other", [JobSpec("other.0", "host-0"), JobSpec("other.1", "host-9")])
+    assert len(queue.claim("w", 10).jobs) == 2
+    # And a rollout in waves [0], [2], [1] whose first wave's job waits for host-0
+    make_waves(queue, "t13", [[0], [2], [1]])
+    assert queue.claim("w", 10).jobs == []
+    assert queue.job_state("t13.0")["state"] == "hostwait"
+    # Then the wave has not ended: the next wave is not released
+    assert rollout.step(queue, "t13", 0, no_check) == "running"
+    # When host-0 frees, wave 1 runs and wave 2 is released; its job waits for group g
+    token = int(qclient.hget(KEYS.job("other.0"), "token"))
+    queue.ack("w", [("other.0", token, JobResult(0))])
+    assert run_all(queue) == ["t13.0"]
+    assert rollout.step(queue, "t13", 0, no_check) == "released"
+    assert queue.claim("w", 10).jobs == []
+    assert queue.job_state("t13.2")["state"] == "hostwait"
+    # Then the last wave is not released (nor the rollout done) while it waits
+    assert rollout.step(queue, "t13", 0, no_check) == "running"
+    assert queue.task_state("t13")["wave"] == "2"
+
+
+def test_a_lost_job_that_stops_its_wave_lets_the_same_claim_take_none_of_the_wave(
+        queue: Queue) -> None:
+    # Given a non-idempotent rollout in waves [0, 1, 2], [3] whose wave limit is 1 (33%)
+    make_waves(queue, "t14", [[0, 1, 2], [3]], max_failures=5, idempotent=False,
+               policy={"max_failures": "33%"})
+    assert [j.job_id for j in queue.claim("w", 1, lease_ms=1).jobs] == ["t14.0"]
+    time.sleep(0.05)
+    # When another claim finds t14.0 lost (failed for good: the wave's limit is reached)
+    second = queue.claim("w2", 10)
+    # Then the rollout stopped, and that same claim took none of the wave's other jobs
+    t = queue.task_state("t14")
+    assert (t["state"], t["wave_state"], t["running"]) == ("paused", "stopped", "0")
+    assert second.jobs == []
+
+
+@pytest.mark.parametrize("paused_by_operator_first", [False, True])
+def test_resume_of_a_stopped_rollout_is_refused_until_continue(
+        queue: Queue, paused_by_operator_first: bool) -> None:
+    from scheduler.errors import TaskNotActiveError
+
+    # Given a rollout stopped by its first wave's failure (the operator may have paused first)
+    make_waves(queue, "t15", [[0, 1, 2], [3]], max_failures=5, max_running=1,
+               policy={"max_failures": "33%"})
+    [job] = queue.claim("w", 10).jobs
+    if paused_by_operator_first:
+        queue.pause("t15", "ops")
+    queue.fail("w", job.job_id, job.token, JobResult(1), error="boom", retryable=False)
+    t = queue.task_state("t15")
+    assert (t["state"], t["wave_state"]) == ("paused", "stopped")
+    assert ("wave_held" in t) is not paused_by_operator_first
+    # Then resume is refused, naming the way on: the stopped wave's jobs stay held
+    with pytest.raises(TaskNotActiveError, match=r"t15's rollout stopped at wave 1: "
+                       r"`fleetsched tasks continue t15` goes on"):
+        queue.resume("t15", "ops")
+    assert queue.claim("w", 10).jobs == []
+    # When the rollout is continued, resume works (continue does it when the stop paused)
+    assert move(queue, "t15", 1, ["stopped"], "continued", "continue", operator="ops")
+    queue.resume("t15", "ops")
+    assert [j.job_id for j in queue.claim("w", 10).jobs] == ["t15.1"]
+
+
+def test_retry_failed_after_an_abort_gives_the_rollout_back_to_the_controllers(
+        queue: Queue, qclient: redis.Redis) -> None:
+    from scheduler.submission.control import requeue_failed
+
+    # Given a rollout aborted by its first wave, dropped by the controller before the sweep
+    make_waves(queue, "t16", [[0], [1, 2]], max_failures=1)
+    [job] = queue.claim("w", 10).jobs
+    assert queue.fail_job("w", job.job_id, job.token, JobResult(1), error="boom",
+                          retryable=False).aborted
+    assert rollout.step(queue, "t16", 0, no_check) == "left"
+    # When the operator retries the failed job and it succeeds
+    requeue_failed(queue, "t16", "ops")
+    assert qclient.sismember(KEYS.waving, "t16")
+    assert run_all(queue) == ["t16.0"]
+    # Then the rollout goes on: wave 2 is released, not stranded
+    assert rollout.step(queue, "t16", 0, no_check) == "released"
+    assert run_all(queue) == ["t16.1", "t16.2"]
+
+
+def test_a_count_limit_is_the_tasks_even_when_a_wave_is_smaller(queue: Queue) -> None:
+    # Given --waves 1,100% --max-failures 2 (a count: the task's, not capped at the wave)
+    make_waves(queue, "t17", [[0], [1, 2, 3]], max_failures=2, policy={"max_failures": "2"})
+    [job] = queue.claim("w", 10).jobs
+    queue.fail("w", job.job_id, job.token, JobResult(1), error="boom", retryable=False)
+    t = queue.task_state("t17")
+    assert (t["state"], t["wave_state"], t["wave_limit"]) == ("active", "running", "2")

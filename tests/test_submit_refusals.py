@@ -61,7 +61,7 @@ def refused(cli: Cli, redis_client: redis.Redis, args: list[str], code: int, mes
     (["command", "-t", "web-01", "-p", "cmd=true", "--executor", "simulate",
       "--executor-option", "speed=9"], 2, "simulate executor has no option 'speed'"),
     (["command", "-t", "web-01", "-p", "cmd=true", "--max-concurrency", "0"], 2,
-     "--max-concurrency '0' is not a positive number"),
+     "--max-concurrency '0' is not a count from 1 to 10,000,000"),
     (["command", "-t", "web-01", "-p", "cmd=true", "--max-failures", "150%"], 2,
      "--max-failures '150%'"),
     (["command", "-t", "web-01", "-p", "cmd=true", "--timeout", "soon"], 2,

@@ -85,8 +85,11 @@ def limit_cmd(
     if (max_busy is None) == (not remove):
         raise ValidationError("give --max-busy N|P% or --remove",
                               hint="fleetsched groups limit db --max-busy 1")
-    if max_busy is not None:
-        limit_count(max_busy, 1)  # a bad value is refused before anything is written
+    if max_busy is not None:  # a bad value is refused before anything is written
+        from scheduler.parse import parse_limit
+
+        max_busy = str(parse_limit(max_busy, "--max-busy"))  # as SQL keeps it: " 5" -> "5"
+        limit_count(max_busy, 1)
     settings = state(ctx).settings
     with database(ctx) as (engine, operator):
         with transaction(engine) as session:

@@ -65,6 +65,9 @@ def reconcile(
     verb = "would re-enqueue" if dry_run else "re-enqueued"
     output.info(f"{verb} {report.jobs_requeued} jobs and "
                 f"{'would recreate' if dry_run else 'recreated'} {report.tasks_recreated} tasks")
+    if report.group_limits_restored:
+        output.info(f"{'would restore' if dry_run else 'restored'} "
+                    f"{report.group_limits_restored} group limit(s) from SQL")
     if report.not_rerun:
         shown = ", ".join(report.not_rerun[:10]) + (" ..." if len(report.not_rerun) > 10 else "")
         output.info(f"not run again (started, non-idempotent; check the hosts): {shown}")

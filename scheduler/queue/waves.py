@@ -26,7 +26,7 @@ __all__ = ["LIVE_STATES", "STAGE_CHUNK", "WAVE_STATES", "WaveOutcome", "move", "
 STAGE_CHUNK = 1_000  # jobs per stage.lua call
 WAVE_STATES = ("running", "pausing", "gated", "approved", "checking", "stopped", "continued",
                "done")
-LIVE_STATES = ("waiting", "pending", "running", "parked", "held")  # a job not ended yet
+LIVE_STATES = ("waiting", "pending", "running", "parked", "held", "hostwait")  # not ended yet
 
 
 def stage(queue: Queue, task_id: str, waves: int, policy: dict,

@@ -6,7 +6,9 @@ jobs. ``reconcile``:
 
 1. lists the unfinished tasks (accepted, active, paused) and their unfinished jobs in SQL;
 2. recreates each missing task hash in Redis from its SQL row (``Queue.create_task``), paused
-   again if SQL says paused;
+   again if SQL says paused (by ``rollout`` when a wave's failure limit paused it, so that
+   ``tasks continue`` resumes it); and makes Redis's group limits (``{P}:glimit``) those SQL
+   records (``groups.max_busy``): claim enforces no limit Redis has lost;
 3. finds the unfinished jobs whose job hash Redis does not have;
 4. drains the event stream into SQL (a ``Recorder``) and reads those jobs' states again: a job
    that finished in Redis just before step 3 has its event in the stream already (the scripts
@@ -41,11 +43,12 @@ from typing import Any
 import redis
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
 
 from scheduler.errors import DatabaseUnavailableError
 from scheduler.queue.client import JobSpec, Queue, TaskSpec
 from scheduler.record.audit import record_event
-from scheduler.record.models import JOB_FINAL_STATES, Job, Task
+from scheduler.record.models import JOB_FINAL_STATES, Event, Job, Task
 from scheduler.record.now import record_now, stream_tail
 from scheduler.record.recorder import OnBatch, Recorder
 from scheduler.record.types import to_ms
@@ -71,6 +74,7 @@ class ReconcileReport:
     jobs_not_rerun: int = 0  # started, non-idempotent: left for the operator
     jobs_in_stream: int = 0  # events still in the stream, not all in SQL: skipped this time
     jobs_queued_before: int = 0  # queued once by the task still in Redis: finished, not re-run
+    group_limits_restored: int = 0  # groups whose limit Redis had lost (or kept after removal)
     dry_run: bool = False
     requeued: list[str] = field(default_factory=list)
     not_rerun: list[str] = field(default_factory=list)
@@ -197,6 +201,34 @@ def _requeue(engine: Engine, queue: Queue, task: Any, specs: list[JobSpec],
                          state=state)
 
 
+def _restore_group_limits(engine: Engine, queue: Queue, operator: str, dry_run: bool) -> int:
+    """Make Redis's group limits (``{P}:glimit``, what claim enforces) those SQL records
+    (``groups.max_busy``, resolved against the group's hosts now); how many were wrong."""
+    from scheduler.inventory.store import group_limits, group_member_map, limit_count
+    from scheduler.queue.types import text
+
+    with Session(engine) as session:
+        specs = group_limits(session)
+        members = group_member_map(session) if specs else {}
+    want = {g: limit_count(spec, len(members.get(g, ()))) for g, spec in specs.items()}
+    have = {text(g): text(n) for g, n in queue.client.hgetall(queue.keys.glimit).items()}
+    wrong = sorted(g for g in set(want) | set(have) if str(want.get(g, "")) != have.get(g, ""))
+    if not dry_run:
+        for group in wrong:
+            queue.set_group_limit(group, want.get(group), operator)
+    return len(wrong)
+
+
+def _paused_by_rollout(engine: Engine, task_id: int) -> bool:
+    """The task's last pause or resume was the pause of a wave that reached its failure limit."""
+    e = Event.__table__
+    with engine.connect() as conn:
+        last = conn.execute(sa.select(e.c.kind, e.c.operator)
+                            .where(e.c.task_id == str(task_id), e.c.kind.in_(("pause", "resume")))
+                            .order_by(e.c.ts.desc(), e.c.id.desc()).limit(1)).first()
+    return last is not None and last.kind == "pause" and last.operator == "rollout"
+
+
 def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
               dry_run: bool = False, on_batch: OnBatch | None = None) -> ReconcileReport:
     """Repair Redis from SQL (see the module docstring); ``dry_run`` changes nothing.
@@ -218,6 +250,7 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
             queue.create_task(task_spec(task, recorded))
             touched.add(str(task.id))
     report.tasks_recreated = len(recreated)
+    report.group_limits_restored = _restore_group_limits(engine, queue, operator, dry_run)
     candidates = [j for t in tasks for j in jobs.get(t.id, [])]
     report.jobs_checked = len(candidates)
     missing = _missing(client, queue, [j.id for j in candidates])
@@ -262,7 +295,9 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
     if not dry_run:
         for task in recreated:
             if task.state == "paused":
-                queue.pause(str(task.id), operator)
+                # A rollout's own pause stays the rollout's: `tasks continue` resumes it.
+                queue.pause(str(task.id), "rollout" if _paused_by_rollout(engine, task.id)
+                            else operator)
         record_now(client, engine, queue.keys.events, since, touched)
         with engine.begin() as conn:
             record_event(conn, "reconcile", operator=operator, data={

@@ -168,6 +168,11 @@ def continue_rollout(engine: Engine, queue: Queue, task_id: int, operator: str) 
         if not t.get("waves"):
             raise ValidationError(f"task {task_id} is not rolled out in waves",
                                   hint="`tasks continue` passes a wave gate or a stopped rollout")
+        if t.get("state") not in ("active", "paused"):
+            raise ValidationError(f"task {task_id} is {t.get('state')}: its rollout is over",
+                                  hint=f"`fleetsched tasks retry-failed {task_id}` runs its "
+                                       "failed jobs again" if t.get("state") == "aborted" else
+                                       None)
         to = {"gated": "approved", "stopped": "continued"}.get(state or "")
         if to is None or not move(queue, tid, wave, [state or ""], to, "continue",
                                   operator=operator, why=f"continued after wave {wave}"):
@@ -176,6 +181,7 @@ def continue_rollout(engine: Engine, queue: Queue, task_id: int, operator: str) 
                                   hint=f"see `fleetsched tasks show {task_id}`")
         if t.get("state") == "paused" and t.get("wave_held") == "1":
             queue.resume(tid, operator)  # the jobs the stop held back run now
+        # (paused by an operator, the task stays paused: `tasks resume` lets the wave go on)
         return wave
     return _run(engine, queue, task_id, "continue", call)
 

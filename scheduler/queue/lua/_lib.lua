@@ -206,16 +206,15 @@ local function fs_note_failed_host(task_key, jk, host)
 end
 
 -- A rollout in waves: the failure limit of a wave of `size` hosts (the task hash's
--- wave_limit, written as the wave is released): --max-failures as asked (wave_policy's
--- max_failures: a percentage of the wave's hosts, rounded up, at least 1; or a count), else
--- the task's own count. 0 = none.
+-- wave_limit, written as the wave is released): --max-failures as a percentage is taken of the
+-- wave's hosts (wave_policy's max_failures as typed; rounded up, at least 1); as a count it is
+-- the task's own (which the task's abort reaches first). 0 = none.
 local function fs_wave_limit(policy_json, size, task_max)
   local ok, p = pcall(cjson.decode, policy_json or '')
   local asked = ok and type(p) == 'table' and p.max_failures or nil
-  if type(asked) ~= 'string' or asked == '' then return math.min(fs_num(task_max), size) end
-  local pct = string.match(asked, '^([%d%.]+)%%$')
+  local pct = type(asked) == 'string' and string.match(asked, '^([%d%.]+)%%$')
   if pct then return math.min(size, math.max(1, math.ceil(size * tonumber(pct) / 100))) end
-  return math.min(tonumber(asked) or 0, size)
+  return fs_num(task_max)
 end
 
 -- The current wave's failure count and names start again (a wave is released).

@@ -285,6 +285,8 @@ local function lose(due, id, jk, j, t)
     if fs_count_failure(t.key, t.id, events, now, jk, j.host) then
       t.state = 'aborted'
       aborted[#aborted + 1] = t.id
+    else  -- reaching a wave's failure limit pauses the task: this call claims none of its jobs
+      t.state = redis.call('HGET', t.key, 'state') or t.state
     end
     lost[#lost + 1] = id
   end

@@ -4,7 +4,8 @@ their due time, so they are not rescanned); running jobs finish.
 KEYS[1]   task    {P}:task:<task>  HASH
 KEYS[2]   events  {P}:events       STREAM
 ARGV[1]   task id
-ARGV[2]   operator
+ARGV[2]   operator (`rollout`: the pause of a wave that reached its failure limit, restored
+          by reconcile; sets wave_held, so `tasks continue` resumes the task)
 Returns   {1} paused now (event pause) | {0} already paused
 Errors    {-3 UNKNOWN_TASK | -7 TASK_NOT_ACTIVE (cancelled or aborted, or every job has ended),
           message}
@@ -26,5 +27,7 @@ if state ~= 'active' then
   return fs_err(FS_TASK_NOT_ACTIVE, 'task ' .. task_id .. ' is ' .. state .. '; only an active task can be paused')
 end
 redis.call('HSET', task_key, 'state', 'paused')
+-- reconcile restores a rollout's own pause (fs_wave_failed) under its name: continue resumes it
+if operator == 'rollout' then redis.call('HSET', task_key, 'wave_held', '1') end
 fs_emit(events, fs_now(), 'pause', {'task', task_id, 'operator', operator})
 return {1}

@@ -12,7 +12,9 @@ ARGV[4]     chunk: held jobs moved at most by this call (>= 1)
 ARGV[5]     first (1 | 0): the first call switches the task to active (event resume)
 ARGV[6]     wake channel
 Returns     {moved, remaining}; moved jobs are pending again at their due time
-Errors      {-3 UNKNOWN_TASK | -7 TASK_NOT_ACTIVE (cancelled or aborted) | -4 BAD_ARGUMENT, message}
+Errors      {-3 UNKNOWN_TASK | -7 TASK_NOT_ACTIVE (cancelled or aborted; or paused with its
+            rollout in waves stopped: `tasks continue` passes the stop first) | -4 BAD_ARGUMENT,
+            message}
 ]]
 local task_key, held = KEYS[1], KEYS[2]
 local due_keys = {urgent = KEYS[3], normal = KEYS[4], bulk = KEYS[5]}
@@ -22,10 +24,16 @@ local chunk = fs_count(ARGV[4])
 fs_effects()
 
 if chunk == nil or chunk < 1 then return fs_err(FS_BAD_ARGUMENT, 'chunk must be an integer >= 1') end
-local t = redis.call('HMGET', task_key, 'state', 'prio')
+local t = redis.call('HMGET', task_key, 'state', 'prio', 'wave_state', 'wave')
 if not t[1] then return fs_err(FS_UNKNOWN_TASK, 'no task ' .. task_id) end
 if t[1] ~= 'active' and t[1] ~= 'paused' then
   return fs_err(FS_TASK_NOT_ACTIVE, 'task ' .. task_id .. ' is ' .. t[1] .. '; it cannot be resumed')
+end
+-- A rollout stopped by its wave's failures or check: resuming would run the rest of that wave.
+if t[1] == 'paused' and first == '1' and t[3] == 'stopped' then
+  return fs_err(FS_TASK_NOT_ACTIVE, 'task ' .. task_id .. "'s rollout stopped at wave " ..
+    (t[4] or '?') .. ': `fleetsched tasks continue ' .. task_id .. '` goes on with it, ' ..
+    '`fleetsched tasks cancel ' .. task_id .. '` ends it')
 end
 local now = fs_now()
 if t[1] == 'paused' then

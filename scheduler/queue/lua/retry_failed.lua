@@ -16,7 +16,8 @@ Returns     {requeued, event id}: jobs of this chunk that were failed for good (
             each: its host counts against max_failures again only when it fails again). One event
             `retry-failed` (operator, count, jobs, due) per chunk that moved any; event id ''
             when none moved. A chunk that moves any job revives an aborted task (state active,
-            overshoot 0): its failure budget counts again from the jobs still failed.
+            overshoot 0): its failure budget counts again from the jobs still failed; a
+            rollout in waves with staged waves left goes back into {P}:waving.
 Errors      {-3 UNKNOWN_TASK | -7 TASK_NOT_ACTIVE (cancelled) | -4 BAD_ARGUMENT, message};
             nothing is written.
 ]]
@@ -60,6 +61,13 @@ for i = 1, n do
 end
 if t[1] == 'aborted' and #ids > 0 then
   redis.call('HSET', task_key, 'state', 'active', 'overshoot', 0)
+  -- A rollout in waves whose later waves are still staged goes on: the wave controllers had
+  -- dropped the aborted task from {P}:waving (same slot: named from the task key).
+  local ws = redis.call('HGET', task_key, 'wave_state')
+  if ws and ws ~= 'done'
+      and redis.call('EXISTS', (string.gsub(task_key, ':task:([^:]+)$', ':waves:%1'))) == 1 then
+    redis.call('SADD', (string.gsub(task_key, ':task:[^:]+$', ':waving')), task_id)
+  end
 end
 if #ids == 0 then return {0, ''} end
 redis.call('HINCRBY', task_key, 'failed', -#ids)

@@ -1,0 +1,64 @@
+"""Reconcile after Redis lost everything, for what rollouts and limits keep in Redis: a group
+limit (``{P}:glimit``, which claim enforces) and a rollout paused by its wave's failure limit
+(``tasks continue`` must still resume it). Through the CLI, on a real redis-server and SQLite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import redis
+
+from scheduler.queue.client import JobResult, Queue
+from scheduler.record.migrate import upgrade
+from tests.submit_support import KEYS, Cli, drain, inventory
+
+
+@pytest.fixture
+def cli(tmp_path: Path, redis_url: str, redis_client: redis.Redis) -> Cli:
+    redis_client.flushall()
+    db = f"sqlite:///{tmp_path / 'fleetsched.db'}"
+    upgrade(db)
+    cli = Cli(tmp_path, redis_url, db)
+    inventory(cli, tmp_path, "[web]\nweb-[01:04]\n")
+    return cli
+
+
+def test_a_group_limit_holds_again_after_redis_lost_everything(
+        cli: Cli, redis_client: redis.Redis) -> None:
+    # Given a group limit of 1 on web and a task on its 4 hosts, recorded in SQL
+    cli.ok("groups", "limit", "web", "--max-busy", "1")
+    cli.submit("command", "-t", "group:web", "-p", "cmd=true")
+    drain(redis_client, cli.database_url)
+    # When Redis loses everything and the operator reconciles
+    redis_client.flushall()
+    code, _, err = cli("reconcile")
+    assert code == 0, err
+    assert "restored 1 group limit(s) from SQL" in err
+    # Then the limit holds again: one claim takes one job
+    assert redis_client.hgetall(KEYS.glimit) == {"web": "1"}
+    assert len(Queue(redis_client, KEYS).claim("w", 10).jobs) == 1
+    # And a second reconcile has nothing to restore
+    code, _, err = cli("reconcile")
+    assert code == 0 and "group limit" not in err, err
+
+
+def test_continue_resumes_a_stopped_rollout_recreated_by_reconcile(
+        cli: Cli, redis_client: redis.Redis) -> None:
+    q = Queue(redis_client, KEYS)
+    # Given a rollout stopped (and paused) by its first wave's failure, recorded in SQL
+    task = str(cli.submit("command", "-t", "group:web", "-p", "cmd=true", "--waves", "3,100%",
+                          "--max-failures", "30%", "--max-concurrency", "1"))
+    [job] = q.claim("w", 10).jobs
+    q.fail_job("w", job.job_id, job.token, JobResult(1), error="boom", retryable=False)
+    assert q.task_state(task)["wave_state"] == "stopped"
+    drain(redis_client, cli.database_url)
+    # When Redis loses everything, the operator reconciles and continues the rollout
+    redis_client.flushall()
+    assert cli("reconcile")[0] == 0
+    t = q.task_state(task)
+    assert (t["state"], t["wave_state"], t.get("wave_held")) == ("paused", "stopped", "1")
+    cli.ok("tasks", "continue", task)
+    # Then the wave's held jobs run again
+    assert q.task_state(task)["state"] == "active"
+    assert len(q.claim("w", 10).jobs) == 1  # --max-concurrency 1
