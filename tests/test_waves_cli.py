@@ -43,6 +43,10 @@ def test_a_dry_run_lists_the_waves_with_their_hosts(cli: Cli) -> None:
     (["--waves", "0"], "--waves"),
     (["--waves", "1", "--wave-order", "alphabetical"], "--wave-order 'alphabetical' must be"),
     (["--wave-check", "true"], "--wave-check needs --waves"),
+    (["--waves", "1", "--wave-seed", "7"], "--wave-seed applies to --wave-order random only"),
+    (["--waves", "1", "--wave-order", "random", "--wave-seed", "-1"],
+     "--wave-seed '-1' must be a number from 0 to 2147483647"),
+    (["--wave-seed", "7"], "--wave-seed needs --waves"),
 ])
 def test_a_bad_wave_option_is_one_line_and_nothing_is_queued(
         cli: Cli, redis_client: redis.Redis, args: list[str], message: str) -> None:
@@ -51,6 +55,33 @@ def test_a_bad_wave_option_is_one_line_and_nothing_is_queued(
     assert code == 2, err
     assert err.startswith("error: ") and message in err.splitlines()[0], err
     assert (sql_snapshot(cli.database_url), redis_snapshot(redis_client)) == before
+
+
+def test_a_random_order_dry_run_names_its_seed_and_that_seed_submits_those_waves(
+        cli: Cli, redis_client: redis.Redis) -> None:
+    def waves_of(jobs: list[dict]) -> list[list[str]]:
+        by_wave: dict[int, list[str]] = {}
+        for job in jobs:
+            by_wave.setdefault(job["wave"], []).append(job["host"])
+        return [sorted(by_wave[k]) for k in sorted(by_wave)]
+
+    args = ["submit", "command", "-t", "all", "-p", "cmd=true", "--waves", "1,2,100%",
+            "--wave-order", "random"]
+    # Given a dry run of a random order: it says which draw it shows
+    code, out, err = cli(*args, "--dry-run", "-o", "json")
+    assert code == 0, err
+    seed = int(err.split("seed ", 1)[1].split(":", 1)[0])
+    assert f"submit with --wave-seed {seed} to roll out exactly these" in err
+    shown = waves_of(json.loads(out)["jobs"])
+    # When the operator submits with that seed, the task's waves are the ones shown
+    task = cli.submit(*args[1:], "--wave-seed", str(seed), "--yes")
+    staged = json.loads(cli.ok("tasks", "show", str(task), "-o", "json"))
+    assert staged["waves"]["order"] == "random"
+    members = redis_client.zrange(KEYS.waves(str(task)), 0, -1, withscores=True)
+    by_wave: dict[int, list[str]] = {}
+    for member, wave in members:
+        by_wave.setdefault(int(wave), []).append(member.split(" ", 1)[1])
+    assert [sorted(by_wave[k]) for k in sorted(by_wave)] == shown
 
 
 def test_a_task_file_with_waves_stages_the_later_waves_and_tasks_show_says_so(

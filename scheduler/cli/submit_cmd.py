@@ -98,7 +98,7 @@ def _request(action: str | None, target: str | None, params: list[str] | None, a
         notify=tuple(options.get("notify") or ()),
         waves=wave_spec(options.get("waves"), order=options.get("wave_order"),
                         pause=options.get("wave_pause"), gate=options.get("wave_gate"),
-                        check=options.get("wave_check")))
+                        check=options.get("wave_check"), seed=options.get("wave_seed")))
 
 
 def _executor_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -128,16 +128,24 @@ def _show_plan(plan: Any, fmt: output.OutputFormat) -> None:
             "in_window": plan.request.in_window, **policy}
     rows = [{"job": j.seq, "host": j.host, "when": _when(j), "window": j.window}
             for j in plan.jobs]
-    waves = plan.waves("dry-run")
+    spec = plan.request.waves
+    drawn = None
+    if spec is not None and spec.order == "random" and spec.seed is None:
+        import secrets
+
+        drawn = secrets.randbelow(1_000_000)
+    waves = plan.waves(drawn)
     if waves:
         head["waves"] = f"{len(waves)}: {plan.request.waves.describe()}"
         wave_of = {n: k for k, wave in enumerate(waves, 1) for n in wave}
         for row in rows:
             row["wave"] = wave_of[row["job"]]
         rows.sort(key=lambda r: (r["wave"], r["job"]))
-        if plan.request.waves.order == "random":
-            output.info("note: the random order is drawn at submit, seeded by the task id "
-                        "(this dry run shows one such draw)")
+        if drawn is not None:
+            head["waves"] += f" (this draw: seed {drawn})"
+            output.info(f"note: these waves are one random draw, seed {drawn}: submit with "
+                        f"--wave-seed {drawn} to roll out exactly these (without it, the task "
+                        "id seeds the draw)")
     if fmt is output.OutputFormat.json:
         output.emit_object({"dry_run": True, "plan": head, "params": plan.params,
                             "jobs": rows}, fmt)
@@ -208,7 +216,8 @@ def submit(
     allow_overlap: Annotated[bool | None, typer.Option("--allow-overlap/--exclusive", help="May a job run on a host while another task's job runs there? By default one job per host at a time (the action may declare itself safe to overlap).")] = None,
     notify: Annotated[list[str] | None, typer.Option("--notify", help="Also tell this webhook URL or mailto:ADDRESS if the task fails, aborts or loses jobs (repeatable).")] = None,
     waves: Annotated[str | None, typer.Option("--waves", help="Roll out in waves of these sizes, e.g. 1,10%,50%,100% (N hosts or P% of them; the last size repeats).")] = None,
-    wave_order: Annotated[str | None, typer.Option("--wave-order", help="Which hosts go first: inventory (job order, the default), random (seeded by the task id) or by-group (groups spread across waves).")] = None,
+    wave_order: Annotated[str | None, typer.Option("--wave-order", help="Which hosts go first: inventory (job order, the default), random (seeded by --wave-seed, else the task id) or by-group (groups spread across waves).")] = None,
+    wave_seed: Annotated[str | None, typer.Option("--wave-seed", help="With --wave-order random: the seed of the draw (a --dry-run prints the one it shows).")] = None,
     wave_pause: Annotated[str | None, typer.Option("--wave-pause", help="Wait this long after each wave (10m).")] = None,
     wave_gate: Annotated[str | None, typer.Option("--wave-gate", help="approve: after each wave, wait for `fleetsched tasks continue TASK`.")] = None,
     wave_check: Annotated[str | None, typer.Option("--wave-check", help="A shell command run on each finished wave's hosts; any failure stops the rollout.")] = None,
@@ -234,7 +243,7 @@ def submit(
                "allow_overlap": allow_overlap,
                "become_user": become_user, "notify": notify, "waves": waves,
                "wave_order": wave_order, "wave_pause": wave_pause, "wave_gate": wave_gate,
-               "wave_check": wave_check}
+               "wave_check": wave_check, "wave_seed": wave_seed}
     if file is not None:
         from scheduler.submission.taskfile import load_task_file
 

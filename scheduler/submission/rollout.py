@@ -60,7 +60,7 @@ def describe(task: dict[str, str]) -> dict[str, Any] | None:
              "done": "nothing: every wave ended"}.get(state, "?")
     return {"wave": int(wave) if str(wave).isdigit() else wave, "waves": int(waves),
             "state": state, "waits_for": waits, "why": task.get("wave_why") or None,
-            "sizes": policy.get("sizes"), "order": policy.get("order"),
+            "sizes": policy.get("sizes"), "order": policy.get("order"), "seed": policy.get("seed"),
             "pause_ms": policy.get("pause_ms"), "gate": policy.get("gate"),
             "check": policy.get("check"), "max_failures": policy.get("max_failures")}
 

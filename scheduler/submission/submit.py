@@ -179,11 +179,13 @@ class Plan:
 
     def waves(self, task_id: int | str) -> list[list[int]] | None:
         """The task's waves (job numbers), or None when it is not rolled out in waves (no
-        --waves, or one wave holds every host). ``random`` order is seeded by the task id."""
+        --waves, or one wave holds every host). ``random`` order is seeded by ``--wave-seed``,
+        else by ``task_id`` (a dry run passes the seed it drew)."""
         spec = self.request.waves
         if spec is None:
             return None
-        out = split(spec, [j.host for j in self.jobs], seed=str(task_id), groups=self.host_groups)
+        seed = str(spec.seed if spec.seed is not None else task_id)
+        out = split(spec, [j.host for j in self.jobs], seed=seed, groups=self.host_groups)
         return out if len(out) > 1 else None
 
     def wave_policy(self) -> dict[str, Any]:

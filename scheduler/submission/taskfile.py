@@ -25,6 +25,7 @@ A task file is one mapping; every key of ``fleetsched submit`` has its place, no
     wave_pause: 10m                    # between waves
     wave_gate: approve                 # none | approve (fleetsched tasks continue)
     wave_check: systemctl is-active nginx   # on each finished wave's hosts
+    # wave_seed: 42                    # with wave_order random: the draw a --dry-run showed
 
 An unknown key, a wrong type or a bad value is one line ``file:line: message`` (exit code 2);
 nothing is read from the database before the file is accepted. ``params`` values are handed
@@ -50,7 +51,7 @@ MAX_BYTES = 1 << 20  # a task file is small; anything bigger is a mistake
 KEYS = ("action", "target", "params", "name", "at", "in", "in_window", "max_concurrency",
         "max_failures", "count_failures", "timeout", "retries", "backoff", "priority", "executor",
         "executor_options", "become", "become_user", "idempotent", "allow_overlap", "notify",
-        "waves", "wave_order", "wave_pause", "wave_gate", "wave_check")
+        "waves", "wave_order", "wave_pause", "wave_gate", "wave_check", "wave_seed")
 REQUIRED = ("action", "target")
 _LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MAPPING = "tag:yaml.org,2002:map"
@@ -253,12 +254,12 @@ def _request(fields: dict, where: _Where) -> TaskRequest:
 def _waves(fields: dict, where: _Where) -> Any:
     from scheduler.submission.waves import wave_spec
 
-    keys = ("waves", "wave_order", "wave_pause", "wave_gate", "wave_check")
+    keys = ("waves", "wave_order", "wave_pause", "wave_gate", "wave_check", "wave_seed")
     values = {k: _text(fields, k, where) for k in keys}
     try:
         return wave_spec(values["waves"], order=values["wave_order"],
                          pause=values["wave_pause"], gate=values["wave_gate"],
-                         check=values["wave_check"], flag="")
+                         check=values["wave_check"], seed=values["wave_seed"], flag="")
     except ValidationError as exc:
         node = next((fields[k][1] for k in keys if k in fields and k in str(exc)),
                     fields.get("waves", (None, None))[1])

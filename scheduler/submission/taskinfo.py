@@ -114,6 +114,8 @@ def _waves_text(spec: dict[str, Any]) -> str:
     waves was rolled out, for ``tasks show`` and the audit report."""
     count = spec.get("count", "?")
     parts = [f"{count} wave{'' if count == 1 else 's'}", f"{spec.get('order') or 'inventory'} order"]
+    if spec.get("seed") is not None:
+        parts.append(f"seed {spec['seed']}")
     if spec.get("pause_ms"):
         parts.append(f"pause {spec['pause_ms'] / 1000:g}s")
     if spec.get("gate") and spec["gate"] != "none":

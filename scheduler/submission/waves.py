@@ -4,7 +4,8 @@
    entry is one wave's size, N hosts or P% of the task's hosts (rounded up, at least 1); the
    last size repeats until every host is in a wave. A bad spec is one line (exit code 2).
 2. :class:`WaveSpec`: the sizes, the order (``inventory``: the task's job order; ``random``:
-   shuffled with the task id as seed, so stable across restarts; ``by-group``: round robin over
+   shuffled with ``--wave-seed`` or else the task id as seed, so stable across restarts, and a
+   dry run can show the very draw a submit with that seed makes; ``by-group``: round robin over
    the hosts' first group, so each wave spreads the groups), the pause, the gate and the check
    between waves.
 3. :func:`split`: job sequence numbers -> the waves (lists of sequence numbers).
@@ -28,6 +29,7 @@ ORDERS = ("inventory", "random", "by-group")
 GATES = ("none", "approve")
 MAX_WAVES = 1_000  # more waves than this is a typo, not a rollout
 MAX_CHECK = 2_000  # characters of a --wave-check command
+MAX_SEED = 2**31 - 1
 
 
 def parse_waves(text: str) -> tuple[Limit, ...]:
@@ -48,6 +50,7 @@ class WaveSpec:
     pause_s: float = 0.0  # between waves
     gate: str = "none"  # approve: wait for `fleetsched tasks continue`
     check: str | None = None  # a shell command run on a finished wave's hosts
+    seed: int | None = None  # of the random order (None: the task id)
 
     def __post_init__(self) -> None:
         if not self.sizes:
@@ -61,24 +64,27 @@ class WaveSpec:
         if self.check is not None and (not self.check.strip() or len(self.check) > MAX_CHECK
                                        or "\n" in self.check):
             raise ValidationError(f"--wave-check must be one line of 1 to {MAX_CHECK} characters")
+        if self.seed is not None and self.order != "random":
+            raise ValidationError("--wave-seed applies to --wave-order random only")
 
     def policy(self) -> dict[str, Any]:
         """What the controller reads from the task hash (``wave_policy``) and SQL keeps."""
         return {"sizes": ",".join(str(s) for s in self.sizes), "order": self.order,
                 "pause_ms": int(round(self.pause_s * 1000)), "gate": self.gate,
-                "check": self.check}
+                "check": self.check, **({"seed": self.seed} if self.seed is not None else {})}
 
     def describe(self) -> str:
         between = [f"pause {self.pause_s:g}s"] if self.pause_s else []
         if self.gate == "approve":
             between.append("operator approval (fleetsched tasks continue)")
         between += [f"check `{self.check}` on the wave's hosts"] if self.check else []
-        return (f"{','.join(str(s) for s in self.sizes)} in {self.order} order"
+        seed = f" (seed {self.seed})" if self.seed is not None else ""
+        return (f"{','.join(str(s) for s in self.sizes)} in {self.order} order{seed}"
                 + (f"; between waves: {', then '.join(between)}" if between else ""))
 
 
 def wave_spec(waves: str | None, *, order: str | None = None, pause: str | None = None,
-              gate: str | None = None, check: str | None = None,
+              gate: str | None = None, check: str | None = None, seed: str | None = None,
               flag: str = "--") -> WaveSpec | None:
     """The spec from what was typed (``submit`` flags or task file keys, named with ``flag``:
     ``--`` for ``--wave-order``, ``""`` for ``wave_order``); None without waves."""
@@ -88,7 +94,8 @@ def wave_spec(waves: str | None, *, order: str | None = None, pause: str | None 
         return f"--{key}" if flag == "--" else key.replace("-", "_")
     if waves is None:
         given = [k for k, v in (("wave-order", order), ("wave-pause", pause),
-                                ("wave-gate", gate), ("wave-check", check)) if v]
+                                ("wave-gate", gate), ("wave-check", check),
+                                ("wave-seed", seed)) if v]
         if given:
             raise ValidationError(f"{name(given[0])} needs {name('waves')}",
                                   hint=f"e.g. {name('waves')} 1,10%,100%")
@@ -100,8 +107,18 @@ def wave_spec(waves: str | None, *, order: str | None = None, pause: str | None 
     pause_s = 0.0
     if pause and pause not in ("0", "0s"):
         pause_s = parse_duration(pause, name("wave-pause")).total_seconds()
-    return WaveSpec(sizes, order=order or "inventory", pause_s=pause_s, gate=gate or "none",
-                    check=check)
+    seed_n = None
+    if seed is not None:
+        text = str(seed).strip()
+        if not text.isascii() or not text.isdigit() or int(text) > MAX_SEED:
+            raise ValidationError(f"{name('wave-seed')} {seed!r} must be a number from 0 to "
+                                  f"{MAX_SEED}")
+        seed_n = int(text)
+    try:
+        return WaveSpec(sizes, order=order or "inventory", pause_s=pause_s,
+                        gate=gate or "none", check=check, seed=seed_n)
+    except ValidationError as exc:
+        raise ValidationError(str(exc).replace("--wave-", name("wave-")), hint=exc.hint) from None
 
 
 def _ordered(seqs: Sequence[int], hosts: Sequence[str], order: str, seed: str,
@@ -124,7 +141,7 @@ def split(spec: WaveSpec, hosts: Sequence[str], *, seed: str,
           groups: Mapping[str, str] | None = None) -> list[list[int]]:
     """The waves of a task whose job ``n`` runs on ``hosts[n]``: lists of job numbers.
 
-    ``seed``: what makes ``random`` stable (the task id, or the plan's target for a dry run);
+    ``seed``: what makes ``random`` stable (``--wave-seed``, else the task id);
     ``groups``: each host's first group (``by-group``)."""
     order = _ordered(range(len(hosts)), hosts, spec.order, seed, groups or {})
     waves: list[list[int]] = []
