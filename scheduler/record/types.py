@@ -51,9 +51,27 @@ def from_ms(ms: int | str | None) -> datetime | None:
     return datetime.fromtimestamp(int(ms) / 1000, tz=timezone.utc)
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _micros(value: datetime) -> int:
+    """Microseconds since the epoch, in integers. A naive datetime is UTC, as SQLite returns
+    what was stored."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    d = value - _EPOCH
+    return (d.days * 86_400 + d.seconds) * 1_000_000 + d.microseconds
+
+
 def to_ms(value: datetime) -> int:
-    """An aware datetime to a ms epoch."""
-    return int(value.timestamp() * 1000)
+    """A datetime to a ms epoch, rounded down (a window's close: never later than asked)."""
+    return _micros(value) // 1000
+
+
+def due_ms(value: datetime) -> int:
+    """A time a job may start to a ms epoch, rounded up: claim takes a job due at or before
+    its clock's ms, so a job never starts before the time asked."""
+    return -(-_micros(value) // 1000)
 
 
 JSONDoc = sa.JSON

@@ -44,7 +44,7 @@ from scheduler.queue.keys import Keys
 from scheduler.queue.types import ClaimedSchedule
 from scheduler.record.engine import session_factory
 from scheduler.record.models import TASK_FINAL_STATES, Job, Schedule, Task
-from scheduler.record.types import from_ms, to_ms
+from scheduler.record.types import due_ms, from_ms, to_ms
 from scheduler.schedules.entry import fire
 from scheduler.schedules.store import MISSED_LIMIT, as_cron, grace, request_of, timing_of
 
@@ -140,7 +140,7 @@ def _complete(engine: Engine, client: redis.Redis, keys: Keys, task_id: int) -> 
         spec = task_spec(task, recorded_spec(conn, task_id))
         hosts = host_conns(conn, [j.host for j in jobs])
     queued = int(client.hget(keys.task(str(task_id)), "total") or 0)
-    rest = [JobSpec(j.id, j.host, due_ms=to_ms(j.due_at) if j.due_at else 0,
+    rest = [JobSpec(j.id, j.host, due_ms=due_ms(j.due_at) if j.due_at else 0,
                     window=j.window or None) for j in jobs[queued:]]
     if rest or not client.exists(keys.task(str(task_id))):
         fan_out(client, keys, spec, hosts, rest)

@@ -51,7 +51,7 @@ from scheduler.record.audit import record_event
 from scheduler.record.models import JOB_FINAL_STATES, Event, Job, Task
 from scheduler.record.now import record_now, stream_tail
 from scheduler.record.recorder import OnBatch, Recorder
-from scheduler.record.types import to_ms
+from scheduler.record.types import due_ms
 from scheduler.submission.fanout import host_conns, recorded_spec, recorded_waves, write_hosts
 
 UNFINISHED_TASK_STATES = ("accepted", "active", "paused")
@@ -273,7 +273,7 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
             if not task.idempotent and (job.state == "running" or job.attempts > 0):
                 report.not_rerun.append(job.id)
                 continue
-            due = to_ms(job.due_at) if job.due_at is not None else 0
+            due = due_ms(job.due_at) if job.due_at is not None else 0
             requeue[job.task_id].append(JobSpec(
                 job.id, job.host, due_ms=max(due, 0), window=job.window,
                 attempt=job.attempts or 0, token=(job.token or 0) + TOKEN_GAP))

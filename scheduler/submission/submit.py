@@ -40,7 +40,7 @@ from scheduler.queue.keys import PRIORITY_CLASSES, Keys
 from scheduler.queue.types import COUNT_FAILURES
 from scheduler.record.audit import record_event
 from scheduler.record.models import Host, Job, Task
-from scheduler.record.types import to_ms, utcnow
+from scheduler.record.types import due_ms, to_ms, utcnow
 from scheduler.submission.targets import Target, parse_target, resolve_target
 from scheduler.submission.waves import WaveSpec, split
 
@@ -218,7 +218,7 @@ class Plan:
 
     def job_specs(self, task_id: int | str) -> list[JobSpec]:
         return [JobSpec(f"{task_id}.{j.seq}", j.host,
-                        due_ms=0 if j.due is None else to_ms(j.due), window=j.window,
+                        due_ms=0 if j.due is None else due_ms(j.due), window=j.window,
                         wclose_ms=None if j.wclose is None else to_ms(j.wclose))
                 for j in self.jobs]
 
