@@ -62,3 +62,20 @@ def test_continue_resumes_a_stopped_rollout_recreated_by_reconcile(
     # Then the wave's held jobs run again
     assert q.task_state(task)["state"] == "active"
     assert len(q.claim("w", 10).jobs) == 1  # --max-concurrency 1
+
+
+def test_a_percentage_group_limit_follows_the_group_when_the_inventory_grows(
+        cli: Cli, tmp_path: Path, redis_client: redis.Redis) -> None:
+    # Given web limited to 50% of its 4 hosts (2 jobs), known to Redis through a task
+    cli.ok("groups", "limit", "web", "--max-busy", "50%")
+    cli.submit("command", "-t", "group:web", "-p", "cmd=true")
+    assert redis_client.hgetall(KEYS.glimit) == {"web": "2"}
+    # When an import grows web to 8 hosts and moves web-04 out of it
+    (tmp_path / "grown.ini").write_text("[web]\nweb-[01:03]\nweb-[05:09]\n[other]\nweb-04\n")
+    code, _, err = cli("hosts", "import", str(tmp_path / "grown.ini"), "--prune")
+    assert code == 0, err
+    # Then the limit is 50% of 8 hosts, and web-04 no longer counts in web
+    assert "group limits: 1 updated in Redis" in err, err
+    assert redis_client.hgetall(KEYS.glimit) == {"web": "4"}
+    assert redis_client.hget(KEYS.host("web-04"), "limits") == ""
+    assert redis_client.hget(KEYS.host("web-01"), "limits") == "web"

@@ -76,11 +76,12 @@ def limit_cmd(
 ) -> None:
     """Limit how many jobs run at once on a group's hosts, across all tasks."""
     from scheduler.errors import ValidationError
-    from scheduler.inventory import limit_count, limited_groups_of, set_group_limit
+    from scheduler.inventory import set_group_limit
     from scheduler.queue.client import Queue
     from scheduler.queue.keys import Keys
     from scheduler.record.session import transaction
     from scheduler.redisdb.connect import connect
+    from scheduler.submission import group_limits
 
     if (max_busy is None) == (not remove):
         raise ValidationError("give --max-busy N|P% or --remove",
@@ -89,25 +90,14 @@ def limit_cmd(
         from scheduler.parse import parse_limit
 
         max_busy = str(parse_limit(max_busy, "--max-busy"))  # as SQL keeps it: " 5" -> "5"
-        limit_count(max_busy, 1)
     settings = state(ctx).settings
     with database(ctx) as (engine, operator):
         with transaction(engine) as session:
             count, members = set_group_limit(session, name, max_busy, operator=operator)
-            limits = limited_groups_of(session, members)
         client = connect(settings)
-        keys = Keys(settings.queue_prefix)
-        queue = Queue(client, keys)
+        queue = Queue(client, Keys(settings.queue_prefix))
         try:
-            pipe = client.pipeline(transaction=False)
-            for host in sorted(members):  # only hosts Redis knows: the others get theirs at submit
-                pipe.exists(keys.host(host))
-            known = [h for h, n in zip(sorted(members), pipe.execute()) if n]
-            pipe = client.pipeline(transaction=False)
-            for host in known:
-                pipe.hset(keys.host(host), "limits", ",".join(limits.get(host, ())))
-            pipe.execute()
-            queue.set_group_limit(name, count, operator)
+            group_limits.push(engine, queue, operator)
         finally:
             queue.close()
             client.close()

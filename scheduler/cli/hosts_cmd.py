@@ -18,7 +18,7 @@ import typer
 from scheduler.cli import output
 from scheduler.cli.context import database, state, stores
 from scheduler.cli.output import OutputOption
-from scheduler.errors import ValidationError
+from scheduler.errors import FleetschedError, ValidationError
 
 hosts_app = typer.Typer(help="The fleet's hosts: import an Ansible inventory, list, add, remove, check SSH.",
                         no_args_is_help=True)
@@ -62,6 +62,39 @@ def _import_rows(plan: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def _push_group_limits(ctx: typer.Context, engine: Any, operator: str, removed: Any) -> None:
+    """After an import, a P% group limit follows its group's new size and hosts that joined
+    or left a limited group count right in Redis (``group_limits.push``). Only when a group has
+    a limit (or groups were removed); Redis being down is one warning line."""
+    import redis
+
+    from scheduler.inventory import group_limits as limits_in_sql
+    from scheduler.queue.client import Queue
+    from scheduler.queue.keys import Keys
+    from scheduler.record.session import transaction
+    from scheduler.redisdb.connect import connect
+    from scheduler.submission import group_limits
+
+    with transaction(engine, commit=False) as session:
+        if not limits_in_sql(session) and not removed:
+            return
+    settings = state(ctx).settings
+    try:
+        client = connect(settings)
+        queue = Queue(client, Keys(settings.queue_prefix))
+        try:
+            changed = group_limits.push(engine, queue, operator)
+        finally:
+            queue.close()
+            client.close()
+    except (redis.RedisError, OSError, FleetschedError) as exc:
+        output.info(f"warning: group limits not updated in Redis ({type(exc).__name__}): run "
+                    "`fleetsched reconcile` when it is back")
+        return
+    if changed:
+        output.info(f"group limits: {changed} updated in Redis for the groups' new sizes")
+
+
 @hosts_app.command("import")
 def import_cmd(
     ctx: typer.Context,
@@ -85,6 +118,8 @@ def import_cmd(
     with database(ctx) as (engine, operator):
         result = import_inventory(engine, path, operator=operator, prune=prune,
                                   dry_run=dry_run, inventory=inventory)
+        if not dry_run:
+            _push_group_limits(ctx, engine, operator, result.plan.groups_removed)
     plan = result.plan
     if plan.skipped_secrets:
         output.info(f"warning: skipped {len(plan.skipped_secrets)} secret variable(s) "

@@ -43,7 +43,6 @@ from typing import Any
 import redis
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
-from sqlalchemy.orm import Session
 
 from scheduler.errors import DatabaseUnavailableError
 from scheduler.queue.client import JobSpec, Queue, TaskSpec
@@ -52,6 +51,7 @@ from scheduler.record.models import JOB_FINAL_STATES, Event, Job, Task
 from scheduler.record.now import record_now, stream_tail
 from scheduler.record.recorder import OnBatch, Recorder
 from scheduler.record.types import due_ms
+from scheduler.submission import group_limits
 from scheduler.submission.fanout import host_conns, recorded_spec, recorded_waves, write_hosts
 
 UNFINISHED_TASK_STATES = ("accepted", "active", "paused")
@@ -201,24 +201,6 @@ def _requeue(engine: Engine, queue: Queue, task: Any, specs: list[JobSpec],
                          state=state)
 
 
-def _restore_group_limits(engine: Engine, queue: Queue, operator: str, dry_run: bool) -> int:
-    """Make Redis's group limits (``{P}:glimit``, what claim enforces) those SQL records
-    (``groups.max_busy``, resolved against the group's hosts now); how many were wrong."""
-    from scheduler.inventory.store import group_limits, group_member_map, limit_count
-    from scheduler.queue.types import text
-
-    with Session(engine) as session:
-        specs = group_limits(session)
-        members = group_member_map(session) if specs else {}
-    want = {g: limit_count(spec, len(members.get(g, ()))) for g, spec in specs.items()}
-    have = {text(g): text(n) for g, n in queue.client.hgetall(queue.keys.glimit).items()}
-    wrong = sorted(g for g in set(want) | set(have) if str(want.get(g, "")) != have.get(g, ""))
-    if not dry_run:
-        for group in wrong:
-            queue.set_group_limit(group, want.get(group), operator)
-    return len(wrong)
-
-
 def _paused_by_rollout(engine: Engine, task_id: int) -> bool:
     """The task's last pause or resume was the pause of a wave that reached its failure limit."""
     e = Event.__table__
@@ -250,7 +232,7 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
             queue.create_task(task_spec(task, recorded))
             touched.add(str(task.id))
     report.tasks_recreated = len(recreated)
-    report.group_limits_restored = _restore_group_limits(engine, queue, operator, dry_run)
+    report.group_limits_restored = group_limits.push(engine, queue, operator, dry_run=dry_run)
     candidates = [j for t in tasks for j in jobs.get(t.id, [])]
     report.jobs_checked = len(candidates)
     missing = _missing(client, queue, [j.id for j in candidates])

@@ -1,0 +1,59 @@
+"""Group limits from SQL to Redis, so what claim enforces is what the inventory says.
+
+SQL keeps each group's limit as the operator gave it (``groups.max_busy``: N or P% of the
+group's hosts). Redis keeps what ``claim.lua`` reads: ``{P}:glimit`` (group -> jobs at once)
+and each host hash's ``limits`` field (the limited groups it is in). :func:`push` writes both
+from SQL, changing only what differs: after ``groups limit``; after an inventory import (a P%
+limit follows the group's size, and a host that joined or left a limited group counts right);
+and at ``reconcile`` (a limit Redis lost would not be enforced). Only hosts Redis knows get a
+``limits`` field: the others get theirs when a task is submitted to them (``write_hosts``).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from scheduler.inventory.store import group_limits, group_member_map, limit_count, limited_groups_of
+from scheduler.queue.client import Queue
+from scheduler.queue.types import text
+
+__all__ = ["push", "wanted_limits"]
+
+
+def wanted_limits(session: Session) -> dict[str, int]:
+    """Every limited group -> its limit in jobs, resolved against its hosts now."""
+    specs = group_limits(session)
+    members = group_member_map(session) if specs else {}
+    return {g: limit_count(spec, len(members.get(g, ()))) for g, spec in specs.items()}
+
+
+def push(engine: Engine, queue: Queue, operator: str, *, dry_run: bool = False) -> int:
+    """Make Redis's group limits and hosts' ``limits`` fields what SQL says; how many groups'
+    limits were wrong (hosts' fields are fixed silently: they follow the groups)."""
+    client, keys = queue.client, queue.keys
+    with Session(engine) as session:
+        want = wanted_limits(session)
+        members = group_member_map(session) if want else {}
+        hosts = sorted(members.get("all", set()))
+        host_limits = limited_groups_of(session, hosts, members) if want else {}
+    have = {text(g): text(n) for g, n in client.hgetall(keys.glimit).items()}
+    wrong = sorted(g for g in set(want) | set(have) if str(want.get(g, "")) != have.get(g, ""))
+    if dry_run:
+        return len(wrong)
+    if want or have:  # hosts may name a limited group in Redis that no longer is one
+        pipe = client.pipeline(transaction=False)
+        for host in hosts:
+            pipe.hget(keys.host(host), "limits")
+            pipe.exists(keys.host(host))
+        replies = pipe.execute()
+        pipe = client.pipeline(transaction=False)
+        for i, host in enumerate(hosts):
+            now, known = replies[2 * i], replies[2 * i + 1]
+            should = ",".join(host_limits.get(host, ()))
+            if known and text(now or "") != should:
+                pipe.hset(keys.host(host), "limits", should)
+        pipe.execute()
+    for group in wrong:
+        queue.set_group_limit(group, want.get(group), operator)
+    return len(wrong)
