@@ -61,6 +61,7 @@ for i = 1, n do
 end
 if t[1] == 'aborted' and #ids > 0 then
   redis.call('HSET', task_key, 'state', 'active', 'overshoot', 0)
+  redis.call('HDEL', task_key, 'wave_held')  -- no pause of a wave's limit holds it any more
   -- A rollout in waves whose later waves are still staged goes on: the wave controllers had
   -- dropped the aborted task from {P}:waving (same slot: named from the task key).
   local ws = redis.call('HGET', task_key, 'wave_state')
