@@ -176,3 +176,14 @@ def test_bad_filters_are_one_line_with_a_documented_exit_code(tmp_path: Path, re
     assert got == code
     assert out == ""
     assert err.splitlines()[0].startswith("error: ") and words in err.splitlines()[0]
+
+
+def test_a_text_report_cell_that_is_cut_says_so() -> None:
+    import io
+
+    from scheduler.reports.text import _aligned
+
+    out = io.StringIO()
+    _aligned(out, [{"policy": "x" * 50, "params": "short"}], ["policy", "params"], width=20)
+    row = out.getvalue().splitlines()[1]
+    assert row.startswith("x" * 17 + "...  short")

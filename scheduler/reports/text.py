@@ -45,8 +45,11 @@ def summary_rows(report: Report) -> list[dict[str, Any]]:
 
 
 def _aligned(out: TextIO, rows: list[dict[str, Any]], columns: list[str], width: int = 60) -> None:
-    """Rows as space-aligned columns; cells cut at ``width`` characters, one line each."""
-    cells = [[_cell(r.get(c)).replace("\n", " ")[:width] for c in columns] for r in rows]
+    """Rows as space-aligned columns; cells cut at ``width`` characters (ending in ``...``, so
+    a cut is never mistaken for the whole value), one line each."""
+    def cut(text: str) -> str:
+        return text if len(text) <= width else text[:width - 3] + "..."
+    cells = [[cut(_cell(r.get(c)).replace("\n", " ")) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
     out.write("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)).rstrip() + "\n")
     out.writelines("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() + "\n"
@@ -67,7 +70,7 @@ def write_table(out: TextIO, report: Report, *, all_jobs: bool = False) -> None:
     out.write("\nTasks\n")
     _aligned(out, summary_rows(report), SUMMARY_COLUMNS)
     out.write("\nWhat ran\n")
-    _aligned(out, report.tasks, REQUEST_COLUMNS, width=200)
+    _aligned(out, report.tasks, REQUEST_COLUMNS, width=400)
     failures = report.failures
     if failures:
         out.write(f"\nJobs that failed an attempt or were lost ({len(failures)})\n")
