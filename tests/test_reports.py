@@ -179,8 +179,6 @@ def test_bad_filters_are_one_line_with_a_documented_exit_code(tmp_path: Path, re
 
 
 def test_a_text_report_cell_that_is_cut_says_so() -> None:
-    import io
-
     from scheduler.reports.text import _aligned
 
     out = io.StringIO()
