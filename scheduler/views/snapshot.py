@@ -159,7 +159,7 @@ class QueueSnapshot:
         return out
 
 
-def take_snapshot(client: redis.Redis, keys: Keys, *, overload_threshold_ms: int = 5_000,
+def take_snapshot(client: redis.Redis, keys: Keys, *, overload_threshold_ms: int = 200,
                   task_ids: list[str] | None = None) -> QueueSnapshot:
     """Read one frame (see the module docstring); ``task_ids`` limits the tasks shown."""
     from scheduler.queue.presence import read_workers
