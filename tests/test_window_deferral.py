@@ -13,7 +13,7 @@ import redis
 
 from scheduler.queue.client import ClaimedJob, JobSpec, Queue, TaskSpec
 from scheduler.record.migrate import upgrade
-from scheduler.windows.assignment import unpublish
+from scheduler.windows.wire import unpublish
 from tests.submit_support import KEYS, data, drain, sql_rows
 from tests.worker_support import WorkerProcess, wait_until, worker_args
 from workers.deferral import RECHECK_MS, window_deferral

@@ -3,13 +3,28 @@
 ``Node`` is one node's master (``workers.master``); ``serve`` runs it as a process with signal
 handling (``fleetsched worker``); ``NodeConfig`` shapes it. ``workers.executors`` holds how a
 job reaches a host (ssh, local, simulate).
+
+The names are imported when first used (PEP 562), not with the package: a child process
+(``python -m workers.child``) imports ``workers`` too, and must not pay for the master's
+modules (SQLAlchemy, the window store) before it can say ready.
 """
 
-from workers.config import NodeConfig, default_worker_id
-from workers.deferral import Deferral, window_deferral
-from workers.master import Node
-from workers.serve import serve
-from workers.stats import NodeStats
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = ["Deferral", "Node", "NodeConfig", "NodeStats", "default_worker_id", "serve",
            "window_deferral"]
+
+_HOME = {"Deferral": "workers.deferral", "window_deferral": "workers.deferral",
+         "Node": "workers.master", "NodeConfig": "workers.config",
+         "default_worker_id": "workers.config", "serve": "workers.serve",
+         "NodeStats": "workers.stats"}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'workers' has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)

@@ -21,7 +21,7 @@ How it decides, judged by the Redis clock at the claim (``Claim.now_ms``):
    :data:`RECHECK_MS` with a reason naming the problem (the operator approves or fixes the
    window, or cancels the task); the job never starts outside a window.
 5. A window or freeze removed since submission (its Redis copy is a tombstone,
-   ``scheduler.windows.assignment.unpublish``) is gone for good: a removed freeze holds nothing
+   ``scheduler.windows.wire.unpublish``) is gone for good: a removed freeze holds nothing
    back; a job whose every window was removed can never run inside one, so it fails for good
    (``Deferral.fail``) with a reason naming them, instead of being deferred forever.
 """
@@ -38,7 +38,7 @@ import redis
 from scheduler.calendar.windows import Window, is_open, next_opening
 from scheduler.errors import FleetschedError
 from scheduler.queue.keys import Keys
-from scheduler.windows.assignment import REMOVED, parse_window_field, window_from_hash
+from scheduler.windows.wire import REMOVED, parse_window_field, window_from_hash
 
 RECHECK_MS = 300_000
 """A job whose window cannot be evaluated (missing, corrupt, no opening) looks again this late."""

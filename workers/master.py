@@ -96,6 +96,18 @@ class Node:
     def _queue(self) -> Queue:
         return Queue(self.client, self.keys, lease_ms=self.config.lease_ms)
 
+    def boot_children(self) -> None:
+        """Start the warm children now, so they load while the caller does its own start-up
+        (``serve`` checks the SQL record meanwhile); ``run`` waits for them to be ready. Call
+        it from a thread that outlives the children (``PR_SET_PDEATHSIG``): the main one."""
+        self.pool.ensure_warm()
+
+    def use_recorder(self, recorder: Any) -> None:
+        """The recorder to run (before ``run``); the schedule firer shares its engine."""
+        self.recorder = recorder
+        self.firer = Firer(self.config.settings, self.client, self.keys, self.config.worker_id,
+                           getattr(recorder, "engine", None))
+
     def _presence_extra(self) -> dict[str, Any]:
         return {"processes": len(self.pool.children), "acked": self.stats.acked,
                 "failed": self.stats.failed}

@@ -77,8 +77,15 @@ def serve(config: NodeConfig, on_started: Callable[[Node], None] | None = None) 
     configure_logging(settings)
     client = connect(settings)
     keys = Keys(settings.queue_prefix)
-    recorder = build_recorder(config, client, keys) if config.recorder else None
-    node = Node(config, client, keys, recorder=recorder)
+    node = Node(config, client, keys)
+    node.boot_children()  # they load while the record is checked: the first claim comes sooner
+    try:
+        recorder = build_recorder(config, client, keys) if config.recorder else None
+    except BaseException:
+        node.pool.kill_all("the node did not start")
+        raise
+    if recorder is not None:
+        node.use_recorder(recorder)
     sender = start_sender(settings, recorder.engine) if recorder is not None else None
 
     received: list[int] = []

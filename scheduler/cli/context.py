@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from sqlalchemy.engine import Engine
 
 from scheduler.config import Settings, load_settings
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # SQLAlchemy loads when a command opens the database, not with the CLI
+    from sqlalchemy.engine import Engine
+
     from scheduler.queue.keys import Keys
 
 class State:

@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
-
-from sqlalchemy.engine import Engine
+from typing import TYPE_CHECKING, Any
 
 from scheduler.errors import ValidationError
 from scheduler.queue.client import Queue
 from scheduler.queue.waves import move, release_wave, wave_outcome
+
+if TYPE_CHECKING:  # the wave controller runs in every worker: no SQLAlchemy on its path
+    from sqlalchemy.engine import Engine
 
 __all__ = ["Check", "LOCK_MS", "continue_rollout", "describe", "step"]
 

@@ -10,21 +10,22 @@ The calendar arithmetic is ``scheduler.calendar.windows`` (pure); this module ow
 3. :func:`due_times_in_window`: for ``submit --in-window``, each host's due time (its next
    opening at or after the start that fits the expected duration), the job's ``window`` field
    and the opening's close; refuses hosts without a window, or without an approved opening;
-4. the job's ``window`` field (:func:`window_field` / :func:`parse_window_field`): the names of
+4. the job's ``window`` field (:func:`window_field`; read by ``wire.parse_window_field``): the names of
    every window and freeze that applied at submission, space-separated, freezes as ``!name``
    (window names never hold spaces nor start with ``!``);
 5. Redis copies of the definitions (``Keys.window``) for the claim-time check
-   (``workers.deferral``): :func:`publish`, :func:`unpublish`, :func:`window_from_hash`.
+   (``workers.deferral``): ``publish``, ``unpublish``, ``window_from_hash``, with
+   ``parse_window_field``, live in ``scheduler.windows.wire`` (no SQL: the claim path loads
+   them without SQLAlchemy).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-import redis
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
@@ -36,17 +37,15 @@ from scheduler.calendar.windows import (
     next_opening,
 )
 from scheduler.errors import ValidationError
-from scheduler.queue.keys import Keys
 from scheduler.record.models import Group, Host, WindowAssignment, group_children, group_hosts
 from scheduler.record.models import Window as WindowRow
+from scheduler.windows.wire import FREEZE_MARK
 
 __all__ = [
-    "FREEZE_MARK", "MAX_LISTED", "due_times_in_window", "effective", "host_groups",
-    "load_assignments", "parse_window_field", "publish", "unpublish", "window_field",
-    "window_from_hash", "window_from_row", "window_hash",
+    "MAX_LISTED", "due_times_in_window", "effective", "host_groups", "load_assignments",
+    "window_field", "window_from_row",
 ]
 
-FREEZE_MARK = "!"  # a freeze's name in a job's window field
 MAX_LISTED = 20  # host names listed in one refusal line
 MAX_FIELD = 255  # characters of a job's window field (jobs.window is String(255))
 
@@ -150,13 +149,6 @@ def window_field(eff: EffectiveWindows) -> str:
     return " ".join([w.name for w in eff.windows] + [FREEZE_MARK + f.name for f in eff.freezes])
 
 
-def parse_window_field(text: str) -> tuple[list[str], list[str]]:
-    """(window names, freeze names) of a job's ``window`` field."""
-    names = text.split()
-    return ([n for n in names if not n.startswith(FREEZE_MARK)],
-            [n[len(FREEZE_MARK):] for n in names if n.startswith(FREEZE_MARK)])
-
-
 def _listed(hosts: list[str]) -> str:
     shown = ", ".join(hosts[:MAX_LISTED])
     return shown + (f" and {len(hosts) - MAX_LISTED} more" if len(hosts) > MAX_LISTED else "")
@@ -205,65 +197,3 @@ def due_times_in_window(session: Session, hosts: Iterable[str], start_utc: datet
 
 
 # ------------------------------------------------------------------------- Redis copies
-
-
-def _ms(value: datetime | None) -> str:
-    if value is None:
-        return ""
-    return str(int(value.replace(tzinfo=value.tzinfo or timezone.utc).timestamp() * 1000))
-
-
-def window_hash(row: Any) -> dict[str, str]:
-    """A stored window as the ``Keys.window`` hash the workers read."""
-    return {
-        "kind": row.kind, "tz": row.tz or "UTC", "rrule": row.rrule or "", "cron": row.cron or "",
-        "duration_s": "" if row.duration_s is None else str(row.duration_s),
-        "end_time": row.end_time or "", "starts_at": _ms(row.starts_at),
-        "ends_at": _ms(row.ends_at),
-        "approved": "0" if row.requires_approval and row.approved_at is None else "1",
-    }
-
-
-def window_from_hash(name: str, data: Mapping[str, str]) -> Window:
-    """The calendar model from a ``Keys.window`` hash (``ValidationError`` if it is corrupt)."""
-    def when(key: str) -> datetime | None:
-        raw = data.get(key) or ""
-        return datetime.fromtimestamp(int(raw) / 1000, timezone.utc) if raw else None
-    duration = data.get("duration_s") or ""
-    return Window(
-        name=name, tz=data.get("tz") or "UTC", rrule=data.get("rrule") or None,
-        cron=data.get("cron") or None,
-        duration=timedelta(seconds=int(duration)) if duration else None,
-        end_time=data.get("end_time") or None, start=when("starts_at"), end=when("ends_at"),
-        approved=data.get("approved", "1") == "1", freeze=data.get("kind") == "freeze")
-
-
-def publish(client: redis.Redis, keys: Keys, rows: Iterable[Any]) -> int:
-    """Copy window definitions into Redis (replacing what was there); returns how many."""
-    pipe = client.pipeline(transaction=True)
-    n = 0
-    for row in rows:
-        pipe.delete(keys.window(row.name))
-        pipe.hset(keys.window(row.name), mapping=window_hash(row))
-        n += 1
-    pipe.execute()
-    return n
-
-
-REMOVED = "removed"
-"""The one field of a removed window's Redis copy (its removal time, ms): a tombstone."""
-
-
-def unpublish(client: redis.Redis, keys: Keys, names: Iterable[str], now_ms: int) -> None:
-    """Replace the Redis copies of removed windows with tombstones (``removed``: when).
-
-    A queued job that names one learns at its claim that the window is gone for good, not
-    merely missing from Redis (workers.deferral): a removed freeze no longer holds it back; a
-    job left without any window fails with a reason instead of waiting forever."""
-    names = list(names)
-    if names:
-        pipe = client.pipeline(transaction=True)
-        for name in names:
-            pipe.delete(keys.window(name))
-            pipe.hset(keys.window(name), mapping={REMOVED: str(now_ms)})
-        pipe.execute()

@@ -4,7 +4,7 @@ Every change is checked in full before anything is written (the calendar core va
 model: ``scheduler.calendar.windows.Window``, ``check_future``), written to SQL with an audit event
 (``window-add``, ``window-assign``, ``window-unassign``, ``window-approve`` with who and when,
 ``window-remove``) in
-one transaction, then copied into Redis (``Keys.window``, ``scheduler.windows.assignment.publish``) for
+one transaction, then copied into Redis (``Keys.window``, ``scheduler.windows.wire.publish``) for
 the claim-time check. If Redis does not answer, the SQL change stands and the command says to
 run ``fleetsched windows sync``, which copies every definition again.
 
@@ -33,13 +33,8 @@ from scheduler.record.audit import record_event
 from scheduler.record.models import Group, Host, WindowAssignment
 from scheduler.record.models import Window as WindowRow
 from scheduler.record.types import utcnow
-from scheduler.windows.assignment import (
-    FREEZE_MARK,
-    REMOVED,
-    publish,
-    unpublish,
-    window_from_row,
-)
+from scheduler.windows.assignment import window_from_row
+from scheduler.windows.wire import FREEZE_MARK, REMOVED, publish, unpublish
 
 __all__ = [
     "LIST_COLUMNS", "WindowSpec", "add_window", "approve_window", "assign_window",

@@ -1,0 +1,97 @@
+"""Service windows as they travel through Redis: what the claim path reads, without SQL.
+
+1. the job's ``window`` field: the names of every window and freeze that applied at
+   submission, space-separated, freezes as ``!name`` (:func:`parse_window_field`; window names
+   never hold spaces nor start with ``!``);
+2. the Redis copy of a definition (``Keys.window``): :func:`window_hash` writes it from a SQL
+   row, :func:`window_from_hash` reads it back as ``scheduler.calendar.windows.Window``,
+   :func:`publish` and :func:`unpublish` (a tombstone, ``REMOVED``) keep Redis in step.
+
+``scheduler.windows.assignment`` (SQL) re-exports these; ``workers.deferral`` imports them from
+here, so a worker's claim path loads no SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import redis
+
+from scheduler.calendar.windows import Window
+from scheduler.queue.keys import Keys
+
+__all__ = ["FREEZE_MARK", "REMOVED", "parse_window_field", "publish", "unpublish",
+           "window_from_hash", "window_hash"]
+
+FREEZE_MARK = "!"  # a freeze's name in a job's window field
+
+
+def parse_window_field(text: str) -> tuple[list[str], list[str]]:
+    """(window names, freeze names) of a job's ``window`` field."""
+    names = text.split()
+    return ([n for n in names if not n.startswith(FREEZE_MARK)],
+            [n[len(FREEZE_MARK):] for n in names if n.startswith(FREEZE_MARK)])
+
+
+def _ms(value: datetime | None) -> str:
+    if value is None:
+        return ""
+    return str(int(value.replace(tzinfo=value.tzinfo or timezone.utc).timestamp() * 1000))
+
+
+def window_hash(row: Any) -> dict[str, str]:
+    """A stored window as the ``Keys.window`` hash the workers read."""
+    return {
+        "kind": row.kind, "tz": row.tz or "UTC", "rrule": row.rrule or "", "cron": row.cron or "",
+        "duration_s": "" if row.duration_s is None else str(row.duration_s),
+        "end_time": row.end_time or "", "starts_at": _ms(row.starts_at),
+        "ends_at": _ms(row.ends_at),
+        "approved": "0" if row.requires_approval and row.approved_at is None else "1",
+    }
+
+
+def window_from_hash(name: str, data: Mapping[str, str]) -> Window:
+    """The calendar model from a ``Keys.window`` hash (``ValidationError`` if it is corrupt)."""
+    def when(key: str) -> datetime | None:
+        raw = data.get(key) or ""
+        return datetime.fromtimestamp(int(raw) / 1000, timezone.utc) if raw else None
+    duration = data.get("duration_s") or ""
+    return Window(
+        name=name, tz=data.get("tz") or "UTC", rrule=data.get("rrule") or None,
+        cron=data.get("cron") or None,
+        duration=timedelta(seconds=int(duration)) if duration else None,
+        end_time=data.get("end_time") or None, start=when("starts_at"), end=when("ends_at"),
+        approved=data.get("approved", "1") == "1", freeze=data.get("kind") == "freeze")
+
+
+def publish(client: redis.Redis, keys: Keys, rows: Iterable[Any]) -> int:
+    """Copy window definitions into Redis (replacing what was there); returns how many."""
+    pipe = client.pipeline(transaction=True)
+    n = 0
+    for row in rows:
+        pipe.delete(keys.window(row.name))
+        pipe.hset(keys.window(row.name), mapping=window_hash(row))
+        n += 1
+    pipe.execute()
+    return n
+
+
+REMOVED = "removed"
+"""The one field of a removed window's Redis copy (its removal time, ms): a tombstone."""
+
+
+def unpublish(client: redis.Redis, keys: Keys, names: Iterable[str], now_ms: int) -> None:
+    """Replace the Redis copies of removed windows with tombstones (``removed``: when).
+
+    A queued job that names one learns at its claim that the window is gone for good, not
+    merely missing from Redis (workers.deferral): a removed freeze no longer holds it back; a
+    job left without any window fails with a reason instead of waiting forever."""
+    names = list(names)
+    if names:
+        pipe = client.pipeline(transaction=True)
+        for name in names:
+            pipe.delete(keys.window(name))
+            pipe.hset(keys.window(name), mapping={REMOVED: str(now_ms)})
+        pipe.execute()
