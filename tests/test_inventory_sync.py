@@ -230,3 +230,21 @@ def test_listing_filters_by_group_with_children_and_by_name_pattern(engine: Engi
     assert (groups["prod"]["hosts"], groups["prod"]["all_hosts"]) == (0, 7)
     assert groups["web"]["parents"] == ["frontend", "prod"]
     assert groups["prod"]["children"] == ["db", "web"]
+
+
+def test_the_member_map_of_a_few_hosts_is_the_whole_maps_restricted_to_them(
+        engine: Engine, tmp_path: Path) -> None:
+    # Given an inventory with nested groups (fleet.ini: children, hosts in several groups)
+    import_inventory(engine, shutil.copy(DATA / "fleet.ini", tmp_path / "fleet"), operator="a")
+    from scheduler.inventory import group_member_map, group_member_map_of
+
+    with transaction(engine, commit=False) as session:
+        whole = group_member_map(session)
+        every = sorted(whole["all"])
+        # Then for any few hosts (and a name that is no host), the restricted map is the whole
+        # map cut down to them, in every group, "all" and "ungrouped" included
+        for picked in ([every[0]], every[:3], every[-2:] + ["no-such-host"], every):
+            part = group_member_map_of(session, picked)
+            for group, hosts in whole.items():
+                assert part.get(group, set()) == hosts & set(picked), (group, picked)
+            assert set(part) - set(whole) == set()

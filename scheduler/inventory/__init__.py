@@ -8,7 +8,8 @@ Public API:
   exit code 2), and the validators in ``scheduler.inventory.validate``;
 - import: ``import_inventory(engine, path, operator=..., prune=..., dry_run=...)``;
 - the stored inventory (a session in a transaction): ``group_members(session, group)``,
-  ``hosts_in_groups(session, groups)``, ``group_member_map(session)``, ``list_hosts``,
+  ``hosts_in_groups(session, groups)``, ``group_member_map(session)`` (and
+  ``group_member_map_of(session, hosts)``, restricted to a few hosts), ``list_hosts``,
   ``show_host``, ``list_groups``, ``add_host``, ``remove_host``.
 
 Opening the database (``open_database``, ``transaction``) is ``scheduler.record.session``.
@@ -23,6 +24,7 @@ from scheduler.inventory.store import (
     add_host,
     group_limits,
     group_member_map,
+    group_member_map_of,
     group_members,
     hosts_in_groups,
     limit_count,
@@ -39,7 +41,8 @@ from scheduler.inventory.sync import HostChange, SyncPlan
 __all__ = [
     "CLI_SOURCE", "FORMATS", "GroupRecord", "HostChange", "HostRecord", "ImportResult",
     "Inventory", "InventoryError", "Location", "MAX_BYTES", "Resolved", "SyncPlan",
-    "add_host", "detect_format", "group_limits", "group_member_map", "limit_count",
+    "add_host", "detect_format", "group_limits", "group_member_map", "group_member_map_of",
+    "limit_count",
     "limited_groups_of", "set_group_limit", "group_members", "hosts_in_groups",
     "import_inventory", "list_groups", "list_hosts", "load_inventory",
     "parse_text", "remove_group", "remove_host", "resolve", "show_host",

@@ -30,6 +30,7 @@ from scheduler.record.audit import record_event
 from scheduler.record.models import Group, Host, group_children, group_hosts
 
 CLI_SOURCE = "cli"
+IN_CHUNK = 500  # names per IN (...) list: well under any database's limit on parameters
 
 
 def _edges(session: Session) -> tuple[dict[str, set[str]], dict[str, set[str]], set[str]]:
@@ -69,6 +70,45 @@ def group_member_map(session: Session) -> dict[str, set[str]]:
     """Every group -> all its hosts, child groups included; plus ``all`` and ``ungrouped``."""
     direct, children, every = _edges(session)
     out = {name: _members(name, direct, children) for name in direct}
+    grouped = set().union(*direct.values()) if direct else set()
+    out.setdefault("all", every)
+    out.setdefault("ungrouped", every - grouped)
+    return out
+
+
+def group_member_map_of(session: Session, hosts: Iterable[str]) -> dict[str, set[str]]:
+    """``group_member_map`` restricted to ``hosts``: every group -> those of them it holds
+    (child groups included), ``all`` -> those that exist, ``ungrouped`` -> those in no group.
+    Reads only their memberships and the group tree, not the whole inventory: what a submit to
+    a few named hosts needs."""
+    h, g = Host.__table__, Group.__table__
+    wanted = sorted(set(hosts))
+    every: set[str] = set()
+    direct: dict[str, set[str]] = {}
+    for start in range(0, len(wanted), IN_CHUNK):
+        names = wanted[start:start + IN_CHUNK]
+        every |= {n for (n,) in session.execute(sa.select(h.c.name).where(h.c.name.in_(names)))}
+        for gname, hname in session.execute(
+                sa.select(g.c.name, h.c.name).select_from(group_hosts)
+                .join(g, g.c.id == group_hosts.c.group_id)
+                .join(h, h.c.id == group_hosts.c.host_id).where(h.c.name.in_(names))):
+            direct.setdefault(gname, set()).add(hname)
+    parent, child = g.alias("parent"), g.alias("child")
+    parents: dict[str, set[str]] = {}
+    for pname, cname in session.execute(
+            sa.select(parent.c.name, child.c.name).select_from(group_children)
+            .join(parent, parent.c.id == group_children.c.parent_id)
+            .join(child, child.c.id == group_children.c.child_id)):
+        parents.setdefault(cname, set()).add(pname)
+    out: dict[str, set[str]] = {}
+    for gname, members in direct.items():  # a group's hosts count in all its ancestors
+        seen, todo = set(), [gname]
+        while todo:
+            group = todo.pop()
+            if group not in seen:
+                seen.add(group)
+                out.setdefault(group, set()).update(members)
+                todo.extend(parents.get(group, ()))
     grouped = set().union(*direct.values()) if direct else set()
     out.setdefault("all", every)
     out.setdefault("ungrouped", every - grouped)

@@ -287,11 +287,14 @@ def _start(request: TaskRequest, now: datetime) -> datetime | None:
 def _hosts(session: Session, names: list[str],
            members: dict[str, set[str]]) -> list[HostConn]:
     from scheduler.inventory import limited_groups_of
+    from scheduler.inventory.store import IN_CHUNK
 
-    wanted = set(names)
     h = Host.__table__
-    rows = {r.name: r for r in session.execute(
-        sa.select(h.c.name, h.c.address, h.c.port, h.c.user, h.c.vars)) if r.name in wanted}
+    rows = {}
+    for start in range(0, len(names), IN_CHUNK):  # only the selected hosts' rows (vars: JSON)
+        rows.update((r.name, r) for r in session.execute(
+            sa.select(h.c.name, h.c.address, h.c.port, h.c.user, h.c.vars)
+            .where(h.c.name.in_(names[start:start + IN_CHUNK]))))
     limits = limited_groups_of(session, names, members)
     return [HostConn(n, rows[n].address, rows[n].port, rows[n].user, rows[n].vars or {},
                      tuple(limits[n])) for n in names]
@@ -336,10 +339,14 @@ def plan_task(session: Session, request: TaskRequest, *, operator: str,
         raise ValidationError(f"action {action.name} must run inside service windows",
                               hint="add --in-window (each host's job waits for its window)")
 
-    from scheduler.inventory import group_member_map
+    from scheduler.inventory import group_member_map, group_member_map_of
 
     target = parse_target(request.target)
-    members = group_member_map(session)
+    named = [s.pattern for s in target.selectors if s.kind == "host" and not s.is_glob]
+    if len(named) == len(target.selectors):  # hosts by name only: read just theirs
+        members = group_member_map_of(session, named)
+    else:
+        members = group_member_map(session)
     every = members.get("all", set())
     names = resolve_target(target, every, members)
     selected = set(names)
