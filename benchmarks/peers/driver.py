@@ -27,7 +27,6 @@ import importlib
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -36,7 +35,7 @@ from pathlib import Path
 SYSTEMS = Path(__file__).resolve().parent / "systems"
 sys.path.insert(0, str(SYSTEMS))
 
-import redis  # noqa: E402
+import redis
 
 DONE = "bench:done"
 LATE_START_S = 2.0

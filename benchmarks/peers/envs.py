@@ -45,7 +45,7 @@ def python_of(peer: str) -> Path:
                  [_base_python(), "-m", "venv", "--clear", str(venv)],
                  [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
                   *REQUIREMENTS[peer]]):
-        done = subprocess.run(argv, capture_output=True, text=True)
+        done = subprocess.run(argv, check=False, capture_output=True, text=True)
         if done.returncode != 0:
             last = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
             raise InstallError(f"error: cannot install {peer} ({' '.join(argv[-len(REQUIREMENTS[peer]):])}"

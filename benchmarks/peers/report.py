@@ -54,7 +54,8 @@ def table(code: str, rows: dict[str, dict[str, Any]], size: str) -> str:
             text = cell(stat, m, runs)
             best = bests[m.key]
             if r["system"] == FLEETSCHED and m.ratio and stat and best and best[1]:
-                text += f" ({stat[0] / best[1]:.2f}x {best[0]})"
+                ratio = stat[0] / best[1]
+                text += f" ({ratio:.2f}x {best[0]})" if ratio >= 0.1 else f" ({ratio:.2g}x {best[0]})"
             cells.append(text)
         if r.get("error"):
             cells[0] += f" (error: {r['error']})"

@@ -31,10 +31,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import RESULTS, private_redis, save_result  # noqa: E402
-from benchmarks.peers import envs  # noqa: E402
-from benchmarks.peers.report import table  # noqa: E402
-from benchmarks.peers.workloads import FLEETSCHED, SIZES, WORKLOADS, Plan, plans  # noqa: E402
+from benchmarks._common import RESULTS, private_redis, save_result
+from benchmarks.peers import envs
+from benchmarks.peers.report import table
+from benchmarks.peers.workloads import FLEETSCHED, SIZES, WORKLOADS, Plan, plans
 
 DRIVER = Path(__file__).resolve().parent / "driver.py"
 SYSTEMS = (FLEETSCHED, *envs.PEERS)
@@ -61,7 +61,7 @@ def call(system: str, url: str, args: tuple[str, ...], timeout: float = 1800) ->
     log = LOGS / f"{system}-{args[0]}.log"
     try:
         done = subprocess.run([str(python), str(DRIVER), system, *args, "--log", str(log)],
-                              env=env, capture_output=True, text=True, timeout=timeout)
+                              env=env, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         return {"error": f"no result after {timeout:.0f} s"}
     if done.returncode != 0:

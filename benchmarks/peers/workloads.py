@@ -90,13 +90,13 @@ def plans(codes: list[str], systems: list[str], sizes: Sizes) -> list[Plan]:
         for system in systems:
             if code == "W1":
                 if system == FLEETSCHED:
-                    n = str(sizes.accept)
-                    out += [Plan(code, system, f"{system} (one {n}-host task, library)",
+                    n, hosts = str(sizes.accept), f"{sizes.accept:,}"
+                    out += [Plan(code, system, f"{system} (one {hosts}-host task, library)",
                                  ("accept", "--n", n, "--variant", "bulk")),
-                            Plan(code, system, f"{system} (one {n}-host task, CLI)",
+                            Plan(code, system, f"{system} (one {hosts}-host task, CLI)",
                                  ("accept", "--n", n, "--variant", "cli")),
                             Plan(code, system,
-                                 f"{system} (one-host tasks, {sizes.accept_sample} of {n})",
+                                 f"{system} (one-host tasks, {sizes.accept_sample} of {hosts})",
                                  ("accept", "--n", n, "--variant", "each",
                                   "--sample", str(sizes.accept_sample)))]
                 else:

@@ -14,8 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "systems"))
 
-from body import record  # noqa: E402
-from tasks import ActionContext, BaseAction, Integer, Param, Steps, Text  # noqa: E402
+from body import record
+
+from tasks import ActionContext, BaseAction, Integer, Param, Steps, Text
 
 
 class BenchRecord(BaseAction):

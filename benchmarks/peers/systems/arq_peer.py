@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from arq import create_pool
 from arq.connections import RedisSettings
@@ -42,7 +42,7 @@ def submit(keys: list[str], etas: list[float | None], sleep_ms: int = 0) -> None
                 await pool.enqueue_job("job", key, sleep_ms)
             else:
                 await pool.enqueue_job("job", key, sleep_ms,
-                                       _defer_until=datetime.fromtimestamp(eta, timezone.utc))
+                                       _defer_until=datetime.fromtimestamp(eta, UTC))
         await pool.aclose()
     asyncio.run(go())
 

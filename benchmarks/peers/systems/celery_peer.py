@@ -5,11 +5,10 @@ per job. Runs inside Celery's own virtual environment."""
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
-
-from celery import Celery
+from datetime import UTC, datetime
 
 from body import record
+from celery import Celery
 
 URL = os.environ["BENCH_REDIS_URL"]
 SETTINGS = "broker Redis, no result backend, prefork, concurrency = cores, prefetch x4"
@@ -26,7 +25,7 @@ def submit(keys: list[str], etas: list[float | None], sleep_ms: int = 0) -> None
         if eta is None:
             job.apply_async((key, sleep_ms))
         else:
-            job.apply_async((key, sleep_ms), eta=datetime.fromtimestamp(eta, timezone.utc))
+            job.apply_async((key, sleep_ms), eta=datetime.fromtimestamp(eta, UTC))
 
 
 def worker_argvs(concurrency: int | None) -> list[list[str]]:

@@ -9,9 +9,8 @@ import os
 import time
 
 import dramatiq
-from dramatiq.brokers.redis import RedisBroker
-
 from body import record
+from dramatiq.brokers.redis import RedisBroker
 
 URL = os.environ["BENCH_REDIS_URL"]
 SETTINGS = "RedisBroker, processes = cores, 8 threads each, default middleware"

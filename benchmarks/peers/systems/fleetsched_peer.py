@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -36,12 +36,13 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
     [str(PLUGIN), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
 sys.path.insert(0, str(PLUGIN))
 
-from scheduler.config import load_settings  # noqa: E402
-from scheduler.inventory.service import import_inventory  # noqa: E402
-from scheduler.record import make_engine  # noqa: E402
-from scheduler.record.migrate import upgrade  # noqa: E402
-from scheduler.redisdb.connect import connect  # noqa: E402
-from scheduler.submission.submit import TaskRequest, submit as fs_submit  # noqa: E402
+from scheduler.config import load_settings
+from scheduler.inventory.service import import_inventory
+from scheduler.record import make_engine
+from scheduler.record.migrate import upgrade
+from scheduler.redisdb.connect import connect
+from scheduler.submission.submit import TaskRequest
+from scheduler.submission.submit import submit as fs_submit
 
 _engine = None
 _client = None
@@ -72,7 +73,7 @@ def prepare(keys: list[str]) -> None:
 
 
 def _request(target: str, eta: float | None, prefix: str, sleep_ms: int) -> TaskRequest:
-    at = None if eta is None else datetime.fromtimestamp(eta, timezone.utc)
+    at = None if eta is None else datetime.fromtimestamp(eta, UTC)
     return TaskRequest("bench-record", target, {"prefix": prefix, "sleep_ms": sleep_ms},
                        at=at, executor="simulate")
 

@@ -5,11 +5,10 @@ one call per job. Concurrency N (W4) is ``-w N``. Runs inside Huey's own virtual
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
-
-from huey import RedisHuey
+from datetime import UTC, datetime
 
 from body import record
+from huey import RedisHuey
 
 URL = os.environ["BENCH_REDIS_URL"]
 SETTINGS = "RedisHuey, 1 worker thread, scheduler interval 1 s, poll delay 0.1 s; -w N for N"
@@ -26,7 +25,7 @@ def submit(keys: list[str], etas: list[float | None], sleep_ms: int = 0) -> None
         if eta is None:
             job(key, sleep_ms)
         else:
-            job.schedule(args=(key, sleep_ms), eta=datetime.fromtimestamp(eta, timezone.utc))
+            job.schedule(args=(key, sleep_ms), eta=datetime.fromtimestamp(eta, UTC))
 
 
 def worker_argvs(concurrency: int | None) -> list[list[str]]:

@@ -5,12 +5,11 @@ Concurrency N (W4) is N such workers. Runs inside RQ's own virtual environment."
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
-
-from redis import Redis
-from rq import Queue
+from datetime import UTC, datetime
 
 from body import record
+from redis import Redis
+from rq import Queue
 
 URL = os.environ["BENCH_REDIS_URL"]
 SETTINGS = "queue default, `rq worker --with-scheduler` (fork per job), N workers for N slots"
@@ -26,7 +25,7 @@ def submit(keys: list[str], etas: list[float | None], sleep_ms: int = 0) -> None
         if eta is None:
             q.enqueue(job, key, sleep_ms)
         else:
-            q.enqueue_at(datetime.fromtimestamp(eta, timezone.utc), job, key, sleep_ms)
+            q.enqueue_at(datetime.fromtimestamp(eta, UTC), job, key, sleep_ms)
 
 
 def worker_argvs(concurrency: int | None) -> list[list[str]]:
