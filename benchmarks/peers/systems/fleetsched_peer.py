@@ -12,7 +12,9 @@ key ``a:h000001`` is host ``h000001`` of group ``a``). Runs in the project's own
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,6 +29,7 @@ SETTINGS = ("`fleetsched worker` defaults: worker_slots 50, 2 child processes, r
             "(plugin) on the simulate executor; --slots N for N slots")
 
 _tmp = Path(tempfile.mkdtemp(prefix="fs-peers-"))
+atexit.register(shutil.rmtree, _tmp, ignore_errors=True)
 (_tmp / "config.toml").write_text("")
 ENV = {"FLEETSCHED_REDIS_URL": URL, "FLEETSCHED_DATABASE_URL": f"sqlite:///{_tmp / 'fs.db'}",
        "FLEETSCHED_STATE_DIR": str(_tmp / "state"), "FLEETSCHED_CONFIG": str(_tmp / "config.toml"),
