@@ -1,0 +1,1 @@
+"""Side-by-side benchmark of fleetsched and the job queues operators know (issue 16)."""

@@ -1,0 +1,199 @@
+"""Runs one workload once for one system and prints its measures as one JSON line.
+
+    <system's python> driver.py SYSTEM WORKLOAD --n N [--variant V] [--sample K]
+
+Runs inside the system's own interpreter (a peer's virtual environment, or fleetsched's), with
+``benchmarks/peers/systems`` on ``sys.path`` and ``BENCH_REDIS_URL`` set to a fresh database.
+The system module (``systems/<system>_peer.py``) gives ``submit(keys, etas, sleep_ms)``,
+``worker_argvs(concurrency)`` and optionally ``prepare(keys)``; every job body RPUSHes
+``"KEY TIME"`` onto ``bench:done`` (systems/body.py), which is how completion is counted here,
+the same for every system. Times are the machine's wall clock (``time.time()``), in seconds.
+
+Workloads (see workloads.py for the sizes):
+- ``accept``: N jobs due an hour from now, submission timed (``--variant each|bulk|cli``;
+  ``--sample K`` times only the first K of ``each``);
+- ``drain``: N due jobs queued (untimed), then one worker started: start to last done, the
+  start-up (start to first done) and the drain rate (first to last done);
+- ``lateness``: idle worker (warmed by one job), N jobs due 50 ms apart from 2 s after the
+  submission starts: start minus due time per job;
+- ``fairness``: idle worker with 4 slots, N jobs of task A (5 ms each) then 4 of task B: each
+  task's time from its submission to its last job done, B/A, A's rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SYSTEMS = Path(__file__).resolve().parent / "systems"
+sys.path.insert(0, str(SYSTEMS))
+
+import redis
+
+DONE = "bench:done"
+LATE_START_S = 2.0
+LATE_STEP_S = 0.05
+FAIR_JOB_MS = 5
+FAIR_SLOTS = 4
+FAIR_B = 4
+WARM = "warm:w0"
+
+
+class Workers:
+    """The system's worker processes, each in its own session, stopped by their group."""
+
+    def __init__(self, argvs: list[list[str]], log: Path) -> None:
+        self.log = log.open("ab")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [str(SYSTEMS), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])}
+        self.procs = [subprocess.Popen(argv, cwd=SYSTEMS, env=env, stdout=self.log,
+                                       stderr=self.log, start_new_session=True) for argv in argvs]
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        self.log.close()
+
+    def check_alive(self) -> None:
+        for p in self.procs:
+            if p.poll() is not None:
+                raise SystemExit(f"error: worker {p.args[0]} exited with {p.returncode} "
+                                 f"(see {self.log.name})")
+
+
+def wait_done(r: redis.Redis, n: int, timeout: float, workers: Workers) -> dict[str, float]:
+    """{key: time} once ``n`` records are there; raises after ``timeout`` seconds."""
+    deadline = time.time() + timeout
+    while r.llen(DONE) < n:
+        if time.time() > deadline:
+            raise SystemExit(f"error: only {r.llen(DONE)} of {n} jobs done after {timeout:.0f} s")
+        workers.check_alive()
+        time.sleep(0.02)
+    out = {}
+    for item in r.lrange(DONE, 0, -1):
+        key, ts = item.decode().rsplit(" ", 1)
+        out[key] = float(ts)
+    return out
+
+
+def warm_up(r: redis.Redis, system, workers: Workers) -> None:
+    system.submit([WARM], [None])
+    wait_done(r, 1, 120, workers)
+    r.delete(DONE)
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(p / 100 * len(s) + 0.5) - 1))]
+
+
+def accept(system, r, n: int, variant: str, sample: int | None, log: Path) -> dict:
+    keys = [f"h{i:06d}" for i in range(n)]
+    getattr(system, "prepare", lambda k: None)(keys)
+    timed = keys[:sample] if sample else keys
+    eta = time.time() + 3600
+    t0 = time.perf_counter()
+    if variant == "bulk":
+        system.submit(timed, [eta] * len(timed))
+    elif variant == "cli":
+        system.submit_cli(3600)
+    else:
+        (getattr(system, "submit_each", None) or system.submit)(timed, [eta] * len(timed))
+    elapsed = time.perf_counter() - t0
+    return {"jobs": len(timed), "seconds": elapsed, "jobs_per_s": len(timed) / elapsed,
+            "ms_per_call": elapsed * 1000 / (1 if variant in ("bulk", "cli") else len(timed))}
+
+
+def drain(system, r, n: int, log: Path) -> dict:
+    keys = [f"h{i:06d}" for i in range(n)]
+    getattr(system, "prepare", lambda k: None)(keys)
+    system.submit(keys, [None] * n)
+    start = time.time()
+    workers = Workers(system.worker_argvs(None), log)
+    try:
+        done = wait_done(r, n, 900, workers)
+    finally:
+        workers.stop()
+    first, last = min(done.values()), max(done.values())
+    return {"jobs": n, "start_to_last_s": last - start, "startup_s": first - start,
+            "jobs_per_s_from_start": n / (last - start),
+            "drain_jobs_per_s": (n - 1) / (last - first) if last > first else None}
+
+
+def lateness(system, r, n: int, log: Path) -> dict:
+    keys = [f"h{i:06d}" for i in range(n)]
+    getattr(system, "prepare", lambda k: None)(keys + [WARM])
+    workers = Workers(system.worker_argvs(None), log)
+    try:
+        warm_up(r, system, workers)
+        t0 = time.time() + LATE_START_S
+        due = {k: t0 + i * LATE_STEP_S for i, k in enumerate(keys)}
+        system.submit(keys, [due[k] for k in keys])
+        submitted = time.time()
+        done = wait_done(r, n, LATE_START_S + n * LATE_STEP_S + 60, workers)
+    finally:
+        workers.stop()
+    late = [(done[k] - due[k]) * 1000 for k in keys]
+    return {"jobs": n, "submit_s": submitted - (t0 - LATE_START_S),
+            "p50_ms": pct(late, 50), "p95_ms": pct(late, 95), "p99_ms": pct(late, 99),
+            "max_ms": max(late), "min_ms": min(late), "early": sum(1 for x in late if x < 0)}
+
+
+def fairness(system, r, n: int, log: Path) -> dict:
+    a_keys = [f"a:h{i:06d}" for i in range(n)]
+    b_keys = [f"b:h{i:06d}" for i in range(n, n + FAIR_B)]
+    getattr(system, "prepare", lambda k: None)(a_keys + b_keys + [WARM])
+    workers = Workers(system.worker_argvs(FAIR_SLOTS), log)
+    try:
+        warm_up(r, system, workers)
+        ta = time.time()
+        system.submit(a_keys, [None] * n, FAIR_JOB_MS)
+        tb = time.time()
+        system.submit(b_keys, [None] * FAIR_B, FAIR_JOB_MS)
+        done = wait_done(r, n + FAIR_B, 900, workers)
+    finally:
+        workers.stop()
+    a_times = [done[k] for k in a_keys]
+    a_s, b_s = max(a_times) - ta, max(done[k] for k in b_keys) - tb
+    return {"jobs_a": n, "jobs_b": FAIR_B, "a_s": a_s, "b_s": b_s, "b_over_a": b_s / a_s,
+            "a_submit_s": tb - ta,
+            "a_jobs_per_s": (n - 1) / (max(a_times) - min(a_times))}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("system")
+    parser.add_argument("workload", choices=["describe", "accept", "drain", "lateness",
+                                             "fairness"])
+    parser.add_argument("--n", type=int, default=0)
+    parser.add_argument("--variant", default="each", choices=["each", "bulk", "cli"])
+    parser.add_argument("--sample", type=int)
+    parser.add_argument("--log", type=Path, default=Path(os.devnull))
+    args = parser.parse_args()
+    system = importlib.import_module(f"{args.system}_peer")
+    r = redis.Redis.from_url(os.environ["BENCH_REDIS_URL"])
+    if args.workload == "describe":
+        out = {"settings": system.SETTINGS, "python": sys.version.split()[0]}
+    elif args.workload == "accept":
+        out = accept(system, r, args.n, args.variant, args.sample, args.log)
+    else:
+        out = globals()[args.workload](system, r, args.n, args.log)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""fleetsched side by side with RQ, Celery, arq, Dramatiq and Huey: the workloads of issue 16.
+
+    .venv/bin/python benchmarks/peers/run.py                  # full: 3 runs of everything
+    .venv/bin/python benchmarks/peers/run.py --quick          # smaller sizes, one run (< 5 min)
+    .venv/bin/python benchmarks/peers/run.py --quick --smoke  # tiny sizes: does it all work?
+    .venv/bin/python benchmarks/peers/run.py --only W2,W3 --systems fleetsched,huey
+
+Run it with the interpreter that has fleetsched installed (the project's ``.venv``): fleetsched
+is measured as installed there (put a checkout first on ``PYTHONPATH`` to measure that one).
+Each peer is installed by pip into its own virtual environment under
+``benchmarks/peers/.venvs/`` on first use (envs.py). One private redis-server serves the whole
+run; it is flushed before every measurement. The runs of a measurement are interleaved with the
+other systems' (run 1 of every row, then run 2 ...), so a noisy minute hits every system.
+Prints the machine, every system's version and settings, one table per workload (report.py),
+and writes everything to benchmarks/results/peers.json. The smoke mode asserts no timing: it
+fails only when a system cannot run a workload.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._common import RESULTS, private_redis, save_result
+from benchmarks.peers import envs
+from benchmarks.peers.report import table
+from benchmarks.peers.workloads import FLEETSCHED, SIZES, WORKLOADS, Plan, plans
+
+DRIVER = Path(__file__).resolve().parent / "driver.py"
+SYSTEMS = (FLEETSCHED, *envs.PEERS)
+LOGS = RESULTS / "peers-logs"
+
+
+def interpreter(system: str) -> Path:
+    if system == FLEETSCHED:
+        try:
+            importlib.metadata.version("fleetsched")
+        except importlib.metadata.PackageNotFoundError:
+            sys.exit(f"error: fleetsched is not installed in {sys.executable}; run this with the "
+                     "project's .venv/bin/python")
+        return Path(sys.executable)
+    return envs.python_of(system)
+
+
+def call(system: str, url: str, args: tuple[str, ...], timeout: float = 1800) -> dict:
+    """One driver run; its JSON, or {"error": one line}."""
+    python = interpreter(system)
+    env = {**os.environ, "BENCH_REDIS_URL": url,
+           "PATH": f"{python.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    LOGS.mkdir(parents=True, exist_ok=True)
+    log = LOGS / f"{system}-{args[0]}.log"
+    try:
+        done = subprocess.run([str(python), str(DRIVER), system, *args, "--log", str(log)],
+                              env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return {"error": f"no result after {timeout:.0f} s"}
+    if done.returncode != 0:
+        lines = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()
+        return {"error": lines[-1][:200]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def machine(client) -> dict:
+    info = client.info("server")
+    return {"cores": os.cpu_count(), "python": platform.python_version(),
+            "platform": platform.platform(), "redis": info["redis_version"],
+            "loadavg_start": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M UTC",
+                                                                    time.gmtime())}
+
+
+def describe(systems: list[str], url: str) -> dict:
+    out = {}
+    for system in systems:
+        d = call(system, url, ("describe",))
+        if "error" in d:
+            sys.exit(f"error: {system} cannot start: {d['error']}")
+        d["versions"] = ({"fleetsched": importlib.metadata.version("fleetsched"),
+                          "redis-py": importlib.metadata.version("redis")}
+                         if system == FLEETSCHED else envs.versions(system))
+        out[system] = d
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, one run each")
+    parser.add_argument("--smoke", action="store_true", help="with --quick: tiny sizes")
+    parser.add_argument("--only", default=",".join(WORKLOADS), help="workloads, e.g. W1,W3")
+    parser.add_argument("--systems", default=",".join(SYSTEMS),
+                        help=f"comma-separated, from {', '.join(SYSTEMS)}")
+    parser.add_argument("--runs", type=int, help="repetitions (default: 3 full, 1 quick)")
+    args = parser.parse_args()
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+    sizes = SIZES[mode]
+    runs = args.runs or sizes.runs
+    codes = [c.strip().upper() for c in args.only.split(",") if c.strip()]
+    systems = [s.strip().lower() for s in args.systems.split(",") if s.strip()]
+    for bad in [c for c in codes if c not in WORKLOADS] + [s for s in systems if s not in SYSTEMS]:
+        sys.exit(f"error: unknown workload or system {bad!r}")
+    started = time.time()
+    for system in systems:
+        interpreter(system)  # install first: a peer that cannot be installed stops the run here
+    todo = plans(codes, systems, sizes)
+    samples: dict[Plan, list[dict]] = {p: [] for p in todo}
+    errors: dict[Plan, str] = {}
+    with private_redis() as client:
+        kw = client.connection_pool.connection_kwargs
+        url = f"redis://{kw['host']}:{kw['port']}/0"
+        env = machine(client)
+        print(f"machine: {env['cores']} cores, Python {env['python']}, redis-server "
+              f"{env['redis']}, {env['platform']}, load average {env['loadavg_start'][0]:.2f} "
+              f"at the start, {env['date']}; mode {mode}, {runs} run(s)")
+        described = describe(systems, url)
+        for system, d in described.items():
+            versions = ", ".join(f"{k} {v}" for k, v in d["versions"].items())
+            print(f"  {system}: {versions}; {d['settings']}")
+        for run in range(runs):
+            for plan in todo:
+                client.flushall()
+                t0 = time.time()
+                result = call(plan.system, url, plan.args)
+                if "error" in result:
+                    errors[plan] = result["error"]
+                    print(f"error: {plan.workload} {plan.row} run {run + 1}: {result['error']}",
+                          file=sys.stderr, flush=True)
+                else:
+                    samples[plan].append(result)
+                print(f"  [{time.time() - started:5.0f}s] {plan.workload} {plan.row} run "
+                      f"{run + 1}/{runs}: {time.time() - t0:.1f} s", file=sys.stderr, flush=True)
+    env["loadavg_end"] = os.getloadavg()
+    print(f"load average at the end {env['loadavg_end'][0]:.2f}; "
+          f"total {time.time() - started:.0f} s\n")
+    tables = {}
+    for code in codes:
+        rows = {p.row: {"system": p.system, "samples": samples[p], "error": errors.get(p)}
+                for p in todo if p.workload == code}
+        size = next(a for p in todo if p.workload == code for a in p.args[2:3])
+        tables[code] = table(code, rows, f"{int(size):,}")
+        print(tables[code] + "\n")
+    out = save_result("peers", {
+        "mode": mode, "runs": runs, "machine": env, "systems": described,
+        "seconds": time.time() - started, "tables": tables,
+        "results": [{"workload": p.workload, "row": p.row, "system": p.system,
+                     "args": p.args, "samples": samples[p], "error": errors.get(p)}
+                    for p in todo]})
+    print(f"written: {out}")
+    if errors:
+        sys.exit(f"error: {len(errors)} measurement(s) failed (see above)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""fleetsched as installed: ``fleetsched worker`` with its defaults (50 slots, recorder on, fair
+share by task, 5 s overload threshold), SQLite record, the ``bench-record`` plugin action
+(benchmarks/peers/plugin) on the ``simulate`` executor: the executor runs nothing, the action's
+body is the RPUSH every system makes.
+
+Submitting goes through the library's ``scheduler.submission.submit.submit`` (plan, SQL record,
+fan-out to Redis, what ``fleetsched submit`` calls) with one engine and one Redis client, as a
+program using fleetsched would; ``submit_cli`` runs ``fleetsched submit`` itself. The hosts come
+from a generated Ansible INI inventory imported first (group ``fleet``, or the key's prefix: the
+key ``a:h000001`` is host ``h000001`` of group ``a``). Runs in the project's own interpreter.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PLUGIN = HERE.parent / "plugin"
+URL = os.environ["BENCH_REDIS_URL"]
+SETTINGS = ("`fleetsched worker` defaults: worker_slots 50, 2 child processes, recorder on, "
+            "fair_share_by task, overload_threshold 5 s; SQLite; action bench-record "
+            "(plugin) on the simulate executor; --slots N for N slots")
+
+_tmp = Path(tempfile.mkdtemp(prefix="fs-peers-"))
+atexit.register(shutil.rmtree, _tmp, ignore_errors=True)
+(_tmp / "config.toml").write_text("")
+ENV = {"FLEETSCHED_REDIS_URL": URL, "FLEETSCHED_DATABASE_URL": f"sqlite:///{_tmp / 'fs.db'}",
+       "FLEETSCHED_STATE_DIR": str(_tmp / "state"), "FLEETSCHED_CONFIG": str(_tmp / "config.toml"),
+       "FLEETSCHED_OPERATOR": "bench"}
+os.environ.update(ENV)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(PLUGIN), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
+sys.path.insert(0, str(PLUGIN))
+
+from scheduler.config import load_settings
+from scheduler.inventory.service import import_inventory
+from scheduler.record import make_engine
+from scheduler.record.migrate import upgrade
+from scheduler.redisdb.connect import connect
+from scheduler.submission.submit import TaskRequest
+from scheduler.submission.submit import submit as fs_submit
+
+_engine = None
+_client = None
+_groups: dict[str, list[str]] = {}
+
+
+def _split(key: str) -> tuple[str, str]:
+    prefix, _, host = key.rpartition(":")
+    return prefix or "fleet", host
+
+
+def prepare(keys: list[str]) -> None:
+    """Create the SQL schema and import an inventory holding one host per key."""
+    global _engine, _client
+    for key in keys:
+        group, host = _split(key)
+        _groups.setdefault(group, []).append(host)
+    lines = []
+    for group, hosts in _groups.items():
+        lines.append(f"[{group}]")
+        lines += [f"{h} ansible_host=127.0.0.1" for h in hosts]
+    inv = _tmp / "fleet.ini"
+    inv.write_text("\n".join(lines) + "\n")
+    upgrade(ENV["FLEETSCHED_DATABASE_URL"])
+    _engine = make_engine(ENV["FLEETSCHED_DATABASE_URL"])
+    import_inventory(_engine, inv, operator="bench")
+    _client = connect(load_settings())
+
+
+def _request(target: str, eta: float | None, prefix: str, sleep_ms: int) -> TaskRequest:
+    at = None if eta is None else datetime.fromtimestamp(eta, UTC)
+    return TaskRequest("bench-record", target, {"prefix": prefix, "sleep_ms": sleep_ms},
+                       at=at, executor="simulate")
+
+
+def _target(group: str, hosts: list[str]) -> str:
+    return f"group:{group}" if hosts == _groups.get(group) else ",".join(hosts)
+
+
+def submit(keys: list[str], etas: list[float | None], sleep_ms: int = 0) -> None:
+    """The natural way: one task for the keys of one group that share a due time (W1 bulk,
+    W2, W4: one task of N hosts), one task per distinct due time otherwise (W3)."""
+    batches: dict[tuple[str, float | None], list[str]] = {}
+    for key, eta in zip(keys, etas):
+        group, host = _split(key)
+        batches.setdefault((group, eta), []).append(host)
+    for (group, eta), hosts in batches.items():
+        prefix = "" if group == "fleet" else f"{group}:"
+        fs_submit(_engine, lambda: _client, _request(_target(group, hosts), eta, prefix, sleep_ms),
+                  operator="bench")
+
+
+def submit_each(keys: list[str], etas: list[float | None], sleep_ms: int = 0) -> None:
+    """One one-host task per key (the peers' one call per job)."""
+    for key, eta in zip(keys, etas):
+        group, host = _split(key)
+        prefix = "" if group == "fleet" else f"{group}:"
+        fs_submit(_engine, lambda: _client, _request(host, eta, prefix, sleep_ms),
+                  operator="bench")
+
+
+def submit_cli(delay_s: int) -> None:
+    """``fleetsched submit bench-record -t all --in DELAY --yes``: one process, as typed."""
+    subprocess.run(["fleetsched", "submit", "bench-record", "-t", "all", "--in", f"{delay_s}s",
+                    "--executor", "simulate", "--yes", "--output", "json"],
+                   check=True, capture_output=True)
+
+
+def worker_argvs(concurrency: int | None) -> list[list[str]]:
+    extra = ["--slots", str(concurrency)] if concurrency else []
+    return [["fleetsched", "worker", *extra]]
