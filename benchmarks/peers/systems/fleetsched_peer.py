@@ -1,5 +1,5 @@
-"""fleetsched as installed: ``fleetsched worker`` with its defaults (50 slots, recorder on, fair
-share by task, 5 s overload threshold), SQLite record, the ``bench-record`` plugin action
+"""fleetsched as installed: ``fleetsched worker`` with its defaults (the settings' defaults,
+printed as ``SETTINGS``: slots, recorder on, fair share, overload threshold), SQLite record, the ``bench-record`` plugin action
 (benchmarks/peers/plugin) on the ``simulate`` executor: the executor runs nothing, the action's
 body is the RPUSH every system makes.
 
@@ -24,9 +24,17 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 PLUGIN = HERE.parent / "plugin"
 URL = os.environ["BENCH_REDIS_URL"]
-SETTINGS = ("`fleetsched worker` defaults: worker_slots 50, 2 child processes, recorder on, "
-            "fair_share_by task, overload_threshold 5 s; SQLite; action bench-record "
-            "(plugin) on the simulate executor; --slots N for N slots")
+def _settings() -> str:
+    from scheduler.config import Settings
+
+    d = Settings()  # what an installation without a config file runs with
+    return (f"`fleetsched worker` defaults: worker_slots {d.worker_slots}, 2 child processes, "
+            f"recorder on, fair_share_by {d.fair_share_by}, overload_threshold "
+            f"{d.overload_threshold_ms} ms; SQLite; action bench-record (plugin) on the "
+            "simulate executor; --slots N for N slots")
+
+
+SETTINGS = _settings()
 
 _tmp = Path(tempfile.mkdtemp(prefix="fs-peers-"))
 atexit.register(shutil.rmtree, _tmp, ignore_errors=True)
