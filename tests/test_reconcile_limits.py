@@ -58,6 +58,7 @@ def test_continue_resumes_a_stopped_rollout_recreated_by_reconcile(
     assert cli("reconcile")[0] == 0
     t = q.task_state(task)
     assert (t["state"], t["wave_state"], t.get("wave_held")) == ("paused", "stopped", "1")
+    assert q.claim("w", 10).jobs == []  # paused before its jobs were queued again
     cli.ok("tasks", "continue", task)
     # Then the wave's held jobs run again
     assert q.task_state(task)["state"] == "active"
@@ -79,3 +80,21 @@ def test_a_percentage_group_limit_follows_the_group_when_the_inventory_grows(
     assert redis_client.hgetall(KEYS.glimit) == {"web": "4"}
     assert redis_client.hget(KEYS.host("web-04"), "limits") == ""
     assert redis_client.hget(KEYS.host("web-01"), "limits") == "web"
+
+
+def test_removing_a_limited_group_or_a_host_updates_the_limits_redis_enforces(
+        cli: Cli, redis_client: redis.Redis) -> None:
+    # Given web limited to 50% of its 4 hosts, known to Redis through a task
+    cli.ok("groups", "limit", "web", "--max-busy", "50%")
+    cli.submit("command", "-t", "group:web", "-p", "cmd=true")
+    assert redis_client.hgetall(KEYS.glimit) == {"web": "2"}
+    # When a host is removed by hand, the limit follows the group's size (50% of 3: 2)...
+    cli.ok("hosts", "remove", "web-04")
+    assert redis_client.hgetall(KEYS.glimit) == {"web": "2"}
+    cli.ok("hosts", "remove", "web-03")
+    assert redis_client.hgetall(KEYS.glimit) == {"web": "1"}
+    # ...and when the group is removed, Redis no longer enforces its limit
+    code, _, err = cli("groups", "remove", "web")
+    assert code == 0 and "group limits: 1 updated in Redis" in err, err
+    assert redis_client.hgetall(KEYS.glimit) == {}
+    assert redis_client.hget(KEYS.host("web-01"), "limits") == ""

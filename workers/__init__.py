@@ -1,7 +1,8 @@
 """Worker nodes: the node master, its child processes, heartbeats, and the executors.
 
-``Node`` is one node's master (``workers.master``); ``serve`` runs it as a process with signal
-handling (``fleetsched worker``); ``NodeConfig`` shapes it. ``workers.executors`` holds how a
+``Node`` is one node's master (``workers.master``); ``workers.serve.serve`` runs it as a
+process with signal handling (``fleetsched worker``; not re-exported here: the name is its
+module's, which an import of ``workers.serve`` binds on the package); ``NodeConfig`` shapes it. ``workers.executors`` holds how a
 job reaches a host (ssh, local, simulate).
 
 The names are imported when first used (PEP 562), not with the package: a child process
@@ -14,13 +15,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["Deferral", "Node", "NodeConfig", "NodeStats", "default_worker_id", "serve",
+__all__ = ["Deferral", "Node", "NodeConfig", "NodeStats", "default_worker_id",
            "window_deferral"]
 
 _HOME = {"Deferral": "workers.deferral", "window_deferral": "workers.deferral",
          "Node": "workers.master", "NodeConfig": "workers.config",
-         "default_worker_id": "workers.config", "serve": "workers.serve",
-         "NodeStats": "workers.stats"}
+         "default_worker_id": "workers.config", "NodeStats": "workers.stats"}
 
 
 def __getattr__(name: str) -> Any:

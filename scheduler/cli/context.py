@@ -71,3 +71,40 @@ def stores(ctx: typer.Context) -> Iterator[tuple[Engine, Callable[[], Any], Keys
     settings = state(ctx).settings
     with database(ctx) as (engine, operator):
         yield engine, (lambda: connect(settings)), Keys(settings.queue_prefix), operator
+
+
+def push_group_limits(ctx: typer.Context, engine: Any, operator: str, *,
+                      always: bool = False) -> None:
+    """After the inventory changed (an import, a host added or removed, a group removed): a P%
+    group limit follows its group's new size, hosts that joined or left a limited group count
+    right, and a removed group's limit goes (``group_limits.push``). Only when a group has a
+    limit, or ``always``; Redis being down is one warning line."""
+    import redis
+
+    from scheduler.cli import output
+    from scheduler.errors import FleetschedError
+    from scheduler.inventory import group_limits as limits_in_sql
+    from scheduler.queue.client import Queue
+    from scheduler.queue.keys import Keys
+    from scheduler.record.session import transaction
+    from scheduler.redisdb.connect import connect
+    from scheduler.submission import group_limits
+
+    with transaction(engine, commit=False) as session:
+        if not limits_in_sql(session) and not always:
+            return
+    settings = state(ctx).settings
+    try:
+        client = connect(settings)
+        queue = Queue(client, Keys(settings.queue_prefix))
+        try:
+            changed = group_limits.push(engine, queue, operator)
+        finally:
+            queue.close()
+            client.close()
+    except (redis.RedisError, OSError, FleetschedError) as exc:
+        output.info(f"warning: group limits not updated in Redis ({type(exc).__name__}): run "
+                    "`fleetsched reconcile` when it is back")
+        return
+    if changed:
+        output.info(f"group limits: {changed} updated in Redis")

@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import database, state
+from scheduler.cli.context import database, push_group_limits, state
 from scheduler.cli.output import OutputOption
 
 groups_app = typer.Typer(help="Groups of hosts (from inventories or `hosts add --group`).",
@@ -59,11 +59,14 @@ def remove_cmd(ctx: typer.Context,
                name: Annotated[str, typer.Argument(help="The group's name.")]) -> None:
     """Remove a group: its memberships, its links to other groups and its window assignments.
     Its hosts stay; an inventory that still lists the group brings it back at its next import."""
-    from scheduler.inventory import remove_group
+    from scheduler.inventory import group_limits, remove_group
     from scheduler.record.session import transaction
 
-    with database(ctx) as (engine, operator), transaction(engine) as session:
-        hosts = remove_group(session, name, operator=operator)
+    with database(ctx) as (engine, operator):
+        with transaction(engine) as session:
+            limited = name in group_limits(session)
+            hosts = remove_group(session, name, operator=operator)
+        push_group_limits(ctx, engine, operator, always=limited)  # its limit goes too
     output.info(f"removed group {name} ({hosts} hosts were in it; they stay)")
 
 

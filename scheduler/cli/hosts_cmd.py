@@ -16,9 +16,9 @@ from typing import Annotated, Any
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import database, state, stores
+from scheduler.cli.context import database, push_group_limits, state, stores
 from scheduler.cli.output import OutputOption
-from scheduler.errors import FleetschedError, ValidationError
+from scheduler.errors import ValidationError
 
 hosts_app = typer.Typer(help="The fleet's hosts: import an Ansible inventory, list, add, remove, check SSH.",
                         no_args_is_help=True)
@@ -62,39 +62,6 @@ def _import_rows(plan: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _push_group_limits(ctx: typer.Context, engine: Any, operator: str, removed: Any) -> None:
-    """After an import, a P% group limit follows its group's new size and hosts that joined
-    or left a limited group count right in Redis (``group_limits.push``). Only when a group has
-    a limit (or groups were removed); Redis being down is one warning line."""
-    import redis
-
-    from scheduler.inventory import group_limits as limits_in_sql
-    from scheduler.queue.client import Queue
-    from scheduler.queue.keys import Keys
-    from scheduler.record.session import transaction
-    from scheduler.redisdb.connect import connect
-    from scheduler.submission import group_limits
-
-    with transaction(engine, commit=False) as session:
-        if not limits_in_sql(session) and not removed:
-            return
-    settings = state(ctx).settings
-    try:
-        client = connect(settings)
-        queue = Queue(client, Keys(settings.queue_prefix))
-        try:
-            changed = group_limits.push(engine, queue, operator)
-        finally:
-            queue.close()
-            client.close()
-    except (redis.RedisError, OSError, FleetschedError) as exc:
-        output.info(f"warning: group limits not updated in Redis ({type(exc).__name__}): run "
-                    "`fleetsched reconcile` when it is back")
-        return
-    if changed:
-        output.info(f"group limits: {changed} updated in Redis for the groups' new sizes")
-
-
 @hosts_app.command("import")
 def import_cmd(
     ctx: typer.Context,
@@ -119,7 +86,7 @@ def import_cmd(
         result = import_inventory(engine, path, operator=operator, prune=prune,
                                   dry_run=dry_run, inventory=inventory)
         if not dry_run:
-            _push_group_limits(ctx, engine, operator, result.plan.groups_removed)
+            push_group_limits(ctx, engine, operator, always=bool(result.plan.groups_removed))
     plan = result.plan
     if plan.skipped_secrets:
         output.info(f"warning: skipped {len(plan.skipped_secrets)} secret variable(s) "
@@ -218,9 +185,12 @@ def add_cmd(
     from scheduler.record.session import transaction
 
     host_vars = _parse_vars(var or [])
-    with database(ctx) as (engine, operator), transaction(engine) as session:
-        created = add_host(session, name, address=address, port=port, user=user,
-                           groups=group or [], host_vars=host_vars, operator=operator)
+    with database(ctx) as (engine, operator):
+        with transaction(engine) as session:
+            created = add_host(session, name, address=address, port=port, user=user,
+                               groups=group or [], host_vars=host_vars, operator=operator)
+        if group:
+            push_group_limits(ctx, engine, operator)  # it may count in a limited group now
     if created:
         output.info(f"created group(s) {', '.join(created)}")
     output.info(f"added host {name}")
@@ -252,6 +222,7 @@ def remove_cmd(
             output.info(f"warning: removed from the record, but Redis did not answer "
                         f"({str(exc).splitlines()[0]}): its copy of the host's connection data "
                         "stays there; no new task can target the host")
+        push_group_limits(ctx, engine, operator)  # a P% limit of its groups follows
     output.info(f"removed host {name}")
 
 

@@ -18,42 +18,38 @@ from scheduler.inventory.store import group_limits, group_member_map, limit_coun
 from scheduler.queue.client import Queue
 from scheduler.queue.types import text
 
-__all__ = ["push", "wanted_limits"]
-
-
-def wanted_limits(session: Session) -> dict[str, int]:
-    """Every limited group -> its limit in jobs, resolved against its hosts now."""
-    specs = group_limits(session)
-    members = group_member_map(session) if specs else {}
-    return {g: limit_count(spec, len(members.get(g, ()))) for g, spec in specs.items()}
+__all__ = ["push"]
 
 
 def push(engine: Engine, queue: Queue, operator: str, *, dry_run: bool = False) -> int:
     """Make Redis's group limits and hosts' ``limits`` fields what SQL says; how many groups'
     limits were wrong (hosts' fields are fixed silently: they follow the groups)."""
     client, keys = queue.client, queue.keys
-    with Session(engine) as session:
-        want = wanted_limits(session)
-        members = group_member_map(session) if want else {}
-        hosts = sorted(members.get("all", set()))
-        host_limits = limited_groups_of(session, hosts, members) if want else {}
     have = {text(g): text(n) for g, n in client.hgetall(keys.glimit).items()}
+    with Session(engine) as session:
+        specs = group_limits(session)
+        if not specs and not have:
+            return 0  # no limit anywhere: nothing to read, nothing to fix
+        members = group_member_map(session)
+        want = {g: limit_count(spec, len(members.get(g, ()))) for g, spec in specs.items()}
+        hosts = sorted(members.get("all", set()))
+        host_limits = limited_groups_of(session, hosts, members)
     wrong = sorted(g for g in set(want) | set(have) if str(want.get(g, "")) != have.get(g, ""))
     if dry_run:
         return len(wrong)
-    if want or have:  # hosts may name a limited group in Redis that no longer is one
-        pipe = client.pipeline(transaction=False)
-        for host in hosts:
-            pipe.hget(keys.host(host), "limits")
-            pipe.exists(keys.host(host))
-        replies = pipe.execute()
-        pipe = client.pipeline(transaction=False)
-        for i, host in enumerate(hosts):
-            now, known = replies[2 * i], replies[2 * i + 1]
-            should = ",".join(host_limits.get(host, ()))
-            if known and text(now or "") != should:
-                pipe.hset(keys.host(host), "limits", should)
-        pipe.execute()
+    # Hosts first, then the limits: a host may still name a group that is no longer limited.
+    pipe = client.pipeline(transaction=False)
+    for host in hosts:
+        pipe.hget(keys.host(host), "limits")
+        pipe.exists(keys.host(host))
+    replies = pipe.execute()
+    pipe = client.pipeline(transaction=False)
+    for i, host in enumerate(hosts):
+        now, known = replies[2 * i], replies[2 * i + 1]
+        should = ",".join(host_limits.get(host, ()))
+        if known and text(now or "") != should:
+            pipe.hset(keys.host(host), "limits", should)
+    pipe.execute()
     for group in wrong:
         queue.set_group_limit(group, want.get(group), operator)
     return len(wrong)

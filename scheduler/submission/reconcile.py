@@ -230,6 +230,10 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
             with engine.connect() as conn:
                 recorded = recorded_spec(conn, task.id)
             queue.create_task(task_spec(task, recorded))
+            if task.state == "paused":  # before its jobs are queued again: none may be claimed
+                # A rollout's own pause stays the rollout's: `tasks continue` resumes it.
+                queue.pause(str(task.id), "rollout" if _paused_by_rollout(engine, task.id)
+                            else operator)
             touched.add(str(task.id))
     report.tasks_recreated = len(recreated)
     report.group_limits_restored = group_limits.push(engine, queue, operator, dry_run=dry_run)
@@ -275,11 +279,6 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
             report.jobs_queued_before = report.jobs_requeued - added
             report.jobs_requeued = added
     if not dry_run:
-        for task in recreated:
-            if task.state == "paused":
-                # A rollout's own pause stays the rollout's: `tasks continue` resumes it.
-                queue.pause(str(task.id), "rollout" if _paused_by_rollout(engine, task.id)
-                            else operator)
         record_now(client, engine, queue.keys.events, since, touched)
         with engine.begin() as conn:
             record_event(conn, "reconcile", operator=operator, data={

@@ -7,8 +7,8 @@
    row, :func:`window_from_hash` reads it back as ``scheduler.calendar.windows.Window``,
    :func:`publish` and :func:`unpublish` (a tombstone, ``REMOVED``) keep Redis in step.
 
-``scheduler.windows.assignment`` (SQL) re-exports these; ``workers.deferral`` imports them from
-here, so a worker's claim path loads no SQLAlchemy.
+``scheduler.windows.store`` (SQL) and ``workers.deferral`` import them from here, so a worker's
+claim path loads no SQLAlchemy.
 """
 
 from __future__ import annotations
