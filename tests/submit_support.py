@@ -74,6 +74,17 @@ def inventory(cli: Cli, tmp: Path, text: str) -> None:
     cli.ok("hosts", "import", str(path))
 
 
+def cli_with_inventory(tmp: Path, redis_url: str, text: str) -> Cli:
+    """A Cli on a fresh SQLite record (migrated) in ``tmp`` with the INI inventory ``text``."""
+    from scheduler.record.migrate import upgrade
+
+    db = f"sqlite:///{tmp / 'fleetsched.db'}"
+    upgrade(db)
+    cli = Cli(tmp, redis_url, db)
+    inventory(cli, tmp, text)
+    return cli
+
+
 def drain(client: redis.Redis, url_or_engine: str | sa.Engine) -> None:
     """Record every event in the stream into SQL (a real Recorder, run to the end)."""
     engine = sa.create_engine(url_or_engine) if isinstance(url_or_engine, str) else url_or_engine

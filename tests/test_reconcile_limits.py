@@ -10,18 +10,13 @@ import pytest
 import redis
 
 from scheduler.queue.client import JobResult, Queue
-from scheduler.record.migrate import upgrade
-from tests.submit_support import KEYS, Cli, drain, inventory
+from tests.submit_support import KEYS, Cli, cli_with_inventory, drain
 
 
 @pytest.fixture
 def cli(tmp_path: Path, redis_url: str, redis_client: redis.Redis) -> Cli:
     redis_client.flushall()
-    db = f"sqlite:///{tmp_path / 'fleetsched.db'}"
-    upgrade(db)
-    cli = Cli(tmp_path, redis_url, db)
-    inventory(cli, tmp_path, "[web]\nweb-[01:04]\n")
-    return cli
+    return cli_with_inventory(tmp_path, redis_url, "[web]\nweb-[01:04]\n")
 
 
 def test_a_group_limit_holds_again_after_redis_lost_everything(

@@ -10,18 +10,13 @@ from pathlib import Path
 import pytest
 import redis
 
-from scheduler.record.migrate import upgrade
-from tests.submit_support import KEYS, Cli, inventory, redis_snapshot, sql_snapshot
+from tests.submit_support import KEYS, Cli, cli_with_inventory, redis_snapshot, sql_snapshot
 
 
 @pytest.fixture
 def cli(tmp_path: Path, redis_url: str, redis_client: redis.Redis) -> Cli:
     redis_client.flushall()
-    db = f"sqlite:///{tmp_path / 'fleetsched.db'}"
-    upgrade(db)
-    cli = Cli(tmp_path, redis_url, db)
-    inventory(cli, tmp_path, "[web]\nweb-[01:04]\n[db]\ndb-[01:02]\n")
-    return cli
+    return cli_with_inventory(tmp_path, redis_url, "[web]\nweb-[01:04]\n[db]\ndb-[01:02]\n")
 
 
 def test_a_dry_run_lists_the_waves_with_their_hosts(cli: Cli) -> None:

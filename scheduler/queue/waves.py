@@ -6,7 +6,7 @@
    held, the task being paused), compare-and-set on the wave and its state (``release_wave.lua``);
 3. :func:`move`: a wave state change with its event (``wave.lua``), compare-and-set as well;
 4. :func:`wave_jobs` and :func:`wave_outcome`: a wave's job ids and, read in one pipeline, how
-   many are still live and which failed (a missing hash: succeeded or cancelled).
+   many are still live (its failures are counted as they happen: ``fs_wave_failed``).
 
 The state machine that calls these is ``scheduler.submission.rollout``.
 """
@@ -87,21 +87,15 @@ def wave_jobs(queue: Queue, task_id: str, wave: int) -> list[tuple[str, str]]:
 @dataclass(frozen=True)
 class WaveOutcome:
     live: int  # jobs not ended yet
-    failed: list[tuple[str, str]]  # (job id, host) of the jobs failed for good
     hosts: list[str]  # every host of the wave
 
 
 def wave_outcome(queue: Queue, task_id: str, wave: int) -> WaveOutcome:
-    """How wave ``wave``'s jobs stand, from their hashes read in one pipeline."""
+    """How wave ``wave``'s jobs stand, from their hashes read in one pipeline (a missing hash:
+    succeeded or cancelled)."""
     jobs = wave_jobs(queue, task_id, wave)
     pipe = queue.client.pipeline(transaction=False)
     for job_id, _host in jobs:
         pipe.hget(queue.keys.job(job_id), "state")
-    live, failed = 0, []
-    for (job_id, host), state in zip(jobs, pipe.execute()):
-        state = text(state) if state is not None else ""
-        if state in LIVE_STATES:
-            live += 1
-        elif state == "failed":
-            failed.append((job_id, host))
-    return WaveOutcome(live, failed, [h for _, h in jobs])
+    live = sum(1 for state in pipe.execute() if state is not None and text(state) in LIVE_STATES)
+    return WaveOutcome(live, [h for _, h in jobs])

@@ -95,29 +95,28 @@ def mark_queued(session: Session, task_id: int) -> bool:
     return bool(done)
 
 
-def recorded_spec(conn: sa.Connection | Session, task_id: int | str) -> dict[str, Any] | None:
-    """The queue part of the task's ``submit`` event (priority, limits, ``spec`` with executor
-    options and expected duration), or None for a task submitted another way."""
+def _submit_data(conn: sa.Connection | Session, task_id: int | str) -> dict[str, Any]:
+    """The data of the task's ``submit`` event ({} for a task submitted another way)."""
     e = Event.__table__
     data = conn.execute(sa.select(e.c.data).where(e.c.task_id == str(task_id),
                                                   e.c.kind == "submit")
                         .order_by(e.c.ts).limit(1)).scalar()
     if isinstance(data, str):
         data = json.loads(data)
-    queue = (data or {}).get("queue")
+    return data if isinstance(data, dict) else {}
+
+
+def recorded_spec(conn: sa.Connection | Session, task_id: int | str) -> dict[str, Any] | None:
+    """The queue part of the task's ``submit`` event (priority, limits, ``spec`` with executor
+    options and expected duration), or None for a task submitted another way."""
+    queue = _submit_data(conn, task_id).get("queue")
     return queue if isinstance(queue, dict) else None
 
 
 def recorded_waves(conn: sa.Connection | Session, task_id: int | str) -> list[list[str]] | None:
     """The job ids of each wave, as the task's ``submit`` event recorded them (None: the task
     is not rolled out in waves)."""
-    e = Event.__table__
-    data = conn.execute(sa.select(e.c.data).where(e.c.task_id == str(task_id),
-                                                  e.c.kind == "submit")
-                        .order_by(e.c.ts).limit(1)).scalar()
-    if isinstance(data, str):
-        data = json.loads(data)
-    waves = ((data or {}).get("waves") or {}).get("waves")
+    waves = (_submit_data(conn, task_id).get("waves") or {}).get("waves")
     return waves if isinstance(waves, list) and len(waves) > 1 else None
 
 

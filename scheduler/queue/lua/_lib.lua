@@ -65,6 +65,21 @@ local function fs_emit(events, now, kind, fields)
   redis.call('XADD', events, '*', 'kind', kind, 'ts', fs_int(now), unpack(fields))
 end
 
+-- A task's jobs newly queued (enqueue.lua) or staged (stage.lua): the task's total and span,
+-- the enqueued stat, one enqueue event (job ids, due; `extra` fields after). The task's total.
+local function fs_count_enqueued(task_key, stats, events, now, task_id, added, span, due, extra)
+  local total = fs_num(redis.call('HGET', task_key, 'total'))
+  if #added == 0 then return total end
+  total = redis.call('HINCRBY', task_key, 'total', #added)
+  redis.call('HSET', task_key, 'span', fs_int(span))
+  redis.call('HINCRBY', stats, 'enqueued', #added)
+  local fields = {'task', task_id, 'count', fs_int(#added), 'jobs', table.concat(added, ' '),
+    'due', fs_int(due)}
+  for _, v in ipairs(extra or {}) do fields[#fields + 1] = v end
+  fs_emit(events, now, 'enqueue', fields)
+  return total
+end
+
 -- Put a job into a due set at score; publish on the wake channel when it becomes the head of
 -- that set, so sleeping workers wake up earlier than they planned.
 local function fs_put_due(due, id, score, wake)

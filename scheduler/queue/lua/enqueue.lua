@@ -100,15 +100,8 @@ for start = 1, #scored, 1000 do
   redis.call('ZADD', due_key, unpack(scored, start, math.min(start + 999, #scored)))
 end
 
-local total = fs_num(redis.call('HGET', task_key, 'total'))
-if #added > 0 then
-  total = redis.call('HINCRBY', task_key, 'total', #added)
-  redis.call('HSET', task_key, 'span', fs_int(span))
-  redis.call('HINCRBY', stats, 'enqueued', #added)
-  fs_emit(events, now, 'enqueue', {'task', task_id, 'count', fs_int(#added),
-    'jobs', table.concat(added, ' '), 'due', fs_int(earliest)})
-  if head[2] == nil or earliest < tonumber(head[2]) then
-    redis.call('PUBLISH', wake, fs_int(earliest))
-  end
+local total = fs_count_enqueued(task_key, stats, events, now, task_id, added, span, earliest)
+if #added > 0 and (head[2] == nil or earliest < tonumber(head[2])) then
+  redis.call('PUBLISH', wake, fs_int(earliest))
 end
 return {#added, total}

@@ -93,12 +93,6 @@ for i = 1, #jobs do
     if lowest == nil or tonumber(wave) < lowest then lowest = tonumber(wave) end
   end
 end
-local total = fs_num(redis.call('HGET', task_key, 'total'))
-if #added > 0 then
-  total = redis.call('HINCRBY', task_key, 'total', #added)
-  redis.call('HSET', task_key, 'span', fs_int(span))
-  redis.call('HINCRBY', stats, 'enqueued', #added)
-  fs_emit(events, now, 'enqueue', {'task', task_id, 'count', fs_int(#added),
-    'jobs', table.concat(added, ' '), 'due', fs_int(now), 'wave', fs_int(lowest)})
-end
+local total = fs_count_enqueued(task_key, stats, events, now, task_id, added, span, now,
+  {'wave', fs_int(lowest or 0)})
 return {#added, total}
