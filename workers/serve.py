@@ -36,13 +36,13 @@ def build_recorder(config: NodeConfig, client: Any, keys: Keys) -> Any:
     from scheduler.notify import Detector, Policy
     from scheduler.record.engine import make_engine
     from scheduler.record.migrate import ensure_schema
-    from scheduler.record.recorder import Recorder
+    from scheduler.record.recorder import NODE_CONSUMER_PREFIX, Recorder
 
     settings = config.settings
     policy = Policy.from_settings(settings)  # a bad notify target stops the start, loudly
     engine = make_engine(settings.effective_database_url)
     ensure_schema(settings, engine)
-    return Recorder(client, engine, keys, consumer_name=f"worker:{config.worker_id}",
+    return Recorder(client, engine, keys, consumer_name=NODE_CONSUMER_PREFIX + config.worker_id,
                     on_batch=Detector(policy))
 
 
