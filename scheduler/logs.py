@@ -121,5 +121,18 @@ def configure(level: str, log_format: str, filters: Iterable[logging.Filter], *,
     return handler
 
 
-__all__ = ["FORMATS", "JOB_FIELDS", "JsonFormatter", "TextFormatter", "configure",
+def announce(logger: str, message: str) -> bool:
+    """Write ``message`` as one JSON line through the root's handlers, whatever the level, when
+    the format is JSON (so a JSON log has no line of another shape); False in text format,
+    where the caller prints it as it always did."""
+    handlers = [h for h in logging.getLogger().handlers if isinstance(h.formatter, JsonFormatter)]
+    if not handlers:
+        return False
+    record = logging.getLogger(logger).makeRecord(logger, logging.INFO, "", 0, message, None, None)
+    for h in handlers:
+        h.handle(record)
+    return True
+
+
+__all__ = ["announce", "FORMATS", "JOB_FIELDS", "JsonFormatter", "TextFormatter", "configure",
            "job_context", "resolved"]
