@@ -43,6 +43,7 @@ def exporter(
             raise ValidationError(str(exc), hint="run fleetsched exporter --help") from None
 
     def started(bound: int) -> None:
-        output.info(f"exporter: metrics on http://{address}:{bound}/metrics")
+        output.service_info("fleetsched.exporter",
+                            f"exporter: metrics on http://{address}:{bound}/metrics")
 
     serve(settings, address, port, timeout, on_started=started)

@@ -71,22 +71,18 @@ def worker(
     )
 
     def started(node: object) -> None:
-        say(f"worker {config.worker_id}: {config.slots} slots in up to {config.processes} "
-                    f"processes, lease {config.lease_ms / 1000:g}s, heartbeat "
-                    f"{config.heartbeat_ms / 1000:g}s; SIGTERM finishes running jobs "
-                    f"(grace {config.grace_s:g}s), SIGINT gives them back")
+        output.service_info(
+            "fleetsched.worker",
+            f"worker {config.worker_id}: {config.slots} slots in up to {config.processes} "
+            f"processes, lease {config.lease_ms / 1000:g}s, heartbeat "
+            f"{config.heartbeat_ms / 1000:g}s; SIGTERM finishes running jobs "
+            f"(grace {config.grace_s:g}s), SIGINT gives them back")
 
     stats = serve(config, on_started=started)
-    say(f"worker {config.worker_id} stopped: {stats.acked} acked, {stats.failed} failed, "
-                f"{stats.retried} retried, {stats.released} given back")
-
-
-def say(message: str) -> None:
-    """A start or stop line: a log line in JSON format, else a message on stderr as usual."""
-    from scheduler.logs import announce
-
-    if not announce("fleetsched.worker", message):
-        output.info(message)
+    output.service_info("fleetsched.worker",
+                        f"worker {config.worker_id} stopped: {stats.acked} acked, "
+                        f"{stats.failed} failed, {stats.retried} retried, "
+                        f"{stats.released} given back")
 
 
 def _with_flags(settings: Settings, **flags: object) -> Settings:
