@@ -23,6 +23,9 @@ Responsibilities, in the order a job meets them:
    (``workers.firer``), which creates each occurrence's task and moves the entry on.
 9. The wave controller thread (``workers.waver``) moves rollouts in waves on: releases the
    next wave, pauses, gates, health checks, stops.
+10. With ``metrics_port`` set, every count above also goes to the node's metrics
+    (``workers.metrics``): outcomes through ``NodeStats``, the claim's round trip and each
+    claimed job's wait here, durations in the finisher.
 
 Every thread that talks to Redis has its own ``Queue`` object; children never talk to Redis.
 """
