@@ -6,8 +6,9 @@
 The drain of benchmarks/workers.py (N due zero-duration simulate jobs, one node in this
 process, its children real processes, jobs/s from the due time to the last ack on the Redis
 clock), run alternately without metrics and with the endpoint on and a scraper reading it
-every 100 ms (150 times Prometheus' usual 15 s), so both see the same machine load. Prints the
-medians and their ratio, then the JSON (also written to benchmarks/results/metrics.json).
+every 100 ms (150 times Prometheus' usual 15 s), so both see the same machine load; then the
+cost of the metrics hooks per job, timed alone. Prints the medians and their ratio, then the
+JSON (also written to benchmarks/results/metrics.json).
 """
 
 from __future__ import annotations
@@ -53,6 +54,27 @@ class Scraper:
         self.thread.start()
 
 
+def hook_cost_us(jobs: int = 100_000, batch: int = 100) -> float:
+    """Microseconds the metrics hooks add per job, timed alone (no Redis, no scheduler noise):
+    one claim observation per batch, a queue-wait and a duration observation and a finished
+    count per job, the counts added per batch as the finisher does."""
+    import time
+
+    from workers.metrics import NodeMetrics
+    from workers.slots import Slots
+
+    m = NodeMetrics(Slots(200))
+    dues = [1_000] * batch
+    started = time.perf_counter()
+    for _ in range(jobs // batch):
+        m.claimed_jobs(2_000, dues, 0.001)
+        m.counted({"claimed": batch})
+        for _ in range(batch):
+            m.job_done(5, None)
+        m.counted({"acked": batch})
+    return (time.perf_counter() - started) / jobs * 1e6
+
+
 def run(quick: bool) -> dict[str, Any]:
     from benchmarks._common import private_redis
 
@@ -79,7 +101,8 @@ def run(quick: bool) -> dict[str, Any]:
             "without_metrics_jobs_per_s": round(off), "with_metrics_jobs_per_s": round(on),
             "with_over_without": round(on / off, 3),
             "runs_without": [round(x) for x in plain], "runs_with": [round(x) for x in metered],
-            "scrapes_per_run": scrapes, "load_average_1m": round(os.getloadavg()[0], 2)}
+            "scrapes_per_run": scrapes, "hook_us_per_job": round(hook_cost_us(), 2),
+            "load_average_1m": round(os.getloadavg()[0], 2)}
 
 
 def table(r: dict[str, Any]) -> str:
@@ -87,7 +110,10 @@ def table(r: dict[str, Any]) -> str:
             f"  without metrics  {r['without_metrics_jobs_per_s']:>8} jobs/s  {r['runs_without']}\n"
             f"  with metrics     {r['with_metrics_jobs_per_s']:>8} jobs/s  {r['runs_with']} "
             f"(scraped every {SCRAPE_EVERY_S * 1000:g} ms: {r['scrapes_per_run']})\n"
-            f"  ratio with/without  {r['with_over_without']}")
+            f"  ratio with/without  {r['with_over_without']}\n"
+            f"  the hooks alone: {r['hook_us_per_job']} us per job "
+            f"(the node's budget at {r['without_metrics_jobs_per_s']} jobs/s: "
+            f"{1e6 / r['without_metrics_jobs_per_s']:.0f} us)")
 
 
 if __name__ == "__main__":
