@@ -20,9 +20,8 @@ With millions of events a day, every query an operator command runs must start f
 Cost on a large table: Alembic runs each migration in a transaction, where PostgreSQL cannot
 ``CREATE INDEX CONCURRENTLY``; a plain ``CREATE INDEX`` takes a SHARE lock on the table, so
 inserts into ``events`` (the recorder) and updates of ``jobs`` wait until the index is built
-(reads go on). Measured building the two events indexes over 10 million events on the
-2-core development machine: about a minute each (docs/benchmarks.md, "Events at volume"). The
-recorder catches up from the Redis stream afterwards; nothing is lost, only delayed. To avoid
+(reads go on). Measured on the 2-core development machine: 46 s for all three over 10 million
+events and 4.9 million jobs (docs/benchmarks.md, "Events at volume"). The recorder catches up from the Redis stream afterwards; nothing is lost, only delayed. To avoid
 even that, create the same indexes by hand beforehand with ``CREATE INDEX CONCURRENTLY`` (same
 names and columns) and this revision skips those that exist.
 """
