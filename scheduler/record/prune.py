@@ -6,7 +6,8 @@ write lock for milliseconds, on PostgreSQL it locks only the rows it deletes. Ev
 are taken oldest first along their time index (``ix_events_ts``, ``ix_jobs_finished_at``),
 each batch starting where the last one ended, so no batch walks again over the index entries
 of the rows deleted before it (PostgreSQL keeps them until VACUUM): a day of events costs the
-same at the start of a prune as at its end.
+same at the start of a prune as at its end. (A row older than where the prune has got to that
+arrives while it runs, from a recorder catching up, goes at the next prune.)
 
 What is old (``finished_at`` / ``ts`` before the cut-off):
 1. jobs in a final state (succeeded, failed, lost, cancelled) — never a pending or running one;
