@@ -93,20 +93,20 @@ def read_export(session: Session, hosts: Iterable[str] | None = None) -> Export:
     groups = [g for g in list_groups(session)
               if chosen is None or members.get(g["name"], set()) & chosen]
     names = {g["name"] for g in groups}
-    hosts: dict[str, dict[str, Any]] = {}
+    inherited: dict[str, set[str]] = {}  # host -> the var names its groups set
+    for g in groups:
+        for host in members.get(g["name"], set()):
+            inherited.setdefault(host, set()).update(g["vars"])
+    exported: dict[str, dict[str, Any]] = {}
     direct: dict[str, list[str]] = {name: [] for name in names}
     for row in list_hosts(session):
         if chosen is not None and row["name"] not in chosen:
             continue
-        inherited: set[str] = set()
-        for g in groups:
-            if row["name"] in members.get(g["name"], set()):
-                inherited |= set(g["vars"])
-        hosts[row["name"]] = _host_vars(row, inherited)
+        exported[row["name"]] = _host_vars(row, inherited.get(row["name"], set()))
         for group in row["groups"]:
             if group in direct:
                 direct[group].append(row["name"])
-    return Export(hosts=hosts, groups={
+    return Export(hosts=exported, groups={
         g["name"]: ExportGroup(name=g["name"], vars=_public(g["vars"]),
                                hosts=tuple(direct[g["name"]]),
                                children=tuple(c for c in g["children"] if c in names))
