@@ -186,7 +186,7 @@ def test_a_converge_installs_everything_and_a_second_one_changes_nothing(
     assert converged.first.returncode == 0, converged.first.stdout[-3000:]
     assert first["failed"] == 0 and first["changed"] > 0
     assert converged.second.returncode == 0, converged.second.stdout[-3000:]
-    assert second == {**second, "changed": 0, "failed": 0}, converged.second.stdout[-3000:]
+    assert (second["changed"], second["failed"]) == (0, 0), converged.second.stdout[-3000:]
     assert (converged.venv / "bin" / "fleetsched").exists()
 
 

@@ -18,8 +18,8 @@ import pytest
 
 from scheduler.inventory import list_groups, list_hosts
 from scheduler.inventory.validate import is_secret_var
-from scheduler.record.migrate import upgrade
 from scheduler.record.engine import make_engine
+from scheduler.record.migrate import upgrade
 from scheduler.record.session import transaction
 from tests.cli_support import isolated_env, run_cli
 from tests.servers import missing
