@@ -137,6 +137,15 @@ def info(message: str) -> None:
     stderr.print(message)
 
 
+def service_info(logger: str, message: str) -> None:
+    """A start or stop line of a serving command (worker, exporter): a log line when its log
+    is JSON (``scheduler.logs.announce``: no line of another shape in it), else :func:`info`."""
+    from scheduler.logs import announce
+
+    if not announce(logger, message):
+        info(message)
+
+
 def error(message: str, hint: str | None = None) -> None:
     """One line saying what is wrong, then a ``hint:`` line saying what to do (stderr)."""
     stderr.print(f"error: {message}")
