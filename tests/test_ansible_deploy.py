@@ -88,17 +88,8 @@ def test_the_rendered_config_file_loads_as_fleetsched_settings(tmp_path: Path) -
     assert str(settings.state_dir) == "/var/lib/fleetsched/state"
 
 
-METRICS_LAND = "exporter lands with the metrics branch"
-UNIT_CASES = [
-    pytest.param("fleetsched-worker.service", marks=pytest.mark.xfail(
-        "--metrics-port" not in help_of("worker"), strict=False, reason=METRICS_LAND)),
-    "fleetsched-recorder.service",
-    pytest.param("fleetsched-exporter.service", marks=pytest.mark.xfail(
-        not has_command("exporter"), strict=False, reason=METRICS_LAND)),
-]
-
-
-@pytest.mark.parametrize("unit", UNIT_CASES)
+@pytest.mark.parametrize("unit", ["fleetsched-worker.service", "fleetsched-recorder.service",
+                                  "fleetsched-exporter.service"])
 def test_each_unit_runs_a_real_command_with_real_options(unit: str) -> None:
     text = render(f"{unit}.j2")
     exec_start = next(line for line in text.splitlines() if line.startswith("ExecStart="))
