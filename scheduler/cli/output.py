@@ -126,6 +126,12 @@ def emit_object(obj: Mapping[str, Any], fmt: OutputFormat = OutputFormat.table) 
         stdout.print(f"{k.ljust(width)}  {'' if v is None else _plain(v)}")
 
 
+def emit_text(text: str) -> None:
+    """A whole document (an inventory file, say) on stdout exactly as given."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
 def info(message: str) -> None:
     """A message for the operator (stderr)."""
     stderr.print(message)
