@@ -200,7 +200,18 @@ def _requeue(engine: Engine, queue: Queue, task: Any, specs: list[JobSpec],
     listed = [(later.get(j.id) or JobSpec(j.id, j.host), wave_of.get(j.id, 1)) for j in unfinished]
     policy = {k: v for k, v in dict(task.waves).items() if k != "count"}
     return added + stage(queue, task_id, len(waves), policy, listed, released=current,
-                         state=state)
+                         state=state, wave_failures=_failed_of(engine, waves[min(current, len(waves)) - 1]))
+
+
+def _failed_of(engine: Engine, job_ids: list[str]) -> int:
+    """How many of the jobs SQL records failed for good (lost ones included): what a rebuilt
+    rollout's current wave had counted against its failure limit, at least."""
+    n = 0
+    with engine.connect() as conn:
+        for start in range(0, len(job_ids), 500):
+            n += conn.scalar(sa.select(sa.func.count()).select_from(Job).where(
+                Job.id.in_(job_ids[start:start + 500]), Job.state.in_(("failed", "lost")))) or 0
+    return n
 
 
 def _paused_by_rollout(engine: Engine, task_id: int) -> bool:
