@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -135,3 +136,32 @@ def test_the_exporter_answers_up_0_while_redis_is_down(
         assert value(got, "fleetsched_up") == 0
         assert value(got, "fleetsched_database_up") == 0
         assert not any(name.startswith("fleetsched_queue") for name, _ in got)
+
+
+@pytest.mark.postgres
+def test_a_database_that_stops_answering_costs_a_scrape_its_timeout_never_a_hang(
+        tmp_path: Path, redis_url: str, fresh_postgres_url: str) -> None:
+    from sqlalchemy.engine import make_url
+
+    from scheduler.record.migrate import upgrade
+    from tests.tcp_proxy import TcpProxy
+
+    upgrade(fresh_postgres_url)
+    url = make_url(fresh_postgres_url)
+    with TcpProxy(url.host or "127.0.0.1", url.port or 5432) as proxy:
+        proxied = url.set(host=proxy.host, port=proxy.port).render_as_string(hide_password=False)
+        with exporter(tmp_path, redis_url, proxied, "--timeout", "1") as port:
+            assert value(scrape(port), "fleetsched_database_up") == 1
+            # When the path to PostgreSQL stalls: connections open, nothing comes back
+            proxy.freeze()
+            for _ in range(3):  # the stuck read is not waited for again, nor repeated
+                started = time.monotonic()
+                got = scrape(port)
+                # Then each scrape answers within its timeout: the database down, Redis up
+                assert time.monotonic() - started < 4
+                assert value(got, "fleetsched_database_up") == 0
+                assert value(got, "fleetsched_up") == 1
+            # And once the path flows again, so does the record
+            proxy.thaw()
+            wait_until(lambda: value(scrape(port), "fleetsched_database_up") == 1, 15,
+                       "the record read again")

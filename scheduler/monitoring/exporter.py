@@ -34,7 +34,12 @@ def registry_for(settings: Settings, timeout_s: float = DEFAULT_TIMEOUT_S) -> tu
     """A registry holding the fleet collector, and the engine it reads the record with."""
     from scheduler.record.engine import make_engine
 
-    engine = make_engine(settings.effective_database_url, readonly=True)
+    # A statement that runs past the scrape's timeout is cancelled by PostgreSQL itself (a lock
+    # wait, a slow plan); a pooled connection is waited for no longer than that either.
+    options: dict[str, Any] = {"pool_timeout": timeout_s}
+    if settings.effective_database_url.startswith("postgresql"):
+        options["connect_args"] = {"options": f"-c statement_timeout={int(timeout_s * 1000)}"}
+    engine = make_engine(settings.effective_database_url, readonly=True, **options)
     registry = CollectorRegistry()
     registry.register(FleetCollector(settings, timeout_s, engine))
     return registry, engine

@@ -14,14 +14,19 @@
 3. Bounded cost: ZCOUNT, ZCARD, LLEN, XLEN and small hashes; no member of a large set is read.
    The live tasks come from SQL (``tasks`` in accepted, active or paused, by the state index),
    not from a SCAN of Redis' whole key space.
-4. From SQL also: missed schedule occurrences recorded in the last hour. The database down:
-   ``fleetsched_database_up 0``, the Redis figures are still given.
+4. From SQL also: missed schedule occurrences recorded in the last hour. The database down,
+   or not answering within the timeout: ``fleetsched_database_up 0``, the Redis figures are
+   still given. The read runs on a thread of its own with a deadline, because a database that
+   hangs (a stalled server, a frozen network path: no error, no TCP reset) would otherwise
+   hang the scrape; while a read that missed its deadline is still stuck, no other is started,
+   so hung reads never pile up.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+import threading
 from datetime import timedelta
 from typing import Any
 
@@ -83,6 +88,7 @@ class FleetCollector(Collector):
         self.keys = Keys(settings.queue_prefix)
         self.timeout_s = timeout_s
         self.engine = engine
+        self._stuck: threading.Thread | None = None  # a read that missed its deadline
 
     def describe(self) -> list[Metric]:
         return []  # the metrics depend on what is reachable: nothing is read at registration
@@ -99,9 +105,26 @@ class FleetCollector(Collector):
 
     def _from_sql(self) -> tuple[list[str], int | None]:
         """(ids of the live tasks, missed occurrences of the last hour); (.., None) if the
-        record cannot be read."""
+        record cannot be read within the timeout."""
         if self.engine is None:
             return [], None
+        if self._stuck is not None and self._stuck.is_alive():
+            log.warning("scrape: the SQL record has not answered an earlier read yet")
+            return [], None
+        box: list[tuple[list[str], int | None]] = []
+        # A daemon thread: one stuck for good never holds up the exporter's exit.
+        read = threading.Thread(target=lambda: box.append(self._read_sql()), daemon=True,
+                                name="scrape-sql")
+        read.start()
+        read.join(self.timeout_s)
+        if read.is_alive():
+            self._stuck = read
+            log.warning("scrape: the SQL record did not answer within %.1fs", self.timeout_s)
+            return [], None
+        self._stuck = None
+        return box[0] if box else ([], None)
+
+    def _read_sql(self) -> tuple[list[str], int | None]:
         import sqlalchemy as sa
 
         from scheduler.record.models import Event, Task
