@@ -181,7 +181,8 @@ class FleetCollector(Collector):
         yield _family("queue_oldest_overdue_seconds", counts.oldest_late_ms / 1000)
         yield _family("jobs_dead", counts.dead)
         if live_ids is not None:
-            tasks = [t for t in read_tasks(client, self.keys, live_ids) if t is not None]
+            tasks = [t for t in read_tasks(client, self.keys, live_ids, with_action=False)
+                     if t is not None]
             totals = task_totals(client, self.keys, tasks)
         else:  # without the record the live tasks are unknown: the leases count the running
             totals = TaskTotals(running=int(client.zcard(self.keys.leases)))
