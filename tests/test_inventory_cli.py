@@ -182,6 +182,8 @@ def test_add_remove_and_their_refusals(cli: Cli, db: str, redis_client: redis.Re
         (["hosts", "add", "x1", "--port", "ssh"], 2, "--port"),
         (["hosts", "add", "x1", "--var", "noequals"], 2, "KEY=VALUE"),
         (["hosts", "add", "edge1"], 2, "already exists"),
+        (["hosts", "add", "x1", "--group", "_meta"], 2, "reserved"),
+        (["hosts", "add", "x1", "--group", "all"], 2, "implicit group"),
         (["hosts", "show", "nope"], 4, "no host named 'nope'"),
         (["hosts", "remove", "nope"], 4, "no host named 'nope'"),
         (["hosts", "list", "--group", "nope"], 4, "no group named 'nope'"),

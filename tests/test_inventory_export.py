@@ -185,3 +185,24 @@ def test_bad_export_input_is_one_line_and_an_exit_code(tmp_path: Path, fleet: st
     assert (got, out) == (code, "")
     assert err.splitlines()[0] == message
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_secrets_a_record_holds_inside_values_are_never_exported(
+        tmp_path: Path, fleet: str, fmt: str) -> None:
+    import sqlalchemy as sa
+    # Given a record an older version wrote, with secrets nested in a host's vars and values
+    engine = make_engine(fleet)
+    with engine.begin() as conn:
+        name = conn.execute(sa.text("SELECT name FROM hosts ORDER BY name LIMIT 1")).scalar_one()
+        conn.execute(sa.text("UPDATE hosts SET vars = :v WHERE name = :n"), {"n": name, "v": json.dumps(
+            {"db": {"user": "app", "password": "NestedHunter2"},
+             "conn": "postgresql://app:UrlHunter2@db/app",
+             "key": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\n-----END OPENSSH PRIVATE KEY-----"})})
+    engine.dispose()
+    # When it is exported
+    code, out, err = cli(tmp_path, fleet, "hosts", "export", "--format", fmt)
+    # Then no secret is in it, and what is not secret is
+    assert code == 0, err
+    assert "Hunter2" not in out and "b3Blbn" not in out
+    assert "postgresql://app:***@db/app" in out and "app" in out

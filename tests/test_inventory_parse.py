@@ -97,6 +97,19 @@ def test_secret_variables_are_skipped_and_reported_by_name_only() -> None:
     assert resolved.skipped_secrets == ["ansible_become_pass", "ansible_password", "api_token"]
 
 
+def test_secrets_inside_values_are_dropped_or_masked_and_reported_by_path() -> None:
+    text = ("all:\n  hosts:\n    h1:\n      db: {user: app, password: NestedHunter2}\n"
+            "      conn: postgresql://app:UrlHunter2@db/app\n"
+            "      key: \"-----BEGIN OPENSSH PRIVATE KEY-----\\nb3Blbn\\n"
+            "-----END OPENSSH PRIVATE KEY-----\"\n      ntp: [a, b]\n")
+    resolved = resolve(parse_text(text, "x.yaml", "yaml"))
+    vars_ = resolved.hosts["h1"].vars
+    assert vars_["db"] == {"user": "app"} and vars_["ntp"] == ["a", "b"]
+    assert vars_["conn"] == "postgresql://app:***@db/app" and vars_["key"] == "***"
+    assert resolved.skipped_secrets == ["conn", "db.password", "key"]
+    assert "Hunter2" not in repr(resolved) and "b3Blbn" not in repr(resolved)
+
+
 # ------------------------------------------------------------------------ ranges
 
 

@@ -12,8 +12,9 @@ What it owns:
    ``_meta.hostvars``, groups with ``hosts``, ``children`` and ``vars``; an inventory script
    may print it), ``ini`` and ``yaml``;
 3. the connection columns written as ``ansible_host``, ``ansible_port`` and ``ansible_user``.
-   A variable whose name marks a secret is never written (none is stored anyway: an import
-   skips them and ``hosts add`` refuses them).
+   A variable whose name marks a secret is never written, at any depth, and credentials
+   inside values are masked (``validate.public_vars``: an import already drops and masks them,
+   ``hosts add`` refuses them; a record written by an older version may still hold some).
 
 A host's vars are written as they are stored: the effective values after group inheritance,
 as ``ansible-inventory --list`` prints them; its groups' vars are written with the groups.
@@ -71,7 +72,9 @@ class Export:
 
 
 def _public(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in values.items() if not validate.is_secret_var(k)}
+    # Import keeps secrets out of the record, but a record written before it scrubbed nested
+    # values (or by hand) may hold some: never pass them on.
+    return validate.public_vars(values)
 
 
 def _host_vars(row: dict[str, Any], inherited: set[str]) -> dict[str, Any]:

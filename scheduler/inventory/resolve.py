@@ -12,7 +12,8 @@ Variable precedence (the subset of Ansible's rules implemented, lowest first):
 Then the connection variables become columns: ``ansible_host`` (or ``ansible_ssh_host``) is
 the address, ``ansible_port`` (``ansible_ssh_port``) the port (default 22), ``ansible_user``
 (``ansible_ssh_user``) the user; each is validated, and an error names where it was set.
-Variables that hold secrets (``validate.is_secret_var``) are skipped and reported by name.
+Variables that hold secrets (``validate.is_secret_var``, at any depth) are skipped, and
+credentials inside values masked (``validate.public_vars``), reported by name.
 A loop of child groups is an error.
 """
 
@@ -155,9 +156,7 @@ def resolve(inv: Inventory) -> Resolved:
     secrets: set[str] = set()
 
     def public(values: dict[str, Any]) -> dict[str, Any]:
-        hidden = {k for k in values if validate.is_secret_var(k)}
-        secrets.update(hidden)
-        return {k: v for k, v in values.items() if k not in hidden}
+        return validate.public_vars(values, secrets)
 
     hosts: dict[str, HostRecord] = {}
     for hname, hdef in inv.hosts.items():

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from scheduler.errors import NotFoundError, ValidationError
 from scheduler.inventory import validate
+from scheduler.inventory.model import IMPLICIT_GROUPS
 from scheduler.inventory.resolve import DEFAULT_PORT
 from scheduler.record.audit import record_event
 from scheduler.record.models import Group, Host, group_children, group_hosts
@@ -253,6 +254,11 @@ def add_host(session: Session, name: str, *, address: str | None = None,
     port = _checked(validate.port, port, "--port") if port is not None else DEFAULT_PORT
     user = _checked(validate.user, user, "--user") if user else None
     group_list = sorted({_checked(validate.group_name, g, "--group") for g in groups})
+    implicit = [g for g in group_list if g in IMPLICIT_GROUPS]
+    if implicit:
+        raise ValidationError(f"--group {implicit[0]}: every host is in it already (an implicit "
+                              "group of Ansible inventories)",
+                              hint="name a group of your own")
     host_vars = {_checked(validate.var_name, k, "--var"): v for k, v in (host_vars or {}).items()}
     secret = sorted(k for k in host_vars if validate.is_secret_var(k))
     if secret:

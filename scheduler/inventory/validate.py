@@ -79,6 +79,8 @@ def group_name(value: Any) -> str:
     if not GROUP_RE.fullmatch(value):
         raise ValueError(f"group name {value!r} contains {_describe(value)}; "
                          "use letters, digits, '.', '_' and '-'")
+    if value == "_meta":  # Ansible's JSON inventory keeps the host vars under this key
+        raise ValueError("group name '_meta' is reserved by Ansible's JSON inventory")
     return value
 
 
@@ -153,6 +155,40 @@ def var_name(value: Any) -> str:
 def is_secret_var(name: str) -> bool:
     """Whether variable ``name`` holds a secret that must not be stored."""
     return bool(SECRET_VAR_RE.search(name))
+
+
+PRIVATE_KEY_RE = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?"
+                            r"(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.DOTALL)
+
+
+def public_vars(values: Mapping[str, Any], found: set[str] | None = None,
+                path: str = "") -> dict[str, Any]:
+    """``values`` without what must not be stored or shown, at any depth: variables whose name
+    says secret (``db: {password: ...}`` too) are dropped, and credentials inside text (a URL's
+    password, ``password=`` pairs, secret query parameters, a private key block) are masked.
+    The dotted names of what was dropped or masked are added to ``found``."""
+    from scheduler.config import MASK, redact_text
+
+    def clean(value: Any, where: str) -> Any:
+        if isinstance(value, Mapping):
+            return public_vars(value, found, where + ".")
+        if isinstance(value, list):
+            return [clean(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        if isinstance(value, str):
+            masked = PRIVATE_KEY_RE.sub(MASK, redact_text(value, one_line=False))
+            if masked != value and found is not None:
+                found.add(where)
+            return masked
+        return value
+
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if is_secret_var(str(key)):
+            if found is not None:
+                found.add(path + str(key))
+            continue
+        out[key] = clean(value, path + str(key))
+    return out
 
 
 class Budget:

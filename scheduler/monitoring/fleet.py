@@ -25,8 +25,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 import threading
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
