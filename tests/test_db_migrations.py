@@ -157,3 +157,30 @@ def test_an_index_built_beforehand_by_hand_is_kept_by_the_upgrade(database_url: 
         assert not {"ix_events_job_id_ts", "ix_events_kind_task_id_ts"} & names
     finally:
         engine.dispose()
+
+
+@pytest.mark.postgres
+def test_an_index_a_failed_concurrent_build_left_invalid_is_built_again(
+        fresh_postgres_url: str) -> None:
+    # Given a record at 0006 where a CREATE INDEX CONCURRENTLY of 0007's index failed, leaving
+    # it invalid (as PostgreSQL does when the build is cancelled or hits an error)
+    migrate.upgrade(fresh_postgres_url, "0006")
+    engine = make_engine(fresh_postgres_url).execution_options(isolation_level="AUTOCOMMIT")
+
+    def valid() -> bool | None:
+        with engine.connect() as conn:
+            return conn.execute(sa.text(
+                "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                "WHERE c.relname = 'ix_events_job_id_ts'")).scalar()
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("CREATE INDEX CONCURRENTLY ix_events_job_id_ts ON events (job_id, ts)")
+            conn.exec_driver_sql("UPDATE pg_index SET indisvalid = false WHERE indexrelid = "
+                                 "'ix_events_job_id_ts'::regclass")
+        assert valid() is False
+        # When it is upgraded
+        migrate.upgrade(fresh_postgres_url)
+        # Then the index is valid: built again, not skipped for its name
+        assert valid() is True
+    finally:
+        engine.dispose()

@@ -23,7 +23,8 @@ inserts into ``events`` (the recorder) and updates of ``jobs`` wait until the in
 (reads go on). Measured on the 2-core development machine: 46 s for all three over 10 million
 events and 4.9 million jobs (docs/benchmarks.md, "Events at volume"). The recorder catches up from the Redis stream afterwards; nothing is lost, only delayed. To avoid
 even that, create the same indexes by hand beforehand with ``CREATE INDEX CONCURRENTLY`` (same
-names and columns) and this revision skips those that exist.
+names and columns) and this revision skips those that exist (and builds again one that a
+failed concurrent build left invalid).
 """
 
 from __future__ import annotations
@@ -45,11 +46,26 @@ INDEXES = (
 )
 
 
+def _invalid_on_postgresql(bind: sa.Connection, name: str) -> bool:
+    """A ``CREATE INDEX CONCURRENTLY`` that failed leaves an invalid index behind: it has the
+    name, but no query uses it. Such an index is built again rather than skipped."""
+    if bind.dialect.name != 'postgresql':
+        return False
+    valid = bind.execute(sa.text(
+        "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "WHERE c.relname = :name AND pg_catalog.pg_table_is_visible(c.oid)"), {'name': name}).scalar()
+    return valid is False
+
+
 def upgrade() -> None:
-    inspector = sa.inspect(op.get_bind())
+    bind = op.get_bind()
+    inspector = sa.inspect(bind)
     for table, name, columns in INDEXES:
-        if name not in {ix['name'] for ix in inspector.get_indexes(table)}:
-            op.create_index(name, table, columns, unique=False)
+        if name in {ix['name'] for ix in inspector.get_indexes(table)}:
+            if not _invalid_on_postgresql(bind, name):
+                continue
+            op.drop_index(name, table_name=table)
+        op.create_index(name, table, columns, unique=False)
 
 
 def downgrade() -> None:
