@@ -319,3 +319,38 @@ def test_a_stale_result_is_recorded_with_its_output_and_changes_no_job_row(
     assert ev.data["verb"] == "ack" and ev.data["reason"] == "unknown_job"
     assert ev.data["token"] == old.token and ev.data["output"] == {"ran": "twice"}
     assert (row.state, row.worker, row.token) == ("succeeded", "w-new", new.token)
+
+
+def test_a_gone_node_s_empty_consumer_is_forgotten_and_one_holding_entries_never(
+        redis_client, tmp_path) -> None:
+    import sqlalchemy as sa
+
+    from scheduler.queue.keys import Keys
+    from scheduler.record import recorder as rec
+    from scheduler.record.migrate import upgrade
+
+    keys = Keys()
+    redis_client.flushall()
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    upgrade(url)
+    engine = sa.create_engine(url)
+    # Given two consumers of nodes that are gone (no presence): one empty, one holding an entry
+    redis_client.xgroup_create(keys.events, rec.GROUP, id="0", mkstream=True)
+    redis_client.xadd(keys.events, {"kind": "noop", "ts": "1"})
+    redis_client.xreadgroup(rec.GROUP, "worker:holder", {keys.events: ">"}, count=1)
+    redis_client.xgroup_createconsumer(keys.events, rec.GROUP, "worker:empty")
+    import time
+    time.sleep(rec.DEAD_NODE_IDLE_MS / 1000 + 0.1)  # the entry idle long enough to be taken
+    old_idle = rec.FORGET_CONSUMER_IDLE_MS
+    rec.FORGET_CONSUMER_IDLE_MS = 0  # as if both had been silent for ten minutes
+    try:
+        recorder = rec.Recorder(redis_client, engine, keys, "worker:live")
+        recorder._claim_from_dead_nodes(10)
+    finally:
+        rec.FORGET_CONSUMER_IDLE_MS = old_idle
+        engine.dispose()
+    # Then the empty one is gone, and the entry of the other was taken over, not dropped
+    names = {c["name"]: int(c["pending"]) for c in redis_client.xinfo_consumers(keys.events,
+                                                                                rec.GROUP)}
+    assert "worker:empty" not in names
+    assert names.get("worker:live") == 1

@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 GROUP = "recorder"
 NODE_CONSUMER_PREFIX = "worker:"  # a node's recorder is consumer "worker:<worker id>"
 DEAD_NODE_IDLE_MS = 1_000  # a dead node's entries are taken once idle this long
+FORGET_CONSUMER_IDLE_MS = 600_000  # a gone node's empty consumer is deleted once idle this long
 BACKOFF_MIN_S = 0.1
 BACKOFF_MAX_S = 5.0
 LAG_COUNT_MAX = 100_000  # unread entries counted one by one at most (status only)
@@ -142,8 +143,14 @@ class Recorder:
         for consumer in self.client.xinfo_consumers(self.stream, GROUP):
             name, pending = _s(consumer["name"]), int(consumer["pending"])
             worker = name.removeprefix(NODE_CONSUMER_PREFIX)
-            if (not pending or name == self.consumer or not name.startswith(NODE_CONSUMER_PREFIX)
-                    or worker in alive):
+            if name == self.consumer or not name.startswith(NODE_CONSUMER_PREFIX) or worker in alive:
+                continue
+            if not pending:
+                # A gone node's consumer, empty and silent for long: forget it, or every node
+                # restart would leave one behind for good. Never one holding entries (deleting
+                # it would drop them from the group's pending list).
+                if int(consumer.get("idle") or 0) >= FORGET_CONSUMER_IDLE_MS:
+                    self.client.xgroup_delconsumer(self.stream, GROUP, name)
                 continue
             ids = [_s(p["message_id"]) for p in self.client.xpending_range(
                 self.stream, GROUP, "-", "+", count, consumername=name)]
