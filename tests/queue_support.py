@@ -46,6 +46,30 @@ def snapshot(client: redis.Redis) -> dict:
     return out
 
 
+SCRIPTS_RUN_ON_CLUSTER: set[str] = set()
+"""The verbs whose scripts the cluster's flushed masters held after a queue test: each one ran
+there (redis-py loads a script only on a NOSCRIPT reply to its first EVALSHA)."""
+
+
+def record_scripts_run(client: redis.RedisCluster) -> None:
+    """Add to ``SCRIPTS_RUN_ON_CLUSTER`` every verb whose script a master of ``client`` holds."""
+    from scheduler.queue.scripts import VERBS, scripts_for
+    from scheduler.redisdb.cluster import masters
+
+    shas = [scripts_for(client)[verb].sha for verb in VERBS]
+    for _address, node in masters(client):
+        SCRIPTS_RUN_ON_CLUSTER.update(v for v, there in zip(VERBS, node.script_exists(*shas))
+                                      if there)
+
+
+def second_client(client: redis.Redis) -> redis.Redis:
+    """Another client of the same server (or cluster), as a second process would have."""
+    if isinstance(client, redis.RedisCluster):
+        node = client.get_default_node()
+        return redis.RedisCluster(host=node.host, port=node.port, decode_responses=True)
+    return redis.Redis(connection_pool=client.connection_pool)
+
+
 def redis_now_ms(client: redis.Redis) -> int:
     sec, usec = client.time()
     return int(sec) * 1000 + int(usec) // 1000

@@ -76,7 +76,7 @@ class Heartbeat:
     def beat(self) -> None:
         self.renew()
         self.client.hset(self.keys.workers, self.config.worker_id,
-                         json.dumps(self.presence(redis_now_ms(self.client))))
+                         json.dumps(self.presence(redis_now_ms(self.client, self.keys))))
         self.beats += 1
 
     def leave(self) -> None:

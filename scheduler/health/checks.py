@@ -98,6 +98,53 @@ def open_redis(settings: Settings) -> tuple[redis.Redis | None, str, str | None]
 
 
 def _redis_findings(client: redis.Redis, where: str, *, aof: bool) -> list[Finding]:
+    from scheduler.redisdb.cluster import is_cluster_client
+
+    if is_cluster_client(client):
+        return _cluster_findings(client, where, aof=aof)
+    return _server_findings(client, where, aof=aof)
+
+
+def _cluster_findings(client: Any, where: str, *, aof: bool) -> list[Finding]:
+    """The cluster's state, then each server check on every node (a replica is a master after
+    a failover, so its policy matters too): one line when all nodes pass, else one per node."""
+    from scheduler.redisdb.cluster import node_client, nodes
+
+    state = client.cluster_info().get("cluster_state", "?")
+    roles = dict(nodes(client))
+    data = {"url": where, "state": state, "nodes": roles}
+    shown = ", ".join(f"{name} ({role})" for name, role in roles.items())
+    out = [Finding("cluster", "ok" if state == "ok" else "fail",
+                   f"cluster at {where}, state {state}: {shown}",
+                   None if state == "ok" else "check CLUSTER INFO on the nodes", data)]
+    by_check: dict[str, list[tuple[str, Finding]]] = {}
+    for address in roles:
+        node = node_client(client, address)
+        try:
+            found = _server_findings(node, address, aof=aof)
+        except redis.RedisError as exc:
+            found = [Finding("redis", "fail", f"cannot reach {address}: "
+                             f"{redact_exception(exc)}", "start the node, or fix the cluster")]
+        finally:
+            node.close()
+        for f in found:
+            by_check.setdefault(f.check, []).append((address, f))
+    for check, found in by_check.items():
+        bad = [(name, f) for name, f in found if f.level != "ok"]
+        if not bad:
+            first = found[0][1]
+            if check == "redis":
+                versions = sorted({str(f.data.get("version", "?")) for _, f in found})
+                message = f"{len(found)} nodes reachable, version {', '.join(versions)}"
+            else:
+                message = f"{first.message} (every node)"
+            out.append(Finding(check, "ok", message, data=first.data))
+        for name, f in bad:
+            out.append(Finding(check, f.level, f"node {name}: {f.message}", f.hint, f.data))
+    return out
+
+
+def _server_findings(client: redis.Redis, where: str, *, aof: bool) -> list[Finding]:
     from scheduler.redisdb.connect import eviction_policy
 
     info = client.info("server")
@@ -129,7 +176,7 @@ def _redis_findings(client: redis.Redis, where: str, *, aof: bool) -> list[Findi
 
 
 def _queue_findings(client: redis.Redis, keys: Keys) -> list[Finding]:
-    from scheduler.queue.presence import read_workers
+    from scheduler.queue.presence import read_workers, redis_now_ms
 
     out: list[Finding] = []
     workers = read_workers(client, keys.prefix)
@@ -137,8 +184,7 @@ def _queue_findings(client: redis.Redis, keys: Keys) -> list[Finding]:
     slots = sum(int(w.get("slots") or 0) for w in alive)
     busy = sum(int(w.get("busy") or 0) for w in alive)
     data = {"alive": len(alive), "stale": len(workers) - len(alive), "slots": slots, "busy": busy}
-    secs, _ = client.time()
-    now_ms = int(secs) * 1000 + int(_) // 1000
+    now_ms = redis_now_ms(client, keys)
     heads = [client.zrange(k, 0, 0, withscores=True) for k in keys.all_due()]
     due_now = sum(int(client.zcount(k, "-inf", now_ms)) for k in keys.all_due())
     oldest = min((int(h[0][1]) for h in heads if h), default=None)

@@ -126,11 +126,6 @@ def list_task_ids(client: redis.Redis, keys: Keys) -> list[str]:
     return sorted(ids, key=lambda t: (0, int(t), t) if t.isdigit() else (1, 0, t))
 
 
-def redis_now_ms(client: redis.Redis) -> int:
-    secs, micros = client.time()
-    return int(secs) * 1000 + int(micros) // 1000
-
-
 @dataclass
 class QueueSnapshot:
     """One frame of ``fleetsched top``."""
@@ -162,10 +157,10 @@ class QueueSnapshot:
 def take_snapshot(client: redis.Redis, keys: Keys, *, overload_threshold_ms: int = 200,
                   task_ids: list[str] | None = None) -> QueueSnapshot:
     """Read one frame (see the module docstring); ``task_ids`` limits the tasks shown."""
-    from scheduler.queue.presence import read_workers
+    from scheduler.queue.presence import read_workers, redis_now_ms
     from scheduler.record.recorder import backlog
 
-    now = redis_now_ms(client)
+    now = redis_now_ms(client, keys)
     snap = QueueSnapshot(now_ms=now)
     pipe = client.pipeline(transaction=False)
     for k in keys.all_due():
@@ -239,4 +234,4 @@ class RateMeter:
 
 
 __all__ = ["QueueSnapshot", "RateMeter", "TaskProgress", "list_task_ids", "progress_from",
-           "read_tasks", "redis_now_ms", "take_snapshot"]
+           "read_tasks", "take_snapshot"]
