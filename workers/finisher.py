@@ -31,6 +31,7 @@ import redis
 
 from scheduler.errors import QueueError
 from scheduler.queue.types import JobResult
+from scheduler.redisdb.connect import is_permanent
 from workers.config import NodeConfig
 from workers.pool import ChildHandle, Pool
 from workers.protocol import Outcome
@@ -127,13 +128,16 @@ class Finisher:
     # -------------------------------------------------------------------- queue transitions
 
     def _retrying(self, what: str, call: Any) -> Any:
-        """Call ``call()``, retrying a lost Redis connection for up to a lease."""
+        """Call ``call()``, retrying a lost Redis connection, or a reply that goes away by
+        itself (a cluster failing over, a server loading), for up to a lease."""
         deadline = time.monotonic() + self.config.lease_ms / 1000
         delay = 0.05
         while True:
             try:
                 return call()
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
+            except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
+                if is_permanent(exc):
+                    raise
                 if time.monotonic() > deadline:
                     log.error("%s: Redis unreachable for a whole lease (%s); the leases will "
                               "expire and the queue will treat these jobs as lost", what, exc)

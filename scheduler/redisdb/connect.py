@@ -35,6 +35,11 @@ HEALTH_CHECK_INTERVAL_S = 30
 # demoted to a replica in a failover, a cluster resharding, or full until someone frees memory.
 TRANSIENT_REPLIES = ("LOADING", "BUSY", "READONLY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN",
                      "OOM", "MOVED", "ASK")
+# redis-py turns most of those replies into classes of their own and drops the code from the
+# message ("READONLY You can't write..." becomes ReadOnlyError("You can't write...")).
+TRANSIENT_ERRORS = (redis.exceptions.ReadOnlyError, redis.exceptions.TryAgainError,
+                    redis.exceptions.ClusterDownError, redis.exceptions.OutOfMemoryError,
+                    redis.exceptions.MovedError, redis.exceptions.AskError)
 
 
 def is_permanent(exc: BaseException) -> bool:
@@ -45,7 +50,7 @@ def is_permanent(exc: BaseException) -> bool:
                redis.exceptions.AuthenticationError)
     if isinstance(exc, refused):
         return True
-    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, *TRANSIENT_ERRORS)):
         return False
     if isinstance(exc, redis.ResponseError):
         return not str(exc).upper().startswith(TRANSIENT_REPLIES)
