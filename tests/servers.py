@@ -293,6 +293,9 @@ class ClusterNode:
             "--cluster-enabled", "yes",
             "--cluster-config-file", str(self.dir / "nodes.conf"),
             "--cluster-node-timeout", str(CLUSTER_NODE_TIMEOUT_MS),
+            # a restarted node syncs from its new master at once (the default waits 5 s for
+            # more replicas to share one diskless transfer)
+            "--repl-diskless-sync-delay", "0",
             "--save", "",
             "--appendonly", "yes",
             "--appendfsync", "always",
