@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -171,6 +172,22 @@ def test_a_schedule_on_the_cluster_is_armed_fires_once_and_is_removed(
         # And removing the schedule takes its entry out (a MULTI on the cluster)
         cli.ok("schedules", "remove", "beat")
         assert entry_score(client, "beat") is None
+    finally:
+        client.close()
+
+
+def test_a_window_is_copied_to_the_cluster_and_removed_as_a_tombstone(
+        cluster_url: str, tmp_path: Path) -> None:
+    # Given a window added through the CLI (copied to Redis in a MULTI)
+    cli = cli_with_inventory(tmp_path, cluster_url, FLEET)
+    start = (datetime.now(timezone.utc) + timedelta(hours=1)).replace(microsecond=0)
+    cli.ok("windows", "add", "tmp", "--start", start.isoformat(), "--duration", "1h")
+    client = connect(settings_with(cluster_url))
+    try:
+        assert client.hget("{fs}:window:tmp", "kind") is not None
+        # When it is removed, Then its copy on the cluster is a tombstone
+        cli.ok("windows", "remove", "tmp")
+        assert list(client.hgetall("{fs}:window:tmp")) == ["removed"]
     finally:
         client.close()
 
