@@ -143,11 +143,7 @@ def cluster_url(redis_cluster: RedisCluster) -> Iterator[str]:
     redis_cluster.flush()
     yield redis_cluster.url
     redis_cluster.heal()
-    client = cluster_client(redis_cluster.url)
-    try:
-        record_scripts_run(client)
-    finally:
-        client.close()
+    record_scripts_run(redis_cluster)
 
 
 def cluster_client(url: str) -> Any:

@@ -3,12 +3,14 @@ fixtures (``qclient``, ``queue``, ``redis62_server``) are in tests/conftest.py."
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import redis
 
 from scheduler.queue.client import JobSpec, Queue, TaskSpec
 from scheduler.queue.keys import Keys
+from tests.servers import RedisCluster
 
 KEYS = Keys()
 
@@ -47,19 +49,16 @@ def snapshot(client: redis.Redis) -> dict:
 
 
 SCRIPTS_RUN_ON_CLUSTER: set[str] = set()
-"""The verbs whose scripts the cluster's flushed masters held after a queue test: each one ran
-there (redis-py loads a script only on a NOSCRIPT reply to its first EVALSHA)."""
+"""The verbs whose scripts the cluster's flushed masters held after a test: each one ran there
+(redis-py loads a script only on a NOSCRIPT reply to its first EVALSHA)."""
 
 
-def record_scripts_run(client: redis.RedisCluster) -> None:
-    """Add to ``SCRIPTS_RUN_ON_CLUSTER`` every verb whose script a master of ``client`` holds."""
-    from scheduler.queue.scripts import VERBS, scripts_for
-    from scheduler.redisdb.cluster import masters
+def record_scripts_run(cluster: RedisCluster) -> None:
+    """Add to ``SCRIPTS_RUN_ON_CLUSTER`` every verb whose script a master of ``cluster`` holds."""
+    from scheduler.queue.scripts import VERBS, script_source
 
-    shas = [scripts_for(client)[verb].sha for verb in VERBS]
-    for _address, node in masters(client):
-        SCRIPTS_RUN_ON_CLUSTER.update(v for v, there in zip(VERBS, node.script_exists(*shas))
-                                      if there)
+    shas = {hashlib.sha1(script_source(verb).encode()).hexdigest(): verb for verb in VERBS}
+    SCRIPTS_RUN_ON_CLUSTER.update(shas[sha] for sha in cluster.scripts_held(list(shas)))
 
 
 def second_client(client: redis.Redis) -> redis.Redis:

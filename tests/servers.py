@@ -16,6 +16,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -278,6 +279,7 @@ class ClusterNode:
     host: str = "127.0.0.1"
     port: int = field(default_factory=free_cluster_port)
     proc: subprocess.Popen | None = None
+    _conn: Any = field(default=None, repr=False)
 
     @property
     def address(self) -> str:
@@ -307,18 +309,33 @@ class ClusterNode:
         wait_for_port(self.host, self.port)
 
     def client(self):
+        """A new client of this node (the caller closes it)."""
         import redis
 
         return redis.Redis(host=self.host, port=self.port, decode_responses=True,
                            socket_timeout=5)
 
+    @property
+    def conn(self):
+        """The fixture's own client of this node, kept between calls (checks are many)."""
+        if self._conn is None:
+            self._conn = self.client()
+        return self._conn
+
+    def _drop_conn(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
     def kill(self) -> None:
         """``kill -9``: no chance to write anything more."""
+        self._drop_conn()
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=10)
 
     def stop(self) -> None:
+        self._drop_conn()
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -330,18 +347,10 @@ class ClusterNode:
         return self.proc is not None and self.proc.poll() is None
 
     def info(self, section: str) -> dict:
-        client = self.client()
-        try:
-            return client.info(section)
-        finally:
-            client.close()
+        return self.conn.info(section)
 
     def cluster_info(self) -> dict[str, str]:
-        client = self.client()
-        try:
-            text = client.execute_command("CLUSTER INFO")
-        finally:
-            client.close()
+        text = self.conn.execute_command("CLUSTER INFO")
         if isinstance(text, dict):
             return {str(k): str(v) for k, v in text.items()}
         return dict(line.split(":", 1) for line in str(text).splitlines() if ":" in line)
@@ -472,22 +481,33 @@ class RedisCluster:
         self.wait_healthy(timeout)
 
     def heal(self, timeout: float = 30.0) -> None:
-        """Every node running and the cluster healthy (after a test killed some)."""
-        for node in self.nodes:
-            if not node.is_alive():
-                node.start()
-        self.wait_healthy(timeout)
+        """Every node running and the cluster healthy, after a test killed some (a test that
+        starts a node again waits for the cluster itself: see ``restart``)."""
+        dead = [node for node in self.nodes if not node.is_alive()]
+        for node in dead:
+            node.start()
+        if dead:
+            self.wait_healthy(timeout)
 
     def flush(self) -> None:
-        """Empty every master and drop its scripts."""
+        """Empty every master and drop its scripts (a replica refuses: it follows its master)."""
+        import redis
+
+        for node in self.alive():
+            try:
+                node.conn.flushall()
+            except redis.exceptions.ReadOnlyError:
+                continue
+            node.conn.script_flush()
+
+    def scripts_held(self, shas: list[str]) -> set[str]:
+        """Which of ``shas`` some master holds."""
+        held: set[str] = set()
         for node in self.alive():
             if node.role() == "master":
-                client = node.client()
-                try:
-                    client.flushall()
-                    client.script_flush()
-                finally:
-                    client.close()
+                held.update(sha for sha, there in zip(shas, node.conn.script_exists(*shas))
+                            if there)
+        return held
 
     def stop(self) -> None:
         for node in self.nodes:
