@@ -65,6 +65,19 @@ def test_a_cluster_url_where_no_node_answers_is_one_redacted_line() -> None:
     assert "gone-s3cret" not in str(caught.value) and "\n" not in str(caught.value)
 
 
+def test_status_with_an_unreachable_cluster_fails_the_redis_check_and_goes_on(
+        tmp_path: Path) -> None:
+    url = f"redis+cluster://:gone-s3cret@127.0.0.1:{free_port()}"
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "FLEETSCHED_STATE_DIR": str(tmp_path),
+           "FLEETSCHED_REDIS_URL": None, "FLEETSCHED_CONFIG": None, "NO_COLOR": "1"}
+    code, out, err = run_cli(["--redis-url", url, "status", "--output", "json"], env=env)
+    assert code == 1 and "Traceback" not in out + err
+    found = {f["check"]: f for f in json.loads(out)["checks"]}
+    assert found["redis"]["level"] == "fail" and "database" in found
+    assert found["redis"]["message"].startswith("cannot reach redis at redis+cluster://:***@")
+    assert "gone-s3cret" not in out + err
+
+
 # ------------------------------------------------------------------------ on the cluster
 
 

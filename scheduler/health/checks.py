@@ -27,7 +27,7 @@ from typing import Any
 import redis
 
 from scheduler.config import Settings, redact_exception, redact_url
-from scheduler.errors import FleetschedError
+from scheduler.errors import FleetschedError, RedisUnavailableError
 from scheduler.queue.keys import Keys
 
 __all__ = ["Finding", "LEVELS", "status", "doctor", "healthy", "open_redis"]
@@ -83,6 +83,8 @@ def open_redis(settings: Settings) -> tuple[redis.Redis | None, str, str | None]
             client.ping()
         except redis.RedisError as exc:
             return None, shown, redact_exception(exc, settings.redis_url)
+        except RedisUnavailableError as exc:  # a cluster client found no node at its start
+            return None, shown, str(exc).rpartition(f"{shown}: ")[2]
         return client, shown, None
     emb = embedded.Embedded.of(settings)
     endpoint = emb.read_endpoint()
