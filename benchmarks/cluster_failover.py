@@ -1,7 +1,7 @@
 """What a Redis Cluster failover loses of the writes its master acknowledged, with and without
 ``WAIT 1`` after each write.
 
-A real cluster of 3 masters and 3 replicas (``tests.servers.RedisCluster``: AOF with
+A real cluster of 3 masters and 3 replicas (``tests.cluster.RedisCluster``: AOF with
 ``appendfsync always``, ``cluster-node-timeout`` 1 s) on this machine. Eight writer threads
 each increment their own field of ``{fs}:probe`` on the master of the queue's slot, as fast as
 they can; a write counts as acknowledged when its reply came (with WAIT: when WAIT also said one
@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 import redis  # noqa: E402
 
 from benchmarks._common import quick_main  # noqa: E402
-from tests.servers import RedisCluster, start_redis_cluster  # noqa: E402
+from tests.cluster import RedisCluster, start_redis_cluster  # noqa: E402
 
 KEY = "{fs}:probe"
 WRITERS = 8

@@ -4,7 +4,7 @@
   suite at an existing server instead (then tests that kill the server use ``private_redis``).
 - ``redis_url`` / ``redis_client``: the session server, flushed before each test.
 - ``private_redis``: a fresh redis-server for one test, which it may kill or restart with AOF.
-- ``redis_cluster`` (session): a real Redis Cluster, 3 masters and 3 replicas (``tests.servers.
+- ``redis_cluster`` (session): a real Redis Cluster, 3 masters and 3 replicas (``tests.cluster.
   RedisCluster``: kill a node, restart it, fail over); ``cluster_url`` flushes it first.
 - ``postgres_url``: a database for this run on a private PostgreSQL cluster (initdb/pg_ctl),
   or on ``FLEETSCHED_TEST_DATABASE_URL``'s server; ``fresh_postgres_url`` makes a new database.
@@ -33,16 +33,15 @@ import pytest
 import redis
 
 from scheduler.queue.client import Queue
+from tests.cluster import RedisCluster, start_redis_cluster
 from tests.fleet import SshFleet
 from tests.servers import (
     IN_CI,
     PostgresServer,
-    RedisCluster,
     RedisServer,
     missing,
     start_postgres,
     start_redis,
-    start_redis_cluster,
 )
 
 # Fixtures kept in modules of their own: ``webhook`` and ``smtp`` (real notification receivers).

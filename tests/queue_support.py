@@ -10,7 +10,7 @@ import redis
 
 from scheduler.queue.client import JobSpec, Queue, TaskSpec
 from scheduler.queue.keys import Keys
-from tests.servers import RedisCluster
+from tests.cluster import RedisCluster
 
 KEYS = Keys()
 

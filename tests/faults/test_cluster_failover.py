@@ -16,8 +16,8 @@ from pathlib import Path
 
 from scheduler.config import load_settings
 from scheduler.redisdb.connect import connect
+from tests.cluster import RedisCluster
 from tests.faults.history import judge, read_stream
-from tests.servers import RedisCluster
 from tests.worker_support import WorkerProcess, final_outcomes, submit, wait_until, worker_args
 
 JOBS = 60
