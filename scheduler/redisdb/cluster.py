@@ -9,8 +9,9 @@
    eviction policy): CONFIG and INFO answer for one node only. :func:`nodes` lists every node
    with its role from ``CLUSTER NODES`` (``CLUSTER SLOTS``, which the client reads, leaves out
    a replica that has not replicated a byte yet), and :func:`node_client` reaches any of them.
-4. :func:`node_of`: the master that serves a key's slot now, which is where the queue's scripts
-   run; the Redis clock the scripts read is that node's clock.
+
+The Redis clock the queue reads is the clock of the master of its slot, where its scripts run
+(``scheduler.queue.presence.redis_now_ms``).
 
 Every key of a queue shard shares its hash tag (``scheduler.queue.keys``), so each script and
 each pipeline of the queue touches one slot and runs unchanged on a cluster.
@@ -29,7 +30,7 @@ from scheduler.config import redact_url
 from scheduler.errors import ConfigError
 
 __all__ = ["ClusterUrl", "cluster_client", "is_cluster_client", "is_cluster_url", "masters",
-           "node_client", "node_of", "nodes", "parse_cluster_url"]
+           "node_client", "nodes", "parse_cluster_url"]
 
 SCHEMES = {"redis+cluster": False, "rediss+cluster": True}  # scheme -> TLS
 DEFAULT_PORT = 6379
@@ -47,7 +48,7 @@ class ClusterUrl:
 
 
 def is_cluster_url(url: str | None) -> bool:
-    return bool(url) and url.split("://", 1)[0].lower() in SCHEMES  # type: ignore[union-attr]
+    return url is not None and url.split("://", 1)[0].lower() in SCHEMES
 
 
 def is_cluster_client(client: Any) -> bool:
@@ -130,8 +131,3 @@ def node_client(client: RedisCluster, address: str) -> redis.Redis:
     """A plain client of one node, with the cluster client's options (close it after use)."""
     host, _, port = address.rpartition(":")
     return redis.Redis(host=host.strip("[]"), port=int(port), **client.get_connection_kwargs())
-
-
-def node_of(client: RedisCluster, key: str) -> ClusterNode:
-    """The master serving ``key``'s slot now (where the scripts touching ``key`` run)."""
-    return client.get_node_from_key(key)
