@@ -27,11 +27,9 @@ import threading
 import time
 from typing import Any
 
-import redis
-
 from scheduler.errors import QueueError
 from scheduler.queue.types import JobResult
-from scheduler.redisdb.connect import is_permanent
+from scheduler.redisdb.connect import REDIS_ERRORS, is_permanent
 from workers.config import NodeConfig
 from workers.pool import ChildHandle, Pool
 from workers.protocol import Outcome
@@ -135,7 +133,7 @@ class Finisher:
         while True:
             try:
                 return call()
-            except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
+            except REDIS_ERRORS as exc:
                 if is_permanent(exc):
                     raise
                 if time.monotonic() > deadline:

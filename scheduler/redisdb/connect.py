@@ -24,8 +24,8 @@ from scheduler.config import Settings, redact_exception, redact_url
 from scheduler.errors import ConfigError, RedisUnavailableError
 from scheduler.redisdb import cluster, embedded
 
-__all__ = ["check_eviction_policy", "connect", "display_url", "eviction_policy", "is_permanent",
-           "server_status"]
+__all__ = ["REDIS_ERRORS", "check_eviction_policy", "connect", "display_url", "eviction_policy",
+           "is_permanent", "server_status"]
 
 CONNECT_TIMEOUT_S = 5.0
 # Longer than any blocking read the queue issues; a server silent for this long is gone.
@@ -40,6 +40,12 @@ TRANSIENT_REPLIES = ("LOADING", "BUSY", "READONLY", "TRYAGAIN", "CLUSTERDOWN", "
 TRANSIENT_ERRORS = (redis.exceptions.ReadOnlyError, redis.exceptions.TryAgainError,
                     redis.exceptions.ClusterDownError, redis.exceptions.OutOfMemoryError,
                     redis.exceptions.MovedError, redis.exceptions.AskError)
+
+
+REDIS_ERRORS: tuple[type[Exception], ...] = (redis.RedisError,
+                                             redis.exceptions.RedisClusterException)
+"""What a Redis call may raise: redis-py's errors, and a cluster client's own, which is no
+RedisError (``Redis Cluster cannot be connected`` while no node of the cluster answers)."""
 
 
 def is_permanent(exc: BaseException) -> bool:

@@ -1,5 +1,7 @@
 """A worker node drains jobs while the master serving the queue's slot is killed with kill -9:
-its replica is promoted, the node carries on, and the history checker judges what happened.
+its replica is promoted, the node carries on, and the history checker judges what happened. And
+a node outlives the whole cluster going down (its cluster client then raises an error that is
+no RedisError) and coming back.
 
 Each job is a local command that appends one line to a file named after its host, so a job
 that ran twice shows up as two lines even where the record lost the first run. The cluster
@@ -63,3 +65,31 @@ def test_a_node_drains_its_jobs_through_the_failover_of_the_queues_master(
     assert verdict.ok, verdict.report()
     # and every run the files show is a claim the record shows (none vanished in the failover)
     assert sum(counted.values()) == verdict.counts["claims"]
+
+
+def test_a_node_outlives_the_whole_cluster_going_down_and_coming_back(
+        cluster_url: str, redis_cluster: RedisCluster, tmp_path: Path) -> None:
+    settings = load_settings({"redis_url": cluster_url}, environ={}, config_path=None)
+    client = connect(settings)
+    before = submit(client, "61", 6, options={"duration_ms": 100})
+    client.close()
+    node = WorkerProcess(cluster_url, tmp_path, worker_args("fo-2", slots=2, processes=1,
+                                                            lease="3s")).start()
+    try:
+        node.wait_registered(connect(settings))
+        # When every node of the cluster is killed -9 and started again a second later
+        for server in redis_cluster.nodes:
+            server.kill()
+        time.sleep(1)
+        redis_cluster.heal()
+        # Then the node (whose cluster client found no node for a while) carries on
+        client = connect(settings)
+        after = submit(client, "62", 4)
+        wait_until(lambda: set(final_outcomes(client, before + after).values()) == {"acked"},
+                   60, "every job acked after the outage", node.tail, [node])
+        assert node.proc.poll() is None
+        verdict = judge(read_stream(client), require_end=True)
+        assert verdict.ok, verdict.report()
+        client.close()
+    finally:
+        node.stop()
