@@ -203,22 +203,28 @@ class RedisCluster:
             return type(exc).__name__
 
     def master_of(self, key: str) -> ClusterNode:
-        """The live node that serves ``key``'s slot as master now."""
+        """The node that serves ``key``'s slot as master now, as the live nodes see it (after
+        ``await_master`` they all agree)."""
         import redis
 
         slot = redis.crc.key_slot(key.encode())
-        for node in self.alive():
-            client = node.client()
+        for viewer in self.alive():
             try:
-                for start, end, master, *_ in client.execute_command("CLUSTER SLOTS"):
-                    if start <= slot <= end:
-                        host, port = master[0], int(master[1])
-                        return next(n for n in self.nodes if (n.host, n.port) == (host, port))
-            except redis.RedisError:
+                return self._master_seen_by(viewer, slot)
+            except (redis.RedisError, LookupError):
                 continue
-            finally:
-                client.close()
         raise LookupError(f"no live node knows the master of slot {slot}")
+
+    def _master_seen_by(self, viewer: ClusterNode, slot: int) -> ClusterNode:
+        for start, end, master, *_ in viewer.conn.execute_command("CLUSTER SLOTS"):
+            if start <= slot <= end:
+                host, port = master[0], int(master[1])
+                return next(n for n in self.nodes if (n.host, n.port) == (host, port))
+        raise LookupError(f"{viewer.address} knows no master of slot {slot}")
+
+    def _slots_of(self, node: ClusterNode) -> list[int]:
+        return [int(start) for start, _end, master, *_ in node.conn.execute_command("CLUSTER SLOTS")
+                if int(master[1]) == node.port]
 
     def replica_of(self, master: ClusterNode) -> ClusterNode:
         """A live replica of ``master``."""
@@ -236,13 +242,26 @@ class RedisCluster:
         raise LookupError(f"no live replica of {master.address} ({my_id})")
 
     def failover(self, replica: ClusterNode, timeout: float = 30.0) -> None:
-        """``CLUSTER FAILOVER`` on a replica (a clean switch, no write lost), until it is master."""
-        client = replica.client()
-        try:
-            client.execute_command("CLUSTER FAILOVER")
-        finally:
-            client.close()
+        """``CLUSTER FAILOVER`` on a replica (a clean switch, no write lost), until it is master.
+
+        First until its master counts it as its replica: just after a failover the demoted
+        node is a replica to itself before its new master learns so, and a manual failover
+        asked then times out."""
+        port = int(replica.info("replication")["master_port"])
+        master = next(n for n in self.nodes if n.port == port)
+        deadline = time.monotonic() + timeout
+        while not self._replica_known(master, replica):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{master.address} never counted {replica.address} in")
+            time.sleep(0.05)
+        replica.conn.execute_command("CLUSTER FAILOVER")
         self.await_master(replica, timeout)
+
+    @staticmethod
+    def _replica_known(master: ClusterNode, replica: ClusterNode) -> bool:
+        seen = master.conn.execute_command("CLUSTER NODES").get(replica.address, {})
+        return ("slave" in str(seen.get("flags", ""))
+                and seen.get("master_id") == master.conn.execute_command("CLUSTER MYID"))
 
     def kill_master_of(self, key: str, timeout: float = 30.0) -> tuple[ClusterNode, ClusterNode]:
         """``kill -9`` the master of ``key``'s slot and wait until its replica is promoted;
@@ -254,12 +273,25 @@ class RedisCluster:
         return master, replica
 
     def await_master(self, node: ClusterNode, timeout: float = 30.0) -> None:
+        """Until ``node`` is a master and every live node sees it serve its slots."""
         deadline = time.monotonic() + timeout
-        while node.role() != "master":
+        while not self._agreed_master(node):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{node.address} was not promoted within {timeout}s")
             time.sleep(0.05)
         self.wait_healthy(timeout)
+
+    def _agreed_master(self, node: ClusterNode) -> bool:
+        import redis
+
+        try:
+            if node.role() != "master":
+                return False
+            slots = self._slots_of(node)
+            return bool(slots) and all(self._master_seen_by(viewer, slots[0]) is node
+                                       for viewer in self.alive())
+        except (redis.RedisError, LookupError):  # a node between two views of the slots
+            return False
 
     def restart(self, node: ClusterNode, timeout: float = 30.0) -> None:
         """Start a killed node again on its data: it rejoins (as a replica if it lost its slots)."""
