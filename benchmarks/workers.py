@@ -83,8 +83,9 @@ def submit(client: redis.Redis, prefix: str, n: int, due_ms: int | list[int],
 class InProcessNode:
     """A node master in a thread of this process (its children are real processes)."""
 
-    def __init__(self, client: redis.Redis, slots: int, processes: int) -> None:
-        config = NodeConfig(settings=Settings(), slots=slots, processes=processes,
+    def __init__(self, client: redis.Redis, slots: int, processes: int,
+                 settings: Settings | None = None) -> None:
+        config = NodeConfig(settings=settings or Settings(), slots=slots, processes=processes,
                             min_processes=processes, lease_ms=30_000, heartbeat_ms=10_000,
                             grace_s=5, worker_id=f"bench-{os.getpid()}", recorder=False)
         self.node = Node(config, client, KEYS)
@@ -114,9 +115,12 @@ def wait_acked(node: Node, n: int, timeout: float) -> None:
 # ------------------------------------------------------------------------------------ drain
 
 
-def drain(client: redis.Redis, n: int, slots: int, processes: int) -> dict[str, float]:
+def drain(client: redis.Redis, n: int, slots: int, processes: int,
+          settings: Settings | None = None, on_start: Any = None) -> dict[str, float]:
     client.flushall()
-    with InProcessNode(client, slots, processes) as node:
+    with InProcessNode(client, slots, processes, settings) as node:
+        if on_start is not None:
+            on_start(node)
         due = redis_ms(client) + 1_500 + n // 20  # after the enqueue below is done
         submit(client, "d", n, due)
         wait_acked(node, n, 120)

@@ -94,6 +94,13 @@ class Settings:
     # Who is recorded as having asked for a change.
     operator: str = field(default_factory=_default_operator)
     log_level: str = "warning"
+    # Log lines of workers and the exporter: "json" (one object per line), "text", or "auto"
+    # (JSON when stderr is not a terminal).
+    log_format: str = "auto"
+    # A worker node's Prometheus endpoint (docs/guides/monitoring.md): 0 = off. The address is
+    # loopback unless set otherwise: the metrics are for a scraper on this machine or a tunnel.
+    metrics_port: int = 0
+    metrics_address: str = "127.0.0.1"
     # Notifications (docs/guides/notifications.md): targets told about every task and schedule
     # (webhook URLs, mailto:ADDRESS; TOML list or comma-separated), and the kinds they are told.
     notify: tuple[str, ...] = ()
@@ -135,6 +142,7 @@ _FIELD_TYPES = {f.name: f.type for f in fields(Settings)}
 # 256 KiB per event with the largest cap (stdout and stderr, head and tail: 4 x 32 KiB).
 OUTPUT_CAP_MIN, OUTPUT_CAP_MAX = 256, 32_768
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+LOG_FORMATS = ("auto", "json", "text")
 _PREFIX_RE = re.compile(r"[A-Za-z0-9_.-]{1,32}")
 
 # Where each value came from, as ``load_settings_explained`` reports it.
@@ -277,6 +285,14 @@ def validate(settings: Settings) -> None:
     if settings.log_level.lower() not in LOG_LEVELS:
         raise ConfigError(f"log_level must be one of {', '.join(LOG_LEVELS)}, "
                           f"not {settings.log_level!r}")
+    if settings.log_format not in LOG_FORMATS:
+        raise ConfigError(f"log_format must be one of {', '.join(LOG_FORMATS)}, "
+                          f"not {settings.log_format!r}")
+    if settings.metrics_port > 65535:
+        raise ConfigError(f"metrics_port = {settings.metrics_port} is not a TCP port (0 = off, "
+                          "1-65535)")
+    if not settings.metrics_address.strip():
+        raise ConfigError("metrics_address must not be empty", hint="127.0.0.1 is the default")
     if not _PREFIX_RE.fullmatch(settings.queue_prefix):
         raise ConfigError(f"queue_prefix {settings.queue_prefix!r} must be 1-32 letters, digits, "
                           "'_', '.' or '-' (it becomes the keys' {hash tag})")

@@ -68,6 +68,9 @@ class RedisServer:
     maxmemory_policy: str = "noeviction"
     # requirepass; the url then carries it (print it only through redact_url).
     password: str | None = None
+    # More loopback addresses to listen on: nodes that connect from (and to) 127.0.0.2, .3 ...
+    # look like separate machines to the server (CLIENT LIST).
+    also_bind: tuple[str, ...] = ()
     proc: subprocess.Popen | None = None
 
     @property
@@ -79,7 +82,7 @@ class RedisServer:
         args = [
             self.binary,
             "--port", str(self.port),
-            "--bind", self.host,
+            "--bind", self.host, *self.also_bind,
             "--dir", str(self.dir),
             "--save", "",
             "--appendonly", "yes" if self.appendonly else "no",

@@ -1,7 +1,8 @@
 """A loopback TCP proxy a test controls, to cut a real server's connections on purpose.
 
 ``cut()`` drops every open connection (reset, like a dead network path) and refuses new ones
-until ``restore()``. Threaded, byte-for-byte, no protocol knowledge: it works for PostgreSQL,
+until ``restore()``. ``freeze()`` keeps every connection open but forwards nothing (a stalled
+path: no error, no reset) until ``thaw()``. Threaded, byte-for-byte, no protocol knowledge: it works for PostgreSQL,
 Redis or anything else.
 """
 
@@ -26,6 +27,8 @@ class TcpProxy:
         self._open: set[socket.socket] = set()
         self._cut = False
         self._closed = False
+        self._flowing = threading.Event()
+        self._flowing.set()
         self.accepted = 0
         self.refused = 0
         self._thread = threading.Thread(target=self._accept_loop, name="tcp-proxy", daemon=True)
@@ -45,8 +48,16 @@ class TcpProxy:
         with self._lock:
             self._cut = False
 
+    def freeze(self) -> None:
+        """Forward nothing more, in either direction, until ``thaw()``; connections stay open."""
+        self._flowing.clear()
+
+    def thaw(self) -> None:
+        self._flowing.set()
+
     def close(self) -> None:
         self._closed = True
+        self.thaw()
         self.cut()
         try:
             self._listener.close()
@@ -89,6 +100,7 @@ class TcpProxy:
                 data = src.recv(65536)
                 if not data:
                     break
+                self._flowing.wait()
                 dst.sendall(data)
         except OSError:
             pass

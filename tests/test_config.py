@@ -123,6 +123,20 @@ def test_a_bad_environment_value_names_the_variable() -> None:
         load_settings(environ={"FLEETSCHED_LEASE_MS": "soon"}, config_path=None)
 
 
+def test_the_metrics_and_log_settings_come_from_the_environment_and_are_checked() -> None:
+    settings = load_settings(environ={"FLEETSCHED_METRICS_PORT": "9466",
+                                      "FLEETSCHED_METRICS_ADDRESS": "0.0.0.0",
+                                      "FLEETSCHED_LOG_FORMAT": "json"}, config_path=None)
+    assert (settings.metrics_port, settings.metrics_address, settings.log_format) == (
+        9466, "0.0.0.0", "json")
+    assert (Settings().metrics_port, Settings().metrics_address, Settings().log_format) == (
+        0, "127.0.0.1", "auto")
+    with pytest.raises(ConfigError, match="metrics_port = 70000 is not a TCP port"):
+        load_settings(environ={"FLEETSCHED_METRICS_PORT": "70000"}, config_path=None)
+    with pytest.raises(ConfigError, match="log_format must be one of auto, json, text"):
+        load_settings(environ={"FLEETSCHED_LOG_FORMAT": "yaml"}, config_path=None)
+
+
 def test_a_heartbeat_longer_than_half_the_lease_is_a_contradiction() -> None:
     with pytest.raises(ConfigError, match=r"heartbeat_ms \(20000\) must be at most half"):
         load_settings({"heartbeat_ms": 20000}, environ={})

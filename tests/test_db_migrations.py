@@ -135,3 +135,25 @@ def test_the_migrations_are_found_in_an_installed_wheel_layout(tmp_path: Path) -
     where, rev = out.stdout.split()
     assert where == str(site / "scheduler" / "_migrations")
     assert rev == migrate.head()
+
+
+def test_an_index_built_beforehand_by_hand_is_kept_by_the_upgrade(database_url: str) -> None:
+    # Given a record at 0006 where the operator built one of 0007's indexes beforehand
+    # (on PostgreSQL as docs/guides/install.md says: CONCURRENTLY, outside a transaction)
+    migrate.upgrade(database_url, "0006")
+    engine = make_engine(database_url).execution_options(isolation_level="AUTOCOMMIT")
+    concurrently = "CONCURRENTLY " if engine.dialect.name == "postgresql" else ""
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql(f"CREATE INDEX {concurrently}ix_events_job_id_ts "
+                                 "ON events (job_id, ts)")
+        # When it is upgraded
+        migrate.upgrade(database_url)
+        # Then the upgrade built the others, and a downgrade drops them all
+        names = {ix["name"] for ix in sa.inspect(engine).get_indexes("events")}
+        assert {"ix_events_job_id_ts", "ix_events_kind_task_id_ts"} <= names
+        migrate.downgrade(database_url, "0006")
+        names = {ix["name"] for ix in sa.inspect(engine).get_indexes("events")}
+        assert not {"ix_events_job_id_ts", "ix_events_kind_task_id_ts"} & names
+    finally:
+        engine.dispose()

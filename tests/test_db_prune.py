@@ -51,6 +51,8 @@ def test_prune_removes_only_old_finished_rows_in_batches(engine: sa.Engine) -> N
     result = prune(engine, timedelta(days=90), batch=3, now=NOW)
     # Then the 8 old finished jobs, 11 old events and the emptied old task are gone
     assert (result.jobs, result.events, result.tasks) == (8, 11, 1)
+    # in transactions of at most 3 rows: 3 of jobs, 4 of events, 1 of tasks
+    assert result.batches == 8
     with engine.connect() as conn:
         left_jobs = set(conn.scalars(sa.select(Job.id)))
         left_tasks = set(conn.scalars(sa.select(Task.id)))

@@ -20,7 +20,7 @@ PACKAGES = ("scheduler", "workers", "tasks")
 LAYERS: list[tuple[str, ...]] = [
     ("scheduler.errors", "scheduler"),
     ("scheduler.config", "scheduler.parse", "scheduler.progress"),
-    ("scheduler.calendar", "scheduler.redisdb", "tasks"),
+    ("scheduler.calendar", "scheduler.redisdb", "scheduler.logs", "tasks"),
     ("scheduler.queue",),
     ("scheduler.record",),
     ("scheduler.inventory",),
@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("scheduler.submission",),
     ("scheduler.schedules",),
     ("scheduler.views", "scheduler.reports", "scheduler.health"),
+    ("scheduler.monitoring",),
     ("workers",),
     ("scheduler.demo",),
     ("scheduler.cli",),

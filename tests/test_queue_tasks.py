@@ -209,3 +209,30 @@ def test_resume_moves_many_held_jobs_back_in_chunks(queue: Queue) -> None:
     assert queue.resume("t", "a") == 2_345
     assert queue.client.zcard(KEYS.due("normal")) == 2_345
     assert queue.client.exists(KEYS.held("t")) == 0
+
+
+def test_a_task_recreated_with_carried_counts_starts_with_them_and_paused_in_one_step(
+        queue: Queue) -> None:
+    from scheduler.queue.client import Carried
+    # Given a task reconcile recreates: 3 jobs had ended (2 succeeded, 1 lost), paused by its rollout
+    carried = Carried(ended=3, succeeded=2, failed=1, failed_hosts=1, paused_by="rollout")
+    assert queue.create_task(TaskSpec("r1"), carried)
+    queue.enqueue("r1", [JobSpec("r1.3", "d")])
+    # Then its counters count the ended jobs, it is paused by the rollout, and nothing is claimable
+    t = queue.task_state("r1")
+    assert (t["total"], t["succeeded"], t["failed"], t["failed_hosts"]) == ("4", "2", "1", "1")
+    assert (t["state"], t.get("wave_held")) == ("paused", "1")
+    assert [e["operator"] for e in events(queue.client, "pause")] == ["rollout"]
+    assert queue.claim("w", 10).jobs == []
+    # And a second creation changes nothing
+    assert not queue.create_task(TaskSpec("r1"), Carried())
+
+
+@pytest.mark.parametrize("carried", ['{"ended": 2, "succeeded": 1}', '[1]', '{"ended": -1}',
+                                     '{"paused_by": 3}', 'not json'])
+def test_carried_counts_that_do_not_add_up_are_refused_and_write_nothing(
+        queue: Queue, carried: str) -> None:
+    args = [*TaskSpec("r2").script_args(), carried]
+    with pytest.raises(BadArgumentError):
+        queue.call("create_task", [KEYS.task("r2"), KEYS.events], args)
+    assert not queue.client.exists(KEYS.task("r2"))

@@ -60,6 +60,31 @@ def test_continue_resumes_a_stopped_rollout_recreated_by_reconcile(
     assert len(q.claim("w", 10).jobs) == 1  # --max-concurrency 1
 
 
+def test_a_rollout_rebuilt_by_reconcile_keeps_the_failures_its_wave_had_counted(
+        cli: Cli, redis_client: redis.Redis) -> None:
+    q = Queue(redis_client, KEYS)
+    # Given a rollout of web's 4 hosts in waves of 3 and 1, whose limit of 60% is 2 failed hosts
+    # in the first wave (3 in the task), and one host of the first wave failed for good,
+    # recorded in SQL
+    task = str(cli.submit("command", "-t", "group:web", "-p", "cmd=true", "--waves", "3,100%",
+                          "--max-failures", "60%", "--retries", "0", "--max-concurrency", "1"))
+    [job] = q.claim("w", 10).jobs
+    q.fail_job("w", job.job_id, job.token, JobResult(1), error="boom", retryable=False)
+    assert q.task_state(task)["wave_state"] == "running"
+    drain(redis_client, cli.database_url)
+    # When Redis loses everything and the operator reconciles
+    redis_client.flushall()
+    assert cli("reconcile")[0] == 0
+    # Then the rebuilt wave still counts that failure (and the task its failed job)
+    t = q.task_state(task)
+    assert (t["wave_failures"], t["failed"], t["total"]) == ("1", "1", "4")
+    # And the next failure reaches the wave's limit and stops the rollout, as it would have
+    [job] = q.claim("w", 10).jobs
+    q.fail_job("w", job.job_id, job.token, JobResult(1), error="boom", retryable=False)
+    t = q.task_state(task)
+    assert (t["wave_state"], t["state"]) == ("stopped", "paused"), t
+
+
 def test_a_percentage_group_limit_follows_the_group_when_the_inventory_grows(
         cli: Cli, tmp_path: Path, redis_client: redis.Redis) -> None:
     # Given web limited to 50% of its 4 hosts (2 jobs), known to Redis through a task

@@ -42,9 +42,10 @@ def acked(client: redis.Redis, task: int) -> int:
 
 def test_pause_holds_pending_jobs_in_order_and_resume_releases_them(
         cli: Cli, redis_client: redis.Redis, worker: WorkerProcess) -> None:
-    # Given 60 jobs of 40 ms each being worked through by a node with 6 slots
+    # Given 60 jobs of 150 ms each being worked through by a node with 6 slots (1.5 s of work:
+    # room for a pause on a loaded machine, whose CLI call alone may take half a second)
     task = cli.submit("command", "-t", "all", "-p", "cmd=true", "--executor", "simulate",
-                      "--executor-option", "duration_ms=40")
+                      "--executor-option", "duration_ms=150")
     worker.start()
     wait_until(lambda: acked(redis_client, task) >= 12, 30, "a few jobs done", worker.tail, [worker])
     # When alice pauses it

@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 
 from scheduler.config import Settings, UrlRedactingFilter
+from scheduler.logs import configure
 from tasks.secrets import RedactingFilter
 from workers.protocol import DONE, INIT, READY, RUN, STOP, Order, Outcome
 from workers.runner import LockedRedactor, Runner
@@ -57,8 +58,8 @@ class Child:
         msg = self.conn.recv()
         if msg[0] != INIT:
             raise SystemExit(f"first message must be {INIT!r}, got {msg[0]!r}")
-        _, settings, threads = msg
-        runner = Runner(settings, log_through_redactor(settings))
+        _, settings, threads, worker = msg
+        runner = Runner(settings, log_through_redactor(settings, worker))
         warm_up()
         pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="job")
         threading.Thread(target=self._send_loop, name="sender", daemon=True).start()
@@ -113,18 +114,14 @@ def warm_up() -> None:
             logging.getLogger(__name__).warning("executor %s cannot be loaded: %s", name, exc)
 
 
-def log_through_redactor(settings: Settings) -> LockedRedactor:
-    """Log to stderr (the master's), masking every secret any job of this child resolved and
-    the credentials of the Redis and database URLs (``UrlRedactingFilter``)."""
+def log_through_redactor(settings: Settings, worker: str) -> LockedRedactor:
+    """Log to stderr (the master's) in the node's format (``scheduler.logs``), masking every
+    secret any job of this child resolved and the credentials of the Redis and database URLs
+    (``UrlRedactingFilter``)."""
     redactor = LockedRedactor()
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter(f"%(asctime)s child[{os.getpid()}] %(levelname)s "
-                                           "%(name)s: %(message)s"))
-    handler.addFilter(RedactingFilter(redactor))
-    handler.addFilter(UrlRedactingFilter(settings))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(getattr(logging, settings.log_level.upper(), logging.WARNING))
+    configure(settings.log_level, settings.log_format,
+              [RedactingFilter(redactor), UrlRedactingFilter(settings)],
+              static={"worker": worker}, prefix=f"child[{os.getpid()}] ")
     return redactor
 
 

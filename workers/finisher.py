@@ -28,9 +28,11 @@ import time
 from typing import Any
 
 from scheduler.errors import QueueError
+from scheduler.logs import job_context
 from scheduler.queue.types import JobResult
 from scheduler.redisdb.connect import REDIS_ERRORS, is_permanent
 from workers.config import NodeConfig
+from workers.metrics import NO_METRICS
 from workers.pool import ChildHandle, Pool
 from workers.protocol import Outcome
 from workers.slots import Running, Slots
@@ -43,7 +45,8 @@ DONE, TIMEOUT, EXIT, UNDELIVERED, STOP = "done", "timeout", "exit", "undelivered
 
 class Finisher:
     def __init__(self, queue_: Any, config: NodeConfig, slots: Slots, pool: Pool | None,
-                 stats: NodeStats) -> None:
+                 stats: NodeStats, metrics: Any = NO_METRICS) -> None:
+        self.metrics = metrics
         self.queue = queue_
         self.config = config
         self.slots = slots
@@ -103,6 +106,7 @@ class Finisher:
                         continue
                     if o.started_ms:
                         self.stats.lateness_ms.append(o.started_ms - r.due_ms)
+                    self.metrics.job_done(o.duration_ms, o.error_type)
                     result = JobResult(exit_code=o.exit_code, duration_ms=o.duration_ms,
                                        output=o.output)
                     if o.ok:
@@ -157,6 +161,10 @@ class Finisher:
         self.stats.add(acked=ok)
 
     def _fail(self, r: Running, result: JobResult, error: str, retryable: bool) -> None:
+        with job_context(task=r.task_id, job=r.job_id):
+            self._fail_job(r, result, error, retryable)
+
+    def _fail_job(self, r: Running, result: JobResult, error: str, retryable: bool) -> None:
         def call() -> Any:
             return self.queue.fail_job(self.config.worker_id, r.job_id, r.token, result,
                                        error=error, retryable=retryable)

@@ -56,7 +56,11 @@ class Heartbeat:
         for i in range(0, len(leases), EXTEND_BATCH):
             chunk = leases[i:i + EXTEND_BATCH]
             codes = self.queue.extend(self.config.worker_id, chunk, lease_ms=self.config.lease_ms)
-            for (job_id, _token), code in zip(chunk, codes):
+            for (job_id, token), code in zip(chunk, codes):
+                if int(code) < 0 and not self.slots.holds(job_id, token):
+                    # It ended while the renewal was on its way: the finisher takes a job out
+                    # of the slots before its ack deletes the job hash, so this is not a loss.
+                    continue
                 if int(code) < 0:
                     self.lost_leases += 1
                     self.slots.mark_lease_lost(job_id)

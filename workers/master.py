@@ -23,6 +23,9 @@ Responsibilities, in the order a job meets them:
    (``workers.firer``), which creates each occurrence's task and moves the entry on.
 9. The wave controller thread (``workers.waver``) moves rollouts in waves on: releases the
    next wave, pauses, gates, health checks, stops.
+10. With ``metrics_port`` set, every count above also goes to the node's metrics
+    (``workers.metrics``): outcomes through ``NodeStats``, the claim's round trip and each
+    claimed job's wait here, durations in the finisher.
 
 Every thread that talks to Redis has its own ``Queue`` object; children never talk to Redis.
 """
@@ -38,6 +41,7 @@ from typing import Any
 import redis
 
 from scheduler.config import redact_exception
+from scheduler.logs import job_context
 from scheduler.queue import fairshare
 from scheduler.queue.client import JobResult, Queue
 from scheduler.queue.keys import Keys
@@ -48,6 +52,7 @@ from workers.finisher import Finisher
 from workers.firer import Firer
 from workers.heartbeat import Heartbeat
 from workers.inputs import InputReader
+from workers.metrics import NO_METRICS, NodeMetrics
 from workers.pool import ChildHandle, Pool
 from workers.protocol import Order
 from workers.slots import Running, Slots
@@ -74,7 +79,12 @@ class Node:
         self.keys = keys or Keys(config.settings.queue_prefix)
         self.stats = NodeStats()
         self.slots = Slots(config.slots)
-        self.finisher = Finisher(self._queue(), config, self.slots, None, self.stats)
+        self.metrics: Any = NO_METRICS
+        if config.settings.metrics_port:
+            self.metrics = NodeMetrics(self.slots)
+            self.stats.listener = self.metrics.counted
+        self.finisher = Finisher(self._queue(), config, self.slots, None, self.stats,
+                                 self.metrics)
         self.pool = Pool(config, self.slots.lock, self.finisher.done, self.finisher.exited)
         self.finisher.pool = self.pool
         self.inputs = InputReader(client, self.keys, self._queue())
@@ -181,7 +191,10 @@ class Node:
                 continue
             asked = min(free, self.config.claim_batch)
             try:
+                t0 = time.perf_counter()
                 claim = self._claimq.claim(self.config.worker_id, asked, lease_ms=self.config.lease_ms)
+                self.metrics.claimed_jobs(claim.now_ms, [j.due_ms for j in claim.jobs],
+                                          time.perf_counter() - t0)
             except REDIS_ERRORS as exc:
                 if is_permanent(exc):
                     self.fail(f"Redis refuses the claim: {redact_exception(exc)}")
@@ -244,7 +257,7 @@ class Node:
                 continue
             timeout_s = inp.task.timeout_ms / 1000
             orders.append(Order(job.job_id, job.token, job.task_id, job.host, inp.host_data,
-                                inp.task.spec, timeout_s, job.due_ms))
+                                inp.task.spec, timeout_s, job.due_ms, job.attempt))
             runs.append(Running(job.job_id, job.token, job.task_id, job.due_ms,
                                 inp.task.idempotent, timeout_s, started=now,
                                 deadline=now + timeout_s + self.config.kill_margin_s))
@@ -299,6 +312,10 @@ class Node:
         return keep
 
     def _fail_now(self, job: Any, problem: str) -> None:
+        with job_context(task=job.task_id, job=job.job_id, host=job.host, attempt=job.attempt):
+            self._fail_job_now(job, problem)
+
+    def _fail_job_now(self, job: Any, problem: str) -> None:
         try:
             self._claimq.fail(self.config.worker_id, job.job_id, job.token, JobResult(),
                               error=problem, retryable=False)

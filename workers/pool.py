@@ -126,7 +126,7 @@ class Pool:
         self.started += 1
         child = ChildHandle(seq=self._seq, proc=proc, conn=Connection(parent_sock.detach()),
                             capacity=self.config.threads_per_process)
-        child.send((INIT, self.config.settings, child.capacity))
+        child.send((INIT, self.config.settings, child.capacity, self.config.worker_id))
         self.children.append(child)
         threading.Thread(target=self._read_loop, args=(child,), name=f"child-{child.seq}",
                          daemon=True).start()

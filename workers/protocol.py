@@ -5,7 +5,8 @@ one ``run`` message carries every job a claim gave to a child, one ``done`` mess
 outcome a child has ready. Plain named tuples keep pickling cheap on the hot path.
 
 Master -> child
-  ``("init", Settings, threads)``   first message: settings and how many jobs to run at once
+  ``("init", Settings, threads, worker)``  first message: settings, how many jobs to run at
+                                    once, the node's worker id (bound to its log lines)
   ``("run", [Order, ...])``         jobs to start now
   ``("stop",)``                     exit (sent only to a child with no job)
 
@@ -30,6 +31,7 @@ class Order(NamedTuple):
     spec: dict[str, Any]  # the task's spec: action, params (secrets unresolved), executor, ...
     timeout_s: float
     due_ms: int
+    attempt: int = 0  # for the log lines of the job (``scheduler.logs.job_context``)
 
 
 class Outcome(NamedTuple):
@@ -44,6 +46,7 @@ class Outcome(NamedTuple):
     error: str | None
     retryable: bool
     started_ms: float  # wall clock (ms epoch, sub-ms precision) when the child started the job
+    error_type: str | None = None  # class name of the exception the job failed with, if any
 
 
 INIT = "init"

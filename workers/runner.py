@@ -26,6 +26,7 @@ from scheduler.errors import (
     HostKeyError,
     ValidationError,
 )
+from scheduler.logs import job_context
 from tasks.host import Executor, Host
 from tasks.secrets import Redactor
 from workers.protocol import Order, Outcome
@@ -111,17 +112,24 @@ class Runner:
             return found
 
     def run(self, order: Order) -> Outcome:
+        """Run one order; every line logged meanwhile carries its task, job, host, attempt."""
+        with job_context(task=order.task_id, job=order.job_id, host=order.host,
+                         attempt=order.attempt):
+            return self._outcome(order)
+
+    def _outcome(self, order: Order) -> Outcome:
         started_ms = time.time() * 1000
         t0 = time.monotonic()
         redactor = SharedRedactor(self.node_redactor)
         results: list = []
+        error_type = None
         try:
             result = self._run(order, redactor)
             ok, results, error, retryable = result.ok, list(result.results), result.error, result.retryable
         except JobError as exc:
             ok, error, retryable = False, str(exc), exc.retryable
         except Exception as exc:  # a connection failure, or an action bug: never kill the child
-            name = type(exc).__name__
+            name = error_type = type(exc).__name__
             ok, error = False, f"{name}: {exc}"
             retryable = not (isinstance(exc, PERMANENT_CLASSES) or name in PERMANENT_ERRORS)
         duration_ms = int((time.monotonic() - t0) * 1000)
@@ -130,7 +138,7 @@ class Runner:
             exit_code=exit_code_of(results), duration_ms=duration_ms,
             output=output_json(results),
             error=redactor.redact(error) if error else None,
-            retryable=retryable, started_ms=started_ms,
+            retryable=retryable, started_ms=started_ms, error_type=error_type,
         )
 
     def _run(self, order: Order, redactor: Redactor) -> Any:

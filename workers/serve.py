@@ -1,6 +1,8 @@
 """Running a node as a process: connections, the recorder thread, signals. ``fleetsched worker``.
 
-0. Log to stderr through ``UrlRedactingFilter`` (children add their jobs' secrets to theirs).
+0. Log to stderr through ``UrlRedactingFilter`` (children add their jobs' secrets to theirs),
+   as text or JSON lines (``scheduler.logs``); serve the metrics endpoint if ``metrics_port``
+   is set (``workers.metrics``).
 1. Connect to Redis (``scheduler.redisdb.connect.connect``: the embedded server by default).
 2. Unless disabled, make sure the SQL schema is current and start a recorder consumer in a
    thread, so a single node needs no other process; with it, the notification sender
@@ -22,7 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 from scheduler.config import Settings, UrlRedactingFilter
-from scheduler.errors import FleetschedError
+from scheduler.errors import ConfigError, FleetschedError
+from scheduler.logs import configure
 from scheduler.queue.keys import Keys
 from workers.config import NodeConfig
 from workers.master import Node
@@ -36,13 +39,13 @@ def build_recorder(config: NodeConfig, client: Any, keys: Keys) -> Any:
     from scheduler.notify import Detector, Policy
     from scheduler.record.engine import make_engine
     from scheduler.record.migrate import ensure_schema
-    from scheduler.record.recorder import Recorder
+    from scheduler.record.recorder import NODE_CONSUMER_PREFIX, Recorder
 
     settings = config.settings
     policy = Policy.from_settings(settings)  # a bad notify target stops the start, loudly
     engine = make_engine(settings.effective_database_url)
     ensure_schema(settings, engine)
-    return Recorder(client, engine, keys, consumer_name=f"worker:{config.worker_id}",
+    return Recorder(client, engine, keys, consumer_name=NODE_CONSUMER_PREFIX + config.worker_id,
                     on_batch=Detector(policy))
 
 
@@ -57,16 +60,27 @@ def start_sender(settings: Settings, engine: Any) -> tuple[threading.Thread, thr
     return thread, stop
 
 
-def configure_logging(settings: Settings) -> None:
-    """Log to stderr at the configured level, every record of every library passing through
-    ``UrlRedactingFilter``: the passwords of the Redis and database URLs (and any URL's
-    credentials) are masked before a line is written. Filters go on handlers, not loggers (a
-    logger's filter misses its children's records); a handler set up earlier gets one too."""
-    logging.basicConfig(level=getattr(logging, settings.log_level.upper(), logging.WARNING),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, UrlRedactingFilter) for f in handler.filters):
-            handler.addFilter(UrlRedactingFilter(settings))
+def configure_logging(settings: Settings, worker: str | None = None) -> None:
+    """Log to stderr at the configured level and format (``scheduler.logs``: text or JSON
+    lines, the worker id on each), every record of every library (paramiko, SQLAlchemy
+    included) passing through ``UrlRedactingFilter``: the passwords of the Redis and database
+    URLs (and any URL's credentials) are masked before a line is written. Filters go on the
+    handler, not loggers (a logger's filter misses its children's records)."""
+    configure(settings.log_level, settings.log_format, [UrlRedactingFilter(settings)],
+              static={"worker": worker} if worker else None)
+
+
+def start_metrics(node: Node, settings: Settings) -> Any:
+    """The node's metrics endpoint (``workers.metrics``), or None when ``metrics_port`` is 0.
+    A port already taken stops the start with one line."""
+    if not settings.metrics_port:
+        return None
+    try:
+        return node.metrics.serve(settings.metrics_port, settings.metrics_address)
+    except OSError as exc:
+        raise ConfigError(f"cannot serve metrics on {settings.metrics_address}:"
+                          f"{settings.metrics_port}: {exc.strerror or exc}",
+                          hint="choose a free --metrics-port (or 0 for none)") from None
 
 
 def serve(config: NodeConfig, on_started: Callable[[Node], None] | None = None) -> NodeStats:
@@ -74,10 +88,11 @@ def serve(config: NodeConfig, on_started: Callable[[Node], None] | None = None) 
     from scheduler.redisdb.connect import connect
 
     settings = config.settings
-    configure_logging(settings)
+    configure_logging(settings, config.worker_id)
     client = connect(settings)
     keys = Keys(settings.queue_prefix)
     node = Node(config, client, keys)
+    metrics = start_metrics(node, settings)
     node.boot_children()  # they load while the record is checked: the first claim comes sooner
     try:
         recorder = build_recorder(config, client, keys) if config.recorder else None
@@ -120,6 +135,8 @@ def serve(config: NodeConfig, on_started: Callable[[Node], None] | None = None) 
         if sender is not None:
             sender[1].set()
             sender[0].join(10)
+        if metrics is not None:
+            metrics.shutdown()
         client.close()
     if node.fatal is not None:
         raise FleetschedError(f"the worker node stopped: {node.fatal}",

@@ -101,6 +101,12 @@ class Slots:
         with self.lock:
             return job_id in self._running
 
+    def holds(self, job_id: str, token: int) -> bool:
+        """The job still runs here under ``token`` (not finished, not claimed again)."""
+        with self.lock:
+            r = self._running.get(job_id)
+            return r is not None and r.token == token
+
     def of_child(self, child: ChildHandle) -> list[Running]:
         with self.lock:
             return [self._running[j] for j in child.jobs if j in self._running]

@@ -126,13 +126,21 @@ from scheduler.cli import submit_cmd  # noqa: E402
 app.command("submit", epilog=submit_cmd.EPILOG)(submit_cmd.submit)
 
 # Operator views, one command each (scheduler/cli/<name>_cmd.py; help examples in the epilog).
-from scheduler.cli import demo_cmd, doctor_cmd, report_cmd, status_cmd, top_cmd  # noqa: E402
+from scheduler.cli import (  # noqa: E402
+    demo_cmd,
+    doctor_cmd,
+    exporter_cmd,
+    report_cmd,
+    status_cmd,
+    top_cmd,
+)
 
 app.command("demo", epilog=demo_cmd.EPILOG)(demo_cmd.demo)
 app.command("status", epilog=status_cmd.EPILOG)(status_cmd.status)
 app.command("doctor", epilog=doctor_cmd.EPILOG)(doctor_cmd.doctor)
 app.command("report", epilog=report_cmd.EPILOG)(report_cmd.report)
 app.command("top", epilog=top_cmd.EPILOG)(top_cmd.top)
+app.command("exporter", epilog=exporter_cmd.EPILOG)(exporter_cmd.exporter)
 
 # Examples in --help for the commands registered without an epilog (scheduler/cli/examples.py).
 from scheduler.cli import examples  # noqa: E402

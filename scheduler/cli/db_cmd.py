@@ -117,7 +117,9 @@ def prune(
     verb = "would delete" if dry_run else "deleted"
     output.emit_object({"cutoff": result.cutoff, "jobs": result.jobs, "events": result.events,
                         "tasks": result.tasks, "notifications": result.notifications,
-                        "dry_run": dry_run}, fmt)
+                        "batches": result.batches, "dry_run": dry_run}, fmt)
     output.info(f"{verb} {result.jobs} jobs, {result.events} events, {result.tasks} tasks and "
                 f"{result.notifications} notifications finished before "
-                f"{result.cutoff:%Y-%m-%d %H:%M}Z")
+                f"{result.cutoff:%Y-%m-%d %H:%M}Z"
+                + ("" if dry_run else f", in {result.batches} transactions (the longest "
+                   f"{result.longest_batch_s * 1000:.0f} ms)"))

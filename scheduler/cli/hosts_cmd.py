@@ -1,8 +1,9 @@
-"""``fleetsched hosts import|list|show|add|remove|history|check``: the fleet's hosts.
+"""``fleetsched hosts import|export|list|show|add|remove|history|check``: the fleet's hosts.
 
 Thin commands over ``scheduler.inventory``: each opens the database (``open_database``), runs
 one library call in one transaction, and renders the result through ``scheduler.cli.output``
-(data on stdout, messages on stderr). A bad inventory file is one line
+(data on stdout, messages on stderr); ``export`` writes the stored inventory back out as an
+Ansible inventory (``scheduler.inventory.export``). A bad inventory file is one line
 ``file:line:col: problem`` and exit code 2, with nothing written. ``check`` selects hosts and
 probes them over SSH through ``scheduler.health.hostcheck``.
 """
@@ -111,6 +112,60 @@ def import_cmd(
         + (f", {c['left']} left the source (kept)" if c["left"] else "")
         + f"; groups: {c['groups_added']} added, {c['groups_updated']} updated, "
           f"{c['groups_removed']} removed")
+
+
+EXPORT_EPILOG = """Examples:
+
+  fleetsched hosts export
+
+  fleetsched hosts export --format yaml group:web
+
+  fleetsched hosts export --format ansible-json --out fleet.json
+
+  fleetsched hosts export 'group:prod,!web-07' --out prod.ini
+
+An exported file imports back to the same hosts and groups (`fleetsched hosts import
+fleet.json`), and Ansible reads it: `ansible-inventory -i prod.ini --list`. The ansible-json
+shape is what an inventory script prints. No secret is written (none is stored).
+"""
+
+
+@hosts_app.command("export", epilog=EXPORT_EPILOG)
+def export_cmd(
+    ctx: typer.Context,
+    target: Annotated[str, typer.Argument(
+        help="Hosts: group:NAME, host names, globs, !exclusions, all (as for submit).")] = "all",
+    fmt_out: Annotated[str, typer.Option(
+        "--format", "-f", help="ansible-json, ini or yaml.")] = "ini",
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Write to this file instead of stdout.")] = None,
+) -> None:
+    """Write the stored hosts, groups and variables as an Ansible inventory, with
+    ansible_host, ansible_port and ansible_user: what `hosts import` and Ansible read."""
+    from scheduler.inventory import EXPORT_FORMATS, read_export, render_export
+    from scheduler.record.session import transaction
+
+    if fmt_out not in EXPORT_FORMATS:
+        raise ValidationError(f"--format {fmt_out!r} is not one of {', '.join(EXPORT_FORMATS)}")
+    with database(ctx) as (engine, _operator):
+        chosen = None
+        if target != "all":
+            from scheduler.health.hostcheck import select_hosts
+
+            chosen = [host.name for host in select_hosts(engine, target)]
+        with transaction(engine, commit=False) as session:
+            export = read_export(session, chosen)
+    text = render_export(export, fmt_out)
+    counted = f"{len(export.hosts)} host(s), {len(export.groups)} group(s)"
+    if out is None:
+        output.emit_text(text)
+        output.info(f"exported {counted} ({fmt_out})")
+        return
+    try:
+        out.write_text(text)
+    except OSError as exc:
+        raise ValidationError(f"--out {out}: cannot write: {exc.strerror or exc}") from None
+    output.info(f"exported {counted} to {out} ({fmt_out})")
 
 
 @hosts_app.command("list")

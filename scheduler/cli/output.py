@@ -126,9 +126,24 @@ def emit_object(obj: Mapping[str, Any], fmt: OutputFormat = OutputFormat.table) 
         stdout.print(f"{k.ljust(width)}  {'' if v is None else _plain(v)}")
 
 
+def emit_text(text: str) -> None:
+    """A whole document (an inventory file, say) on stdout exactly as given."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
 def info(message: str) -> None:
     """A message for the operator (stderr)."""
     stderr.print(message)
+
+
+def service_info(logger: str, message: str) -> None:
+    """A start or stop line of a serving command (worker, exporter): a log line when its log
+    is JSON (``scheduler.logs.announce``: no line of another shape in it), else :func:`info`."""
+    from scheduler.logs import announce
+
+    if not announce(logger, message):
+        info(message)
 
 
 def error(message: str, hint: str | None = None) -> None:

@@ -13,6 +13,7 @@ import typer
 
 from scheduler.cli import output
 from scheduler.cli.context import state
+from scheduler.config import Settings
 
 worker_app = typer.Typer(
     help="Run a worker node (the master claims due jobs and runs them in child processes).",
@@ -43,6 +44,9 @@ def worker(
     idle: Annotated[str, typer.Option(help="A child process with no job for this long exits.")] = "30s",
     worker_id: Annotated[str | None, typer.Option("--id", help="This worker's name (default: <hostname>-<pid>).")] = None,
     recorder: Annotated[bool, typer.Option("--recorder/--no-recorder", help="Also copy events into SQL from this process.")] = True,
+    metrics_port: Annotated[int | None, typer.Option(help="Serve Prometheus metrics on this port at /metrics; 0 = off (default: the metrics_port setting).")] = None,
+    metrics_address: Annotated[str | None, typer.Option(help="Address the metrics endpoint listens on (default: the metrics_address setting, 127.0.0.1).")] = None,
+    log_format: Annotated[str | None, typer.Option(help="Log lines as json, text, or auto: JSON when stderr is not a terminal (default: the log_format setting).")] = None,
 ) -> None:
     """Run this node's master until SIGTERM (finish running jobs) or SIGINT (give them back)."""
     if ctx.invoked_subcommand is not None:
@@ -50,7 +54,8 @@ def worker(
     from workers.config import NodeConfig, default_worker_id
     from workers.serve import serve
 
-    settings = state(ctx).settings
+    settings = _with_flags(state(ctx).settings, metrics_port=metrics_port,
+                           metrics_address=metrics_address, log_format=log_format)
     n_slots = slots if slots is not None else settings.worker_slots
     if n_slots < 1:
         from scheduler.errors import ValidationError
@@ -66,14 +71,30 @@ def worker(
     )
 
     def started(node: object) -> None:
-        output.info(f"worker {config.worker_id}: {config.slots} slots in up to {config.processes} "
-                    f"processes, lease {config.lease_ms / 1000:g}s, heartbeat "
-                    f"{config.heartbeat_ms / 1000:g}s; SIGTERM finishes running jobs "
-                    f"(grace {config.grace_s:g}s), SIGINT gives them back")
+        output.service_info(
+            "fleetsched.worker",
+            f"worker {config.worker_id}: {config.slots} slots in up to {config.processes} "
+            f"processes, lease {config.lease_ms / 1000:g}s, heartbeat "
+            f"{config.heartbeat_ms / 1000:g}s; SIGTERM finishes running jobs "
+            f"(grace {config.grace_s:g}s), SIGINT gives them back")
 
     stats = serve(config, on_started=started)
-    output.info(f"worker {config.worker_id} stopped: {stats.acked} acked, {stats.failed} failed, "
-                f"{stats.retried} retried, {stats.released} given back")
+    output.service_info("fleetsched.worker",
+                        f"worker {config.worker_id} stopped: {stats.acked} acked, "
+                        f"{stats.failed} failed, {stats.retried} retried, "
+                        f"{stats.released} given back")
+
+
+def _with_flags(settings: Settings, **flags: object) -> Settings:
+    """The settings with the worker's own flags applied (and checked like the settings)."""
+    from scheduler.config import replace
+    from scheduler.errors import ConfigError, ValidationError
+
+    given = {k: v for k, v in flags.items() if v is not None}
+    try:
+        return replace(settings, **given) if given else settings
+    except ConfigError as exc:
+        raise ValidationError(str(exc), hint=exc.hint or "run fleetsched worker --help") from None
 
 
 @worker_app.command("list")

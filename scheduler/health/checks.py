@@ -71,15 +71,17 @@ def _safe(check: str, fn: Callable[[], list[Finding]]) -> list[Finding]:
 # ------------------------------------------------------------------------------------ Redis
 
 
-def open_redis(settings: Settings) -> tuple[redis.Redis | None, str, str | None]:
-    """(client or None, where it is, why not) without starting the embedded server."""
+def open_redis(settings: Settings, timeout: float = 5.0
+               ) -> tuple[redis.Redis | None, str, str | None]:
+    """(client or None, where it is, why not) without starting the embedded server; every
+    command on the client gives up after ``timeout`` seconds."""
     from scheduler.redisdb import embedded
     if settings.redis_url:
         from scheduler.redisdb.connect import connect
 
         shown = redact_url(settings.redis_url)
         try:
-            client = connect(settings, socket_timeout=5.0, check=False)
+            client = connect(settings, socket_timeout=timeout, check=False)
             client.ping()
         except redis.RedisError as exc:
             return None, shown, redact_exception(exc, settings.redis_url)
@@ -90,7 +92,7 @@ def open_redis(settings: Settings) -> tuple[redis.Redis | None, str, str | None]
     endpoint = emb.read_endpoint()
     if endpoint is None:
         return None, f"embedded ({emb.root})", "the embedded redis has never been started"
-    client = endpoint.client(socket_timeout=5.0)
+    client = endpoint.client(socket_timeout=timeout)
     try:
         client.ping()
     except redis.RedisError:
@@ -178,7 +180,8 @@ def _server_findings(client: redis.Redis, where: str, *, aof: bool) -> list[Find
 
 
 def _queue_findings(client: redis.Redis, keys: Keys) -> list[Finding]:
-    from scheduler.queue.presence import read_workers, redis_now_ms
+    from scheduler.queue.depth import queue_counts
+    from scheduler.queue.presence import read_workers
 
     out: list[Finding] = []
     workers = read_workers(client, keys.prefix)
@@ -186,11 +189,8 @@ def _queue_findings(client: redis.Redis, keys: Keys) -> list[Finding]:
     slots = sum(int(w.get("slots") or 0) for w in alive)
     busy = sum(int(w.get("busy") or 0) for w in alive)
     data = {"alive": len(alive), "stale": len(workers) - len(alive), "slots": slots, "busy": busy}
-    now_ms = redis_now_ms(client, keys)
-    heads = [client.zrange(k, 0, 0, withscores=True) for k in keys.all_due()]
-    due_now = sum(int(client.zcount(k, "-inf", now_ms)) for k in keys.all_due())
-    oldest = min((int(h[0][1]) for h in heads if h), default=None)
-    late_ms = max(0, now_ms - oldest) if oldest is not None and oldest <= now_ms else 0
+    counts = queue_counts(client, keys, 0)  # the figures top and the exporter show too
+    due_now, late_ms = counts.due_now, counts.oldest_late_ms
     if alive:
         out.append(Finding("workers", "ok", f"{len(alive)} alive, {busy}/{slots} slots busy"
                            + (f", {data['stale']} stale" if data["stale"] else ""), data=data))

@@ -7,6 +7,8 @@ Public API:
   ``resolve(inventory) -> Resolved``, ``InventoryError`` (one line ``file:line:col: message``,
   exit code 2), and the validators in ``scheduler.inventory.validate``;
 - import: ``import_inventory(engine, path, operator=..., prune=..., dry_run=...)``;
+- export: ``read_export(session, hosts)`` and ``render_export(export, fmt)``, the stored
+  inventory as Ansible reads it (``EXPORT_FORMATS``: ansible-json, ini, yaml);
 - the stored inventory (a session in a transaction): ``group_members(session, group)``,
   ``hosts_in_groups(session, groups)``, ``group_member_map(session)`` (and
   ``group_member_map_of(session, hosts)``, restricted to a few hosts), ``list_hosts``,
@@ -15,6 +17,7 @@ Public API:
 Opening the database (``open_database``, ``transaction``) is ``scheduler.record.session``.
 """
 
+from scheduler.inventory.export import EXPORT_FORMATS, Export, read_export, render_export
 from scheduler.inventory.model import Inventory, InventoryError, Location
 from scheduler.inventory.resolve import GroupRecord, HostRecord, Resolved, resolve
 from scheduler.inventory.service import ImportResult, import_inventory
@@ -39,11 +42,11 @@ from scheduler.inventory.store import (
 from scheduler.inventory.sync import HostChange, SyncPlan
 
 __all__ = [
-    "CLI_SOURCE", "FORMATS", "GroupRecord", "HostChange", "HostRecord", "ImportResult",
+    "CLI_SOURCE", "EXPORT_FORMATS", "Export", "FORMATS", "GroupRecord", "HostChange", "HostRecord", "ImportResult",
     "Inventory", "InventoryError", "Location", "MAX_BYTES", "Resolved", "SyncPlan",
     "add_host", "detect_format", "group_limits", "group_member_map", "group_member_map_of",
     "limit_count",
     "limited_groups_of", "set_group_limit", "group_members", "hosts_in_groups",
     "import_inventory", "list_groups", "list_hosts", "load_inventory",
-    "parse_text", "remove_group", "remove_host", "resolve", "show_host",
+    "parse_text", "read_export", "remove_group", "render_export", "remove_host", "resolve", "show_host",
 ]

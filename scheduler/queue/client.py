@@ -30,6 +30,7 @@ from scheduler.queue.scripts import raise_if_error, scripts_for
 from scheduler.queue.types import (
     MAX_BATCH,
     OUTPUT_MAX,
+    Carried,
     Claim,
     ClaimedJob,
     ClaimedSchedule,
@@ -48,7 +49,7 @@ from scheduler.queue.types import (
     text,
 )
 
-__all__ = ["Claim", "ClaimedJob", "FailOutcome", "JobResult", "JobSpec", "Queue", "TaskSpec"]
+__all__ = ["Carried", "Claim", "ClaimedJob", "FailOutcome", "JobResult", "JobSpec", "Queue", "TaskSpec"]
 
 
 ENQUEUE_CHUNK = 1_000  # jobs per enqueue script call: one call stays well under a millisecond
@@ -123,9 +124,11 @@ class Queue:
 
     # ---------------------------------------------------------------- tasks and jobs in
 
-    def create_task(self, spec: TaskSpec) -> bool:
-        """Write the task's live state once. False: the task existed and is left unchanged."""
-        args = spec.script_args()
+    def create_task(self, spec: TaskSpec, carried: Carried | None = None) -> bool:
+        """Write the task's live state once. False: the task existed and is left unchanged.
+        ``carried``: a task recreated from SQL starts with its ended jobs counted, and paused
+        if SQL says so, in the same step (reconcile)."""
+        args = [*spec.script_args(), carried.script_arg() if carried else ""]
         reply = self.call("create_task", [self.keys.task(spec.task_id), self.keys.events], args)
         return reply[0] == 1
 

@@ -171,6 +171,34 @@ class TaskSpec:
 
 
 @dataclass(frozen=True)
+class Carried:
+    """What a task recreated from SQL (reconcile) carries into its new Redis hash, written in
+    the same step that creates it (create_task.lua): the jobs that had already ended, so the
+    live counters, views and exit codes count them, and the pause SQL records, so no requeued
+    job can be claimed between the creation and a pause."""
+
+    ended: int = 0  # jobs ended before Redis lost the task: part of ``total``
+    succeeded: int = 0
+    failed: int = 0  # lost jobs included, as the live counters count them
+    cancelled: int = 0
+    failed_hosts: int = 0  # what --max-failures counted so far (count_failures=attempts)
+    paused_by: str = ""  # "" = active; "rollout" = a wave's failure limit (sets wave_held)
+
+    def script_arg(self) -> str:
+        """ARGV[14] of create_task.lua."""
+        counts = (self.ended, self.succeeded, self.failed, self.cancelled, self.failed_hosts)
+        if not all(_is_int(n) and n >= 0 for n in counts):
+            raise bad(f"carried counters must be non-negative integers, not {counts!r}")
+        if self.succeeded + self.failed + self.cancelled != self.ended:
+            raise bad(f"carried counters do not add up: {counts!r}")
+        if not isinstance(self.paused_by, str):
+            raise bad("paused_by must be a string")
+        return json.dumps({"ended": self.ended, "succeeded": self.succeeded,
+                           "failed": self.failed, "cancelled": self.cancelled,
+                           "failed_hosts": self.failed_hosts, "paused_by": self.paused_by})
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """One job to enqueue: ``job_id`` is ``"<task id>.<n>"``."""
 

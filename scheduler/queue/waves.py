@@ -31,9 +31,10 @@ LIVE_STATES = ("waiting", "pending", "running", "parked", "held", "hostwait")  #
 
 def stage(queue: Queue, task_id: str, waves: int, policy: dict,
           jobs: Sequence[tuple[JobSpec, int]], *, released: int = 1,
-          state: str = "running") -> int:
+          state: str = "running", wave_failures: int = 0) -> int:
     """List every job by wave, stage those of the waves after ``released``; returns how many
-    were newly staged. ``state``: the wave state a new rollout starts in.
+    were newly staged. ``state``: the wave state a new rollout starts in; ``wave_failures``:
+    the failures the released wave had counted already (a rollout rebuilt by reconcile).
 
     Call it after ``Queue.enqueue`` of the released waves' jobs (enqueue skips ids below the
     span)."""
@@ -48,7 +49,7 @@ def stage(queue: Queue, task_id: str, waves: int, policy: dict,
                 for j, wave in jobs[start:start + STAGE_CHUNK]]
         reply = queue.call("stage", keys, [k.tag, task_id, waves, encoded,
                                            json.dumps(rows, separators=(",", ":")), released,
-                                           state])
+                                           state, wave_failures])
         added += int(reply[0])
     return added
 

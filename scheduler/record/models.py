@@ -308,6 +308,7 @@ class Job(Base):
         sa.Index("ix_jobs_task_id_state", "task_id", "state"),
         sa.Index("ix_jobs_host_finished_at", "host", "finished_at"),
         sa.Index("ix_jobs_state_finished_at", "state", "finished_at"),
+        sa.Index("ix_jobs_finished_at", "finished_at"),  # report --since
     )
 
     id: Mapped[str] = mapped_column(sa.String(80), primary_key=True)  # "<task id>.<n>"
@@ -338,11 +339,15 @@ class Event(Base):
     """One audit record of a state change; append-only."""
 
     __tablename__ = "events"
-    # The reports' ways in: by task (a job's events: its task's, filtered), by host, by time.
-    # Every index costs each recorded event a B-tree insert, so there are no more than these.
+    # The operator queries' ways in (docs/architecture.md, "System of record"): by task, by
+    # host, by job, by kind (a task's control events, retries, failures; the schedule events,
+    # task_id NULL), by time (prune). Every index costs each recorded event a B-tree insert,
+    # so there are no more than these.
     __table_args__ = (
         sa.Index("ix_events_task_id_ts", "task_id", "ts"),
         sa.Index("ix_events_host_ts", "host", "ts"),
+        sa.Index("ix_events_job_id_ts", "job_id", "ts"),
+        sa.Index("ix_events_kind_task_id_ts", "kind", "task_id", "ts"),
     )
 
     id: Mapped[str] = mapped_column(sa.String(40), primary_key=True)  # Redis stream id

@@ -6,7 +6,8 @@ each entry to one of them. Each ``run_once``:
 
 1. reads a batch: first this consumer's own pending entries (delivered before but not yet
    acknowledged: the database was down, or the process restarted under the same name), then,
-   now and then, entries of dead consumers idle for ``claim_idle_ms`` (XAUTOCLAIM), else new
+   now and then, the entries of a node's recorder whose node is gone (its heartbeat stale or
+   removed: at once), or of any consumer idle for ``claim_idle_ms`` (XAUTOCLAIM), else new
    entries (``>``), blocking up to ``block_ms``;
 2. writes the batch in one SQL transaction (``scheduler.record.fold``): events keyed by stream
    id with ON CONFLICT DO NOTHING, then job and task rows;
@@ -40,12 +41,15 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from scheduler.queue.keys import Keys
+from scheduler.queue.presence import read_workers
 from scheduler.record.fold import BatchResult, StreamEvent, record_batch
 from scheduler.redisdb.connect import REDIS_ERRORS
 
 log = logging.getLogger(__name__)
 
 GROUP = "recorder"
+NODE_CONSUMER_PREFIX = "worker:"  # a node's recorder is consumer "worker:<worker id>"
+DEAD_NODE_IDLE_MS = 1_000  # a dead node's entries are taken once idle this long
 BACKOFF_MIN_S = 0.1
 BACKOFF_MAX_S = 5.0
 LAG_COUNT_MAX = 100_000  # unread entries counted one by one at most (status only)
@@ -115,7 +119,7 @@ class Recorder:
             self._own_pending = False
         now = time.monotonic()
         if now >= self._next_claim:
-            entries = self._autoclaim(count)
+            entries = self._claim_from_dead_nodes(count) or self._autoclaim(count)
             if entries:
                 return entries
             self._next_claim = now + self.claim_every_s
@@ -128,6 +132,33 @@ class Recorder:
             return []
         items = reply[0][1] if isinstance(reply, list) else next(iter(reply.values()))[0]
         return self._events(items)
+
+    def _claim_from_dead_nodes(self, count: int) -> list[StreamEvent]:
+        """The pending entries of a node's recorder (consumer ``worker:<id>``) whose node's
+        presence is gone or stale (no heartbeat for two leases), without waiting
+        ``claim_idle_ms``: a killed node's batch reaches SQL seconds after its death. Taking
+        entries from a node that was only slow is safe: the fold applies an entry once."""
+        alive = {row["worker"] for row in read_workers(self.client, self.keys.prefix)
+                 if not row["stale"]}
+        for consumer in self.client.xinfo_consumers(self.stream, GROUP):
+            name, pending = _s(consumer["name"]), int(consumer["pending"])
+            worker = name.removeprefix(NODE_CONSUMER_PREFIX)
+            if (not pending or name == self.consumer or not name.startswith(NODE_CONSUMER_PREFIX)
+                    or worker in alive):
+                continue
+            ids = [_s(p["message_id"]) for p in self.client.xpending_range(
+                self.stream, GROUP, "-", "+", count, consumername=name)]
+            if not ids:
+                continue
+            # min_idle_time: never an entry another recorder took over a moment ago
+            items = self.client.xclaim(self.stream, GROUP, self.consumer, DEAD_NODE_IDLE_MS, ids)
+            events = self._events(items)
+            if events:
+                log.warning("recorder %s: took over %d events from %s, whose node is gone",
+                            self.consumer, len(events), name)
+                self._own_pending = True
+                return events
+        return []
 
     def _autoclaim(self, count: int) -> list[StreamEvent]:
         reply = self.client.xautoclaim(self.stream, GROUP, self.consumer, self.claim_idle_ms,

@@ -124,21 +124,36 @@ def _lost_note(view: JobView) -> str | None:
             f"`fleetsched tasks retry-failed {view.task}` to run it again if it was not.")
 
 
+JOBS_PER_READ = 500  # tasks output reads the events of this many jobs per query
+
+
+def _events_of(conn: sa.Connection, job_ids: list[str]) -> dict[str, list[Any]]:
+    """The events of these jobs, each job's oldest first (one query on ix_events_job_id_ts)."""
+    e = Event.__table__
+    out: dict[str, list[Any]] = {job: [] for job in job_ids}
+    for ev in conn.execute(sa.select(e.c.job_id, e.c.ts, e.c.kind, e.c.worker, e.c.data, e.c.id)
+                           .where(e.c.job_id.in_(job_ids))
+                           .order_by(e.c.job_id, e.c.ts, e.c.id)):
+        out[ev.job_id].append(ev)
+    return out
+
+
+def _view(row: Any, events: list[Any]) -> JobView:
+    attempts, late = _attempts(events)
+    view = JobView(row.id, row.task_id, row.host, row.state, attempts, late)
+    view.lost_note = _lost_note(view)
+    return view
+
+
 def job_attempts(engine: Engine, job_id: str) -> JobView:
     """Everything the record holds about one job's runs; ``NotFoundError`` if it has none."""
-    e = Event.__table__
     with engine.connect() as conn:
         row = conn.execute(sa.select(Job.id, Job.task_id, Job.host, Job.state)
                            .where(Job.id == job_id)).first()
         if row is None:
             raise NotFoundError(f"no job {job_id!r}",
                                 hint="job ids are <task>.<n>: see `fleetsched tasks show TASK`")
-        events = conn.execute(sa.select(e.c.ts, e.c.kind, e.c.worker, e.c.data, e.c.id)
-                              .where(e.c.job_id == job_id).order_by(e.c.ts, e.c.id)).all()
-    attempts, late = _attempts(events)
-    view = JobView(row.id, row.task_id, row.host, row.state, attempts, late)
-    view.lost_note = _lost_note(view)
-    return view
+        return _view(row, _events_of(conn, [job_id])[job_id])
 
 
 def task_outputs(engine: Engine, task_id: int, *, host: str | None = None,
@@ -146,27 +161,36 @@ def task_outputs(engine: Engine, task_id: int, *, host: str | None = None,
     """Per job of the task, its last attempt: host, state, exit code, output lines (matching
     ``grep`` when given; hosts with no matching line are left out)."""
     pattern = re.compile(grep) if grep else None
+    out = []
     with engine.connect() as conn:
         if conn.execute(sa.select(Task.id).where(Task.id == task_id)).first() is None:
             raise NotFoundError(f"no task {task_id}", hint="see `fleetsched tasks list`")
-        q = sa.select(Job.id, Job.host, Job.state).where(Job.task_id == task_id)
+        q = sa.select(Job.id, Job.task_id, Job.host, Job.state).where(Job.task_id == task_id)
         if host:
             q = q.where(Job.host == host)
         if failed:
             q = q.where(Job.state.in_(("failed", "lost")))
         jobs = conn.execute(q.order_by(Job.seq)).all()
-    out = []
-    for job in jobs:
-        view = job_attempts(engine, job.id)
-        last = view.attempts[-1] if view.attempts else None
-        lines = output_lines(last.commands) if last else []
-        if last and not lines and last.error:
-            lines = [f"[error] {last.error}"]
-        if pattern is not None:
-            lines = [ln for ln in lines if pattern.search(ln)]
-            if not lines:
-                continue
-        out.append({"host": job.host, "job": job.id, "state": job.state,
-                    "attempt": last.attempt if last else None,
-                    "exit_code": last.exit_code if last else None, "lines": lines})
+        for start in range(0, len(jobs), JOBS_PER_READ):
+            chunk = jobs[start:start + JOBS_PER_READ]
+            events = _events_of(conn, [j.id for j in chunk])
+            for job in chunk:
+                row = _output_row(_view(job, events[job.id]), pattern)
+                if row is not None:
+                    out.append(row)
     return out
+
+
+def _output_row(view: JobView, pattern: re.Pattern[str] | None) -> dict[str, Any] | None:
+    """The ``tasks output`` row of a job: its last attempt's lines (None: none match grep)."""
+    last = view.attempts[-1] if view.attempts else None
+    lines = output_lines(last.commands) if last else []
+    if last and not lines and last.error:
+        lines = [f"[error] {last.error}"]
+    if pattern is not None:
+        lines = [ln for ln in lines if pattern.search(ln)]
+        if not lines:
+            return None
+    return {"host": view.host, "job": view.job, "state": view.state,
+            "attempt": last.attempt if last else None,
+            "exit_code": last.exit_code if last else None, "lines": lines}

@@ -131,6 +131,8 @@ def build_report(engine: Engine, filters: ReportFilter) -> Report:
     for value, make in conditions:
         if value is not None:
             stmt = stmt.where(make(value))
+    if filters.since is not None or filters.until is not None:
+        stmt = stmt.where(_finished_between(filters.since, filters.until))
     stmt = stmt.order_by(when, j.c.task_id, j.c.seq)
     jobs: list[dict[str, Any]] = []
     with engine.connect() as conn:
@@ -144,6 +146,19 @@ def build_report(engine: Engine, filters: ReportFilter) -> Report:
     report.totals = totals_of(jobs)
     report.failed_attempts = _retried_jobs(engine, sorted({j["task"] for j in jobs}))
     return report
+
+
+def _finished_between(since: datetime | None, until: datetime | None) -> sa.ColumnElement[bool]:
+    """Implied by the report time being in [since, until) (a finished job's report time is its
+    finish), and unlike the COALESCE it is answered by ``ix_jobs_finished_at``: jobs finished
+    in the span, or not finished."""
+    finished = Job.__table__.c.finished_at
+    span = []
+    if since is not None:
+        span.append(finished >= since)
+    if until is not None:
+        span.append(finished < until)
+    return sa.or_(finished.is_(None), sa.and_(*span))
 
 
 def _retried_jobs(engine: Engine, task_ids: list[int]) -> set[str]:

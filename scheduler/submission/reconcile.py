@@ -5,9 +5,11 @@ started empty). SQL, the system of record, still lists every accepted task and i
 jobs. ``reconcile``:
 
 1. lists the unfinished tasks (accepted, active, paused) and their unfinished jobs in SQL;
-2. recreates each missing task hash in Redis from its SQL row (``Queue.create_task``), paused
-   again if SQL says paused (by ``rollout`` when a wave's failure limit paused it, so that
-   ``tasks continue`` resumes it); and makes Redis's group limits (``{P}:glimit``) those SQL
+2. recreates each missing task hash in Redis from its SQL row (``Queue.create_task``), in one
+   step with what it carries (``Carried``): the jobs that had already ended, counted in its
+   live counters so views and exit codes still count them, and its pause if SQL says paused
+   (by ``rollout`` when a wave's failure limit paused it, so that ``tasks continue`` resumes
+   it), so a crash between the two cannot leave it active; and makes Redis's group limits (``{P}:glimit``) those SQL
    records (``groups.max_busy``): claim enforces no limit Redis has lost;
 3. finds the unfinished jobs whose job hash Redis does not have;
 4. drains the event stream into SQL (a ``Recorder``) and reads those jobs' states again: a job
@@ -45,7 +47,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from scheduler.errors import DatabaseUnavailableError
-from scheduler.queue.client import JobSpec, Queue, TaskSpec
+from scheduler.queue.client import Carried, JobSpec, Queue, TaskSpec
 from scheduler.record.audit import record_event
 from scheduler.record.models import JOB_FINAL_STATES, Event, Job, Task
 from scheduler.record.now import record_now, stream_tail
@@ -198,7 +200,18 @@ def _requeue(engine: Engine, queue: Queue, task: Any, specs: list[JobSpec],
     listed = [(later.get(j.id) or JobSpec(j.id, j.host), wave_of.get(j.id, 1)) for j in unfinished]
     policy = {k: v for k, v in dict(task.waves).items() if k != "count"}
     return added + stage(queue, task_id, len(waves), policy, listed, released=current,
-                         state=state)
+                         state=state, wave_failures=_failed_of(engine, waves[min(current, len(waves)) - 1]))
+
+
+def _failed_of(engine: Engine, job_ids: list[str]) -> int:
+    """How many of the jobs SQL records failed for good (lost ones included): what a rebuilt
+    rollout's current wave had counted against its failure limit, at least."""
+    n = 0
+    with engine.connect() as conn:
+        for start in range(0, len(job_ids), 500):
+            n += conn.scalar(sa.select(sa.func.count()).select_from(Job).where(
+                Job.id.in_(job_ids[start:start + 500]), Job.state.in_(("failed", "lost")))) or 0
+    return n
 
 
 def _paused_by_rollout(engine: Engine, task_id: int) -> bool:
@@ -209,6 +222,25 @@ def _paused_by_rollout(engine: Engine, task_id: int) -> bool:
                             .where(e.c.task_id == str(task_id), e.c.kind.in_(("pause", "resume")))
                             .order_by(e.c.ts.desc(), e.c.id.desc()).limit(1)).first()
     return last is not None and last.kind == "pause" and last.operator == "rollout"
+
+
+def _carried(engine: Engine, task: Any, operator: str) -> Carried:
+    """What the recreated task carries from SQL: its ended jobs, counted as the live counters
+    count them (lost ones as failed; each failed host once towards --max-failures), and its
+    pause (a rollout's own pause stays the rollout's: `tasks continue` resumes it)."""
+    j = Job.__table__
+    with engine.connect() as conn:
+        counts = dict(conn.execute(sa.select(j.c.state, sa.func.count())
+                                   .where(j.c.task_id == task.id,
+                                          j.c.state.in_(JOB_FINAL_STATES))
+                                   .group_by(j.c.state)).all())
+    failed = counts.get("failed", 0) + counts.get("lost", 0)
+    paused_by = ""
+    if task.state == "paused":
+        paused_by = "rollout" if _paused_by_rollout(engine, task.id) else operator
+    return Carried(ended=sum(counts.values()), succeeded=counts.get("succeeded", 0),
+                   failed=failed, cancelled=counts.get("cancelled", 0), failed_hosts=failed,
+                   paused_by=paused_by)
 
 
 def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
@@ -229,11 +261,7 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
         if not dry_run:
             with engine.connect() as conn:
                 recorded = recorded_spec(conn, task.id)
-            queue.create_task(task_spec(task, recorded))
-            if task.state == "paused":  # before its jobs are queued again: none may be claimed
-                # A rollout's own pause stays the rollout's: `tasks continue` resumes it.
-                queue.pause(str(task.id), "rollout" if _paused_by_rollout(engine, task.id)
-                            else operator)
+            queue.create_task(task_spec(task, recorded), _carried(engine, task, operator))
             touched.add(str(task.id))
     report.tasks_recreated = len(recreated)
     report.group_limits_restored = group_limits.push(engine, queue, operator, dry_run=dry_run)

@@ -5,7 +5,9 @@ event stream, the last fair-share reorder.
    trip, as :class:`TaskProgress`, whose counts and state come from ``scheduler.progress``.
 2. ``list_task_ids(client, keys)``: the tasks Redis holds (``SCAN`` over ``{P}:task:*``, in
    pages, so Redis is never blocked).
-3. ``take_snapshot(...)``: one frame of ``fleetsched top``: due now, overdue (late by more than
+3. ``task_totals`` (and ``scheduler.queue.depth.queue_counts``): the bounded reads a frame is
+   made of, shared with the fleet exporter (``scheduler.monitoring``): one count for both.
+4. ``take_snapshot(...)``: one frame of ``fleetsched top``: due now, overdue (late by more than
    the overload threshold), waiting for a later time (service windows, ``--at``, retry
    backoff), running, parked, held, dead; the unfinished tasks and the most recently finished;
    live workers (``Keys.workers`` heartbeats); recorder lag; the ``Keys.stats`` figures.
@@ -22,6 +24,7 @@ from typing import Any
 import redis
 
 from scheduler.progress import Progress
+from scheduler.queue.depth import QueueCounts, queue_counts
 from scheduler.queue.keys import Keys
 
 RECENT_FINISHED = 3  # finished tasks top keeps showing
@@ -154,48 +157,46 @@ class QueueSnapshot:
         return out
 
 
-def take_snapshot(client: redis.Redis, keys: Keys, *, overload_threshold_ms: int = 200,
-                  task_ids: list[str] | None = None) -> QueueSnapshot:
-    """Read one frame (see the module docstring); ``task_ids`` limits the tasks shown."""
-    from scheduler.queue.presence import read_workers, redis_now_ms
-    from scheduler.record.recorder import backlog
+@dataclass
+class TaskTotals:
+    """Jobs running, parked and held, summed over the given tasks."""
 
-    now = redis_now_ms(client, keys)
-    snap = QueueSnapshot(now_ms=now)
-    pipe = client.pipeline(transaction=False)
-    for k in keys.all_due():
-        pipe.zcount(k, "-inf", now)
-        pipe.zcount(k, "-inf", now - overload_threshold_ms)
-        pipe.zcount(k, f"({now}", "+inf")
-        pipe.zrange(k, 0, 0, withscores=True)
-    pipe.zcard(keys.dead)
-    pipe.xlen(keys.events)
-    pipe.hgetall(keys.stats)
-    replies = pipe.execute()
-    heads = []
-    future = 0
-    for i, k in enumerate(keys.all_due()):
-        due, late, fut, head = replies[4 * i: 4 * i + 4]
-        snap.by_class[k.rsplit(":", 1)[-1]] = int(due)
-        snap.due_now += int(due)
-        snap.overdue += int(late)
-        future += int(fut)
-        if head:
-            heads.append(int(head[0][1]))
-    snap.dead, snap.stream_length, snap.stats = int(replies[-3]), int(replies[-2]), replies[-1]
-    oldest = min(heads, default=None)
-    snap.oldest_late_ms = max(0, now - oldest) if oldest is not None and oldest <= now else 0
-    ids = list_task_ids(client, keys) if task_ids is None else task_ids
-    tasks = [t for t in read_tasks(client, keys, ids) if t is not None]
-    for t in tasks:
-        snap.running += t.running
-        snap.parked += t.parked
+    running: int = 0
+    parked: int = 0
+    held: int = 0
+
+    def later(self, counts: QueueCounts) -> int:
+        """Jobs waiting for a later time (service windows, ``--at``, retry backoff): the due
+        sets' future scores less the running jobs, which sit there at their lease expiry."""
+        return max(0, counts.future - self.running)
+
+
+def task_totals(client: redis.Redis, keys: Keys, tasks: list[TaskProgress]) -> TaskTotals:
+    """Sum the tasks' running and parked counts; ZCARD each one's held set (one round trip)."""
+    out = TaskTotals(running=sum(t.running for t in tasks), parked=sum(t.parked for t in tasks))
     pipe = client.pipeline(transaction=False)
     for t in tasks:
         pipe.zcard(keys.held(t.task_id))
-    snap.held = sum(int(n) for n in pipe.execute()) if tasks else 0
-    # Running jobs sit in the due sets at their lease expiry, mostly in the future.
-    snap.later = max(0, future - snap.running)
+    out.held = sum(int(n) for n in pipe.execute()) if tasks else 0
+    return out
+
+
+def take_snapshot(client: redis.Redis, keys: Keys, *, overload_threshold_ms: int = 200,
+                  task_ids: list[str] | None = None) -> QueueSnapshot:
+    """Read one frame (see the module docstring); ``task_ids`` limits the tasks shown."""
+    from scheduler.queue.presence import read_workers
+    from scheduler.record.recorder import backlog
+
+    counts = queue_counts(client, keys, overload_threshold_ms)
+    snap = QueueSnapshot(now_ms=counts.now_ms, due_now=counts.due_now, overdue=counts.overdue,
+                         oldest_late_ms=counts.oldest_late_ms, dead=counts.dead,
+                         stream_length=counts.stream_length, stats=counts.stats,
+                         by_class=counts.by_class)
+    ids = list_task_ids(client, keys) if task_ids is None else task_ids
+    tasks = [t for t in read_tasks(client, keys, ids) if t is not None]
+    totals = task_totals(client, keys, tasks)
+    snap.running, snap.parked, snap.held = totals.running, totals.parked, totals.held
+    snap.later = totals.later(counts)
     unfinished = [t for t in tasks if not t.finished]
     finished = [t for t in tasks if t.finished]
     snap.finished_tasks = len(finished)
@@ -233,5 +234,5 @@ class RateMeter:
         return (task.total - task.done) / rate if rate > 0 else None
 
 
-__all__ = ["QueueSnapshot", "RateMeter", "TaskProgress", "list_task_ids", "progress_from",
-           "read_tasks", "take_snapshot"]
+__all__ = ["QueueSnapshot", "RateMeter", "TaskProgress", "TaskTotals",
+           "list_task_ids", "progress_from", "read_tasks", "take_snapshot", "task_totals"]

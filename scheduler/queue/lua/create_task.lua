@@ -17,7 +17,14 @@ ARGV[12] count_failures (attempts | final: what max_failures counts, hosts that 
          attempt or jobs failed for good)
 ARGV[13] exclusive     (1 | 0): one job per host at a time across tasks (claim.lua); 0 for an
          action safe to overlap
-Returns  {1} created (event create) | {0} the task existed and is left unchanged
+ARGV[14] carried (JSON, or '' for a new task): what a task recreated from SQL by reconcile
+         carries into its new hash in this same step: {ended, succeeded, failed, cancelled,
+         failed_hosts} (the jobs that had ended: counted in total and their counters, so
+         views and exit codes count them) and paused_by ('' | an operator | 'rollout': the
+         task starts paused, event pause, before any job is queued again; 'rollout' sets
+         wave_held so `tasks continue` resumes it)
+Returns  {1} created (event create; pause when carried says so) | {0} the task existed and is
+         left unchanged
 Errors   {-4 BAD_ARGUMENT, message}
 ]]
 local task_key = KEYS[1]
@@ -48,14 +55,46 @@ if ARGV[12] ~= 'attempts' and ARGV[12] ~= 'final' then
   return fs_err(FS_BAD_ARGUMENT, 'count_failures must be attempts or final')
 end
 
+local carried = {ended = 0, succeeded = 0, failed = 0, cancelled = 0, failed_hosts = 0,
+                 paused_by = ''}
+if ARGV[14] and ARGV[14] ~= '' then
+  local ok, decoded = pcall(cjson.decode, ARGV[14])
+  if not ok or type(decoded) ~= 'table' or #decoded > 0 then
+    return fs_err(FS_BAD_ARGUMENT, 'carried must be a JSON object')
+  end
+  for name, _ in pairs(carried) do
+    local v = decoded[name]
+    if name == 'paused_by' then
+      if v ~= nil and type(v) ~= 'string' then
+        return fs_err(FS_BAD_ARGUMENT, 'carried paused_by must be a string')
+      end
+      carried[name] = v or ''
+    elseif v ~= nil then
+      if fs_count(v) == nil then
+        return fs_err(FS_BAD_ARGUMENT, 'carried ' .. name .. ' must be a non-negative integer')
+      end
+      carried[name] = tonumber(v)
+    end
+  end
+  if carried.succeeded + carried.failed + carried.cancelled ~= carried.ended then
+    return fs_err(FS_BAD_ARGUMENT, 'carried counters do not add up to ended')
+  end
+end
+
 if redis.call('EXISTS', task_key) == 1 then return {0} end
 local now = fs_now()
-redis.call('HSET', task_key, 'state', 'active', 'prio', prio,
-  'total', 0, 'span', 0, 'running', 0, 'succeeded', 0, 'failed', 0, 'cancelled', 0, 'lost', 0,
-  'overshoot', 0, 'failed_hosts', 0, 'count_failures', ARGV[12], 'exclusive', ARGV[13], 'max_running', ARGV[3], 'max_failures', ARGV[4], 'max_attempts', ARGV[5],
+local state = carried.paused_by ~= '' and 'paused' or 'active'
+redis.call('HSET', task_key, 'state', state, 'prio', prio,
+  'total', carried.ended, 'span', 0, 'running', 0, 'succeeded', carried.succeeded,
+  'failed', carried.failed, 'cancelled', carried.cancelled, 'lost', 0,
+  'overshoot', 0, 'failed_hosts', carried.failed_hosts, 'count_failures', ARGV[12], 'exclusive', ARGV[13], 'max_running', ARGV[3], 'max_failures', ARGV[4], 'max_attempts', ARGV[5],
   'backoff_ms', ARGV[6], 'timeout_ms', ARGV[7], 'idempotent', ARGV[8], 'spec', ARGV[9],
   'operator', ARGV[10], 'share', ARGV[11], 'created', fs_int(now))
 fs_emit(events, now, 'create', {'task', task_id, 'operator', ARGV[10], 'detail',
   cjson.encode({prio = prio, max_running = tonumber(ARGV[3]), max_failures = tonumber(ARGV[4]), count_failures = ARGV[12],
                 max_attempts = tonumber(ARGV[5]), idempotent = ARGV[8] == '1'})})
+if state == 'paused' then
+  if carried.paused_by == 'rollout' then redis.call('HSET', task_key, 'wave_held', '1') end
+  fs_emit(events, now, 'pause', {'task', task_id, 'operator', carried.paused_by})
+end
 return {1}

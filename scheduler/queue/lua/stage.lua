@@ -21,6 +21,8 @@ ARGV[5]   the jobs, as JSON text: a list of n >= 1 lists of 6 strings [job id "<
 ARGV[6]   released: waves 1 .. released are out (1 at submit), or up to the task's wave if
           that is later; their jobs are only listed
 ARGV[7]   the wave state the rollout starts in (running at submit; reconcile: SQL's)
+ARGV[8]   (optional, reconcile) failures the released wave had already counted, per SQL: its
+          wave_failures start there, so a Redis loss does not give the wave its limit again
 Returns   {added, total}: jobs of later waves staged by this call and the task's job count. A
           job of a later wave whose hash exists is only listed, so a retried fan-out stages
           nothing twice; one whose hash is missing cannot have run (its wave was never
@@ -32,10 +34,11 @@ Errors    {-3 UNKNOWN_TASK | -7 TASK_NOT_ACTIVE | -4 BAD_ARGUMENT, message}; not
 local task_key, waves_key, waving, stats, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local tag, task_id, waves, policy = ARGV[1], ARGV[2], fs_count(ARGV[3]), ARGV[4]
 local released, start_state = fs_count(ARGV[6]), ARGV[7]
+local carried_failures = fs_count(ARGV[8] or '0')
 fs_effects()
 
 local ok, jobs = pcall(cjson.decode, ARGV[5] or '')
-if #KEYS ~= 5 or #ARGV ~= 7 or waves == nil or waves < 2 or not ok or type(jobs) ~= 'table'
+if #KEYS ~= 5 or (#ARGV ~= 7 and #ARGV ~= 8) or carried_failures == nil or waves == nil or waves < 2 or not ok or type(jobs) ~= 'table'
     or #jobs < 1 or released == nil or released < 1 or released > waves or start_state == '' then
   return fs_err(FS_BAD_ARGUMENT, 'stage needs waves >= 2 and a JSON list of at least one job')
 end
@@ -75,6 +78,9 @@ if redis.call('HSETNX', task_key, 'waves', fs_int(waves)) == 1 then
   local okp, p = pcall(cjson.decode, policy)
   local counts = okp and type(p) == 'table' and type(p.counts) == 'table' and p.counts or {}
   fs_wave_begins(task_key, tonumber(counts[released]) or 0)
+  if carried_failures > 0 then
+    redis.call('HSET', task_key, 'wave_failures', fs_int(carried_failures))
+  end
 end
 -- A wave the task has released since the caller looked counts as released too.
 released = math.max(released, fs_num(redis.call('HGET', task_key, 'wave')))
