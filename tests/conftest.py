@@ -4,6 +4,8 @@
   suite at an existing server instead (then tests that kill the server use ``private_redis``).
 - ``redis_url`` / ``redis_client``: the session server, flushed before each test.
 - ``private_redis``: a fresh redis-server for one test, which it may kill or restart with AOF.
+- ``redis_cluster`` (session): a real Redis Cluster, 3 masters and 3 replicas (``tests.cluster.
+  RedisCluster``: kill a node, restart it, fail over); ``cluster_url`` flushes it first.
 - ``postgres_url``: a database for this run on a private PostgreSQL cluster (initdb/pg_ctl),
   or on ``FLEETSCHED_TEST_DATABASE_URL``'s server; ``fresh_postgres_url`` makes a new database.
 - ``postgres_server``: the private cluster itself, for tests that stop and start it.
@@ -31,6 +33,7 @@ import pytest
 import redis
 
 from scheduler.queue.client import Queue
+from tests.cluster import RedisCluster, start_redis_cluster
 from tests.fleet import SshFleet
 from tests.servers import (
     IN_CI,
@@ -51,6 +54,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Tests marked ``last`` read what the others recorded (tests/test_queue_cluster.py).
+    items.sort(key=lambda item: "last" in item.keywords)
     if config.getoption("--soak"):
         return
     skip = pytest.mark.skip(reason="soak test: run with --soak")
@@ -116,6 +121,34 @@ def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
     server = start_redis(tmp_path)
     yield server
     server.kill()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
+    """Six redis-server processes in cluster mode; shared, so a test that kills a node heals
+    the cluster before it ends (``RedisCluster.heal``)."""
+    cluster = start_redis_cluster(tmp_path_factory.mktemp("cluster"))
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def cluster_url(redis_cluster: RedisCluster) -> Iterator[str]:
+    """The cluster's ``redis+cluster://`` URL, every master flushed (data and scripts); after
+    the test, the scripts it ran are recorded (``tests.queue_support.record_scripts_run``)."""
+    from tests.queue_support import record_scripts_run
+
+    redis_cluster.heal()
+    redis_cluster.flush()
+    yield redis_cluster.url
+    redis_cluster.heal()
+    record_scripts_run(redis_cluster)
+
+
+def cluster_client(url: str) -> Any:
+    from scheduler.redisdb.cluster import cluster_client as make
+
+    return make(url, {"decode_responses": True, "socket_timeout": 10.0})
 
 
 # -------------------------------------------------------------------------------- PostgreSQL
@@ -256,9 +289,15 @@ def redis62_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisSe
     server.stop()
 
 
-@pytest.fixture(params=["redis7", "redis6.2"])
+@pytest.fixture(params=["redis7", "redis6.2", "cluster"])
 def qclient(request: pytest.FixtureRequest) -> Iterator[redis.Redis]:
-    """A decoding client on a flushed server: the session one, then the 6.2 one."""
+    """A decoding client on a flushed server: the session one, the 6.2 one, then a
+    ``RedisCluster`` client on the test cluster."""
+    if request.param == "cluster":
+        client = cluster_client(request.getfixturevalue("cluster_url"))
+        yield client
+        client.close()
+        return
     if request.param == "redis7":
         url = request.getfixturevalue("redis_url")
     else:

@@ -3,12 +3,14 @@ fixtures (``qclient``, ``queue``, ``redis62_server``) are in tests/conftest.py."
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import redis
 
 from scheduler.queue.client import JobSpec, Queue, TaskSpec
 from scheduler.queue.keys import Keys
+from tests.cluster import RedisCluster
 
 KEYS = Keys()
 
@@ -44,6 +46,27 @@ def snapshot(client: redis.Redis) -> dict:
         elif kind == "list":
             out[key] = client.lrange(key, 0, -1)
     return out
+
+
+SCRIPTS_RUN_ON_CLUSTER: set[str] = set()
+"""The verbs whose scripts the cluster's flushed masters held after a test: each one ran there
+(redis-py loads a script only on a NOSCRIPT reply to its first EVALSHA)."""
+
+
+def record_scripts_run(cluster: RedisCluster) -> None:
+    """Add to ``SCRIPTS_RUN_ON_CLUSTER`` every verb whose script a master of ``cluster`` holds."""
+    from scheduler.queue.scripts import VERBS, script_source
+
+    shas = {hashlib.sha1(script_source(verb).encode()).hexdigest(): verb for verb in VERBS}
+    SCRIPTS_RUN_ON_CLUSTER.update(shas[sha] for sha in cluster.scripts_held(list(shas)))
+
+
+def second_client(client: redis.Redis) -> redis.Redis:
+    """Another client of the same server (or cluster), as a second process would have."""
+    if isinstance(client, redis.RedisCluster):
+        node = client.get_default_node()
+        return redis.RedisCluster(host=node.host, port=node.port, decode_responses=True)
+    return redis.Redis(connection_pool=client.connection_pool)
 
 
 def redis_now_ms(client: redis.Redis) -> int:

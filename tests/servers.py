@@ -234,3 +234,4 @@ def start_postgres(tmp: Path) -> PostgresServer:
     server.init()
     server.start()
     return server
+

@@ -26,3 +26,20 @@ def test_postgres_is_a_real_server(postgres_url: str) -> None:
         version = conn.execute(sa.text("select version()")).scalar_one()
     engine.dispose()
     assert version.startswith("PostgreSQL")
+
+
+def test_the_cluster_has_three_masters_each_with_a_replica_and_can_fail_over_and_back(
+        redis_cluster, cluster_url: str) -> None:
+    roles = sorted(node.role() for node in redis_cluster.nodes)
+    assert roles == ["master"] * 3 + ["slave"] * 3
+    assert all(node.cluster_info()["cluster_slots_ok"] == "16384" for node in redis_cluster.nodes)
+    # A clean failover of the queue's master to its replica, then back
+    master = redis_cluster.master_of("{fs}")
+    replica = redis_cluster.replica_of(master)
+    redis_cluster.failover(replica)
+    assert redis_cluster.master_of("{fs}") is replica and master.role() == "slave"
+    redis_cluster.failover(master)
+    assert redis_cluster.master_of("{fs}") is master
+    # A replica killed -9 rejoins when started again
+    redis_cluster.restart(replica)
+    assert replica.role() == "slave" and redis_cluster.replica_of(master) is replica

@@ -13,6 +13,7 @@ import time
 
 import pytest
 import redis
+from redis._parsers.base import BaseParser
 
 from scheduler.errors import Code
 from scheduler.queue.client import JobResult, Queue
@@ -45,6 +46,14 @@ def test_a_batch_whose_first_job_is_refused_returns_codes_for_every_verb(queue: 
     (redis.exceptions.BusyLoadingError("LOADING Redis is loading the dataset in memory"), False),
     (redis.exceptions.ReadOnlyError("READONLY You can't write against a replica."), False),
     (redis.ResponseError("OOM command not allowed when used memory > 'maxmemory'."), False),
+    # as redis-py's parser makes them from the server's replies (it drops the code)
+    *((BaseParser.parse_error(reply), False) for reply in (
+        "READONLY You can't write against a read only replica.",
+        "CLUSTERDOWN The cluster is down", "MASTERDOWN Link with MASTER is down",
+        "TRYAGAIN Multiple keys request during rehashing of slot",
+        "OOM command not allowed when used memory > 'maxmemory'.")),
+    (BaseParser.parse_error("NOPERM this user has no permissions to run the 'evalsha' "
+                            "command"), True),
 ])
 def test_permanent_and_transient_redis_errors_are_told_apart(exc: Exception,
                                                              permanent: bool) -> None:

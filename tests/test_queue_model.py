@@ -1201,6 +1201,9 @@ def machine(qclient: redis.Redis):
     del QueueMachine.client
 
 
+# Not on the cluster: its 300 examples would double the cluster's share of the suite, and the
+# cluster runs the same scripts in the other queue tests (test_cluster_runs_every_script).
+@pytest.mark.parametrize("qclient", ["redis7", "redis6.2"], indirect=True)
 @pytest.mark.timeout(300 + int(EXAMPLES or 0))  # long runs: about 0.1 s an example
 def test_the_queue_does_what_its_model_says(machine: type[QueueMachine]) -> None:
     COVERED.clear()

@@ -13,7 +13,7 @@ import redis
 
 from scheduler.errors import BadArgumentError
 from scheduler.queue.client import JobSpec, Queue, TaskSpec
-from tests.queue_support import make_task, redis_now_ms
+from tests.queue_support import make_task, redis_now_ms, second_client
 
 
 def test_next_due_is_the_redis_clock_and_the_earliest_score_of_any_class(queue: Queue) -> None:
@@ -44,7 +44,7 @@ def test_wait_for_work_sleeps_until_the_earliest_due_time(queue: Queue) -> None:
 def test_wait_for_work_wakes_when_an_earlier_job_arrives(queue: Queue, qclient: redis.Redis) -> None:
     # Given a worker asleep with nothing queued
     queue.create_task(TaskSpec("t"))
-    producer = Queue(redis.Redis(connection_pool=qclient.connection_pool))
+    producer = Queue(second_client(qclient))
 
     def enqueue_soon() -> None:
         time.sleep(0.3)

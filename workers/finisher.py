@@ -27,11 +27,10 @@ import threading
 import time
 from typing import Any
 
-import redis
-
 from scheduler.errors import QueueError
 from scheduler.logs import job_context
 from scheduler.queue.types import JobResult
+from scheduler.redisdb.connect import REDIS_ERRORS, is_permanent
 from workers.config import NodeConfig
 from workers.metrics import NO_METRICS
 from workers.pool import ChildHandle, Pool
@@ -131,13 +130,16 @@ class Finisher:
     # -------------------------------------------------------------------- queue transitions
 
     def _retrying(self, what: str, call: Any) -> Any:
-        """Call ``call()``, retrying a lost Redis connection for up to a lease."""
+        """Call ``call()``, retrying a lost Redis connection, or a reply that goes away by
+        itself (a cluster failing over, a server loading), for up to a lease."""
         deadline = time.monotonic() + self.config.lease_ms / 1000
         delay = 0.05
         while True:
             try:
                 return call()
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
+            except REDIS_ERRORS as exc:
+                if is_permanent(exc):
+                    raise
                 if time.monotonic() > deadline:
                     log.error("%s: Redis unreachable for a whole lease (%s); the leases will "
                               "expire and the queue will treat these jobs as lost", what, exc)

@@ -28,7 +28,7 @@ import redis
 
 from scheduler.queue.keys import Keys
 from scheduler.queue.presence import redis_now_ms
-from scheduler.redisdb.connect import is_permanent
+from scheduler.redisdb.connect import REDIS_ERRORS, is_permanent
 from workers.config import NodeConfig
 from workers.slots import Slots
 
@@ -80,13 +80,13 @@ class Heartbeat:
     def beat(self) -> None:
         self.renew()
         self.client.hset(self.keys.workers, self.config.worker_id,
-                         json.dumps(self.presence(redis_now_ms(self.client))))
+                         json.dumps(self.presence(redis_now_ms(self.client, self.keys))))
         self.beats += 1
 
     def leave(self) -> None:
         try:
             self.client.hdel(self.keys.workers, self.config.worker_id)
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
             log.warning("could not remove this worker from %s: %s", self.keys.workers, exc)
 
     def run(self, stop: threading.Event) -> None:
@@ -95,7 +95,7 @@ class Heartbeat:
             wait = interval
             try:
                 self.beat()
-            except redis.RedisError as exc:
+            except REDIS_ERRORS as exc:
                 if is_permanent(exc):
                     raise  # the node stops: leases it cannot renew must run out, not linger
                 wait = min(interval, 0.5)  # a lease does not survive many missed beats

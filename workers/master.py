@@ -45,7 +45,7 @@ from scheduler.logs import job_context
 from scheduler.queue import fairshare
 from scheduler.queue.client import JobResult, Queue
 from scheduler.queue.keys import Keys
-from scheduler.redisdb.connect import is_permanent
+from scheduler.redisdb.connect import REDIS_ERRORS, is_permanent
 from workers.config import NodeConfig
 from workers.deferral import window_deferral
 from workers.finisher import Finisher
@@ -195,7 +195,7 @@ class Node:
                 claim = self._claimq.claim(self.config.worker_id, asked, lease_ms=self.config.lease_ms)
                 self.metrics.claimed_jobs(claim.now_ms, [j.due_ms for j in claim.jobs],
                                           time.perf_counter() - t0)
-            except redis.RedisError as exc:
+            except REDIS_ERRORS as exc:
                 if is_permanent(exc):
                     self.fail(f"Redis refuses the claim: {redact_exception(exc)}")
                     break
@@ -212,7 +212,7 @@ class Node:
             for task_id in claim.aborted:  # a lost job's failure aborted it: sweep it now
                 try:
                     self._claimq.sweep_aborted(task_id)
-                except redis.RedisError as exc:
+                except REDIS_ERRORS as exc:
                     log.warning("task %s: sweeping after its abort failed (%s); its waiting "
                                 "jobs are cancelled when claims meet them", task_id, exc)
             if claim.jobs:
@@ -220,7 +220,7 @@ class Node:
                 self.stats.add(claimed=len(claim.jobs))
                 try:
                     self._start(claim)
-                except redis.RedisError as exc:
+                except REDIS_ERRORS as exc:
                     self._give_back(claim, exc)
             if len(claim.jobs) >= asked:
                 continue
@@ -233,7 +233,7 @@ class Node:
                 continue
             try:
                 self._claimq.wait_for_work(WAIT_CAP_S)
-            except redis.RedisError as exc:
+            except REDIS_ERRORS as exc:
                 if is_permanent(exc):
                     self.fail(f"Redis refuses to wait for work: {redact_exception(exc)}")
                     break
@@ -287,7 +287,7 @@ class Node:
         try:
             self._claimq.release(self.config.worker_id, leases)
             self.stats.add(released=len(leases))
-        except redis.RedisError:
+        except REDIS_ERRORS:
             log.error("could not give %d jobs back either; their leases will expire",
                       len(leases))
 

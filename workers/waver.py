@@ -27,6 +27,7 @@ import redis
 from scheduler.config import redact_exception
 from scheduler.queue.client import Queue
 from scheduler.queue.keys import Keys
+from scheduler.queue.presence import redis_now_ms
 from scheduler.queue.types import text
 from scheduler.submission import rollout
 
@@ -64,8 +65,7 @@ class Waver:
             if not self.client.set(lock, self.token, nx=True, px=rollout.LOCK_MS):
                 continue
             try:
-                sec, usec = self.client.time()
-                did = rollout.step(self.queue, task_id, int(sec) * 1000 + int(usec) // 1000,
+                did = rollout.step(self.queue, task_id, redis_now_ms(self.client, self.keys),
                                    self.check)
                 self.steps += 1
                 if did not in ("running", "pausing", "gated", "stopped", "paused"):

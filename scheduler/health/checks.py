@@ -27,7 +27,7 @@ from typing import Any
 import redis
 
 from scheduler.config import Settings, redact_exception, redact_url
-from scheduler.errors import FleetschedError
+from scheduler.errors import FleetschedError, RedisUnavailableError
 from scheduler.queue.keys import Keys
 
 __all__ = ["Finding", "LEVELS", "status", "doctor", "healthy", "open_redis"]
@@ -85,6 +85,8 @@ def open_redis(settings: Settings, timeout: float = 5.0
             client.ping()
         except redis.RedisError as exc:
             return None, shown, redact_exception(exc, settings.redis_url)
+        except RedisUnavailableError as exc:  # a cluster client found no node at its start
+            return None, shown, str(exc).rpartition(f"{shown}: ")[2]
         return client, shown, None
     emb = embedded.Embedded.of(settings)
     endpoint = emb.read_endpoint()
@@ -100,6 +102,53 @@ def open_redis(settings: Settings, timeout: float = 5.0
 
 
 def _redis_findings(client: redis.Redis, where: str, *, aof: bool) -> list[Finding]:
+    from scheduler.redisdb.cluster import is_cluster_client
+
+    if is_cluster_client(client):
+        return _cluster_findings(client, where, aof=aof)
+    return _server_findings(client, where, aof=aof)
+
+
+def _cluster_findings(client: Any, where: str, *, aof: bool) -> list[Finding]:
+    """The cluster's state, then each server check on every node (a replica is a master after
+    a failover, so its policy matters too): one line when all nodes pass, else one per node."""
+    from scheduler.redisdb.cluster import node_client, nodes
+
+    state = client.cluster_info().get("cluster_state", "?")
+    roles = dict(nodes(client))
+    data = {"url": where, "state": state, "nodes": roles}
+    shown = ", ".join(f"{name} ({role})" for name, role in roles.items())
+    out = [Finding("cluster", "ok" if state == "ok" else "fail",
+                   f"cluster at {where}, state {state}: {shown}",
+                   None if state == "ok" else "check CLUSTER INFO on the nodes", data)]
+    by_check: dict[str, list[tuple[str, Finding]]] = {}
+    for address in roles:
+        node = node_client(client, address)
+        try:
+            found = _server_findings(node, address, aof=aof)
+        except redis.RedisError as exc:
+            found = [Finding("redis", "fail", f"cannot reach {address}: "
+                             f"{redact_exception(exc)}", "start the node, or fix the cluster")]
+        finally:
+            node.close()
+        for f in found:
+            by_check.setdefault(f.check, []).append((address, f))
+    for check, found in by_check.items():
+        bad = [(name, f) for name, f in found if f.level != "ok"]
+        if not bad:
+            first = found[0][1]
+            if check == "redis":
+                versions = sorted({str(f.data.get("version", "?")) for _, f in found})
+                message = f"{len(found)} nodes reachable, version {', '.join(versions)}"
+            else:
+                message = f"{first.message} (every node)"
+            out.append(Finding(check, "ok", message, data=first.data))
+        for name, f in bad:
+            out.append(Finding(check, f.level, f"node {name}: {f.message}", f.hint, f.data))
+    return out
+
+
+def _server_findings(client: redis.Redis, where: str, *, aof: bool) -> list[Finding]:
     from scheduler.redisdb.connect import eviction_policy
 
     info = client.info("server")

@@ -145,9 +145,8 @@ class FleetCollector(Collector):
     # ---------------------------------------------------------------------------- Redis
 
     def _from_redis(self, live_ids: list[str] | None) -> Iterator[Metric]:
-        import redis
-
         from scheduler.health.checks import open_redis
+        from scheduler.redisdb.connect import REDIS_ERRORS
 
         client, where, why = open_redis(self.settings, timeout=self.timeout_s)
         if client is None:
@@ -156,7 +155,7 @@ class FleetCollector(Collector):
             return
         try:
             metrics = list(self._read(client, live_ids))
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
             log.warning("scrape: reading redis at %s failed: %s", where,
                         redact_exception(exc, self.settings.redis_url))
             yield _family("up", 0)

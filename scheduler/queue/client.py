@@ -379,7 +379,7 @@ class Queue:
                 if message is not None and message["type"] == "message" \
                         and _wake_score(message["data"]) < wake_at_ms:
                     return  # a job due before we planned to wake (a later one can wait)
-        except redis.ConnectionError:
+        except (redis.ConnectionError, redis.exceptions.RedisClusterException):
             self._close_subscription()
             raise
 

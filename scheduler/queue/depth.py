@@ -31,7 +31,7 @@ class QueueCounts:
 
 def queue_counts(client: redis.Redis, keys: Keys, overload_threshold_ms: int) -> QueueCounts:
     """Read :class:`QueueCounts` in one round trip (after one for the Redis clock)."""
-    now = redis_now_ms(client)
+    now = redis_now_ms(client, keys)
     pipe = client.pipeline(transaction=False)
     for k in keys.all_due():
         pipe.zcount(k, "-inf", now)

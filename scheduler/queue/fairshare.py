@@ -35,6 +35,7 @@ import redis
 from scheduler.config import Settings
 from scheduler.queue.client import Claim, Queue
 from scheduler.queue.types import text
+from scheduler.redisdb.connect import REDIS_ERRORS
 
 __all__ = ["CHUNK", "PAGE", "ReorderStart", "ReorderSummary", "begin", "interleave",
            "maybe_reorder", "read_overdue", "reorder_now", "run_reorder", "share_keys"]
@@ -206,7 +207,7 @@ def run_reorder(queue: Queue, settings: Settings, start: ReorderStart, *,
     except BaseException:
         try:
             _unlock(queue, start.token)
-        except redis.RedisError:
+        except REDIS_ERRORS:
             pass  # the lock expires after its TTL
         raise
     log.info("fair-share reorder: %d jobs of %d tasks moved in %d ms (%d chunks, longest call "
@@ -294,7 +295,7 @@ def maybe_reorder(queue: Queue, claim: Claim, settings: Settings, *,
     watch.last_check = now
     try:
         start = begin(queue, settings, worker=worker)
-    except redis.RedisError as exc:
+    except REDIS_ERRORS as exc:
         log.warning("overload check failed (%s); the next claim tries again", exc)
         return None
     if start is None:

@@ -18,9 +18,13 @@ from scheduler.queue.keys import Keys
 __all__ = ["read_workers", "redis_now_ms"]
 
 
-def redis_now_ms(client: redis.Redis) -> int:
-    """The Redis server's clock in ms since the epoch."""
-    seconds, micros = client.time()
+def redis_now_ms(client: redis.Redis, keys: Keys = Keys()) -> int:
+    """The Redis server's clock in ms since the epoch. On a cluster, the clock of the master
+    serving ``keys``' slot: the one the queue's scripts read."""
+    if isinstance(client, redis.RedisCluster):
+        seconds, micros = client.time(target_nodes=client.get_node_from_key(keys.tag))
+    else:
+        seconds, micros = client.time()
     return int(seconds) * 1000 + int(micros) // 1000
 
 
@@ -30,7 +34,7 @@ def read_workers(client: redis.Redis, prefix: str) -> list[dict[str, Any]]:
     A worker whose beat is older than two leases is most likely dead; ``stale`` says so.
     """
     keys = Keys(prefix)
-    now_ms = redis_now_ms(client)
+    now_ms = redis_now_ms(client, keys)
     rows: list[dict[str, Any]] = []
     for worker, raw in sorted(client.hgetall(keys.workers).items()):
         worker = worker.decode() if isinstance(worker, bytes) else worker

@@ -43,6 +43,7 @@ from sqlalchemy.engine import Engine
 from scheduler.queue.keys import Keys
 from scheduler.queue.presence import read_workers
 from scheduler.record.fold import BatchResult, StreamEvent, record_batch
+from scheduler.redisdb.connect import REDIS_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -280,9 +281,9 @@ class Recorder:
             try:
                 self.run_once(block_ms=self.block_ms)
                 delay = BACKOFF_MIN_S
-            except (sa.exc.SQLAlchemyError, redis.RedisError, OSError) as exc:
+            except (sa.exc.SQLAlchemyError, *REDIS_ERRORS, OSError) as exc:
                 self.stats.failures += 1
-                if isinstance(exc, redis.RedisError):
+                if isinstance(exc, REDIS_ERRORS):
                     self._group_ready = False  # Redis may have restarted empty
                 log.warning("recorder %s: %s; retrying in %.1fs", self.consumer,
                             _one_line(exc), delay)

@@ -5,12 +5,13 @@
 1. No ``redis_url``: start or reuse the embedded private server (``scheduler.redisdb.embedded``).
 2. A ``redis_url``: ``redis.Redis.from_url`` with connect/read timeouts, TCP keepalive (TCP
    URLs only: ``unix://`` sockets take no keepalive option) and periodic health checks, so a
-   dead server is noticed instead of hanging a worker.
+   dead server is noticed instead of hanging a worker. A ``redis+cluster://`` URL gives a
+   ``redis.cluster.RedisCluster`` with the same timeouts (``scheduler.redisdb.cluster``).
 3. PING it; a refused, timed-out or unauthenticated connection becomes one
    ``RedisUnavailableError`` line naming the redacted URL.
 4. Refuse any server whose ``maxmemory-policy`` is not ``noeviction``: an evicted job is a lost
    job. The policy comes from ``CONFIG GET``, or from ``INFO memory`` where a managed Redis
-   forbids CONFIG.
+   forbids CONFIG. On a cluster every master is asked, and each must say ``noeviction``.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ import redis
 
 from scheduler.config import Settings, redact_exception, redact_url
 from scheduler.errors import ConfigError, RedisUnavailableError
-from scheduler.redisdb import embedded
+from scheduler.redisdb import cluster, embedded
 
-__all__ = ["check_eviction_policy", "connect", "display_url", "eviction_policy", "is_permanent",
-           "server_status"]
+__all__ = ["REDIS_ERRORS", "check_eviction_policy", "connect", "display_url", "eviction_policy",
+           "is_permanent", "server_status"]
 
 CONNECT_TIMEOUT_S = 5.0
 # Longer than any blocking read the queue issues; a server silent for this long is gone.
@@ -34,6 +35,17 @@ HEALTH_CHECK_INTERVAL_S = 30
 # demoted to a replica in a failover, a cluster resharding, or full until someone frees memory.
 TRANSIENT_REPLIES = ("LOADING", "BUSY", "READONLY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN",
                      "OOM", "MOVED", "ASK")
+# redis-py turns most of those replies into classes of their own and drops the code from the
+# message ("READONLY You can't write..." becomes ReadOnlyError("You can't write...")).
+TRANSIENT_ERRORS = (redis.exceptions.ReadOnlyError, redis.exceptions.TryAgainError,
+                    redis.exceptions.ClusterDownError, redis.exceptions.OutOfMemoryError,
+                    redis.exceptions.MovedError, redis.exceptions.AskError)
+
+
+REDIS_ERRORS: tuple[type[Exception], ...] = (redis.RedisError,
+                                             redis.exceptions.RedisClusterException)
+"""What a Redis call may raise: redis-py's errors, and a cluster client's own, which is no
+RedisError (``Redis Cluster cannot be connected`` while no node of the cluster answers)."""
 
 
 def is_permanent(exc: BaseException) -> bool:
@@ -44,7 +56,7 @@ def is_permanent(exc: BaseException) -> bool:
                redis.exceptions.AuthenticationError)
     if isinstance(exc, refused):
         return True
-    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, *TRANSIENT_ERRORS)):
         return False
     if isinstance(exc, redis.ResponseError):
         return not str(exc).upper().startswith(TRANSIENT_REPLIES)
@@ -61,7 +73,7 @@ def display_url(settings: Settings) -> str:
     return f"unix://{embedded.Embedded.of(settings).socket_path} (embedded, not started)"
 
 
-def _client_for_url(url: str, socket_timeout: float | None) -> redis.Redis:
+def _client_for_url(url: str, socket_timeout: float | None) -> Any:
     options: dict[str, Any] = {
         "decode_responses": True,
         "socket_connect_timeout": CONNECT_TIMEOUT_S,
@@ -72,6 +84,8 @@ def _client_for_url(url: str, socket_timeout: float | None) -> redis.Redis:
     # the first command), and a local socket has no idle middlebox to keep alive through.
     if not url.lower().startswith("unix:"):
         options["socket_keepalive"] = True
+    if cluster.is_cluster_url(url):
+        return _cluster_client(url, options)
     try:
         return redis.Redis.from_url(url, **options)
     except (ValueError, TypeError) as exc:
@@ -81,9 +95,19 @@ def _client_for_url(url: str, socket_timeout: float | None) -> redis.Redis:
                           "unix:///path/to/socket") from None
 
 
+def _cluster_client(url: str, options: dict[str, Any]) -> Any:
+    cluster.parse_cluster_url(url)  # a malformed URL is a ConfigError before any connection
+    try:
+        return cluster.cluster_client(url, options)
+    # No startup node answered (RedisClusterException), or one refused the credentials.
+    except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
+        raise _unavailable(exc, redact_url(url), url) from None
+
+
 def eviction_policy(client: redis.Redis) -> str | None:
     """The server's ``maxmemory-policy``: CONFIG GET, else INFO memory (managed Redis often
-    forbids CONFIG); None if neither tells."""
+    forbids CONFIG); None if neither tells. ``client`` is one server (on a cluster: one node,
+    see :func:`check_eviction_policy`)."""
     try:
         value = client.config_get("maxmemory-policy").get("maxmemory-policy")
         if value:
@@ -97,8 +121,13 @@ def eviction_policy(client: redis.Redis) -> str | None:
     return str(value) if value else None
 
 
-def check_eviction_policy(client: redis.Redis, shown_url: str) -> None:
-    """Raise RedisUnavailableError unless the server is known not to evict keys."""
+def check_eviction_policy(client: Any, shown_url: str) -> None:
+    """Raise RedisUnavailableError unless the server (every master of a cluster) is known not
+    to evict keys."""
+    if cluster.is_cluster_client(client):
+        for address, node in cluster.masters(client):
+            check_eviction_policy(node, f"{shown_url} (master {address})")
+        return
     policy = eviction_policy(client)
     if policy == "noeviction":
         return
@@ -113,7 +142,7 @@ def check_eviction_policy(client: redis.Redis, shown_url: str) -> None:
         hint="set maxmemory-policy noeviction (redis.conf, or your provider's parameter group)")
 
 
-def _unavailable(exc: redis.RedisError, shown_url: str, url: str | None) -> RedisUnavailableError:
+def _unavailable(exc: Exception, shown_url: str, url: str | None) -> RedisUnavailableError:
     detail = redact_exception(exc, url)
     if isinstance(exc, redis.AuthenticationError):
         return RedisUnavailableError(f"redis at {shown_url} refused the credentials: {detail}",
@@ -126,7 +155,8 @@ def _unavailable(exc: redis.RedisError, shown_url: str, url: str | None) -> Redi
 def connect(settings: Settings, *, socket_timeout: float | None = SOCKET_TIMEOUT_S,
             check: bool = True) -> redis.Redis:
     """A client (``decode_responses=True``) for the configured Redis, checked to be reachable
-    and not to evict keys. Starts the embedded server when no ``redis_url`` is set."""
+    and not to evict keys. Starts the embedded server when no ``redis_url`` is set. A cluster
+    URL gives a ``RedisCluster``, which answers the same commands the queue uses."""
     url = settings.redis_url
     if url is None:
         endpoint = embedded.ensure_running(settings)
@@ -152,18 +182,16 @@ def connect(settings: Settings, *, socket_timeout: float | None = SOCKET_TIMEOUT
 
 def server_status(settings: Settings) -> dict[str, Any]:
     """What ``fleetsched redis status`` shows: the embedded server's state, or the configured
-    server's version, persistence and eviction policy. Never starts anything."""
+    server's version, persistence and eviction policy (on a cluster: one line per node).
+    Never starts anything."""
     if settings.redis_url is None:
         return embedded.status(settings)
     client = connect(settings, check=False)
     shown = redact_url(settings.redis_url)
     try:
-        info = client.info()
-        policy = eviction_policy(client)
-        try:
-            fsync = client.config_get("appendfsync").get("appendfsync")
-        except redis.ResponseError:
-            fsync = None
+        if cluster.is_cluster_client(client):
+            return _cluster_status(client, shown)
+        info, policy, fsync = _node_status(client)
     except redis.RedisError as exc:
         raise _unavailable(exc, shown, settings.redis_url) from None
     finally:
@@ -173,3 +201,45 @@ def server_status(settings: Settings) -> dict[str, Any]:
             "appendonly": "yes" if info.get("aof_enabled") else "no", "appendfsync": fsync,
             "used_memory": info.get("used_memory_human"), "maxmemory_policy": policy,
             "queue_safe": "yes" if policy == "noeviction" else "no (may evict jobs)"}
+
+
+def _node_status(client: redis.Redis) -> tuple[dict[str, Any], str | None, str | None]:
+    """(INFO, maxmemory-policy, appendfsync) of one server."""
+    info = client.info()
+    policy = eviction_policy(client)
+    try:
+        fsync = client.config_get("appendfsync").get("appendfsync")
+    except redis.ResponseError:
+        fsync = None
+    return info, policy, fsync
+
+
+def _cluster_status(client: Any, shown: str) -> dict[str, Any]:
+    """The cluster's state and one line per node (role, version, persistence, eviction)."""
+    lines: dict[str, str] = {}
+    versions: set[str] = set()
+    roles = cluster.nodes(client)
+    safe = True
+    for address, role in roles:
+        node = cluster.node_client(client, address)
+        try:
+            info, policy, fsync = _node_status(node)
+        except redis.RedisError as exc:
+            lines[f"node {address}"] = f"{role}, unreachable: {redact_exception(exc)}"
+            safe = False
+            continue
+        finally:
+            node.close()
+        versions.add(str(info.get("redis_version")))
+        aof = f"aof {fsync or '?'}" if info.get("aof_enabled") else "aof off"
+        safe = safe and policy == "noeviction"
+        lines[f"node {address}"] = (f"{role}, pid {info.get('process_id')}, "
+                                    f"{info.get('used_memory_human')}, {aof}, "
+                                    f"maxmemory-policy {policy}")
+    state = client.cluster_info().get("cluster_state", "?")
+    return {"mode": "cluster", "state": state, "url": shown,
+            "version": ", ".join(sorted(versions)),
+            "masters": sum(r == "master" for _, r in roles),
+            "replicas": sum(r == "replica" for _, r in roles),
+            "queue_safe": "yes" if safe else "no (a node may evict jobs, or is unreachable)",
+            **lines}

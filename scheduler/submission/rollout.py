@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from scheduler.errors import ValidationError
 from scheduler.queue.client import Queue
+from scheduler.queue.presence import redis_now_ms
 from scheduler.queue.waves import move, release_wave, wave_outcome
 
 if TYPE_CHECKING:  # the wave controller runs in every worker: no SQLAlchemy on its path
@@ -151,8 +152,7 @@ def _release(queue: Queue, task_id: str, wave: int, waves: int, frm: str) -> str
 
 
 def _redis_ms(queue: Queue) -> int:
-    sec, usec = queue.client.time()
-    return int(sec) * 1000 + int(usec) // 1000
+    return redis_now_ms(queue.client, queue.keys)
 
 
 def continue_rollout(engine: Engine, queue: Queue, task_id: int, operator: str) -> Any:

@@ -144,11 +144,6 @@ def list_task_ids(client: redis.Redis, keys: Keys) -> list[str]:
     return sorted(ids, key=lambda t: (0, int(t), t) if t.isdigit() else (1, 0, t))
 
 
-def redis_now_ms(client: redis.Redis) -> int:
-    secs, micros = client.time()
-    return int(secs) * 1000 + int(micros) // 1000
-
-
 @dataclass
 class QueueSnapshot:
     """One frame of ``fleetsched top``."""
@@ -255,5 +250,4 @@ class RateMeter:
 
 
 __all__ = ["QueueSnapshot", "RateMeter", "TaskProgress", "TaskTotals",
-           "list_task_ids", "progress_from", "read_tasks", "redis_now_ms",
-           "take_snapshot", "task_totals"]
+           "list_task_ids", "progress_from", "read_tasks", "take_snapshot", "task_totals"]

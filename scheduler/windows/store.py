@@ -135,7 +135,7 @@ def _copy(connect: Any, keys: Keys, rows: Sequence[Any] = (),
             if stale:
                 gone = [*gone, *_stale_copies(client, keys, {r.name for r in rows})]
             publish(client, keys, rows)
-            unpublish(client, keys, gone, redis_now_ms(client))
+            unpublish(client, keys, gone, redis_now_ms(client, keys))
         finally:
             client.close()
     except (FleetschedError, redis.RedisError, OSError) as exc:
