@@ -23,7 +23,7 @@ ANSIBLE = Path(__file__).resolve().parent.parent / "ansible"
 ROLES = ANSIBLE / "roles"
 VAULT_VARS = {"fleetsched_redis_url", "fleetsched_database_url", "fleetsched_redis_password"}
 # Set by Ansible itself, or registered by a task.
-ANSIBLE_VARS = {"item", "ansible_managed", "fleetsched_upgrade"}
+ANSIBLE_VARS = {"item", "ansible_managed", "fleetsched_upgrade", "inventory_hostname"}
 JINJA_VAR = re.compile(r"{{\s*([a-z_]+)")
 
 
@@ -51,7 +51,7 @@ def values(extra: dict[str, object] | None = None, role: str = "fleetsched"
            ) -> dict[str, object]:
     """The role's defaults with the references between them resolved, as Ansible would."""
     out: dict[str, object] = {**role_defaults(role), "ansible_managed": "Ansible managed",
-                              **(extra or {})}
+                              "inventory_hostname": "node-1.example.org", **(extra or {})}
     env = environment(role)
     for _ in range(5):
         out = {k: env.from_string(v).render(out) if isinstance(v, str) else v
