@@ -431,6 +431,18 @@ class UrlRedactingFilter(logging.Filter):
         return True
 
 
+def configure_logging(settings: Settings) -> None:
+    """A process's logging (a worker node's master and its recorder process): log to stderr at the configured level, every record of every library passing through
+    ``UrlRedactingFilter``: the passwords of the Redis and database URLs (and any URL's
+    credentials) are masked before a line is written. Filters go on handlers, not loggers (a
+    logger's filter misses its children's records); a handler set up earlier gets one too."""
+    logging.basicConfig(level=getattr(logging, settings.log_level.upper(), logging.WARNING),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, UrlRedactingFilter) for f in handler.filters):
+            handler.addFilter(UrlRedactingFilter(settings))
+
+
 def redact_exception(exc: BaseException, *urls: str | None) -> str:
     """One printable line for an exception from redis-py, SQLAlchemy or a driver, with every
     credential masked (SQLAlchemy's ArgumentError, for one, quotes the whole URL)."""

@@ -42,7 +42,7 @@ def worker(
     grace: Annotated[str, typer.Option(help="On SIGTERM, how long running jobs may take to finish before their leases are given back.")] = "30s",
     idle: Annotated[str, typer.Option(help="A child process with no job for this long exits.")] = "30s",
     worker_id: Annotated[str | None, typer.Option("--id", help="This worker's name (default: <hostname>-<pid>).")] = None,
-    recorder: Annotated[bool, typer.Option("--recorder/--no-recorder", help="Also copy events into SQL from this process.")] = True,
+    recorder: Annotated[bool, typer.Option("--recorder/--no-recorder", help="Also copy events into SQL, from a recorder process this node starts.")] = True,
 ) -> None:
     """Run this node's master until SIGTERM (finish running jobs) or SIGINT (give them back)."""
     if ctx.invoked_subcommand is not None:
