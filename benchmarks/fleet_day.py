@@ -384,6 +384,7 @@ def measure(engine: sa.Engine, big: int, submitted: list[dict[str, Any]]) -> dic
         out["window_tasks_done_s"] = percentiles(
             conn, "SELECT " + ms.format(a="finished_at", b="created_at") + " / 1000 AS v FROM tasks "
             "WHERE id = ANY(:ids)", {"ids": windowed or [-1]})
+        out["reorders"] = reorders(conn)
         out["schedule_occurrences"] = int(conn.execute(sa.text(
             "SELECT count(*) FROM events WHERE kind = 'fire'")).scalar())
         out["failed_jobs"] = int(conn.execute(sa.text(
@@ -392,6 +393,19 @@ def measure(engine: sa.Engine, big: int, submitted: list[dict[str, Any]]) -> dic
             "SELECT worker, count(*) FROM events WHERE kind = 'ack' GROUP BY worker "
             "ORDER BY worker")).all())
     return out
+
+
+def reorders(conn: sa.Connection) -> dict[str, Any]:
+    """Fair share's reorders (``reorder`` events): how many, jobs moved, their durations."""
+    details = []
+    for (data,) in conn.execute(sa.text("SELECT data FROM events WHERE kind = 'reorder'")):
+        data = json.loads(data) if isinstance(data, str) else data
+        detail = data.get("detail", {})
+        details.append(json.loads(detail) if isinstance(detail, str) else detail)
+    durations = [int(d.get("duration_ms", 0)) for d in details]
+    return {"count": len(details), "jobs_moved": sum(int(d.get("jobs", 0)) for d in details),
+            "duration_ms_max": max(durations, default=0),
+            "duration_ms_mean": round(statistics.fmean(durations), 1) if durations else 0}
 
 
 PER_DAY_ASSUMED_JOBS = 150_000
@@ -510,9 +524,13 @@ def table(r: dict[str, Any]) -> str:
         f"claim latency, big change: {p(lat['big'], 'ms')}",
         f"claim latency, small tasks: {p(lat['small'], 'ms')}",
         f"claim latency, in-window tasks (from the window's opening): {p(lat['in_window'], 'ms')}",
-        f"small tasks' completion while the big one runs: {p(r['small_done_s_while_big_runs'], 's')}",
+        f"small tasks' completion, those created before the big one finished: "
+        f"{p(r['small_done_s_while_big_runs'], 's')}",
         f"small tasks' completion, all: {p(r['small_done_s_all'], 's')}",
         f"in-window tasks' completion (created to finished): {p(r['window_tasks_done_s'], 's')}",
+        f"fair share: {r['reorders']['count']} reorders moved {r['reorders']['jobs_moved']:,} "
+        f"jobs, longest {r['reorders']['duration_ms_max']:,} ms, mean "
+        f"{r['reorders']['duration_ms_mean']:,} ms",
         f"schedule occurrences fired: {r['schedule_occurrences']}; jobs not succeeded: "
         f"{r['failed_jobs']}",
         f"Redis: used_memory_peak {r['redis']['used_memory_peak'] / 2**20:,.1f} MiB, at the end "
