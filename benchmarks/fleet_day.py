@@ -96,7 +96,7 @@ SIZES = {
                    schedule_hosts=5, windows=2, window_open_s=15, window_len_s=30,
                    window_tasks=2, window_hosts=10, timeout_s=400),
     "smoke": Sizes(hosts=300, small_tasks=6, spread_s=3, schedules=1, every_s=3,
-                   schedule_hosts=3, windows=1, window_open_s=5, window_len_s=30,
+                   schedule_hosts=3, windows=1, window_open_s=2, window_len_s=30,
                    window_tasks=1, window_hosts=4, timeout_s=120),
 }
 
@@ -315,7 +315,7 @@ def wait_finished(engine: sa.Engine, tasks: list[int], nodes: Nodes, timeout: fl
                 return
         if time.monotonic() > deadline:
             sys.exit(f"error: the day's tasks did not finish in {timeout:.0f} s")
-        time.sleep(1)
+        time.sleep(0.2)
 
 
 # ------------------------------------------------------------------------------ measuring
