@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._common import quick_main  # noqa: E402
-from benchmarks.workers import drain  # noqa: E402
+from benchmarks.workers import drain_library  # noqa: E402
 from scheduler.config import Settings  # noqa: E402
 from tests.servers import free_port  # noqa: E402
 
@@ -86,11 +86,11 @@ def run(quick: bool) -> dict[str, Any]:
         kw = raw.connection_pool.connection_kwargs
         client = redis.Redis(host=kw["host"], port=kw["port"], decode_responses=True)
         for _ in range(runs):
-            plain.append(drain(client, n, 200, 2)["jobs_per_s"])
+            plain.append(drain_library(client, n, 200, 2)["jobs_per_s"])
             scraper = Scraper()
             settings = dataclasses.replace(Settings(), metrics_port=free_port())
             try:
-                metered.append(drain(client, n, 200, 2, settings, scraper.start)["jobs_per_s"])
+                metered.append(drain_library(client, n, 200, 2, settings, scraper.start)["jobs_per_s"])
             finally:
                 scraper.stop.set()
             scrapes.append(scraper.scrapes)

@@ -136,3 +136,16 @@ def announce(logger: str, message: str) -> bool:
 
 __all__ = ["announce", "FORMATS", "JOB_FIELDS", "JsonFormatter", "TextFormatter", "configure",
            "job_context", "resolved"]
+
+
+def configure_logging(settings: Any, worker: str | None = None) -> None:
+    """A fleetsched process's logging (a worker node's master, its recorder process): stderr at
+    the configured level and format (text or JSON lines, the worker id on each), every record
+    of every library (paramiko, SQLAlchemy included) passing through ``UrlRedactingFilter``: the
+    passwords of the Redis and database URLs (and any URL's credentials) are masked before a
+    line is written. Filters go on the handler, not loggers (a logger's filter misses its
+    children's records)."""
+    from scheduler.config import UrlRedactingFilter
+
+    configure(settings.log_level, settings.log_format, [UrlRedactingFilter(settings)],
+              static={"worker": worker} if worker else None)

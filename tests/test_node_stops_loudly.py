@@ -7,9 +7,12 @@ thread; a worker whose Redis user may not run scripts retried its claim forever.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import redis
@@ -87,3 +90,35 @@ def test_the_cli_entry_point_exists() -> None:
     out = subprocess.run([sys.executable, "-P", "-m", "scheduler", "version"], capture_output=True,
                          text=True, check=True)
     assert out.stdout.strip()
+
+
+def _recorder_processes(w: WorkerProcess) -> list[int]:
+    found = []
+    for pid in w.children():
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"workers.recorder_process" in cmdline:
+            found.append(pid)
+    return found
+
+
+def test_a_node_whose_recorder_process_dies_stops_with_one_clear_line(private_redis,
+                                                                       tmp_path) -> None:
+    # Given a node started with its recorder (the default: a process beside the master)
+    args = [a for a in worker_args("node-r", slots=2, processes=1) if a != "--no-recorder"]
+    w = WorkerProcess(private_redis.url, tmp_path, args).start()
+    try:
+        w.wait_registered(redis.Redis.from_url(private_redis.url), timeout=30)
+        [recorder] = _recorder_processes(w)
+        # When that process dies under it
+        os.kill(recorder, signal.SIGKILL)
+        rc = w.wait(30)
+    finally:
+        w.stop()
+    # Then the node does not go on unrecorded: it stops, saying why, in one line
+    log = w.log.read_text()
+    errors = [line for line in log.splitlines() if line.startswith("error:")]
+    assert rc == 1, log
+    assert len(errors) == 1 and "the recorder process" in errors[0], log

@@ -1,4 +1,4 @@
-"""Notifications from a real worker node: its recorder thread writes the notice and its sender
+"""Notifications from a real worker node: its recorder process writes the notice and its sender
 thread delivers it to a real HTTP server, once, while the receiver that was down comes back."""
 
 from __future__ import annotations

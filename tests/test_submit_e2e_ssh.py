@@ -1,5 +1,5 @@
 """Every action through the whole pipeline on real sshd hosts: ``fleetsched submit`` -> a real
-worker node (``python -m scheduler worker``, ssh executor, its own recorder thread) -> SQL. Then the
+worker node (``python -m scheduler worker``, ssh executor, its own recorder process) -> SQL. Then the
 secrets canary: a secret planted with ``@env`` is found nowhere, not in Redis, not in SQL, not
 in the worker's debug log, not in any CLI output.
 
@@ -63,7 +63,7 @@ def pipeline(tmp_path: Path, redis_url: str, ssh_fleet: SshFleet):
 
 
 def recorded(cli: Cli, task: int, n: int) -> bool:
-    """The recorder thread has every job of the task in a final state in SQL."""
+    """The node's recorder has every job of the task in a final state in SQL."""
     rows = sql_rows(cli.database_url, "SELECT state FROM jobs WHERE task_id = :t", t=task)
     return len(rows) == n and all(r.state in ("succeeded", "failed", "lost", "cancelled")
                                   for r in rows)

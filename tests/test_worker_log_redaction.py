@@ -66,7 +66,7 @@ def test_the_master_masks_a_library_record_quoting_the_database_url(tmp_path: Pa
     script = textwrap.dedent("""
         import logging
         from scheduler.config import load_settings
-        from workers.serve import configure_logging
+        from scheduler.logs import configure_logging
 
         settings = load_settings({"redis_url": "redis://:rd-s3cret@127.0.0.1:1/0",
                                   "database_url": "postgresql+psycopg://u:db-s3cret@db/x",

@@ -1,5 +1,5 @@
 """A node runs jobs on real sshd hosts; results land in the events stream and, through the
-node's own recorder thread, in SQL (which then trims the stream: the test reads SQL). Secrets
+node's own recorder process, in SQL (which then trims the stream: the test reads SQL). Secrets
 resolved on the worker never leave it."""
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def test_jobs_run_over_ssh_and_their_output_exit_code_and_duration_reach_events_
 
     try:
         wait_until(ended, 30, "the ssh jobs to end", lambda: w.tail() + dump(redis_client), [w])
-        # Then the audit record (events stream -> the node's recorder thread -> SQL) holds each
+        # Then the audit record (events stream -> the node's recorder process -> SQL) holds each
         # host's output, the exit code and the duration
         by_job = wait_until(lambda: len(recorded()) == 3 and recorded(), 15,
                             "the results in SQL", w.tail, [w])

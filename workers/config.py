@@ -43,7 +43,7 @@ class NodeConfig:
     # At most this many jobs per claim (a claim asks for min(free slots, this)).
     claim_batch: int = 200
     worker_id: str = field(default_factory=default_worker_id)
-    # Run a recorder consumer thread (events -> SQL) inside the master.
+    # Record events into SQL: ``serve`` starts a recorder process (workers/recorder_process.py).
     recorder: bool = True
 
     def __post_init__(self) -> None:

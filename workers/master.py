@@ -12,7 +12,8 @@ Responsibilities, in the order a job meets them:
    share in one message.
 5. Meanwhile the finisher acks and fails finished jobs in batches, the heartbeat renews the
    leases and the node's presence, the watchdog stops jobs past their timeout, and a recorder
-   thread copies events into SQL.
+   given to the constructor copies events into SQL in a thread (``fleetsched worker`` runs its
+   recorder in a process of its own instead: ``workers.recorder_process``).
 6. On :meth:`stop`: stop claiming, let running jobs finish within the grace period, then kill
    the children and give back the leases of the rest (``Queue.release``, no attempt counted;
    a non-idempotent job that was interrupted fails for good instead of running twice).
@@ -112,11 +113,10 @@ class Node:
         it from a thread that outlives the children (``PR_SET_PDEATHSIG``): the main one."""
         self.pool.ensure_warm()
 
-    def use_recorder(self, recorder: Any) -> None:
-        """The recorder to run (before ``run``); the schedule firer shares its engine."""
-        self.recorder = recorder
+    def use_engine(self, engine: Any) -> None:
+        """The SQL engine the schedule firer records occurrences with (before ``run``)."""
         self.firer = Firer(self.config.settings, self.client, self.keys, self.config.worker_id,
-                           getattr(recorder, "engine", None))
+                           engine)
 
     def _presence_extra(self) -> dict[str, Any]:
         return {"processes": len(self.pool.children), "acked": self.stats.acked,

@@ -1,13 +1,14 @@
-"""Running a node as a process: connections, the recorder thread, signals. ``fleetsched worker``.
+"""Running a node as a process: connections, the recorder process, signals. ``fleetsched worker``.
 
 0. Log to stderr through ``UrlRedactingFilter`` (children add their jobs' secrets to theirs),
    as text or JSON lines (``scheduler.logs``); serve the metrics endpoint if ``metrics_port``
    is set (``workers.metrics``).
 1. Connect to Redis (``scheduler.redisdb.connect.connect``: the embedded server by default).
 2. Unless disabled, make sure the SQL schema is current and start a recorder consumer in a
-   thread, so a single node needs no other process; with it, the notification sender
-   (``scheduler.notify.outbox.Sender``) in a thread of its own, and the recorder writes notices
-   (``scheduler.notify.detect.Detector``).
+   process of its own (``workers.recorder_process``: a thread would compete with the claim
+   loop for the master's interpreter), so a single node needs nothing else started; with it,
+   the notification sender (``scheduler.notify.outbox.Sender``) in a thread of the master, and
+   the recorder writes notices (``scheduler.notify.detect.Detector``).
 3. Run the node master in a thread of its own and keep the main thread for signals:
    the first SIGTERM stops claiming and lets running jobs finish within the grace period;
    a second SIGTERM, or SIGINT, gives the running jobs' leases back at once.
@@ -23,9 +24,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from scheduler.config import Settings, UrlRedactingFilter
+from scheduler.config import Settings
 from scheduler.errors import ConfigError, FleetschedError
-from scheduler.logs import configure
+from scheduler.logs import configure_logging
 from scheduler.queue.keys import Keys
 from workers.config import NodeConfig
 from workers.master import Node
@@ -34,19 +35,18 @@ from workers.stats import NodeStats
 log = logging.getLogger(__name__)
 
 
-def build_recorder(config: NodeConfig, client: Any, keys: Keys) -> Any:
-    """A ``Recorder`` consumer named after this worker, writing to the configured database."""
-    from scheduler.notify import Detector, Policy
+def record_engine(settings: Settings) -> Any:
+    """The SQL engine of the record, its schema checked, the notification policy read: what
+    must hold before the node records anything (a bad record or notify target stops the
+    start, loudly)."""
+    from scheduler.notify import Policy
     from scheduler.record.engine import make_engine
     from scheduler.record.migrate import ensure_schema
-    from scheduler.record.recorder import NODE_CONSUMER_PREFIX, Recorder
 
-    settings = config.settings
-    policy = Policy.from_settings(settings)  # a bad notify target stops the start, loudly
+    Policy.from_settings(settings)
     engine = make_engine(settings.effective_database_url)
     ensure_schema(settings, engine)
-    return Recorder(client, engine, keys, consumer_name=NODE_CONSUMER_PREFIX + config.worker_id,
-                    on_batch=Detector(policy))
+    return engine
 
 
 def start_sender(settings: Settings, engine: Any) -> tuple[threading.Thread, threading.Event]:
@@ -58,16 +58,6 @@ def start_sender(settings: Settings, engine: Any) -> tuple[threading.Thread, thr
     thread = threading.Thread(target=sender.run, args=(stop,), name="notify", daemon=True)
     thread.start()
     return thread, stop
-
-
-def configure_logging(settings: Settings, worker: str | None = None) -> None:
-    """Log to stderr at the configured level and format (``scheduler.logs``: text or JSON
-    lines, the worker id on each), every record of every library (paramiko, SQLAlchemy
-    included) passing through ``UrlRedactingFilter``: the passwords of the Redis and database
-    URLs (and any URL's credentials) are masked before a line is written. Filters go on the
-    handler, not loggers (a logger's filter misses its children's records)."""
-    configure(settings.log_level, settings.log_format, [UrlRedactingFilter(settings)],
-              static={"worker": worker} if worker else None)
 
 
 def start_metrics(node: Node, settings: Settings) -> Any:
@@ -94,14 +84,18 @@ def serve(config: NodeConfig, on_started: Callable[[Node], None] | None = None) 
     node = Node(config, client, keys)
     metrics = start_metrics(node, settings)
     node.boot_children()  # they load while the record is checked: the first claim comes sooner
+    recorder = sender = None
     try:
-        recorder = build_recorder(config, client, keys) if config.recorder else None
+        if config.recorder:
+            from workers.recorder_process import RecorderProcess
+
+            engine = record_engine(settings)
+            node.use_engine(engine)
+            recorder = RecorderProcess(settings, config.worker_id, on_death=node.fail)
+            sender = start_sender(settings, engine)
     except BaseException:
         node.pool.kill_all("the node did not start")
         raise
-    if recorder is not None:
-        node.use_recorder(recorder)
-    sender = start_sender(settings, recorder.engine) if recorder is not None else None
 
     received: list[int] = []
 
@@ -135,6 +129,8 @@ def serve(config: NodeConfig, on_started: Callable[[Node], None] | None = None) 
         if sender is not None:
             sender[1].set()
             sender[0].join(10)
+        if recorder is not None:  # after the node: the last acks get recorded
+            recorder.stop()
         if metrics is not None:
             metrics.shutdown()
         client.close()

@@ -43,7 +43,7 @@ def worker(
     grace: Annotated[str, typer.Option(help="On SIGTERM, how long running jobs may take to finish before their leases are given back.")] = "30s",
     idle: Annotated[str, typer.Option(help="A child process with no job for this long exits.")] = "30s",
     worker_id: Annotated[str | None, typer.Option("--id", help="This worker's name (default: <hostname>-<pid>).")] = None,
-    recorder: Annotated[bool, typer.Option("--recorder/--no-recorder", help="Also copy events into SQL from this process.")] = True,
+    recorder: Annotated[bool, typer.Option("--recorder/--no-recorder", help="Also copy events into SQL, from a recorder process this node starts.")] = True,
     metrics_port: Annotated[int | None, typer.Option(help="Serve Prometheus metrics on this port at /metrics; 0 = off (default: the metrics_port setting).")] = None,
     metrics_address: Annotated[str | None, typer.Option(help="Address the metrics endpoint listens on (default: the metrics_address setting, 127.0.0.1).")] = None,
     log_format: Annotated[str | None, typer.Option(help="Log lines as json, text, or auto: JSON when stderr is not a terminal (default: the log_format setting).")] = None,

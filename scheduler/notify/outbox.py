@@ -1,7 +1,7 @@
 """The outbox's sender: delivers pending notices, retries them with backoff, records each try.
 
 A :class:`Sender` runs in a thread of its own next to every recorder (``fleetsched recorder``,
-and a worker node's recorder thread), never inside the recorder's fold or the queue's scripts:
+and every worker node, beside its recorder process), never inside the recorder's fold or the queue's scripts:
 a receiver that is down slows nothing but this loop. Each :meth:`Sender.run_once`:
 
 1. now and then, writes notices for windows awaiting approval (``detect.scan_windows``);
