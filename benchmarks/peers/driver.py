@@ -1,7 +1,7 @@
 """Runs one workload once for one system and prints its measures as one JSON line.
 
     <system's python> driver.py SYSTEM WORKLOAD --n N [--variant V] [--sample K]
-    <system's python> driver.py SYSTEM fanout --fleet FLEET.json [--variant first|second]
+    <system's python> driver.py SYSTEM fanout --n N --fleet FLEET.json
 
 Runs inside the system's own interpreter (a peer's virtual environment, or fleetsched's), with
 ``benchmarks/peers/systems`` on ``sys.path`` and ``BENCH_REDIS_URL`` set to a fresh database.
@@ -182,10 +182,10 @@ def fairness(system, r, n: int, log: Path) -> dict:
             "a_jobs_per_s": (n - 1) / (max(a_times) - min(a_times))}
 
 
-def fanout(system, fleet_path: Path, variant: str, log: Path) -> dict:
+def fanout(system, fleet_path: Path, log: Path) -> dict:
     fleet = json.loads(fleet_path.read_text())
-    if system.__name__ == "fleetsched_peer":
-        return system.fan_out(fleet, FANOUT_COMMAND, FANOUT_CONCURRENCY, variant, log)
+    if system.__name__ == "fleetsched_peer":  # {"first": ..., "second": ...}: two rows
+        return system.fan_out(fleet, FANOUT_COMMAND, FANOUT_CONCURRENCY, log)
     return system.fan_out(fleet, FANOUT_COMMAND, FANOUT_CONCURRENCY)
 
 
@@ -195,8 +195,7 @@ def main() -> None:
     parser.add_argument("workload", choices=["describe", "accept", "drain", "lateness",
                                              "fairness", "fanout"])
     parser.add_argument("--n", type=int, default=0)
-    parser.add_argument("--variant", default="each",
-                        choices=["each", "bulk", "cli", "first", "second"])
+    parser.add_argument("--variant", default="each", choices=["each", "bulk", "cli"])
     parser.add_argument("--fleet", type=Path, help="fanout: the fleet's JSON")
     parser.add_argument("--sample", type=int)
     parser.add_argument("--log", type=Path, default=Path(os.devnull))
@@ -209,7 +208,7 @@ def main() -> None:
         print(json.dumps(out))
         return
     if args.workload == "fanout":
-        print(json.dumps(fanout(system, args.fleet, args.variant, args.log)))
+        print(json.dumps(fanout(system, args.fleet, args.log)))
         return
     import redis  # W1-W4 only: Ansible's and parallel-ssh's environments have no redis-py
 

@@ -6,8 +6,8 @@ hosts through the library, the same through the ``fleetsched submit`` command, a
 tasks (the peers' one call per job) timed over the first ``sample`` jobs of an N-host
 inventory (each one-host submit reads the inventory, so 10,000 of them would take minutes).
 W5 (SSH fan-out) has peers of its own: Ansible, parallel-ssh and the OpenSSH client on real
-sshd hosts (tests/fleet.py); fleetsched is measured twice, a first task on an idle node and a
-second task right after one (its pooled connections).
+sshd hosts (tests/fleet.py); one fleetsched measurement gives two rows: a first task on an
+idle node, then a second task on the same hosts right after it (its pooled connections).
 """
 
 from __future__ import annotations
@@ -96,6 +96,7 @@ class Plan:
     system: str
     row: str  # what the table calls it
     args: tuple[str, ...]
+    part: str | None = None  # this row is this part of the driver's JSON (one call, many rows)
 
 
 def plans(codes: list[str], systems: list[str], sizes: Sizes) -> list[Plan]:
@@ -109,9 +110,9 @@ def plans(codes: list[str], systems: list[str], sizes: Sizes) -> list[Plan]:
                 n = str(sizes.fanout)
                 if system == FLEETSCHED:
                     out += [Plan(code, system, f"{system} (first task, idle node)",
-                                 ("fanout", "--n", n, "--variant", "first")),
+                                 ("fanout", "--n", n), "first"),
                             Plan(code, system, f"{system} (second task right after, pooled)",
-                                 ("fanout", "--n", n, "--variant", "second"))]
+                                 ("fanout", "--n", n), "second")]
                 else:
                     out.append(Plan(code, system, system, ("fanout", "--n", n)))
                 continue

@@ -207,18 +207,17 @@ def _one_task(engine: sa.Engine, command: str, concurrency: int, n: int) -> dict
             "errors": sorted({r.error for r in rows if r.error})[:3]}
 
 
-def fan_out(fleet: dict[str, Any], command: str, concurrency: int, variant: str,
-            log: Path) -> dict[str, Any]:
-    """W5: ``first``: one task on an idle node; ``second``: the same task again right after a
-    first one on the same node (its connection pool holds the first task's connections)."""
+def fan_out(fleet: dict[str, Any], command: str, concurrency: int, log: Path
+            ) -> dict[str, Any]:
+    """W5: a first task on an idle node, then the same task again right after it on the same
+    node (its connection pool holds the first task's connections)."""
     _import_fleet(fleet)
     engine = make_engine(ENV["FLEETSCHED_DATABASE_URL"])
     worker = _start_worker(log)
     try:
         first = _one_task(engine, command, concurrency, len(fleet["hosts"]))
-        if variant == "first":
-            return first
-        return {**_one_task(engine, command, concurrency, len(fleet["hosts"])), "first": first}
+        return {"first": first,
+                "second": _one_task(engine, command, concurrency, len(fleet["hosts"]))}
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         try:
