@@ -114,9 +114,14 @@ def describe(systems: list[str], url: str) -> dict:
 
 
 @contextlib.contextmanager
-def ssh_fleet(count: int) -> Iterator[Path]:
-    """W5's ``count`` sshd hosts, started once (tests/fleet.py), described in a JSON file."""
-    from tests.fleet import current_user, sshd_binary, start_fleet
+def ssh_fleet(count: int, user: str | None) -> Iterator[Path]:
+    """W5's ``count`` sshd hosts, started once (tests/fleet.py), described in a JSON file; every
+    system logs in as ``user`` (default: the current user)."""
+    from tests.fleet import UNPRIVILEGED_LOGIN, current_user, sshd_binary, start_fleet
+
+    if user not in (None, current_user(), UNPRIVILEGED_LOGIN):
+        sys.exit(f"error: --fleet-user must be {current_user()} or {UNPRIVILEGED_LOGIN} (the "
+                 "logins the fleet's sshd accepts the key for)")
 
     if sshd_binary() is None:
         sys.exit("error: W5 needs OpenSSH's sshd (apt-get install openssh-server, or set "
@@ -126,11 +131,11 @@ def ssh_fleet(count: int) -> Iterator[Path]:
     fleet = start_fleet(base, count=count, prefix="h", net=FLEET_NET)
     try:
         print(f"W5 fleet: {count} sshd hosts on {FLEET_NET}.1-{count} started in "
-              f"{time.time() - t0:.1f} s", file=sys.stderr, flush=True)
+              f"{time.time() - t0:.1f} s; login {user or current_user()}", flush=True)
         path = base / "fleet.json"
         path.write_text(json.dumps({
             "identity": str(fleet.identity), "known_hosts": str(fleet.known_hosts),
-            "ssh_config": str(fleet.ssh_config), "user": current_user(),
+            "ssh_config": str(fleet.ssh_config), "user": user or current_user(),
             "hosts": [[h.name, h.address, h.port] for h in fleet]}))
         yield path
     finally:
@@ -164,6 +169,9 @@ def main() -> None:
     parser.add_argument("--systems", default=",".join(SYSTEMS),
                         help=f"comma-separated, from {', '.join(SYSTEMS)}")
     parser.add_argument("--runs", type=int, help="repetitions (default: 3 full, 1 quick)")
+    parser.add_argument("--fleet-user", help="W5: log in to the sshd hosts as this user "
+                        "(default: the current user; fleetsched-nopw, the test suite's login "
+                        "with /bin/sh, keeps a heavy ~/.bashrc out of every host's time)")
     args = parser.parse_args()
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     sizes = SIZES[mode]
@@ -179,7 +187,8 @@ def main() -> None:
         interpreter(system)  # install first: a peer that cannot be installed stops the run here
     samples: dict[Plan, list[dict]] = {p: [] for p in todo}
     errors: dict[Plan, str] = {}
-    fleet = ssh_fleet(sizes.fanout) if "W5" in codes else contextlib.nullcontext(None)
+    fleet = (ssh_fleet(sizes.fanout, args.fleet_user) if "W5" in codes
+             else contextlib.nullcontext(None))
     with private_redis() as client, fleet as fleet_json:
         kw = client.connection_pool.connection_kwargs
         url = f"redis://{kw['host']}:{kw['port']}/0"
