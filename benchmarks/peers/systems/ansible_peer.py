@@ -2,7 +2,9 @@
 with ansible-core's defaults (ssh connection plugin, its ControlMaster/ControlPersist
 arguments, host_key_checking on) plus strict checking against the fleet's known_hosts. The
 inventory gives each host its address and port; user, key and ssh arguments are group vars.
-Runs inside Ansible's own virtual environment (``ansible`` is on PATH there).
+Runs inside Ansible's own virtual environment (``ansible`` is on PATH there). Its ControlPersist
+masters live in this run's own control path directory and are told to exit after the command
+(``ssh -O exit``), so no run reuses another's connections (nor holds them open afterwards).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ SETTINGS = ("`ansible all -m raw -a CMD -f N`, ansible-core defaults (ssh plugin
 
 def fan_out(fleet: dict[str, Any], command: str, concurrency: int) -> dict[str, Any]:
     home = Path(tempfile.mkdtemp(prefix="fs-peers-ansible-"))
+    control = home / "cp"
     try:
         inv = home / "hosts.ini"
         ssh_args = (f"-F {fleet['ssh_config']} -o StrictHostKeyChecking=yes "
@@ -36,13 +39,16 @@ def fan_out(fleet: dict[str, Any], command: str, concurrency: int) -> dict[str, 
         (home / "ansible.cfg").write_text("")
         env = {**os.environ, "ANSIBLE_CONFIG": str(home / "ansible.cfg"),
                "ANSIBLE_HOME": str(home), "ANSIBLE_HOST_KEY_CHECKING": "True",
-               "ANSIBLE_NOCOLOR": "1"}
+               "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control), "ANSIBLE_NOCOLOR": "1"}
         start = time.time()
         done = subprocess.run(["ansible", "all", "-i", str(inv), "-m", "raw", "-a", command,
                                "-f", str(concurrency)], env=env, capture_output=True, text=True,
                               check=False)
         end = time.time()
     finally:
+        for socket in control.glob("*"):
+            subprocess.run(["ssh", "-S", str(socket), "-O", "exit", "fleet-host"],
+                           capture_output=True, check=False)
         shutil.rmtree(home, ignore_errors=True)
     ok = sum(1 for line in done.stdout.splitlines() if " | CHANGED | rc=0" in line)
     return {"hosts": len(fleet["hosts"]), "ok": ok, "seconds": end - start,

@@ -8,6 +8,12 @@ fan-out to Redis, what ``fleetsched submit`` calls) with one engine and one Redi
 program using fleetsched would; ``submit_cli`` runs ``fleetsched submit`` itself. The hosts come
 from a generated Ansible INI inventory imported first (group ``fleet``, or the key's prefix: the
 key ``a:h000001`` is host ``h000001`` of group ``a``). Runs in the project's own interpreter.
+
+W5 (``fan_out``) is the product as an operator types it: ``fleetsched hosts import`` of the
+sshd fleet, the ssh executor pointed at the fleet's known_hosts, ssh config and key through
+``FLEETSCHED_*`` settings (strict host-key checking, as always), one ``fleetsched worker`` with
+its defaults (50 slots already), and ``fleetsched submit command -t all -p cmd=true
+--max-concurrency 50 --wait`` twice on the same node.
 """
 
 from __future__ import annotations
