@@ -44,7 +44,8 @@ def _settings() -> str:
     return (f"`fleetsched worker` defaults: worker_slots {d.worker_slots}, 2 child processes, "
             f"recorder on, fair_share_by {d.fair_share_by}, overload_threshold "
             f"{d.overload_threshold_ms} ms; SQLite; action bench-record (plugin) on the "
-            "simulate executor; --slots N for N slots")
+            "simulate executor; --slots N for N slots; W5: `fleetsched submit command` on the "
+            "ssh executor, the worker at its defaults")
 
 
 SETTINGS = _settings()
