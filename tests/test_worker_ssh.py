@@ -87,3 +87,42 @@ def test_jobs_run_over_ssh_and_their_output_exit_code_and_duration_reach_events_
     finally:
         w.stop()
         engine.dispose()
+
+
+def logins(host) -> int:
+    """Logins this host's sshd accepted so far (its log is the fleet's, shared by tests)."""
+    return host.log_path.read_text().count("Accepted publickey")
+
+
+def test_a_hosts_next_job_goes_to_the_child_holding_its_connection_so_no_new_login(
+        redis_client, redis_url: str, ssh_fleet: SshFleet, tmp_path: Path) -> None:
+    # Given a node of two children with two slots each, and three hosts known to Redis
+    hosts = ssh_fleet.hosts[:3]
+    for h in hosts:
+        redis_client.hset(f"{{fs}}:host:{h.name}", mapping={
+            "address": h.address, "port": h.port, "user": current_user(), "vars": "{}"})
+    env = {"FLEETSCHED_KNOWN_HOSTS": str(ssh_fleet.known_hosts),
+           "FLEETSCHED_SSH_CONFIG": str(ssh_fleet.ssh_config)}
+    w = WorkerProcess(redis_url, tmp_path, worker_args("node-affinity", slots=4, processes=2),
+                      env=env)
+    q = Queue(redis_client, KEYS)
+    options = ssh_fleet.ssh_options()
+    before = [logins(h) for h in hosts]
+    # When a first task on the three hosts fills the first child (two jobs) and puts the third
+    # host's job on the second child
+    first = submit(redis_client, "41", [h.name for h in hosts], executor="ssh", options=options,
+                   write_hosts=False)
+    w.start()
+    try:
+        wait_until(lambda: all(not q.job_state(j) for j in first), 30, "the first task",
+                   lambda: w.tail() + dump(redis_client), [w])
+        assert [logins(h) - b for h, b in zip(hosts, before)] == [1, 1, 1]
+        # And a second task runs on the third host alone, while the first child is free
+        second = submit(redis_client, "42", [hosts[2].name], executor="ssh", options=options,
+                        write_hosts=False)
+        wait_until(lambda: all(not q.job_state(j) for j in second), 30, "the second task",
+                   lambda: w.tail() + dump(redis_client), [w])
+        # Then it ran on the second child, over the connection the first task left idle there
+        assert logins(hosts[2]) - before[2] == 1, w.tail()
+    finally:
+        w.stop()

@@ -263,7 +263,7 @@ class Node:
                                 deadline=now + timeout_s + self.config.kill_margin_s))
         if not orders:
             return
-        targets = self.pool.place(len(orders))
+        targets = self.pool.place([o.host for o in orders])
         if len(targets) < len(orders):
             # No child could take these (one failed to start): never run, so give them back.
             left = [(o.job_id, o.token) for o in orders[len(targets):]]

@@ -5,8 +5,10 @@ Responsibilities:
 1. Start a child (``python -m workers.child``) when the placed jobs need more room than the
    running children have, up to ``NodeConfig.processes``; each child runs up to
    ``threads_per_process`` jobs.
-2. Place jobs by packing: fill the oldest child first, so extra children fall idle and exit
-   after ``idle_s`` (the first ``min_processes`` stay warm for the next due job).
+2. Place jobs: a host's job goes to the child that last ran one on that host while that child
+   has room (its SSH connection pool may hold the host's idle connection: no new handshake);
+   any other job is packed onto the oldest child with room, so extra children fall idle and
+   exit after ``idle_s`` (the first ``min_processes`` stay warm for the next due job).
 3. One reader thread per child turns its messages into calls of ``on_done(child, outcomes)``
    and, at end-of-file, ``on_exit(child)`` (whatever the cause: stop, kill, crash).
 4. Retire a child (no new jobs) whose job passed its timeout, and kill it once its other jobs
@@ -23,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -32,6 +35,9 @@ from workers.config import NodeConfig
 from workers.protocol import DONE, INIT, READY, RUN, STOP, Order, Outcome
 
 log = logging.getLogger(__name__)
+
+# Hosts whose last child the master remembers (step 2); the oldest is forgotten first.
+HOST_MEMORY = 10_000
 
 
 @dataclass(eq=False)
@@ -109,6 +115,7 @@ class Pool:
         self.children: list[ChildHandle] = []
         self._seq = 0
         self.started = 0
+        self._last_child: OrderedDict[str, int] = OrderedDict()  # host -> child seq
 
     # ---------------------------------------------------------------------------- starting
 
@@ -153,26 +160,33 @@ class Pool:
 
     # ---------------------------------------------------------------------------- placing
 
-    def place(self, count: int) -> list[ChildHandle]:
-        """A child for each of ``count`` jobs (the caller checked the node has free slots)."""
+    def place(self, hosts: list[str]) -> list[ChildHandle]:
+        """A child for each job, given each job's host, in order (see step 2); fewer when the
+        children are full and no more may start (the caller checked the node's slots)."""
         out: list[ChildHandle] = []
         with self.lock:
             pending: dict[int, int] = {}
-            while len(out) < count:
-                target = None
-                for c in self.active():
-                    if c.free - pending.get(c.seq, 0) > 0:
-                        target = c
-                        break
+            active = self.active()
+
+            def has_room(c: ChildHandle) -> bool:
+                return c.free - pending.get(c.seq, 0) > 0
+
+            for host in hosts:
+                last = self._last_child.get(host)
+                target = next((c for c in active if c.seq == last and has_room(c)), None) \
+                    or next((c for c in active if has_room(c)), None)
                 if target is None:
-                    if len(self.active()) >= self.config.processes:
+                    if len(active) >= self.config.processes:
                         break
                     target = self.start_child()
+                    active.append(target)
                 target.idle_since = time.monotonic()  # chosen: not idle, whatever tend() sees
-                room = target.free - pending.get(target.seq, 0)
-                take = min(room, count - len(out))
-                pending[target.seq] = pending.get(target.seq, 0) + take
-                out.extend([target] * take)
+                pending[target.seq] = pending.get(target.seq, 0) + 1
+                out.append(target)
+                self._last_child[host] = target.seq
+                self._last_child.move_to_end(host)
+                if len(self._last_child) > HOST_MEMORY:
+                    self._last_child.popitem(last=False)
         return out
 
     def dispatch(self, child: ChildHandle, orders: list[Order]) -> bool:

@@ -1,6 +1,7 @@
 """Runs one workload once for one system and prints its measures as one JSON line.
 
     <system's python> driver.py SYSTEM WORKLOAD --n N [--variant V] [--sample K]
+    <system's python> driver.py SYSTEM fanout --n N --fleet FLEET.json
 
 Runs inside the system's own interpreter (a peer's virtual environment, or fleetsched's), with
 ``benchmarks/peers/systems`` on ``sys.path`` and ``BENCH_REDIS_URL`` set to a fresh database.
@@ -18,6 +19,9 @@ Workloads (see workloads.py for the sizes):
   submission starts: start minus due time per job;
 - ``fairness``: idle worker with 4 slots, N jobs of task A (5 ms each) then 4 of task B: each
   task's time from its submission to its last job done, B/A, A's rate.
+- ``fanout`` (W5): ``true`` on every sshd host of ``FLEET.json`` (written by run.py: hosts,
+  key, known_hosts) at concurrency ``FANOUT_CONCURRENCY``, through the system module's
+  ``fan_out``; no Redis list here (each system says when its last host is done, see its module).
 """
 
 from __future__ import annotations
@@ -31,11 +35,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import redis
 
 SYSTEMS = Path(__file__).resolve().parent / "systems"
 sys.path.insert(0, str(SYSTEMS))
-
-import redis
 
 DONE = "bench:done"
 LATE_START_S = 2.0
@@ -44,6 +50,8 @@ FAIR_JOB_MS = 5
 FAIR_SLOTS = 4
 FAIR_B = 4
 WARM = "warm:w0"
+FANOUT_COMMAND = "true"
+FANOUT_CONCURRENCY = 50
 
 
 class Workers:
@@ -174,21 +182,38 @@ def fairness(system, r, n: int, log: Path) -> dict:
             "a_jobs_per_s": (n - 1) / (max(a_times) - min(a_times))}
 
 
+def fanout(system, fleet_path: Path, log: Path) -> dict:
+    fleet = json.loads(fleet_path.read_text())
+    if system.__name__ == "fleetsched_peer":  # {"first": ..., "second": ...}: two rows
+        return system.fan_out(fleet, FANOUT_COMMAND, FANOUT_CONCURRENCY, log)
+    return system.fan_out(fleet, FANOUT_COMMAND, FANOUT_CONCURRENCY)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("system")
     parser.add_argument("workload", choices=["describe", "accept", "drain", "lateness",
-                                             "fairness"])
+                                             "fairness", "fanout"])
     parser.add_argument("--n", type=int, default=0)
     parser.add_argument("--variant", default="each", choices=["each", "bulk", "cli"])
+    parser.add_argument("--fleet", type=Path, help="fanout: the fleet's JSON")
     parser.add_argument("--sample", type=int)
     parser.add_argument("--log", type=Path, default=Path(os.devnull))
     args = parser.parse_args()
-    system = importlib.import_module(f"{args.system}_peer")
-    r = redis.Redis.from_url(os.environ["BENCH_REDIS_URL"])
+    system = importlib.import_module(f"{args.system.replace('-', '_')}_peer")
     if args.workload == "describe":
         out = {"settings": system.SETTINGS, "python": sys.version.split()[0]}
-    elif args.workload == "accept":
+        if hasattr(system, "version"):
+            out["version"] = system.version()
+        print(json.dumps(out))
+        return
+    if args.workload == "fanout":
+        print(json.dumps(fanout(system, args.fleet, args.log)))
+        return
+    import redis  # W1-W4 only: Ansible's and parallel-ssh's environments have no redis-py
+
+    r = redis.Redis.from_url(os.environ["BENCH_REDIS_URL"])
+    if args.workload == "accept":
         out = accept(system, r, args.n, args.variant, args.sample, args.log)
     else:
         out = globals()[args.workload](system, r, args.n, args.log)

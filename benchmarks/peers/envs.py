@@ -22,6 +22,9 @@ REQUIREMENTS: dict[str, list[str]] = {
     "arq": ["arq"],
     "dramatiq": ["dramatiq[redis]"],
     "huey": ["huey", "redis"],
+    # W5 (SSH fan-out): the ad-hoc command of Ansible, and parallel-ssh's libssh2 client.
+    "ansible": ["ansible-core"],
+    "parallel-ssh": ["parallel-ssh"],
 }
 PEERS = tuple(REQUIREMENTS)
 

@@ -5,6 +5,9 @@ W1 is measured for every peer one call per job, and for fleetsched three ways: o
 hosts through the library, the same through the ``fleetsched submit`` command, and one-host
 tasks (the peers' one call per job) timed over the first ``sample`` jobs of an N-host
 inventory (each one-host submit reads the inventory, so 10,000 of them would take minutes).
+W5 (SSH fan-out) has peers of its own: Ansible, parallel-ssh and the OpenSSH client on real
+sshd hosts (tests/fleet.py); one fleetsched measurement gives two rows: a first task on an
+idle node, then a second task on the same hosts right after it (its pooled connections).
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 FLEETSCHED = "fleetsched"
+QUEUE_PEERS = ("rq", "celery", "arq", "dramatiq", "huey")  # W1-W4
+SSH_PEERS = ("ansible", "parallel-ssh", "openssh")  # W5
 
 
 @dataclass(frozen=True)
@@ -21,15 +26,17 @@ class Sizes:
     drain: int
     lateness: int
     fairness: int
+    fanout: int  # sshd hosts in W5
     runs: int
 
 
 SIZES = {
     "full": Sizes(accept=10_000, accept_sample=500, drain=10_000, lateness=200, fairness=2_000,
-                  runs=3),
+                  fanout=100, runs=3),
     "quick": Sizes(accept=10_000, accept_sample=100, drain=2_000, lateness=100, fairness=300,
+                   fanout=20, runs=1),
+    "smoke": Sizes(accept=50, accept_sample=5, drain=50, lateness=5, fairness=20, fanout=4,
                    runs=1),
-    "smoke": Sizes(accept=50, accept_sample=5, drain=50, lateness=5, fairness=20, runs=1),
 }
 
 
@@ -39,7 +46,7 @@ class Measure:
     label: str
     higher_is_better: bool
     fmt: str = "{:,.0f}"
-    ratio: bool = True  # show fleetsched's figure as a ratio to the best peer's
+    ratio: bool = True  # show fleetsched's figure as a ratio to the best peer's (or ratio_to)
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,8 @@ class Workload:
     name: str  # the driver's workload
     title: str
     measures: tuple[Measure, ...]
+    peers: tuple[str, ...] = QUEUE_PEERS
+    ratio_to: tuple[str, ...] = ()  # fleetsched's ratios to these rows instead of the best peer
 
 
 WORKLOADS = {
@@ -70,6 +79,12 @@ WORKLOADS = {
         Measure("a_jobs_per_s", "A jobs/s", True),
         Measure("a_s", "A s", False, "{:,.2f}"),
         Measure("b_s", "B s", False, "{:,.2f}"))),
+    "W5": Workload("W5", "fanout", "SSH fan-out: `true` on N sshd hosts, 50 at once", (
+        Measure("seconds", "start to last host done s", False, "{:,.2f}"),
+        Measure("ack_s", "to last ack in Redis s", False, "{:,.2f}", ratio=False),
+        Measure("cli_s", "to submit's exit s", False, "{:,.2f}", ratio=False),
+        Measure("ok", "hosts ok", True, ratio=False)),
+        peers=SSH_PEERS, ratio_to=("openssh", "ansible")),
 }
 
 
@@ -81,6 +96,7 @@ class Plan:
     system: str
     row: str  # what the table calls it
     args: tuple[str, ...]
+    part: str | None = None  # this row is this part of the driver's JSON (one call, many rows)
 
 
 def plans(codes: list[str], systems: list[str], sizes: Sizes) -> list[Plan]:
@@ -88,6 +104,18 @@ def plans(codes: list[str], systems: list[str], sizes: Sizes) -> list[Plan]:
     for code in codes:
         w = WORKLOADS[code]
         for system in systems:
+            if system != FLEETSCHED and system not in w.peers:
+                continue
+            if code == "W5":
+                n = str(sizes.fanout)
+                if system == FLEETSCHED:
+                    out += [Plan(code, system, f"{system} (first task, idle node)",
+                                 ("fanout", "--n", n), "first"),
+                            Plan(code, system, f"{system} (second task right after, pooled)",
+                                 ("fanout", "--n", n), "second")]
+                else:
+                    out.append(Plan(code, system, system, ("fanout", "--n", n)))
+                continue
             if code == "W1":
                 if system == FLEETSCHED:
                     n, hosts = str(sizes.accept), f"{sizes.accept:,}"
