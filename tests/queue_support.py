@@ -34,8 +34,8 @@ def events(client: redis.Redis, kind: str | None = None) -> list[dict[str, str]]
 
 
 def snapshot(client: redis.Redis) -> dict:
-    """Every hash, sorted set and list in Redis with its content (not the event stream), to
-    show that a refused call changed nothing."""
+    """Every hash, sorted set, list, set and string in Redis with its content (not the event
+    stream), to show that a refused call changed nothing; on a single Redis or a cluster."""
     out = {}
     for key in client.scan_iter():
         kind = client.type(key)
@@ -45,6 +45,10 @@ def snapshot(client: redis.Redis) -> dict:
             out[key] = client.zrange(key, 0, -1, withscores=True)
         elif kind == "list":
             out[key] = client.lrange(key, 0, -1)
+        elif kind == "set":
+            out[key] = sorted(client.smembers(key))
+        elif kind == "string":
+            out[key] = client.get(key)
     return out
 
 

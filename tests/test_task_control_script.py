@@ -11,7 +11,7 @@ from scheduler.errors import Code, QueueError, UnknownTaskError
 from scheduler.queue.client import JobResult, Queue
 from scheduler.queue.scripts import script_source
 from scheduler.submission.control import requeue_failed
-from tests.queue_support import KEYS, events, make_task
+from tests.queue_support import KEYS, events, make_task, snapshot
 
 
 def fail_for_good(q: Queue, n: int) -> list[str]:
@@ -19,11 +19,6 @@ def fail_for_good(q: Queue, n: int) -> list[str]:
     for job in claim.jobs:
         q.fail("w", job.job_id, job.token, JobResult(1), error="boom", retryable=False)
     return [j.job_id for j in claim.jobs]
-
-
-def snapshot(client: redis.Redis) -> dict:
-    raw = redis.Redis(connection_pool=client.connection_pool)
-    return {k: raw.dump(k) for k in sorted(client.scan_iter("*"))}
 
 
 def test_failed_jobs_are_pending_again_now_with_a_new_attempt_budget_and_the_same_token(

@@ -390,8 +390,15 @@ def follow(ctx: typer.Context, ids: list[str], *, interval_s: float, timeout_s: 
             except TimeoutError as exc:
                 raise FleetschedError(str(exc), hint="wait again, or see fleetsched top") from None
             break
-        for f in feed.poll() if feed and not live else ():  # failures of the recorded tasks
-            console.print(failure_line(f))
+        if feed is not None:
+            # The failures come from SQL: once the queue says the tasks ended, give the
+            # recorders time to bring the last ones in (a node records from a process of its
+            # own, a moment behind), then list what the live view had not shown yet.
+            if live and not _recorded(engine, tasks, RECORD_WAIT_S):
+                output.info("warning: the SQL record is behind (is a recorder running?): "
+                            "failures may be missing below")
+            for f in feed.poll():
+                console.print(failure_line(f))
     finally:
         client.close()
         if engine is not None:
