@@ -37,7 +37,7 @@ def job_states(url: str, task: int) -> list[str]:
                                             t=str(task)))
 
 
-@pytest.mark.parametrize("scenario", ["stop", "stop+redis-lost", "abort"])
+@pytest.mark.parametrize("scenario", ["stop+redis-lost", "abort"])
 def test_a_node_killed_mid_wave_stops_or_aborts_the_rollout_and_nothing_runs_twice(
         tmp_path: Path, redis_url: str, redis_client: redis.Redis, start_worker,
         scenario: str) -> None:
@@ -46,9 +46,9 @@ def test_a_node_killed_mid_wave_stops_or_aborts_the_rollout_and_nothing_runs_twi
     env = {"FLEETSCHED_DATABASE_URL": cli.database_url}
     q = Queue(redis_client, KEYS)
     in_flight = 4 if scenario == "abort" else 1
-    # Given a rollout of non-idempotent 1.5 s jobs in two waves of 4, `in_flight` at a time
+    # Given a rollout of non-idempotent 0.8 s jobs in two waves of 4, `in_flight` at a time
     task = cli.submit("command", "-t", "group:web", "-p", "cmd=true", "--executor", "simulate",
-                      "--executor-option", "duration_ms=1500", "--not-idempotent",
+                      "--executor-option", "duration_ms=800", "--not-idempotent",
                       "--waves", "4,100%", "--max-failures", "25%", "--retries", "0",
                       "--max-concurrency", str(in_flight))
     a = start_worker("node-a", slots=4, processes=1, lease="1s", env=env)
@@ -74,7 +74,7 @@ def test_a_node_killed_mid_wave_stops_or_aborts_the_rollout_and_nothing_runs_twi
     # Then the loss failed its job for good and stopped the rollout: the task is paused
     assert (t["state"], t["wave"], t["wave_state"], t["failed"]) == ("paused", "1", "stopped", "1")
     drain(redis_client, cli.database_url)
-    if scenario == "stop+redis-lost":
+    if scenario == "stop+redis-lost":  # (the stop alone is this scenario's first half)
         # When Redis loses everything and the operator reconciles while node-b runs
         redis_client.flushall()
         code, _, err = cli("reconcile")
