@@ -42,39 +42,52 @@ def fleetsched(env: dict[str, str], *args: str, stdin: str | None = None) -> str
     return done.stdout
 
 
-class Nodes:
-    """``fleetsched worker`` processes, each in its own session, stopped by their group."""
+class ProcessGroup:
+    """Worker processes, each in its own session (a stop reaches its children), logging to one
+    file; ``stop`` sends SIGTERM to each group, then SIGKILL after ``stop_timeout_s``. The peer
+    benchmark's driver (run by each peer's interpreter: this module needs only the standard
+    library) starts its systems' workers with it too."""
 
-    def __init__(self, env: dict[str, str], argvs: list[list[str]], log: Path) -> None:
+    stop_timeout_s = 30.0
+
+    def __init__(self, argvs: list[list[str]], log: Path, env: dict[str, str] | None = None,
+                 cwd: Path | None = None) -> None:
         self.log = log.open("ab")
-        self.procs = [subprocess.Popen([FLEETSCHED, "worker", *argv], env=env, stdout=self.log,
-                                       stderr=self.log, stdin=subprocess.DEVNULL,
-                                       start_new_session=True) for argv in argvs]
+        self.procs = [subprocess.Popen(argv, env=env, cwd=cwd, stdout=self.log, stderr=self.log,
+                                       stdin=subprocess.DEVNULL, start_new_session=True)
+                      for argv in argvs]
 
     def check_alive(self) -> None:
         for p in self.procs:
             if p.poll() is not None:
-                raise SystemExit(f"error: fleetsched worker exited with {p.returncode} "
+                what = " ".join([Path(p.args[0]).name, *p.args[1:2]])
+                raise SystemExit(f"error: {what} exited with {p.returncode} "
                                  f"(see {self.log.name})")
 
     def stop(self) -> None:
-        """SIGTERM (finish running jobs), then SIGKILL after 30 s."""
         for p in self.procs:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGTERM)
         for p in self.procs:
             try:
-                p.wait(30)
+                p.wait(self.stop_timeout_s)
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
         self.log.close()
 
-    def __enter__(self) -> Nodes:
+    def __enter__(self) -> ProcessGroup:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class Nodes(ProcessGroup):
+    """``fleetsched worker`` processes with the options of each ``argvs`` entry."""
+
+    def __init__(self, env: dict[str, str], argvs: list[list[str]], log: Path) -> None:
+        super().__init__([[FLEETSCHED, "worker", *argv] for argv in argvs], log, env)
 
 
 def event_times(client: Any, stream: str, kinds: tuple[str, ...], after: str = "-") -> \

@@ -30,8 +30,6 @@ import argparse
 import importlib
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -42,6 +40,9 @@ if TYPE_CHECKING:
 
 SYSTEMS = Path(__file__).resolve().parent / "systems"
 sys.path.insert(0, str(SYSTEMS))
+sys.path.insert(1, str(SYSTEMS.parents[2]))  # the checkout: benchmarks._node (standard library only)
+
+from benchmarks._node import ProcessGroup  # noqa: E402
 
 DONE = "bench:done"
 LATE_START_S = 2.0
@@ -54,33 +55,15 @@ FANOUT_COMMAND = "true"
 FANOUT_CONCURRENCY = 50
 
 
-class Workers:
-    """The system's worker processes, each in its own session, stopped by their group."""
+class Workers(ProcessGroup):
+    """The system's worker processes, run from ``systems/`` with it on their PYTHONPATH."""
+
+    stop_timeout_s = 15.0
 
     def __init__(self, argvs: list[list[str]], log: Path) -> None:
-        self.log = log.open("ab")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             [str(SYSTEMS), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])}
-        self.procs = [subprocess.Popen(argv, cwd=SYSTEMS, env=env, stdout=self.log,
-                                       stderr=self.log, start_new_session=True) for argv in argvs]
-
-    def stop(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in self.procs:
-            try:
-                p.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-        self.log.close()
-
-    def check_alive(self) -> None:
-        for p in self.procs:
-            if p.poll() is not None:
-                raise SystemExit(f"error: worker {p.args[0]} exited with {p.returncode} "
-                                 f"(see {self.log.name})")
+        super().__init__(argvs, log, env, cwd=SYSTEMS)
 
 
 def wait_done(r: redis.Redis, n: int, timeout: float, workers: Workers) -> dict[str, float]:

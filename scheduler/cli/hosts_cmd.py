@@ -126,7 +126,7 @@ EXPORT_EPILOG = """Examples:
 
 An exported file imports back to the same hosts and groups (`fleetsched hosts import
 fleet.json`), and Ansible reads it: `ansible-inventory -i prod.ini --list`. The ansible-json
-shape is what an inventory script prints. No secret is written (none is stored).
+shape is what an inventory script prints. No secret is written (see docs/guides/inventory.md).
 """
 
 
