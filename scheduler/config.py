@@ -62,6 +62,10 @@ class Settings:
     state_dir: Path = field(default_factory=default_state_dir)
     # Hash-tag prefix of the queue's keys ({fs}:due:normal ...).
     queue_prefix: str = "fs"
+    # Shards of the queue (docs/architecture.md, "Shards"): each task lives in one, by its id.
+    # More than 1 spreads the queue over the masters of a Redis Cluster; every node and CLI of
+    # one queue must say the same number (the queue remembers it and refuses another).
+    queue_shards: int = 1
     # Embedded Redis durability: "everysec" loses at most ~1 s of acknowledged writes on a
     # machine crash (reconcile repairs that from SQL); "always" loses none.
     embedded_appendfsync: str = "everysec"
@@ -293,6 +297,9 @@ def validate(settings: Settings) -> None:
                           "1-65535)")
     if not settings.metrics_address.strip():
         raise ConfigError("metrics_address must not be empty", hint="127.0.0.1 is the default")
+    if not 1 <= settings.queue_shards <= 64:
+        raise ConfigError(f"queue_shards = {settings.queue_shards} must be 1-64",
+                          hint="1 (the default) keeps the whole queue in one hash slot")
     if not _PREFIX_RE.fullmatch(settings.queue_prefix):
         raise ConfigError(f"queue_prefix {settings.queue_prefix!r} must be 1-32 letters, digits, "
                           "'_', '.' or '-' (it becomes the keys' {hash tag})")
