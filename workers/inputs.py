@@ -2,7 +2,7 @@
 
 1. The task's spec, timeout and idempotent flag come from ``Queue.task_state`` once per task
    and are cached (a task's spec never changes after it is created; a bounded LRU).
-2. Host connection data (``P:host:<name>``) is read for a whole claim batch in one pipelined
+2. Host connection data (``P:host:<name>``, in the shard of the job's task) is read for a whole claim batch in one pipelined
    round trip, every time: an operator may fix a host's address while its task runs.
 3. A job whose task has no usable spec, or whose host is unknown, cannot run: it is reported
    with a clear message, for the master to fail it for good.
@@ -18,7 +18,7 @@ from typing import Any
 
 import redis
 
-from scheduler.queue.keys import Keys
+from scheduler.queue.shards import Shards
 
 TASK_CACHE = 10_000
 """Tasks whose spec a node remembers (a few KiB each at most)."""
@@ -73,9 +73,9 @@ def task_info_from(task_id: str, state: dict[str, str]) -> TaskInfo | str:
 class InputReader:
     """Reads specs and hosts for claimed jobs; used by the master's claim loop only."""
 
-    def __init__(self, client: redis.Redis, keys: Keys, queue: Any) -> None:
+    def __init__(self, client: redis.Redis, shards: Shards, queue: Any) -> None:
         self.client = client
-        self.keys = keys
+        self.shards = shards
         self.queue = queue
         self._tasks: OrderedDict[str, TaskInfo | str] = OrderedDict()
 
@@ -97,7 +97,7 @@ class InputReader:
             return []
         pipe = self.client.pipeline(transaction=False)
         for job in jobs:
-            pipe.hgetall(self.keys.host(job.host))
+            pipe.hgetall(self.shards.of_task(job.task_id).host(job.host))
         hosts = pipe.execute()
         out: list[Inputs] = []
         for job, host_data in zip(jobs, hosts):

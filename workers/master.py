@@ -44,8 +44,10 @@ import redis
 from scheduler.config import redact_exception
 from scheduler.logs import job_context
 from scheduler.queue import fairshare
-from scheduler.queue.client import JobResult, Queue
+from scheduler.queue.client import JobResult
 from scheduler.queue.keys import Keys
+from scheduler.queue.sharded import check_shard_count, open_queue
+from scheduler.queue.shards import Shards, shards_of
 from scheduler.redisdb.connect import REDIS_ERRORS, is_permanent
 from workers.config import NodeConfig
 from workers.deferral import window_deferral
@@ -77,7 +79,9 @@ class Node:
                  *, recorder: Any = None) -> None:
         self.config = config
         self.client = client
-        self.keys = keys or Keys(config.settings.queue_prefix)
+        self.shards = shards_of(config.settings) if keys is None else Shards(keys.prefix)
+        self.keys = self.shards.coord  # presence and schedules: shard 0
+        check_shard_count(client, self.shards)
         self.stats = NodeStats()
         self.slots = Slots(config.slots)
         self.metrics: Any = NO_METRICS
@@ -88,7 +92,7 @@ class Node:
                                  self.metrics)
         self.pool = Pool(config, self.slots.lock, self.finisher.done, self.finisher.exited)
         self.finisher.pool = self.pool
-        self.inputs = InputReader(client, self.keys, self._queue())
+        self.inputs = InputReader(client, self.shards, self._queue())
         self.heartbeat = Heartbeat(self._queue(), client, self.keys, config, self.slots,
                                    extra=self._presence_extra)
         self.watchdog = Watchdog(self.slots, self.pool, self.finisher)
@@ -104,8 +108,9 @@ class Node:
         self.started = threading.Event()
         self.fatal: str | None = None  # why the node stopped on its own, if it did
 
-    def _queue(self) -> Queue:
-        return Queue(self.client, self.keys, lease_ms=self.config.lease_ms)
+    def _queue(self) -> Any:
+        """A queue object of this thread's own (a ``ShardedQueue`` for a sharded queue)."""
+        return open_queue(self.client, self.shards, lease_ms=self.config.lease_ms, check=False)
 
     def boot_children(self) -> None:
         """Start the warm children now, so they load while the caller does its own start-up
@@ -202,8 +207,9 @@ class Node:
                 log.warning("claim failed (%s); retrying", redact_exception(exc))
                 self._stopping.wait(0.5)
                 continue
-            fairshare.maybe_reorder(self._claimq, claim, self.config.settings,
-                                    worker=self.config.worker_id)
+            for part_queue, part in claim.parts or [(self._claimq, claim)]:
+                fairshare.maybe_reorder(part_queue, part, self.config.settings,
+                                        worker=self.config.worker_id)
             if claim.schedules:
                 self.firer.submit(claim)  # fired in its own thread (workers/firer.py)
             if claim.lost:

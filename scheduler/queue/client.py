@@ -148,8 +148,11 @@ class Queue:
 
     # ---------------------------------------------------------------- worker verbs
 
-    def claim(self, worker: str, batch: int, *, lease_ms: int | None = None) -> Claim:
-        """Take up to ``batch`` due jobs, urgent first; see scheduler/queue/lua/claim.lua."""
+    def claim(self, worker: str, batch: int, *, lease_ms: int | None = None,
+              shard_mode: str = "") -> Claim:
+        """Take up to ``batch`` due jobs, urgent first; see scheduler/queue/lua/claim.lua.
+        ``shard_mode`` ('coord', 'remote'): this queue is one shard of a sharded queue
+        (scheduler/queue/sharded.py)."""
         check_worker(worker)
         if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
             raise bad(f"batch must be an integer from 1 to {MAX_BATCH}, not {batch!r}")
@@ -157,12 +160,28 @@ class Queue:
         check_ms("lease_ms", lease, minimum=1)
         keys = [*self.keys.all_due(), self.keys.dead, self.keys.events]
         args = [self.keys.tag, worker, batch, lease, batch * SCAN_FACTOR + SCAN_EXTRA, self.keys.wake]
+        if shard_mode:
+            args.append(shard_mode)
         now, next_due, claimed, lost, fires, aborted = self.call("claim", keys, args)
-        jobs = ClaimedJob.from_replies(json.loads(claimed) or [])
+        rows = json.loads(claimed) or []
+        jobs = ClaimedJob.from_replies(rows)
+        places = [(job, row[9] == "1", row[10]) for job, row in zip(jobs, rows) if len(row) > 9]
         return Claim(now_ms=int(now), jobs=jobs, next_due_ms=None if next_due < 0 else int(next_due),
                      lost=[text(x) for x in lost],
                      schedules=[ClaimedSchedule.from_reply(f) for f in json.loads(fires) or ()],
-                     aborted=[text(x) for x in aborted])
+                     aborted=[text(x) for x in aborted], places=places)
+
+    def places(self, mode: str, entries: Sequence[Sequence[Any]], *,
+               lease_ms: int | None = None) -> list[Any]:
+        """Shard 0 of a sharded queue: take, free or extend the places of other shards' jobs
+        (scheduler/queue/lua/places.lua); one result per entry."""
+        if not entries:
+            return []
+        lease = self.lease_ms if lease_ms is None else lease_ms
+        check_ms("lease_ms", lease, minimum=1)
+        reply = self.call("places", [self.keys.events],
+                          [self.keys.tag, self.keys.wake, mode, lease, _json(list(entries))])
+        return json.loads(reply) or []
 
     def extend(self, worker: str, leases: Sequence[tuple[str, int]], *,
                lease_ms: int | None = None) -> list[Code]:

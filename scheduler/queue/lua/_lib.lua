@@ -202,6 +202,22 @@ local function fs_free_host(tag, host, id, wake, events, now)
   end
 end
 
+-- Places (a sharded queue, shard 0 only; places.lua): a job of another shard that holds a host
+-- or counts in a group here is in {tag}:placed (job id -> place lease expiry, ms) and
+-- {tag}:places (job id -> '<host>|<token>'). Up to `limit` places whose lease ran out (their
+-- worker stopped renewing them) are freed like a job that stopped running. Returns how many.
+local function fs_sweep_places(tag, wake, events, now, limit)
+  local placed = tag .. ':placed'
+  local gone = redis.call('ZRANGE', placed, '-inf', fs_int(now), 'BYSCORE', 'LIMIT', '0', fs_int(limit))
+  for _, id in ipairs(gone) do
+    local place = redis.call('HGET', tag .. ':places', id) or ''
+    redis.call('ZREM', placed, id)
+    redis.call('HDEL', tag .. ':places', id)
+    fs_free_host(tag, string.match(place, '^(.*)|') or '', id, wake, events, now)
+  end
+  return #gone
+end
+
 -- A job's attempt failed (for good or to be retried): the first time for this job, count its
 -- host in the task's failed_hosts (and name the first FAILED_NAMES of them). The count.
 -- Also true when this is the job's first failed attempt.

@@ -10,6 +10,16 @@ ARGV[4]     lease (ms, >= 1): a claimed job's score becomes now + lease
 ARGV[5]     scan limit: due entries visited at most in this call (>= batch), bounds the work
             spent parking, holding, cancelling and burying when few jobs are claimable
 ARGV[6]     wake channel ({P}:wake)
+ARGV[7]     shard mode (optional; docs/architecture.md "Shards"):
+            ''/absent: the queue is not sharded: limits across tasks are kept here, as below;
+            'coord':   shard 0 of a sharded queue: as '', and places that jobs of other shards
+                       hold here ({P}:placed, {P}:places, taken by places.lua) count as running
+                       holders until their place lease runs out (expired ones are freed first);
+            'remote':  shard >= 1: the limits across tasks live in shard 0, so this call checks
+                       none; a claimed job of an exclusive task, or on a host with limited groups
+                       (its host hash's `limits`), gets two more fields in its row: '1'/'0'
+                       (exclusive) and its limited groups (comma-separated). The worker then takes
+                       its places in shard 0 (places.lua) or defers it (scheduler/queue/sharded.py).
 Returns     {now_ms, next_due_ms or -1, claimed, lost, schedules, aborted}
             claimed: JSON text (one bulk reply parses faster than a nested array): a list with
                      one list per job, in the field order of scheduler.queue.types.ClaimedJob:
@@ -72,6 +82,8 @@ local due_keys = {urgent = KEYS[1], normal = KEYS[2], bulk = KEYS[3]}
 local dead = KEYS[4]
 local events = KEYS[5]
 local tag, worker, wake = ARGV[1], ARGV[2], ARGV[6]
+local mode = ARGV[7] or ''
+local remote = mode == 'remote'
 local batch, lease, scan_limit = fs_count(ARGV[3]), fs_count(ARGV[4]), fs_count(ARGV[5])
 fs_effects()
 
@@ -81,6 +93,9 @@ if scan_limit == nil or scan_limit < batch then
   return fs_err(FS_BAD_ARGUMENT, 'scan limit must be an integer >= batch')
 end
 if worker == '' then return fs_err(FS_BAD_ARGUMENT, 'worker id is empty') end
+if mode ~= '' and mode ~= 'coord' and mode ~= 'remote' then
+  return fs_err(FS_BAD_ARGUMENT, 'shard mode must be empty, coord or remote')
+end
 
 local now = fs_now()
 local now_text = fs_int(now)
@@ -115,7 +130,7 @@ local glimit, gbusy, gholds = tag .. ':glimit', tag .. ':gbusy', tag .. ':gholds
 -- The limited groups of a host (its hash's `limits`, written at submit and by `groups
 -- limit`), read once per host per call; none at all (no host hash read) while no group has a
 -- limit, the common case.
-local any_limit = redis.call('EXISTS', glimit) == 1
+local any_limit = remote or redis.call('EXISTS', glimit) == 1
 local host_limits = {}
 local NO_LIMITS = {}
 local function limits_of(host)
@@ -185,6 +200,9 @@ local function host_busy(host, id)
   local holder = redis.call('HGET', busy, host)
   if not holder or holder == id then return nil end
   if redis.call('HGET', tag .. ':job:' .. holder, 'state') == 'running' then return holder end
+  -- A job of another shard holds it through a place (places.lua) until its place lease ends.
+  local until_ms = redis.call('ZSCORE', tag .. ':placed', holder)
+  if until_ms and tonumber(until_ms) > now then return holder end
   return nil
 end
 
@@ -220,8 +238,13 @@ local function take(due, id, jk, f, t, after_loss, pairs_out)
   attempt, token = int_texts[attempt] or int_text(attempt), int_texts[token] or int_text(token)
   local host, window, wclose = f[4], f[6], f[7]
   redis.call('HSET', jk, 'state', 'running', 'owner', worker, 'attempt', attempt, 'token', token)
-  if t.exclusive then redis.call('HSET', busy, host, id) end
-  take_groups(host, id)
+  local groups
+  if remote then
+    groups = table.concat(limits_of(host), ',')
+  else
+    if t.exclusive then redis.call('HSET', busy, host, id) end
+    take_groups(host, id)
+  end
   t.running = t.running + 1
   t.claimed = t.claimed + 1  -- added to the task's running counter once, at the end
   pairs_out[#pairs_out + 1] = expiry_text
@@ -230,7 +253,12 @@ local function take(due, id, jk, f, t, after_loss, pairs_out)
     'host', host, 'attempt', attempt, 'token', token, 'worker', worker)
   if not window or window == '' then window = cjson.null end
   if not wclose or wclose == '' then wclose = cjson.null end
-  claimed[#claimed + 1] = {id, t.id, host, token, attempt, f[5] or '', window, wclose, after_loss}
+  if remote and (t.exclusive or groups ~= '') then
+    claimed[#claimed + 1] = {id, t.id, host, token, attempt, f[5] or '', window, wclose, after_loss,
+      t.exclusive and '1' or '0', groups}
+  else
+    claimed[#claimed + 1] = {id, t.id, host, token, attempt, f[5] or '', window, wclose, after_loss}
+  end
   taken = taken + 1
 end
 
@@ -316,6 +344,7 @@ end
 
 -- Claim the job, unless a limit that holds across tasks makes it wait (without an attempt).
 local function admit(due, id, jk, f, t, after_loss, pairs_out)
+  if remote then return take(due, id, jk, f, t, after_loss, pairs_out) end  -- places: shard 0
   if t.exclusive and host_busy(f[4], id) then
     -- Another task's job runs on this host: wait for it.
     wait_in(due, id, jk, t, f[4], tag .. ':hostq:' .. f[4], {host_busy = host_busy(f[4], id)})
@@ -394,6 +423,11 @@ local function visit_all(due, ids)
     redis.call('ZADD', due, 'XX', unpack(pairs_out))
     redis.call('ZADD', leases, unpack(pairs_out))
   end
+end
+
+-- Places of other shards' jobs whose place lease ran out: their hosts and group counts are free.
+if mode == 'coord' then
+  if fs_sweep_places(tag, wake, events, now, batch) > 0 then group_state = {} end
 end
 
 -- Expired leases first (see the header): each is visited in the due set holding its entry.

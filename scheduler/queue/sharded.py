@@ -1,0 +1,331 @@
+"""A queue of N shards behind the verbs of one: ``ShardedQueue``, and ``open_queue``.
+
+Owns, for a queue whose ``queue_shards`` setting is above 1 (docs/architecture.md "Shards"):
+1. routing: a task's verbs and its jobs' verbs go to the shard holding the task
+   (``scheduler.queue.shards``); a batch spanning shards is split and its replies put back in
+   the caller's order;
+2. claiming across shards: each claim starts at a rotating shard (so no shard is always last)
+   and visits the shards in turn until the batch is full (an empty shard's claim is a cheap
+   script call; skipping shards believed idle would make a job landing there wait for a wake
+   message that may arrive a moment after the claim);
+3. the limits that hold across tasks: a job of shard s >= 1 that needs a host to itself or room
+   in a limited group takes its places in shard 0 (places.lua) after its claim; a job refused
+   is deferred in its shard by ``PLACE_RETRY_MS`` (no attempt counted) and tried again then;
+   its place is freed when it stops running and renewed with its lease;
+4. waiting on every shard's wake channel until the earliest due time of any shard.
+
+A queue of one shard is a plain ``scheduler.queue.client.Queue``: ``open_queue`` returns one,
+so the unsharded path pays nothing for this module.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+
+from scheduler.errors import Code, ConfigError
+from scheduler.queue.client import Queue
+from scheduler.queue.shards import Shards
+from scheduler.queue.types import Claim, FailOutcome, JobResult, text
+
+log = logging.getLogger(__name__)
+
+PLACE_RETRY_MS = 1_000
+"""A job refused its places (its host busy with another shard's job, a group full) is tried
+again this much later. Waiters of shard 0's own jobs are woken when room frees up; waiters of
+other shards poll at this pace instead (a wake across shards could be lost in a crash)."""
+
+_placed: dict[str, int] = {}
+"""Job id -> token of this process's running jobs that hold places in shard 0: their end frees
+them. Shared by every ShardedQueue of the process (the claim loop claims, the finisher acks)."""
+_placed_lock = threading.Lock()
+
+
+def check_shard_count(client: redis.Redis, shards: Shards) -> None:
+    """Refuse (``ConfigError``, one line) a shard count other than the one the queue has.
+
+    The first sharded user records the count in shard 0; an unsharded queue records nothing,
+    so this costs one GET where nothing changes."""
+    key = shards.count_key
+    if shards.sharded:
+        client.set(key, shards.count, nx=True)
+    stored = client.get(key)
+    have = int(text(stored)) if stored is not None else 1
+    if have != shards.count:
+        raise ConfigError(
+            f"the queue {shards.coord.tag} has {have} shards, but queue_shards = {shards.count} here",
+            hint="every node and CLI of one queue must use the same queue_shards; to change it, "
+                 "drain the queue and delete the key " + key)
+
+
+def open_queue(client: redis.Redis, shards: Shards, *, lease_ms: int = 30_000,
+               check: bool = True) -> Any:
+    """The queue to use: a ``Queue`` for one shard, else a ``ShardedQueue``."""
+    if check:
+        check_shard_count(client, shards)
+    if not shards.sharded:
+        return Queue(client, shards.coord, lease_ms=lease_ms)
+    return ShardedQueue(client, shards, lease_ms=lease_ms)
+
+
+class ShardedQueue:
+    """The verbs of ``Queue`` over the shards of one queue (see the module docstring)."""
+
+    def __init__(self, client: redis.Redis, shards: Shards, *, lease_ms: int = 30_000) -> None:
+        self.client = client
+        self.shards = shards
+        self.lease_ms = lease_ms
+        self.parts = [Queue(client, keys, lease_ms=lease_ms) for keys in shards.all]
+        self.coord = self.parts[0]
+        self._modes = ["coord"] + ["remote"] * (len(self.parts) - 1)
+        # Per shard: the earliest due time its last claim or look reported (None: nothing due).
+        self._due: list[int | None] = [0] * len(self.parts)
+        self._next = random.randrange(len(self.parts))
+        self._pubsub: Any = None
+        self._channels = {keys.wake: i for i, keys in enumerate(shards.all)}
+
+    # ------------------------------------------------------------------------ routing
+
+    def shard_of_task(self, task_id: str) -> Queue:
+        return self.parts[self.shards.index_of_task(task_id)]
+
+    def shard_of_job(self, job_id: str) -> Queue:
+        return self.shard_of_task(job_id.rpartition(".")[0])
+
+    def _by_shard(self, items: Sequence[Any], job_id: Any) -> dict[int, list[int]]:
+        """Positions of ``items`` grouped by the shard of ``job_id(item)``."""
+        groups: dict[int, list[int]] = defaultdict(list)
+        for i, item in enumerate(items):
+            groups[self.shards.index_of_task(job_id(item).rpartition(".")[0])].append(i)
+        return groups
+
+    def create_task(self, spec: Any, carried: Any = None) -> bool:
+        return self.shard_of_task(spec.task_id).create_task(spec, carried)
+
+    def enqueue(self, task_id: str, jobs: Sequence[Any]) -> int:
+        return self.shard_of_task(task_id).enqueue(task_id, jobs)
+
+    def pause(self, task_id: str, operator: str) -> None:
+        self.shard_of_task(task_id).pause(task_id, operator)
+
+    def resume(self, task_id: str, operator: str) -> int:
+        return self.shard_of_task(task_id).resume(task_id, operator)
+
+    def cancel_task(self, task_id: str, operator: str) -> int:
+        return self.shard_of_task(task_id).cancel_task(task_id, operator)
+
+    def sweep_aborted(self, task_id: str) -> int:
+        return self.shard_of_task(task_id).sweep_aborted(task_id)
+
+    def reprioritize(self, task_id: str, priority: str, operator: str) -> int:
+        return self.shard_of_task(task_id).reprioritize(task_id, priority, operator)
+
+    def set_group_limit(self, group: str, limit: int | None, operator: str) -> None:
+        self.coord.set_group_limit(group, limit, operator)
+
+    def task_state(self, task_id: str) -> dict[str, str]:
+        return self.shard_of_task(task_id).task_state(task_id)
+
+    def job_state(self, job_id: str) -> dict[str, str]:
+        return self.shard_of_job(job_id).job_state(job_id)
+
+    # ------------------------------------------------------------------------ claiming
+
+    def claim(self, worker: str, batch: int, *, lease_ms: int | None = None) -> Claim:
+        """Up to ``batch`` due jobs from the shards, starting at a rotating one; ``parts`` of
+        the result holds each shard's own claim (for the fair-share check, per shard)."""
+        n = len(self.parts)
+        start = self._next
+        self._next = (self._next + 1) % n
+        left, parts = batch, []
+        jobs: list[Any] = []
+        lost: list[str] = []
+        schedules: list[Any] = []
+        aborted: list[str] = []
+        now_ms = 0
+        for step in range(n):
+            if left <= 0:
+                break
+            i = (start + step) % n
+            part = self.parts[i].claim(worker, left, lease_ms=lease_ms, shard_mode=self._modes[i])
+            self._due[i] = part.next_due_ms
+            now_ms = max(now_ms, part.now_ms)
+            got = self._take_places(worker, part, lease_ms) if part.places else part.jobs
+            parts.append((self.parts[i], part))
+            jobs += got
+            lost += part.lost
+            schedules += part.schedules
+            aborted += part.aborted
+            left -= len(got) + len(part.schedules)
+        known = [d for d in self._due if d is not None]
+        return Claim(now_ms=now_ms, jobs=jobs, next_due_ms=min(known) if known else None,
+                     lost=lost, schedules=schedules, aborted=aborted, parts=parts)
+
+    def _take_places(self, worker: str, part: Claim, lease_ms: int | None) -> list[Any]:
+        """Take in shard 0 the places of ``part``'s jobs that need them; defer the refused."""
+        entries = [[job.job_id, job.token, job.host, "1" if exclusive else "0", groups]
+                   for job, exclusive, groups in part.places]
+        results = self.coord.places("take", entries, lease_ms=lease_ms)
+        refused: dict[str, list[Any]] = {}
+        with _placed_lock:
+            for (job, _, _), result in zip(part.places, results):
+                if result[0] == 1:
+                    _placed[job.job_id] = job.token
+                else:
+                    refused[job.job_id] = result
+        if not refused:
+            return part.jobs
+        shard = self.shard_of_job(part.places[0][0].job_id)
+        retry_at = part.now_ms + PLACE_RETRY_MS
+        kept = []
+        for job in part.jobs:
+            why = refused.get(job.job_id)
+            if why is None:
+                kept.append(job)
+                continue
+            reason = (f"host {job.host} is busy with job {why[2]} of another shard"
+                      if why[1] == "host_busy" else f"group {why[2]} is at its limit")
+            shard.defer(worker, job.job_id, job.token, retry_at, wclose_ms=job.wclose_ms,
+                        reason=reason)
+        return kept
+
+    def _note(self, message: dict[str, Any]) -> float | None:
+        """The due time a wake message announces, marked on its shard; None if not a wake."""
+        if message["type"] != "message":
+            return None
+        try:
+            score = float(text(message["data"]))
+        except ValueError:
+            score = 0.0
+        shard = self._channels.get(text(message["channel"]))
+        if shard is not None:
+            due = self._due[shard]
+            self._due[shard] = int(score) if due is None else min(due, int(score))
+        return score
+
+    # ------------------------------------------------------------------ ending a run
+
+    def _free(self, done: Sequence[tuple[str, int]]) -> None:
+        """Free the places these runs held (if they held any)."""
+        with _placed_lock:
+            mine = [[job_id, token] for job_id, token in done if _placed.get(job_id) == token]
+            for job_id, _ in mine:
+                _placed.pop(job_id, None)
+        if mine:
+            self.coord.places("free", mine)
+
+    def ack(self, worker: str, done: Sequence[tuple[str, int, JobResult]]) -> list[Code]:
+        codes: list[Code] = [Code.OK] * len(done)
+        for i, positions in self._by_shard(done, lambda d: d[0]).items():
+            got = self.parts[i].ack(worker, [done[p] for p in positions])
+            for p, code in zip(positions, got):
+                codes[p] = code
+        self._free([(d[0], d[1]) for d in done])
+        return codes
+
+    def fail_job(self, worker: str, job_id: str, token: int, result: JobResult, *, error: str,
+                 retryable: bool = True) -> FailOutcome:
+        outcome = self.shard_of_job(job_id).fail_job(worker, job_id, token, result, error=error,
+                                                     retryable=retryable)
+        self._free([(job_id, token)])
+        return outcome
+
+    def fail(self, worker: str, job_id: str, token: int, result: JobResult, *, error: str,
+             retryable: bool = True) -> str:
+        return self.fail_job(worker, job_id, token, result, error=error,
+                             retryable=retryable).outcome
+
+    def defer(self, worker: str, job_id: str, token: int, due_ms: int, *, wclose_ms: int | None,
+              reason: str) -> Code:
+        code = self.shard_of_job(job_id).defer(worker, job_id, token, due_ms, wclose_ms=wclose_ms,
+                                               reason=reason)
+        self._free([(job_id, token)])
+        return code
+
+    def release(self, worker: str, leases: Sequence[tuple[str, int]]) -> list[Code]:
+        codes: list[Code] = [Code.OK] * len(leases)
+        for i, positions in self._by_shard(leases, lambda x: x[0]).items():
+            got = self.parts[i].release(worker, [leases[p] for p in positions])
+            for p, code in zip(positions, got):
+                codes[p] = code
+        self._free(list(leases))
+        return codes
+
+    def extend(self, worker: str, leases: Sequence[tuple[str, int]], *,
+               lease_ms: int | None = None) -> list[Code]:
+        """Renew leases, and with them the places they hold in shard 0. A place that could
+        not be renewed (it ran out) is logged: another shard's job may now share its host."""
+        codes: list[Code] = [Code.OK] * len(leases)
+        for i, positions in self._by_shard(leases, lambda x: x[0]).items():
+            got = self.parts[i].extend(worker, [leases[p] for p in positions], lease_ms=lease_ms)
+            for p, code in zip(positions, got):
+                codes[p] = code
+        with _placed_lock:
+            held = [[job_id, token] for (job_id, token), code in zip(leases, codes)
+                    if code == Code.OK and _placed.get(job_id) == token]
+        if held:
+            for (job_id, _), renewed in zip(held, self.coord.places("extend", held,
+                                                                     lease_ms=lease_ms)):
+                if not renewed:
+                    log.warning("job %s: its place in shard 0 ran out before this renewal; "
+                                "its host or group limit no longer counts it", job_id)
+        return codes
+
+    # ------------------------------------------------------------------ waiting
+
+    def next_due(self) -> tuple[int, int | None]:
+        """(Redis now, the earliest due time of any shard or None)."""
+        now, earliest = 0, None
+        for i, part in enumerate(self.parts):
+            shard_now, due = part.next_due()
+            self._due[i] = due
+            now = max(now, shard_now)
+            if due is not None and (earliest is None or due < earliest):
+                earliest = due
+        return now, earliest
+
+    def wait_for_work(self, timeout_s: float) -> None:
+        """Sleep until the earliest due time of any shard, a wake from any, or ``timeout_s``."""
+        pubsub = self._subscription()
+        try:
+            while pubsub.get_message(timeout=0.0) is not None:
+                pass  # stale: next_due reads every shard now
+            now, earliest = self.next_due()
+            sleep = timeout_s if earliest is None else min(timeout_s, max(0, earliest - now) / 1000)
+            wake_at_ms = now + sleep * 1000
+            deadline = time.monotonic() + sleep
+            while (left := deadline - time.monotonic()) > 0:
+                message = pubsub.get_message(timeout=left)
+                score = None if message is None else self._note(message)
+                if score is not None and score < wake_at_ms:
+                    return
+        except (redis.ConnectionError, redis.exceptions.RedisClusterException):
+            self.close()
+            raise
+
+    def _subscription(self) -> Any:
+        if self._pubsub is None:
+            pubsub = self.client.pubsub()
+            channels = [keys.wake for keys in self.shards.all]
+            pubsub.subscribe(*channels)
+            confirmed, deadline = 0, time.monotonic() + 5
+            while confirmed < len(channels) and time.monotonic() < deadline:
+                message = pubsub.get_message(timeout=max(0.0, deadline - time.monotonic()))
+                if message is not None and message["type"] == "subscribe":
+                    confirmed += 1
+            self._pubsub = pubsub
+        return self._pubsub
+
+    def close(self) -> None:
+        if self._pubsub is not None:
+            self._pubsub.close()
+        self._pubsub = None
+        for part in self.parts:
+            part.close()
