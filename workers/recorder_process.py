@@ -12,9 +12,10 @@ with the thread as with the same recorder in a process beside it (docs/benchmark
 2. The process dies with the master (``PR_SET_PDEATHSIG``, as a child does) and leaves SIGINT
    and SIGTERM to it: while running jobs finish their grace period, their events still get
    recorded.
-3. It runs one ``Recorder`` named ``worker:<worker id>`` (so another recorder takes its pending
-   entries as soon as the node's heartbeat is gone) with the notice detector as ``on_batch``,
-   until its stdin reaches end-of-file: the master closed it (``stop``) or is gone.
+3. It runs one ``Recorder`` per queue shard (``scheduler.record.sharded``: a thread each when
+   there are several), all named ``worker:<worker id>`` (so another recorder takes their pending
+   entries, on every shard, as soon as the node's heartbeat is gone) with the notice detector as
+   ``on_batch``, until its stdin reaches end-of-file: the master closed it (``stop``) or is gone.
 4. The master watches it: an exit it did not ask for stops the node (``on_death``), as the
    death of the recorder thread did.
 """
@@ -84,16 +85,17 @@ def main(argv: list[str]) -> None:
     settings, worker_id = pickle.load(sys.stdin.buffer)
 
     from scheduler.notify import Detector, Policy
-    from scheduler.queue.keys import Keys
+    from scheduler.queue.shards import shards_of
     from scheduler.record.engine import make_engine
-    from scheduler.record.recorder import NODE_CONSUMER_PREFIX, Recorder
+    from scheduler.record.recorder import NODE_CONSUMER_PREFIX
+    from scheduler.record.sharded import ShardRecorders
     from scheduler.redisdb.connect import connect
 
     configure_logging(settings, worker_id)
     client = connect(settings)
-    recorder = Recorder(client, make_engine(settings.effective_database_url),
-                        Keys(settings.queue_prefix), consumer_name=NODE_CONSUMER_PREFIX + worker_id,
-                        on_batch=Detector(Policy.from_settings(settings)))
+    recorder = ShardRecorders(client, make_engine(settings.effective_database_url),
+                              shards_of(settings), consumer_name=NODE_CONSUMER_PREFIX + worker_id,
+                              on_batch=Detector(Policy.from_settings(settings)))
     stop = threading.Event()
 
     def until_eof() -> None:

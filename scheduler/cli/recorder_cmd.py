@@ -2,8 +2,10 @@
 ``fleetsched recorder status``: how far behind the record is.
 
 Thin: connect, make sure the schema is current (``scheduler.record.migrate.ensure_schema``), run a
-``scheduler.record.recorder.Recorder`` that writes notices (``scheduler.notify.Detector``), and
-the notification sender (``scheduler.notify.Sender``) in a second thread. SIGTERM or SIGINT stops it after the batch in hand.
+``scheduler.record.recorder.Recorder`` per queue shard (``scheduler.record.sharded``) that writes
+notices (``scheduler.notify.Detector``), and the notification sender (``scheduler.notify.Sender``)
+in a thread of its own. SIGTERM or SIGINT stops it after the batch in hand. ``status`` sums the
+shards and, for a queue of several, gives each shard's figures too.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ recorder_app = typer.Typer(
 
 
 def _open(ctx: typer.Context) -> tuple[Any, Any, Any]:
-    from scheduler.queue.keys import Keys
+    from scheduler.queue.shards import shards_of
     from scheduler.record.engine import make_engine
     from scheduler.record.migrate import ensure_schema
     from scheduler.redisdb.connect import connect
@@ -38,7 +40,7 @@ def _open(ctx: typer.Context) -> tuple[Any, Any, Any]:
     except BaseException:
         engine.dispose()
         raise
-    return client, engine, Keys(settings.queue_prefix)
+    return client, engine, shards_of(settings)
 
 
 @recorder_app.callback()
@@ -54,22 +56,22 @@ def recorder(
         return
     from scheduler.notify import Detector, Policy, Sender
     from scheduler.parse import parse_duration
-    from scheduler.record.recorder import Recorder
+    from scheduler.record.sharded import ShardRecorders
 
     idle_ms = int(parse_duration(claim_idle, "--claim-idle").total_seconds() * 1000)
     policy = Policy.from_settings(state(ctx).settings)
-    client, engine, keys = _open(ctx)
-    rec = Recorder(client, engine, keys, consumer, batch=batch, claim_idle_ms=idle_ms,
-                   on_batch=Detector(policy))
+    client, engine, shards = _open(ctx)
+    rec = ShardRecorders(client, engine, shards, consumer, batch=batch, claim_idle_ms=idle_ms,
+                         on_batch=Detector(policy))
+    streams = ", ".join(rec.streams)
     try:
         if drain:
-            while rec.run_once(block_ms=None):
-                pass
+            rec.drain()
         else:
             stop = threading.Event()
             previous = {s: signal.signal(s, lambda *_: stop.set())
                         for s in (signal.SIGTERM, signal.SIGINT)}
-            output.info(f"recorder {rec.consumer}: recording {keys.events} (stop with Ctrl-C)")
+            output.info(f"recorder {rec.consumer}: recording {streams} (stop with Ctrl-C)")
             sender = threading.Thread(target=Sender(engine, policy).run, args=(stop,),
                                       name="notify", daemon=True)
             sender.start()
@@ -92,22 +94,38 @@ def recorder(
 @recorder_app.command()
 def status(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) -> None:
     """Events waiting in Redis: not yet read, and read but not yet committed to SQL."""
-    import redis
+    from scheduler.record.recorder import GROUP
 
-    from scheduler.record.recorder import GROUP, Recorder
-
-    client, engine, keys = _open(ctx)
+    client, engine, shards = _open(ctx)
     try:
-        rec = Recorder(client, engine, keys, "status")
-        info = {"stream": keys.events, "group": GROUP, "length": client.xlen(keys.events),
-                "lag": rec.lag(), "pending": rec.pending()}
-        consumers = []
-        try:
-            consumers = client.xinfo_consumers(keys.events, GROUP)
-        except redis.ResponseError:  # no stream or group yet: nothing recorded so far
-            pass
-        info["consumers"] = len(consumers)
+        per = [_stream_status(client, keys.events) for keys in shards.all]
     finally:
         client.close()
         engine.dispose()
+    if len(per) == 1:
+        info = {"stream": per[0]["stream"], "group": GROUP, **per[0]}
+    else:  # the sums, then each shard's stream
+        info = {"stream": ", ".join(p["stream"] for p in per), "group": GROUP,
+                **{k: sum(p[k] for p in per) for k in ("length", "lag", "pending")},
+                "consumers": max(p["consumers"] for p in per)}
+        for i, p in enumerate(per):
+            info[f"shard {i}"] = (f"{p['stream']}: length {p['length']}, lag {p['lag']}, "
+                                  f"pending {p['pending']}, consumers {p['consumers']}")
     output.emit_object(info, fmt)
+
+
+def _stream_status(client: Any, stream: str) -> dict[str, Any]:
+    """Length, lag, pending and consumers of the recorders' group on one shard's stream."""
+    import redis
+
+    from scheduler.record.recorder import GROUP, backlog
+
+    lag, pending = backlog(client, stream)
+    out = {"stream": stream, "length": client.xlen(stream), "lag": lag, "pending": pending}
+    consumers = []
+    try:
+        consumers = client.xinfo_consumers(stream, GROUP)
+    except redis.ResponseError:  # no stream or group yet: nothing recorded so far
+        pass
+    out["consumers"] = len(consumers)
+    return out

@@ -2,7 +2,8 @@
 
 Thin commands over ``scheduler.redisdb.embedded`` and ``scheduler.redisdb.connect``: ``status`` works for the
 embedded server and a configured ``redis_url`` alike (passwords redacted); ``start`` and ``stop``
-manage only the embedded server.
+manage only the embedded server. With a queue in N shards (``queue_shards``), ``status`` also
+names the shards (on a cluster: the node serving each) and the shard count Redis holds.
 """
 
 from __future__ import annotations
@@ -32,8 +33,36 @@ def _embedded_only(settings: Settings, verb: str) -> None:
 @redis_app.command()
 def status(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) -> None:
     """Show whether Redis runs: pid, address, version, AOF fsync, memory, eviction policy."""
+    settings = state(ctx).settings
+    info = server_status(settings)
+    if settings.queue_shards > 1 and info.get("state") in ("running", "ok"):
+        info.update(_shards_status(settings))
+    output.emit_object(info, fmt)
 
-    output.emit_object(server_status(state(ctx).settings), fmt)
+
+def _shards_status(settings: Settings) -> dict[str, str]:
+    """The queue's shards: the count set and the one Redis holds, each shard's key tag and, on
+    a cluster, the node serving it. Never starts the embedded server (it runs already)."""
+    import redis
+
+    from scheduler.queue.shards import shards_of
+    from scheduler.redisdb.cluster import is_cluster_client
+
+    shards = shards_of(settings)
+    client = connect(settings, check=False)
+    try:
+        stored = client.get(shards.count_key)
+        nodes = ([client.get_node_from_key(k.tag).name for k in shards.all]
+                 if is_cluster_client(client) else [""] * shards.count)
+    except redis.RedisError:
+        return {"queue_shards": str(shards.count)}
+    finally:
+        client.close()
+    stored = stored.decode() if isinstance(stored, bytes) else stored
+    out = {"queue_shards": f"{shards.count} (Redis holds {stored or 'none yet'})"}
+    for i, (keys, node) in enumerate(zip(shards.all, nodes)):
+        out[f"shard {i}"] = keys.tag + (f" on {node}" if node else "")
+    return out
 
 
 @redis_app.command()

@@ -82,7 +82,7 @@ def warn_if_record_behind(ctx: typer.Context, recorded_done: dict[int, int]) -> 
 
     from scheduler.errors import FleetschedError
     from scheduler.progress import from_task_hash
-    from scheduler.queue.keys import Keys
+    from scheduler.queue.shards import shards_of
     from scheduler.redisdb.connect import connect
     from scheduler.redisdb.embedded import Embedded
 
@@ -90,7 +90,7 @@ def warn_if_record_behind(ctx: typer.Context, recorded_done: dict[int, int]) -> 
         return
     settings = state(ctx).settings
     ids = sorted(recorded_done)
-    keys, fields = Keys(settings.queue_prefix), ("total", "succeeded", "failed", "cancelled")
+    shards, fields = shards_of(settings), ("total", "succeeded", "failed", "cancelled")
     try:
         if settings.redis_url is None:
             endpoint = Embedded.of(settings).read_endpoint()
@@ -102,7 +102,7 @@ def warn_if_record_behind(ctx: typer.Context, recorded_done: dict[int, int]) -> 
         try:
             pipe = client.pipeline(transaction=False)
             for tid in ids:
-                pipe.hmget(keys.task(str(tid)), fields)
+                pipe.hmget(shards.of_task(str(tid)).task(str(tid)), fields)
             replies = pipe.execute()
         finally:
             client.close()
@@ -284,14 +284,14 @@ def watch(
 def read_now(ctx: typer.Context, ids: list[str]) -> list[Any]:
     """The tasks' progress, read once: live from Redis, or from the SQL record for a task Redis
     no longer has (``NotFoundError`` for a task neither knows)."""
-    from scheduler.queue.keys import Keys
+    from scheduler.queue.shards import shards_of
     from scheduler.redisdb.connect import connect
     from scheduler.views.snapshot import read_tasks
 
     settings = state(ctx).settings
     client = connect(settings)
     try:
-        found = read_tasks(client, Keys(settings.queue_prefix), ids)
+        found = read_tasks(client, shards_of(settings), ids)
     finally:
         client.close()
     missing = [tid for tid, t in zip(ids, found) if t is None]
@@ -352,7 +352,7 @@ def follow(ctx: typer.Context, ids: list[str], *, interval_s: float, timeout_s: 
     from rich.console import Console
 
     from scheduler.errors import FleetschedError, NotFoundError
-    from scheduler.queue.keys import Keys
+    from scheduler.queue.shards import shards_of
     from scheduler.redisdb.connect import connect
     from scheduler.views.live import FailureFeed, failure_line
     from scheduler.views.live import watch as run_watch
@@ -371,7 +371,7 @@ def follow(ctx: typer.Context, ids: list[str], *, interval_s: float, timeout_s: 
                 feed = FailureFeed(engine, ids)
             except FleetschedError as exc:
                 output.info(f"warning: failures will not be listed ({exc})")
-        keys = Keys(settings.queue_prefix)
+        keys = shards_of(settings)
         recorded: dict[str, Any] = {}
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:

@@ -33,7 +33,7 @@ def top(
 ) -> None:
     """Live view of the queue: due, overdue, running, parked, deferred, tasks, workers."""
     from scheduler.errors import ValidationError
-    from scheduler.queue.keys import Keys
+    from scheduler.queue.shards import shards_of
     from scheduler.redisdb.connect import connect
     from scheduler.views import take_snapshot, top_frame
     from scheduler.views.live import top as run_top
@@ -44,7 +44,7 @@ def top(
         raise ValidationError("--output json needs --once", hint="fleetsched top --once --output json")
     settings = state(ctx).settings
     client = connect(settings)
-    keys = Keys(settings.queue_prefix)
+    keys = shards_of(settings)  # every shard's tasks and counts, summed
     try:
         if once:
             snap = take_snapshot(client, keys, overload_threshold_ms=settings.overload_threshold_ms)

@@ -12,6 +12,12 @@ clock), and tasks stuck in ``accepted`` (a submission that never reached the que
 ``doctor`` adds the configuration, the state directory, the Redis binary for the embedded
 default, AOF persistence, ``known_hosts`` and SSH keys (presence and permissions; a
 ``known_hosts`` or identity file that is configured but missing fails, naming the setting).
+
+A queue in N shards (``queue_shards``): both check the shard count Redis holds
+(``Shards.count_key``) against the setting (a mismatch fails, in one line; a queue of one
+shard says nothing unless Redis holds another count), ``doctor`` reads every shard (on a
+cluster: which node serves it), and ``status`` sums the workers' queue and the recorder lag
+over the shards, with the figures of each shard in the message and the data.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import redis
 from scheduler.config import Settings, redact_exception, redact_url
 from scheduler.errors import FleetschedError, RedisUnavailableError
 from scheduler.queue.keys import Keys
+from scheduler.queue.shards import Shards, shards_of
 
 __all__ = ["Finding", "LEVELS", "status", "doctor", "healthy", "open_redis"]
 
@@ -179,7 +186,38 @@ def _server_findings(client: redis.Redis, where: str, *, aof: bool) -> list[Find
     return out
 
 
-def _queue_findings(client: redis.Redis, keys: Keys) -> list[Finding]:
+def _shard_count_findings(client: redis.Redis, shards: Shards, *,
+                          every: bool) -> list[Finding]:
+    """The shard count Redis holds against the setting (nothing for one shard when Redis
+    holds none or 1); ``every``: also read every shard (doctor), naming its node on a
+    cluster."""
+    from scheduler.redisdb.cluster import is_cluster_client
+
+    raw = client.get(shards.count_key)
+    stored = raw.decode() if isinstance(raw, bytes) else raw
+    data: dict[str, Any] = {"setting": shards.count, "stored": stored}
+    if stored is not None and stored != str(shards.count):
+        return [Finding("shards", "fail", f"queue_shards is {shards.count} but the queue in "
+                        f"Redis has {stored} shard(s) ({shards.count_key})",
+                        f"set queue_shards to {stored} (FLEETSCHED_QUEUE_SHARDS) everywhere",
+                        data)]
+    if not shards.sharded:
+        return []
+    where = ""
+    if every:
+        pipe = client.pipeline(transaction=False)
+        for keys in shards.all:
+            pipe.exists(keys.stats)
+        pipe.execute()  # a shard whose node does not answer raises: the check fails
+        if is_cluster_client(client):
+            nodes = [client.get_node_from_key(keys.tag).name for keys in shards.all]
+            data["nodes"] = nodes
+            where = "; " + ", ".join(f"{k.tag} on {n}" for k, n in zip(shards.all, nodes))
+    recorded = "" if stored is not None else " (not recorded in Redis yet: the first worker does)"
+    return [Finding("shards", "ok", f"{shards.count} queue shards{recorded}{where}", data=data)]
+
+
+def _queue_findings(client: redis.Redis, keys: Keys | Shards) -> list[Finding]:
     from scheduler.queue.depth import queue_counts
     from scheduler.queue.presence import read_workers
 
@@ -200,28 +238,39 @@ def _queue_findings(client: redis.Redis, keys: Keys) -> list[Finding]:
     else:
         out.append(Finding("workers", "warn", "no worker alive (nothing is due)",
                            "start one before submitting: fleetsched worker", data))
-    qdata = {"due_now": due_now, "oldest_overdue_ms": late_ms}
+    qdata: dict[str, Any] = {"due_now": due_now, "oldest_overdue_ms": late_ms}
+    by_shard = ""
+    if len(counts.due_by_shard) > 1:
+        qdata["due_by_shard"] = counts.due_by_shard
+        by_shard = f" (by shard: {', '.join(map(str, counts.due_by_shard))})"
     if late_ms > OVERDUE_WARN_MS:
-        out.append(Finding("queue", "warn", f"{due_now} job(s) due; the oldest is "
+        out.append(Finding("queue", "warn", f"{due_now} job(s) due{by_shard}; the oldest is "
                            f"{_human(late_ms)} overdue", "add workers or slots "
                            "(fleetsched top shows where they go)", qdata))
     else:
-        out.append(Finding("queue", "ok", f"{due_now} job(s) due"
+        out.append(Finding("queue", "ok", f"{due_now} job(s) due{by_shard}"
                            + (f", oldest {_human(late_ms)} overdue" if late_ms else ""), data=qdata))
     return out
 
 
-def _recorder_findings(client: redis.Redis, keys: Keys) -> list[Finding]:
+def _recorder_findings(client: redis.Redis, keys: Keys | Shards) -> list[Finding]:
     from scheduler.record.recorder import backlog
 
-    length = int(client.xlen(keys.events))
-    lag, pending = backlog(client, keys.events)
-    data = {"stream_length": length, "lag": lag, "pending": pending}
+    streams = [k.events for k in keys.all] if isinstance(keys, Shards) else [keys.events]
+    lengths = [int(client.xlen(stream)) for stream in streams]
+    per = [backlog(client, stream) for stream in streams]
+    lag, pending = sum(lg for lg, _ in per), sum(p for _, p in per)
+    data: dict[str, Any] = {"stream_length": sum(lengths), "lag": lag, "pending": pending}
+    by_shard = ""
+    if len(streams) > 1:
+        data["shards"] = [{"stream_length": n, "lag": lg, "pending": p}
+                          for n, (lg, p) in zip(lengths, per)]
+        by_shard = f" (by shard: {', '.join(str(lg) for lg, _ in per)})"
     if lag > RECORDER_LAG_WARN:
-        return [Finding("recorder", "warn", f"{lag} event(s) not yet in SQL",
+        return [Finding("recorder", "warn", f"{lag} event(s) not yet in SQL{by_shard}",
                         "is a recorder running? (every worker runs one; or fleetsched recorder)",
                         data)]
-    return [Finding("recorder", "ok", f"{lag} event(s) waiting for SQL", data=data)]
+    return [Finding("recorder", "ok", f"{lag} event(s) waiting for SQL{by_shard}", data=data)]
 
 
 # --------------------------------------------------------------------------------- database
@@ -288,7 +337,7 @@ def _database_findings(settings: Settings, *, stuck: bool) -> list[Finding]:
 def status(settings: Settings) -> list[Finding]:
     """The findings of ``fleetsched status`` (see the module docstring)."""
     client, where, why = open_redis(settings)
-    keys = Keys(settings.queue_prefix)
+    keys = shards_of(settings)
     out: list[Finding] = []
     if client is None and not settings.redis_url:
         # As doctor says: not a fault, the embedded server starts with any command needing it.
@@ -300,6 +349,7 @@ def status(settings: Settings) -> list[Finding]:
     else:
         try:
             out += _safe("redis", lambda: _redis_findings(client, where, aof=False))
+            out += _safe("shards", lambda: _shard_count_findings(client, keys, every=False))
             out += _safe("workers", lambda: _queue_findings(client, keys))
             out += _safe("recorder", lambda: _recorder_findings(client, keys))
         finally:
@@ -355,6 +405,8 @@ def _redis_doctor(settings: Settings) -> list[Finding]:
         return out
     try:
         out += _redis_findings(client, where, aof=True)
+        out += _safe("shards", lambda: _shard_count_findings(client, shards_of(settings),
+                                                              every=True))
     finally:
         client.close()
     return out

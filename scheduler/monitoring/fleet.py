@@ -10,7 +10,10 @@
    class, overdue, oldest overdue age, waiting for a later time, dead), the live tasks' running,
    parked and held jobs (``scheduler.views.snapshot.read_tasks`` and ``task_totals``), the
    workers (``scheduler.queue.presence.read_workers``), the recorder's lag
-   (``scheduler.record.recorder.backlog``) and the last fair-share reorder (``Keys.stats``).
+   (``scheduler.record.sharded.total_backlog``) and the last fair-share reorder (``Keys.stats``).
+   A queue in N shards (``queue_shards``): every gauge is the sum over the shards (the oldest
+   overdue age and the last reorder: of every shard), read in the same round trips; no label
+   per shard, so dashboards and alert rules stay as they are.
 3. Bounded cost: ZCOUNT, ZCARD, LLEN, XLEN and small hashes; no member of a large set is read.
    The live tasks come from SQL (``tasks`` in accepted, active or paused, by the state index),
    not from a SCAN of Redis' whole key space.
@@ -34,7 +37,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from scheduler.config import Settings, redact_exception
-from scheduler.queue.keys import PRIORITY_CLASSES, Keys
+from scheduler.queue.keys import PRIORITY_CLASSES
+from scheduler.queue.shards import shards_of
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +89,7 @@ class FleetCollector(Collector):
 
     def __init__(self, settings: Settings, timeout_s: float = 3.0, engine: Any = None) -> None:
         self.settings = settings
-        self.keys = Keys(settings.queue_prefix)
+        self.shards = shards_of(settings)
         self.timeout_s = timeout_s
         self.engine = engine
         self._stuck: threading.Thread | None = None  # a read that missed its deadline
@@ -168,10 +172,11 @@ class FleetCollector(Collector):
     def _read(self, client: Any, live_ids: list[str] | None) -> Iterator[Metric]:
         from scheduler.queue.depth import queue_counts
         from scheduler.queue.presence import read_workers
-        from scheduler.record.recorder import backlog
+        from scheduler.record.sharded import total_backlog
         from scheduler.views.snapshot import TaskTotals, read_tasks, task_totals
 
-        counts = queue_counts(client, self.keys, self.settings.overload_threshold_ms)
+        shards = self.shards
+        counts = queue_counts(client, shards, self.settings.overload_threshold_ms)
         due = _family("queue_due_now", labels=["priority"])
         for prio in PRIORITY_CLASSES:
             due.add_metric([prio], counts.by_class.get(prio, 0))
@@ -180,24 +185,25 @@ class FleetCollector(Collector):
         yield _family("queue_oldest_overdue_seconds", counts.oldest_late_ms / 1000)
         yield _family("jobs_dead", counts.dead)
         if live_ids is not None:
-            tasks = [t for t in read_tasks(client, self.keys, live_ids, with_action=False)
+            tasks = [t for t in read_tasks(client, shards, live_ids, with_action=False)
                      if t is not None]
-            totals = task_totals(client, self.keys, tasks)
+            totals = task_totals(client, shards, tasks)
         else:  # without the record the live tasks are unknown: the leases count the running
-            totals = TaskTotals(running=int(client.zcard(self.keys.leases)))
+            totals = TaskTotals(running=sum(int(client.zcard(keys.leases))
+                                            for keys in shards.all))
         yield _family("queue_later", totals.later(counts))
         yield _family("jobs_running", totals.running)
         if live_ids is not None:
             yield _family("jobs_parked", totals.parked)
             yield _family("jobs_held", totals.held)
-        lag, pending = backlog(client, self.keys.events)
+        lag, pending = total_backlog(client, shards)
         yield _family("recorder_lag_events", lag)
         yield _family("recorder_pending_events", pending)
         reorder_at = int(counts.stats.get("reorder_at") or 0)
         if reorder_at:
             yield _family("reorder_age_seconds", max(0, counts.now_ms - reorder_at) / 1000)
         yield _family("reorders", int(counts.stats.get("reorder_count") or 0))
-        workers = read_workers(client, self.keys.prefix)
+        workers = read_workers(client, shards.prefix)
         alive = [w for w in workers if not w["stale"]]
         yield _family("workers_live", len(alive))
         yield _family("workers_stale", len(workers) - len(alive))

@@ -4,6 +4,9 @@ Each node's heartbeat (``workers.heartbeat``) writes its presence (node, pid, sl
 time of the beat in ``ms``); :func:`read_workers` turns the hash into rows with the age of each
 beat and whether it is stale. Both sides read the Redis clock (:func:`redis_now_ms`), never
 their own: the nodes and the operator's machine need not agree on the time.
+
+Presence is held across shards: a queue in N shards keeps it in shard 0 (``Shards.coord``,
+``Keys(prefix)``), so ``read_workers(client, prefix)`` reads the one hash whatever the count.
 """
 
 from __future__ import annotations

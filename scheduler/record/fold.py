@@ -74,17 +74,32 @@ _quote = json.encoder.encode_basestring_ascii  # json.dumps of a str
 Ts = Callable[[int], Any]
 
 
+def stream_shard(stream: str) -> int:
+    """The queue shard an events stream belongs to, from its name: ``{fs}:events`` is shard 0,
+    ``{fs:2}:events`` shard 2 (``scheduler.queue.shards``; a prefix cannot hold ':')."""
+    tag = stream[1:stream.find("}")] if stream.startswith("{") else ""
+    number = tag.rpartition(":")[2] if ":" in tag else "0"
+    return int(number) if number.isdigit() else 0
+
+
 class StreamEvent:
-    """One stream entry: its id and its fields (strings); ``pos`` orders stream ids."""
+    """One stream entry: its id and its fields (strings); ``pos`` orders stream ids.
 
-    __slots__ = ("id", "fields", "pos")
+    ``entry`` is the id in its stream; ``id`` the events-table key: the same for shard 0 (and
+    an unsharded queue), ``<entry>:<shard>`` for the stream of shard >= 1, because every
+    shard's stream numbers its entries alike (``<ms>-<seq>``) and two shards' entries of the
+    same millisecond must not be taken for one replayed entry."""
 
-    def __init__(self, id: str, fields: Mapping[str, str]) -> None:  # noqa: A002
-        self.id = id
+    __slots__ = ("id", "entry", "fields", "pos")
+
+    def __init__(self, id: str, fields: Mapping[str, str], shard: int = 0) -> None:  # noqa: A002
+        self.entry = id
+        self.id = f"{id}:{shard}" if shard else id
         self.fields = fields
         ms, _, seq = id.partition("-")
-        # A sortable number for the stream id ``<ms>-<seq>``: ms * 10**6 + seq.
-        self.pos = int(ms) * 1_000_000 + int(seq or 0)
+        # A sortable number for the stream id ``<ms>-<seq>``: ms * 10**6 + seq (an events-table
+        # key of a shard >= 1 parses too: its ``:<shard>`` is left out).
+        self.pos = int(ms) * 1_000_000 + int(seq.partition(":")[0] or 0)
 
     def __repr__(self) -> str:
         return f"StreamEvent({self.id!r}, {dict(self.fields)!r})"
@@ -404,4 +419,5 @@ def fold_priority(conn: sa.Connection, task_id: int) -> None:
 
 
 __all__ = ["BatchResult", "LOST_OUTCOME_STATE", "OPERATOR_KINDS", "StreamEvent", "apply_events",
-           "event_row", "fold_operator_events", "fold_priority", "record_batch", "sql_task_id"]
+           "event_row", "fold_operator_events", "fold_priority", "record_batch", "sql_task_id",
+           "stream_shard"]

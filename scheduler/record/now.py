@@ -17,7 +17,7 @@ import redis
 from sqlalchemy.engine import Engine
 
 from scheduler.queue.types import text
-from scheduler.record.fold import StreamEvent, record_batch
+from scheduler.record.fold import StreamEvent, record_batch, stream_shard
 
 __all__ = ["record_now", "stream_tail"]
 
@@ -36,13 +36,14 @@ def record_now(client: redis.Redis, engine: Engine, stream: str, since: str,
     in one transaction (``record_batch``); returns them."""
     mine: list[StreamEvent] = []
     wanted = set(task_ids)
+    shard = stream_shard(stream)  # the events-table keys the recorders give this stream's entries
     start = "(" + since
     while wanted:
         batch = client.xrange(stream, min=start, count=READ_CHUNK)
         for entry_id, fields in batch:
             f = {text(k): text(v) for k, v in fields.items()}
             if f.get("task") in wanted:
-                mine.append(StreamEvent(text(entry_id), f))
+                mine.append(StreamEvent(text(entry_id), f, shard))
         if len(batch) < READ_CHUNK:
             break
         start = "(" + text(batch[-1][0])

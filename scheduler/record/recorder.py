@@ -1,7 +1,8 @@
 """The recorder: copies the Redis event stream into SQL, in batches, losing and doubling nothing.
 
-A ``Recorder`` is one consumer of the consumer group ``recorder`` on ``{P}:events``. Several
-may run at once (``fleetsched recorder`` and one inside every worker node): the group hands
+A ``Recorder`` is one consumer of the consumer group ``recorder`` on one events stream
+(``{P}:events``; a queue of N shards has one stream per shard, each read by a ``Recorder`` of
+its own: ``scheduler.record.sharded``). Several may run at once (``fleetsched recorder`` and one inside every worker node): the group hands
 each entry to one of them. Each ``run_once``:
 
 1. reads a batch: first this consumer's own pending entries (delivered before but not yet
@@ -42,7 +43,7 @@ from sqlalchemy.engine import Engine
 
 from scheduler.queue.keys import Keys
 from scheduler.queue.presence import read_workers
-from scheduler.record.fold import BatchResult, StreamEvent, record_batch
+from scheduler.record.fold import BatchResult, StreamEvent, record_batch, stream_shard
 from scheduler.redisdb.connect import REDIS_ERRORS
 
 log = logging.getLogger(__name__)
@@ -76,17 +77,24 @@ class RecorderStats:
 
 
 class Recorder:
-    """One consumer of the event stream writing into SQL (see the module docstring)."""
+    """One consumer of one shard's event stream writing into SQL (see the module docstring).
+    ``presence``: the keys holding the nodes' presence (shard 0 of a sharded queue; default
+    ``keys``)."""
 
     def __init__(self, client: redis.Redis, engine: Engine, keys: Keys = Keys(),
                  consumer_name: str | None = None, *, batch: int = 1000, block_ms: int = 1000,
                  claim_idle_ms: int = 60_000, claim_every_s: float = 10.0,
-                 trim_every_s: float = 1.0, on_batch: OnBatch | None = None) -> None:
+                 trim_every_s: float = 1.0, on_batch: OnBatch | None = None,
+                 presence: Keys | None = None) -> None:
         self.client = client
         self.engine = engine
         self.keys = keys
+        self.presence = presence or keys
         self.stream = keys.events
+        self.shard = stream_shard(self.stream)
         self.consumer = consumer_name or default_consumer_name()
+        # How the logs name it: the consumer, and the shard when there are several streams.
+        self.label = f"{self.consumer} (shard {self.shard})" if self.shard else self.consumer
         self.batch = batch
         self.block_ms = block_ms
         self.claim_idle_ms = claim_idle_ms
@@ -139,7 +147,7 @@ class Recorder:
         presence is gone or stale (no heartbeat for two leases), without waiting
         ``claim_idle_ms``: a killed node's batch reaches SQL seconds after its death. Taking
         entries from a node that was only slow is safe: the fold applies an entry once."""
-        alive = {row["worker"] for row in read_workers(self.client, self.keys.prefix)
+        alive = {row["worker"] for row in read_workers(self.client, self.presence.prefix)
                  if not row["stale"]}
         for consumer in self.client.xinfo_consumers(self.stream, GROUP):
             name, pending = _s(consumer["name"]), int(consumer["pending"])
@@ -162,7 +170,7 @@ class Recorder:
             events = self._events(items)
             if events:
                 log.warning("recorder %s: took over %d events from %s, whose node is gone",
-                            self.consumer, len(events), name)
+                            self.label, len(events), name)
                 self._own_pending = True
                 return events
         return []
@@ -185,7 +193,7 @@ class Recorder:
             if not fields:  # trimmed away while pending: nothing left to record
                 gone.append(eid)
                 continue
-            events.append(StreamEvent(eid, _decode(fields)))
+            events.append(StreamEvent(eid, _decode(fields), self.shard))
         if gone:
             self.client.xack(self.stream, GROUP, *gone)
         return events
@@ -198,7 +206,7 @@ class Recorder:
         events = self._read(max_events or self.batch, block_ms)
         if events:
             self._write(events)
-            self.client.xack(self.stream, GROUP, *[e.id for e in events])
+            self.client.xack(self.stream, GROUP, *[e.entry for e in events])
         if time.monotonic() >= self._next_trim or not events:
             self.trim()
         return len(events)
@@ -213,7 +221,7 @@ class Recorder:
             # Not an outage: some entry cannot be stored as it is. Retrying would stall the
             # stream forever, so record the batch entry by entry and quarantine the bad ones.
             log.error("recorder %s: batch refused (%s); recording one by one",
-                      self.consumer, _one_line(exc))
+                      self.label, _one_line(exc))
             result = self._write_singly(events)
         except BaseException:
             self._own_pending = True  # the batch stays pending: read it again first
@@ -285,7 +293,7 @@ class Recorder:
                 self.stats.failures += 1
                 if isinstance(exc, REDIS_ERRORS):
                     self._group_ready = False  # Redis may have restarted empty
-                log.warning("recorder %s: %s; retrying in %.1fs", self.consumer,
+                log.warning("recorder %s: %s; retrying in %.1fs", self.label,
                             _one_line(exc), delay)
                 stop_event.wait(delay)
                 delay = min(delay * 2, BACKOFF_MAX_S)
@@ -321,9 +329,11 @@ def backlog(client: redis.Redis, stream: str) -> tuple[int, int]:
 
 def quarantined(ev: StreamEvent, exc: BaseException) -> StreamEvent:
     """A stand-in for an entry SQL refused: its id and kind kept, the reason recorded."""
-    return StreamEvent(ev.id, {"kind": "invalid", "ts": ev.fields.get("ts", ""),
-                               "error": _one_line(exc)[:500],
-                               "original_kind": ev.fields.get("kind", "")[:24]})
+    out = StreamEvent(ev.entry, {"kind": "invalid", "ts": ev.fields.get("ts", ""),
+                                 "error": _one_line(exc)[:500],
+                                 "original_kind": ev.fields.get("kind", "")[:24]})
+    out.id = ev.id
+    return out
 
 
 def _decode(fields: dict[Any, Any]) -> dict[str, str]:

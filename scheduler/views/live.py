@@ -26,6 +26,7 @@ from sqlalchemy.engine import Engine
 
 from scheduler.errors import NotFoundError
 from scheduler.queue.keys import Keys
+from scheduler.queue.shards import Shards
 from scheduler.views.render import task_table, top_frame
 from scheduler.views.snapshot import (
     QueueSnapshot,
@@ -51,7 +52,7 @@ def ended(task: TaskProgress) -> bool:
     return task.progress.ended
 
 
-def top(client: redis.Redis, keys: Keys, console: Console, *, interval_s: float = 1.0,
+def top(client: redis.Redis, keys: Keys | Shards, console: Console, *, interval_s: float = 1.0,
         overload_threshold_ms: int = 200, iterations: int | None = None) -> QueueSnapshot:
     """Redraw ``fleetsched top`` until Ctrl-C (or ``iterations`` frames); the last snapshot."""
     meter = RateMeter()
@@ -131,7 +132,7 @@ def failure_line(f: dict[str, Any]) -> Text:
     return text
 
 
-def watch(client: redis.Redis, keys: Keys, task_ids: list[str], console: Console, *,
+def watch(client: redis.Redis, keys: Keys | Shards, task_ids: list[str], console: Console, *,
           feed: FailureFeed | None = None, interval_s: float = 0.5,
           labels: dict[str, str] | None = None, header: Callable[[], Text] | None = None,
           timeout_s: float | None = None) -> tuple[list[TaskProgress], list[dict[str, Any]]]:

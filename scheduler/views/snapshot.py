@@ -11,6 +11,12 @@ event stream, the last fair-share reorder.
    the overload threshold), waiting for a later time (service windows, ``--at``, retry
    backoff), running, parked, held, dead; the unfinished tasks and the most recently finished;
    live workers (``Keys.workers`` heartbeats); recorder lag; the ``Keys.stats`` figures.
+
+Each takes the keys of one shard or a queue's ``Shards`` (``scheduler.queue.shards``): a task's
+hash, parked list and held set are read in the task's shard (``Shards.of_task``), the task ids
+are listed shard by shard, and the counts, the recorder lag and the stream length are summed
+over the shards; presence is read in shard 0. A queue of one shard: the reads of an unsharded
+queue, key for key.
 """
 
 from __future__ import annotations
@@ -24,8 +30,9 @@ from typing import Any
 import redis
 
 from scheduler.progress import Progress
-from scheduler.queue.depth import QueueCounts, queue_counts
+from scheduler.queue.depth import QueueCounts, as_shards, queue_counts
 from scheduler.queue.keys import Keys
+from scheduler.queue.shards import Shards
 
 RECENT_FINISHED = 3  # finished tasks top keeps showing
 SCAN_PAGE = 1000
@@ -117,12 +124,14 @@ PROGRESS_FIELDS = ("state", "prio", "operator", "created", "lost", "wave", "wave
                    "wave_why", "total", "running", "succeeded", "failed", "cancelled")
 
 
-def read_tasks(client: redis.Redis, keys: Keys, task_ids: list[str], *,
+def read_tasks(client: redis.Redis, where: Keys | Shards, task_ids: list[str], *,
                with_action: bool = True) -> list[TaskProgress | None]:
     """The progress of each task (None where Redis has no such task), in one round trip.
     ``with_action=False``: leave the action's name out and read only the counters' fields."""
     pipe = client.pipeline(transaction=False)
+    shards = as_shards(where)
     for tid in task_ids:
+        keys = shards.of_task(tid)
         if with_action:
             pipe.hgetall(keys.task(tid))
         else:
@@ -136,11 +145,14 @@ def read_tasks(client: redis.Redis, keys: Keys, task_ids: list[str], *,
             for i, tid in enumerate(task_ids)]
 
 
-def list_task_ids(client: redis.Redis, keys: Keys) -> list[str]:
-    """Every task id with a hash in Redis, sorted numerically where they are numbers."""
-    prefix = keys.task("")
-    pattern = prefix.replace("[", "\\[").replace("?", "\\?").replace("*", "\\*") + "*"
-    ids = [k[len(prefix):] for k in client.scan_iter(match=pattern, count=SCAN_PAGE)]
+def list_task_ids(client: redis.Redis, where: Keys | Shards) -> list[str]:
+    """Every task id with a hash in Redis (in any shard), sorted numerically where they are
+    numbers."""
+    ids: list[str] = []
+    for keys in as_shards(where).all:
+        prefix = keys.task("")
+        pattern = prefix.replace("[", "\\[").replace("?", "\\?").replace("*", "\\*") + "*"
+        ids += [k[len(prefix):] for k in client.scan_iter(match=pattern, count=SCAN_PAGE)]
     return sorted(ids, key=lambda t: (0, int(t), t) if t.isdigit() else (1, 0, t))
 
 
@@ -186,38 +198,41 @@ class TaskTotals:
         return max(0, counts.future - self.running)
 
 
-def task_totals(client: redis.Redis, keys: Keys, tasks: list[TaskProgress]) -> TaskTotals:
+def task_totals(client: redis.Redis, where: Keys | Shards,
+                tasks: list[TaskProgress]) -> TaskTotals:
     """Sum the tasks' running and parked counts; ZCARD each one's held set (one round trip)."""
     out = TaskTotals(running=sum(t.running for t in tasks), parked=sum(t.parked for t in tasks))
     pipe = client.pipeline(transaction=False)
+    shards = as_shards(where)
     for t in tasks:
-        pipe.zcard(keys.held(t.task_id))
+        pipe.zcard(shards.of_task(t.task_id).held(t.task_id))
     out.held = sum(int(n) for n in pipe.execute()) if tasks else 0
     return out
 
 
-def take_snapshot(client: redis.Redis, keys: Keys, *, overload_threshold_ms: int = 200,
+def take_snapshot(client: redis.Redis, where: Keys | Shards, *, overload_threshold_ms: int = 200,
                   task_ids: list[str] | None = None) -> QueueSnapshot:
     """Read one frame (see the module docstring); ``task_ids`` limits the tasks shown."""
     from scheduler.queue.presence import read_workers
-    from scheduler.record.recorder import backlog
+    from scheduler.record.sharded import total_backlog
 
-    counts = queue_counts(client, keys, overload_threshold_ms)
+    shards = as_shards(where)
+    counts = queue_counts(client, shards, overload_threshold_ms)
     snap = QueueSnapshot(now_ms=counts.now_ms, due_now=counts.due_now, overdue=counts.overdue,
                          oldest_late_ms=counts.oldest_late_ms, dead=counts.dead,
                          stream_length=counts.stream_length, stats=counts.stats,
                          by_class=counts.by_class)
-    ids = list_task_ids(client, keys) if task_ids is None else task_ids
-    tasks = [t for t in read_tasks(client, keys, ids) if t is not None]
-    totals = task_totals(client, keys, tasks)
+    ids = list_task_ids(client, shards) if task_ids is None else task_ids
+    tasks = [t for t in read_tasks(client, shards, ids) if t is not None]
+    totals = task_totals(client, shards, tasks)
     snap.running, snap.parked, snap.held = totals.running, totals.parked, totals.held
     snap.later = totals.later(counts)
     unfinished = [t for t in tasks if not t.finished]
     finished = [t for t in tasks if t.finished]
     snap.finished_tasks = len(finished)
     snap.tasks = unfinished + finished[-RECENT_FINISHED:] if task_ids is None else tasks
-    snap.workers = [w for w in read_workers(client, keys.prefix) if not w["stale"]]
-    snap.recorder_lag, snap.recorder_pending = backlog(client, keys.events)
+    snap.workers = [w for w in read_workers(client, shards.prefix) if not w["stale"]]
+    snap.recorder_lag, snap.recorder_pending = total_backlog(client, shards)
     return snap
 
 
