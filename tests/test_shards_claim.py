@@ -195,3 +195,10 @@ def test_a_shard_count_other_than_the_queues_is_refused(sclient):
     for other in (Shards("fs", 1), Shards("fs", 4)):
         with pytest.raises(ConfigError, match="has 3 shards"):
             check_shard_count(sclient, other)
+
+
+def test_shards_spread_evenly_over_the_masters_of_a_cluster(redis_cluster):
+    """The cluster's masters split the slots evenly: 3 shards on 3 masters, 6 on 2 each."""
+    for count, per_master in ((3, 1), (6, 2)):
+        masters = [redis_cluster.master_of(keys.due()).address for keys in Shards("fs", count).all]
+        assert sorted(masters.count(m) for m in set(masters)) == [per_master] * 3, masters

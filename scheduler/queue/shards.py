@@ -3,7 +3,12 @@
 A queue of N shards (the ``queue_shards`` setting) is N sets of the keys in
 ``scheduler.queue.keys``, each under its own hash tag, so every Lua script still touches one
 cluster slot. Shard 0 is ``{<prefix>}``, the same keys as an unsharded queue; shard i >= 1 is
-``{<prefix>:<i>}`` (a queue prefix cannot hold ':', so no other queue's keys collide).
+``{<prefix>:<i>}`` or ``{<prefix>:<i>.<k>}`` (a queue prefix cannot hold ':', so no other
+queue's keys collide). The 16,384 cluster slots are cut into N equal arcs; shard 0 sits in the
+arc of its slot, and shard i takes the smallest ``k`` that puts its slot in the middle half of
+the i-th of the other arcs. A cluster whose masters split the slots evenly (``redis-cli
+--cluster create`` does) then serves the shards spread evenly over its masters, instead of
+wherever the names happen to hash.
 
 What lives where:
 - a task, its jobs and their events: shard ``task id mod N`` (a task never spans shards, so
@@ -22,9 +27,12 @@ import zlib
 from dataclasses import dataclass
 from functools import cached_property
 
+from redis.crc import key_slot
+
 from scheduler.queue.keys import DEFAULT_PREFIX, Keys
 
 MAX_SHARDS = 64
+SLOTS = 16_384  # hash slots of a Redis Cluster
 
 
 def shard_number(task_id: str, count: int) -> int:
@@ -39,7 +47,7 @@ def shard_number(task_id: str, count: int) -> int:
 
 @dataclass(frozen=True)
 class Shards:
-    """The shards of one queue. ``Shards("fs", 3).of_task("7") == Keys("fs:1")``."""
+    """The shards of one queue. ``Shards("fs", 3).of_task("7")`` is shard 1's ``Keys``."""
 
     prefix: str = DEFAULT_PREFIX
     count: int = 1
@@ -51,8 +59,20 @@ class Shards:
     @cached_property
     def all(self) -> tuple[Keys, ...]:
         """Every shard's keys, shard 0 first."""
-        return tuple(Keys(self.prefix if i == 0 else f"{self.prefix}:{i}")
-                     for i in range(self.count))
+        return tuple(Keys(self._shard_prefix(i)) for i in range(self.count))
+
+    def _shard_prefix(self, i: int) -> str:
+        if i == 0:
+            return self.prefix
+        arc = SLOTS / self.count
+        taken = int(key_slot(f"{{{self.prefix}}}".encode()) // arc)  # shard 0's arc
+        free_arcs = [a for a in range(self.count) if a != taken]
+        middle = (free_arcs[i - 1] + 0.5) * arc
+        for k in range(100_000):
+            name = f"{self.prefix}:{i}" if k == 0 else f"{self.prefix}:{i}.{k}"
+            if abs(key_slot(f"{{{name}}}".encode()) - middle) < arc / 4:
+                return name
+        raise AssertionError("no shard name found in its arc")  # 1 name in 2N fits
 
     @property
     def coord(self) -> Keys:

@@ -76,9 +76,10 @@ Ts = Callable[[int], Any]
 
 def stream_shard(stream: str) -> int:
     """The queue shard an events stream belongs to, from its name: ``{fs}:events`` is shard 0,
-    ``{fs:2}:events`` shard 2 (``scheduler.queue.shards``; a prefix cannot hold ':')."""
+    ``{fs:2}:events`` or ``{fs:2.7}:events`` shard 2 (``scheduler.queue.shards``; a prefix
+    cannot hold ':')."""
     tag = stream[1:stream.find("}")] if stream.startswith("{") else ""
-    number = tag.rpartition(":")[2] if ":" in tag else "0"
+    number = tag.rpartition(":")[2].partition(".")[0] if ":" in tag else "0"
     return int(number) if number.isdigit() else 0
 
 
