@@ -2,7 +2,8 @@
 
 Thin: read the record through ``scheduler.submission.taskinfo`` (live counters from Redis when it answers)
 and change a task through ``scheduler.submission.control``, which records each change with the operator's
-name (``--as``) in SQL before the command returns.
+name (``--as``) in SQL before the command returns. A task's verbs and live counters are those of
+the queue shard holding the task (``Shards.of_task``).
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ TaskId = Annotated[int, typer.Argument(help="The task id (see `fleetsched tasks 
 
 
 @contextmanager
-def _context(ctx: typer.Context, *, redis: bool = True) -> Iterator[tuple[Any, Any, str]]:
-    """(engine, queue or None, operator); closed afterwards."""
+def _context(ctx: typer.Context, *, redis: bool = True,
+             task_id: int | None = None) -> Iterator[tuple[Any, Any, str]]:
+    """(engine, queue or None, operator); closed afterwards. The queue is that of the shard
+    holding ``task_id``."""
     from scheduler.queue.client import Queue
-    from scheduler.queue.keys import Keys
+    from scheduler.queue.route import task_keys
+    from scheduler.queue.shards import shards_of
     from scheduler.record.session import open_database
     from scheduler.redisdb.connect import connect
 
@@ -39,7 +43,8 @@ def _context(ctx: typer.Context, *, redis: bool = True) -> Iterator[tuple[Any, A
     try:
         if redis:
             client = connect(settings)
-            queue = Queue(client, Keys(settings.queue_prefix), lease_ms=settings.lease_ms)
+            queue = Queue(client, task_keys(shards_of(settings), task_id or 0),
+                          lease_ms=settings.lease_ms)
         yield engine, queue, settings.operator
     finally:
         if queue is not None:
@@ -82,7 +87,8 @@ def warn_if_record_behind(ctx: typer.Context, recorded_done: dict[int, int]) -> 
 
     from scheduler.errors import FleetschedError
     from scheduler.progress import from_task_hash
-    from scheduler.queue.keys import Keys
+    from scheduler.queue.route import task_reader
+    from scheduler.queue.shards import shards_of
     from scheduler.redisdb.connect import connect
     from scheduler.redisdb.embedded import Embedded
 
@@ -90,7 +96,7 @@ def warn_if_record_behind(ctx: typer.Context, recorded_done: dict[int, int]) -> 
         return
     settings = state(ctx).settings
     ids = sorted(recorded_done)
-    keys, fields = Keys(settings.queue_prefix), ("total", "succeeded", "failed", "cancelled")
+    keys, fields = task_reader(shards_of(settings)), ("total", "succeeded", "failed", "cancelled")
     try:
         if settings.redis_url is None:
             endpoint = Embedded.of(settings).read_endpoint()
@@ -121,7 +127,7 @@ def _live(ctx: typer.Context, task_id: int) -> dict[str, str] | None:
     from scheduler.errors import FleetschedError
 
     try:
-        with _context(ctx) as (_engine, queue, _op):
+        with _context(ctx, task_id=task_id) as (_engine, queue, _op):
             return queue.task_state(str(task_id)) or None
     except FleetschedError as exc:
         output.info(f"warning: live counters unavailable ({exc})")
@@ -186,7 +192,7 @@ def _control(ctx: typer.Context, task_id: int, verb: str, *extra: Any) -> None:
     from scheduler.submission import control, rollout
     fn = {"continue": rollout.continue_rollout, "pause": control.pause, "resume": control.resume, "cancel": control.cancel,
           "retry-failed": control.retry_failed, "reprioritize": control.reprioritize}[verb]
-    with _context(ctx) as (engine, queue, operator):
+    with _context(ctx, task_id=task_id) as (engine, queue, operator):
         result = fn(engine, queue, task_id, *extra, operator)
     what = {"pause": "paused (pending jobs held in order; running ones finish)",
             "resume": f"resumed: {result.count} held jobs released",
@@ -284,14 +290,15 @@ def watch(
 def read_now(ctx: typer.Context, ids: list[str]) -> list[Any]:
     """The tasks' progress, read once: live from Redis, or from the SQL record for a task Redis
     no longer has (``NotFoundError`` for a task neither knows)."""
-    from scheduler.queue.keys import Keys
+    from scheduler.queue.route import task_reader
+    from scheduler.queue.shards import shards_of
     from scheduler.redisdb.connect import connect
     from scheduler.views.snapshot import read_tasks
 
     settings = state(ctx).settings
     client = connect(settings)
     try:
-        found = read_tasks(client, Keys(settings.queue_prefix), ids)
+        found = read_tasks(client, task_reader(shards_of(settings)), ids)
     finally:
         client.close()
     missing = [tid for tid, t in zip(ids, found) if t is None]
@@ -352,7 +359,8 @@ def follow(ctx: typer.Context, ids: list[str], *, interval_s: float, timeout_s: 
     from rich.console import Console
 
     from scheduler.errors import FleetschedError, NotFoundError
-    from scheduler.queue.keys import Keys
+    from scheduler.queue.route import task_reader
+    from scheduler.queue.shards import shards_of
     from scheduler.redisdb.connect import connect
     from scheduler.views.live import FailureFeed, failure_line
     from scheduler.views.live import watch as run_watch
@@ -371,7 +379,7 @@ def follow(ctx: typer.Context, ids: list[str], *, interval_s: float, timeout_s: 
                 feed = FailureFeed(engine, ids)
             except FleetschedError as exc:
                 output.info(f"warning: failures will not be listed ({exc})")
-        keys = Keys(settings.queue_prefix)
+        keys = task_reader(shards_of(settings))  # each task in its shard
         recorded: dict[str, Any] = {}
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
