@@ -276,3 +276,35 @@ def test_the_wave_controller_moves_rollouts_in_every_shard(
     assert redis_client.hget(keys.task(str(t)), "wave") == "2"
     assert redis_client.zcard(keys.due("normal")) == 3
     assert not redis_client.exists(keys.wave_lock(str(t)))
+
+
+def test_the_write_side_of_a_sharded_queue_on_a_redis_cluster(
+        tmp_path: Path, cluster_url: str, redis_cluster) -> None:  # noqa: ANN001
+    from tests.conftest import cluster_client
+
+    # Given a 3-shard queue on a real Redis Cluster (each shard its own slot)
+    db = f"sqlite:///{tmp_path / 'fleetsched.db'}"
+    upgrade(db)
+    cli = Cli(tmp_path, cluster_url, db, env={"FLEETSCHED_QUEUE_SHARDS": "3"})
+    inventory(cli, tmp_path, FLEET)
+    client = cluster_client(cluster_url)
+    try:
+        # When tasks are submitted, one paused and one cancelled, a window and a limit added
+        ids = [cli.submit(*TASK, "-t", "group:web") for _ in range(3)]
+        cli.ok("tasks", "pause", str(ids[0]))
+        cli.ok("tasks", "cancel", str(ids[1]))
+        start = (datetime.now(timezone.utc) + timedelta(days=1)).replace(microsecond=0)
+        cli.ok("windows", "add", "w", "--start", start.isoformat(), "--duration", "1h")
+        cli.ok("groups", "limit", "web", "--max-busy", "2")
+        # Then each lands where it belongs, every multi-key step inside one slot
+        assert [task_state(client, t) for t in ids] == ["paused", "cancelled", "active"]
+        assert holders(client, lambda k: k.window("w")) == [0, 1, 2]
+        assert [client.hget(k.host("web-01"), "limits") for k in SHARDS.all] == ["web"] * 3
+        # When the cluster loses everything, reconcile puts the unfinished tasks back
+        redis_cluster.flush()
+        cli.ok("reconcile")
+        assert [task_state(client, t) for t in ids] == ["paused", None, "active"]
+        assert client.zcard(home(ids[2]).due("normal")) == 4
+        assert client.hget(SHARDS.coord.glimit, "web") == "2"
+    finally:
+        client.close()
