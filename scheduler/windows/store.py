@@ -5,8 +5,9 @@ model: ``scheduler.calendar.windows.Window``, ``check_future``), written to SQL 
 (``window-add``, ``window-assign``, ``window-unassign``, ``window-approve`` with who and when,
 ``window-remove``) in
 one transaction, then copied into Redis (``Keys.window``, ``scheduler.windows.wire.publish``) for
-the claim-time check, in every shard of the queue. If Redis does not answer, the SQL change stands and the command says to
-run ``fleetsched windows sync``, which copies every definition again.
+the claim-time check, into every shard of the queue. If Redis does not answer, the SQL change
+stands and the command says to run ``fleetsched windows sync``, which copies every definition
+again.
 
 Approval: a window added with ``requires_approval`` is listed but never used (no job is due in
 it, none starts in it) until ``approve``. Freezes (``--freeze``) apply without approval.
