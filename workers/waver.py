@@ -1,7 +1,8 @@
 """The node's wave controller: moves rollouts in waves on (``scheduler.submission.rollout``).
 
-1. Every second, read ``{P}:waving`` (the tasks whose rollout in waves is not over).
-2. For each, take the task's short lock (``Keys.wave_lock``: SET NX PX 10 s, a token of this
+1. Every second, read ``{P}:waving`` (the tasks whose rollout in waves is not over) of every
+   queue shard (``queue_shards``): a task's rollout lives in its own shard.
+2. For each, take the task's short lock (in the task's shard) (``Keys.wave_lock``: SET NX PX 10 s, a token of this
    node, 2 minutes while a health check runs)
    and run one ``rollout.step``: release the next wave, start a pause, a gate or a check, stop
    the rollout, or nothing. Every node runs this loop; the lock keeps them from acting on one
@@ -28,6 +29,7 @@ from scheduler.config import redact_exception
 from scheduler.queue.client import Queue
 from scheduler.queue.keys import Keys
 from scheduler.queue.presence import redis_now_ms
+from scheduler.queue.shards import Shards
 from scheduler.queue.types import text
 from scheduler.submission import rollout
 
@@ -41,12 +43,18 @@ class Waver:
     """The wave controller thread of one node (see the module docstring)."""
 
     def __init__(self, settings: Any, client: redis.Redis, keys: Keys) -> None:
+        """``keys``: shard 0's (the queue prefix); the other shards follow from
+        ``settings.queue_shards``."""
         self.settings = settings
         self.client = client
         self.keys = keys
         self.queue = Queue(client, keys)
+        count = int(getattr(settings, "queue_shards", 1) or 1)
+        self.queues = [self.queue] + [Queue(client, k)
+                                      for k in Shards(keys.prefix, count).all[1:]]
         self.token = secrets.token_hex(8)
         self._lock = ""  # the task lock held by the step in progress
+        self._keys = keys  # the shard of that task
         self.steps = 0
 
     def run(self, stop: threading.Event) -> None:
@@ -58,14 +66,20 @@ class Waver:
                           redact_exception(exc))
 
     def round(self) -> None:
-        """One pass over the tasks in waves."""
-        for member in sorted(self.client.smembers(self.keys.waving)):
+        """One pass over the tasks in waves, shard by shard."""
+        for queue in self.queues:
+            self._round(queue)
+
+    def _round(self, queue: Queue) -> None:
+        keys = queue.keys
+        for member in sorted(self.client.smembers(keys.waving)):
             task_id = text(member)
-            lock = self._lock = self.keys.wave_lock(task_id)
+            self._keys = keys
+            lock = self._lock = keys.wave_lock(task_id)
             if not self.client.set(lock, self.token, nx=True, px=rollout.LOCK_MS):
                 continue
             try:
-                did = rollout.step(self.queue, task_id, redis_now_ms(self.client, self.keys),
+                did = rollout.step(queue, task_id, redis_now_ms(self.client, self.keys),
                                    self.check)
                 self.steps += 1
                 if did not in ("running", "pausing", "gated", "stopped", "paused"):
@@ -85,7 +99,7 @@ class Waver:
                                   spec.get("executor_options") or {}, self.settings)
         pipe = self.client.pipeline(transaction=False)
         for name in hosts:
-            pipe.hgetall(self.keys.host(name))
+            pipe.hgetall(self._keys.host(name))  # the copies written with the task
         rows = {name: {text(k): text(v) for k, v in row.items()}
                 for name, row in zip(hosts, pipe.execute())}
 

@@ -3,8 +3,9 @@
 - :class:`State` and :func:`state`: the global options of the root callback and the settings
   built from them once, found from any command's context;
 - :func:`database`: the database engine and the operator's name (hosts, groups);
-- :func:`stores`: the same plus a way to connect to Redis and the key names (windows,
-  schedules), for commands that write SQL and then arm or sync something in the queue.
+- :func:`stores`: the same plus a way to connect to Redis and the queue's shards (windows go
+  to every shard, schedules to shard 0), for commands that write SQL and then arm or sync
+  something in the queue.
 
 Every command module imports what it needs from here at the top; nothing imports
 ``scheduler.cli.app`` but the entry points, so the CLI has no import circle.
@@ -24,7 +25,7 @@ from scheduler.config import Settings, load_settings
 if TYPE_CHECKING:  # SQLAlchemy loads when a command opens the database, not with the CLI
     from sqlalchemy.engine import Engine
 
-    from scheduler.queue.keys import Keys
+    from scheduler.queue.shards import Shards
 
 class State:
     """Per-invocation state: the global options, and settings built once on first use."""
@@ -63,14 +64,15 @@ def database(ctx: typer.Context) -> Iterator[tuple[Engine, str]]:
 
 
 @contextmanager
-def stores(ctx: typer.Context) -> Iterator[tuple[Engine, Callable[[], Any], Keys, str]]:
-    """(engine, connect, keys, operator): ``connect()`` opens a Redis client only when called."""
-    from scheduler.queue.keys import Keys
+def stores(ctx: typer.Context) -> Iterator[tuple[Engine, Callable[[], Any], Shards, str]]:
+    """(engine, connect, shards, operator): ``connect()`` opens a Redis client only when
+    called; ``shards``: the queue's (``scheduler.queue.route`` sends each write where it goes)."""
+    from scheduler.queue.shards import shards_of
     from scheduler.redisdb.connect import connect
 
     settings = state(ctx).settings
     with database(ctx) as (engine, operator):
-        yield engine, (lambda: connect(settings)), Keys(settings.queue_prefix), operator
+        yield engine, (lambda: connect(settings)), shards_of(settings), operator
 
 
 def push_group_limits(ctx: typer.Context, engine: Any, operator: str, *,
@@ -85,7 +87,7 @@ def push_group_limits(ctx: typer.Context, engine: Any, operator: str, *,
     from scheduler.errors import FleetschedError
     from scheduler.inventory import group_limits as limits_in_sql
     from scheduler.queue.client import Queue
-    from scheduler.queue.keys import Keys
+    from scheduler.queue.shards import shards_of
     from scheduler.record.session import transaction
     from scheduler.redisdb.connect import connect
     from scheduler.submission import group_limits
@@ -96,9 +98,10 @@ def push_group_limits(ctx: typer.Context, engine: Any, operator: str, *,
     settings = state(ctx).settings
     try:
         client = connect(settings)
-        queue = Queue(client, Keys(settings.queue_prefix))
+        shards = shards_of(settings)
+        queue = Queue(client, shards.coord)
         try:
-            changed = group_limits.push(engine, queue, operator)
+            changed = group_limits.push(engine, queue, operator, shards=shards)
         finally:
             queue.close()
             client.close()

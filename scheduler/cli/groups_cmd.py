@@ -4,7 +4,8 @@ hand), and the limits that hold across tasks.
 Thin commands over ``scheduler.inventory``: one row per group with its limit, its direct host
 count, its host count including child groups, its children, parents and source; ``limit``
 records a group's limit in SQL, then tells the queue (``Queue.set_group_limit``) and writes
-each of its hosts' limited groups into their Redis hashes, which claim.lua reads.
+each of its hosts' limited groups into their Redis hashes, which claim.lua reads (the limit in
+queue shard 0, the hosts' field in every shard's copy of the host).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def limit_cmd(
     from scheduler.errors import ValidationError
     from scheduler.inventory import set_group_limit
     from scheduler.queue.client import Queue
-    from scheduler.queue.keys import Keys
+    from scheduler.queue.shards import shards_of
     from scheduler.record.session import transaction
     from scheduler.redisdb.connect import connect
     from scheduler.submission import group_limits
@@ -98,9 +99,10 @@ def limit_cmd(
         with transaction(engine) as session:
             count, members = set_group_limit(session, name, max_busy, operator=operator)
         client = connect(settings)
-        queue = Queue(client, Keys(settings.queue_prefix))
+        shards = shards_of(settings)
+        queue = Queue(client, shards.coord)
         try:
-            group_limits.push(engine, queue, operator)
+            group_limits.push(engine, queue, operator, shards=shards)
         finally:
             queue.close()
             client.close()

@@ -262,15 +262,17 @@ def remove_cmd(
 
     from scheduler.errors import FleetschedError
     from scheduler.inventory import remove_host
+    from scheduler.queue.route import every_shard
     from scheduler.record.session import transaction
 
-    with stores(ctx) as (engine, connect, keys, operator):
+    with stores(ctx) as (engine, connect, shards, operator):
         with transaction(engine) as session:
             remove_host(session, name, operator=operator)
         try:
             client = connect()
             try:
-                client.delete(keys.host(name))
+                for keys in every_shard(shards):  # a copy in the shard of each task it ran
+                    client.delete(keys.host(name))
             finally:
                 client.close()
         except (FleetschedError, redis.RedisError, OSError) as exc:

@@ -42,7 +42,7 @@ def reconcile(
     if ctx.invoked_subcommand is not None:
         return
     from scheduler.queue.client import Queue
-    from scheduler.queue.keys import Keys
+    from scheduler.queue.shards import shards_of
     from scheduler.record.engine import make_engine
     from scheduler.record.migrate import ensure_schema
     from scheduler.redisdb.connect import connect
@@ -54,9 +54,10 @@ def reconcile(
         ensure_schema(settings, engine)
         client = connect(settings)
         try:
-            report = run_reconcile(engine, Queue(client, Keys(settings.queue_prefix)),
+            shards = shards_of(settings)
+            report = run_reconcile(engine, Queue(client, shards.coord),
                                    operator=settings.operator, dry_run=dry_run,
-                                   on_batch=_detector(settings))
+                                   on_batch=_detector(settings), shards=shards)
         finally:
             client.close()
     finally:

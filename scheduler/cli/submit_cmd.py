@@ -229,7 +229,7 @@ def submit(
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="table, json or csv")] = output.OutputFormat.table,
 ) -> None:
     """Submit a task: one job per target host, queued now, later, or in service windows."""
-    from scheduler.queue.keys import Keys
+    from scheduler.queue.shards import shards_of
     from scheduler.record.session import open_database, transaction
     from scheduler.redisdb.connect import connect
     from scheduler.submission.submit import plan_task
@@ -268,7 +268,7 @@ def submit(
             return
         _confirm(plan, yes)
         done = run_submit(engine, lambda: connect(settings), request,
-                          operator=settings.operator, keys=Keys(settings.queue_prefix), plan=plan)
+                          operator=settings.operator, keys=shards_of(settings), plan=plan)
     finally:
         engine.dispose()
     if fmt is output.OutputFormat.table:

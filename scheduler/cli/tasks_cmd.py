@@ -2,7 +2,8 @@
 
 Thin: read the record through ``scheduler.submission.taskinfo`` (live counters from Redis when it answers)
 and change a task through ``scheduler.submission.control``, which records each change with the operator's
-name (``--as``) in SQL before the command returns.
+name (``--as``) in SQL before the command returns. A task's verbs and live counters are those of
+the queue shard holding the task (``Shards.of_task``).
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ TaskId = Annotated[int, typer.Argument(help="The task id (see `fleetsched tasks 
 
 
 @contextmanager
-def _context(ctx: typer.Context, *, redis: bool = True) -> Iterator[tuple[Any, Any, str]]:
-    """(engine, queue or None, operator); closed afterwards."""
+def _context(ctx: typer.Context, *, redis: bool = True,
+             task_id: int | None = None) -> Iterator[tuple[Any, Any, str]]:
+    """(engine, queue or None, operator); closed afterwards. The queue is that of the shard
+    holding ``task_id``."""
     from scheduler.queue.client import Queue
-    from scheduler.queue.keys import Keys
+    from scheduler.queue.route import task_keys
+    from scheduler.queue.shards import shards_of
     from scheduler.record.session import open_database
     from scheduler.redisdb.connect import connect
 
@@ -39,7 +43,8 @@ def _context(ctx: typer.Context, *, redis: bool = True) -> Iterator[tuple[Any, A
     try:
         if redis:
             client = connect(settings)
-            queue = Queue(client, Keys(settings.queue_prefix), lease_ms=settings.lease_ms)
+            queue = Queue(client, task_keys(shards_of(settings), task_id or 0),
+                          lease_ms=settings.lease_ms)
         yield engine, queue, settings.operator
     finally:
         if queue is not None:
@@ -121,7 +126,7 @@ def _live(ctx: typer.Context, task_id: int) -> dict[str, str] | None:
     from scheduler.errors import FleetschedError
 
     try:
-        with _context(ctx) as (_engine, queue, _op):
+        with _context(ctx, task_id=task_id) as (_engine, queue, _op):
             return queue.task_state(str(task_id)) or None
     except FleetschedError as exc:
         output.info(f"warning: live counters unavailable ({exc})")
@@ -186,7 +191,7 @@ def _control(ctx: typer.Context, task_id: int, verb: str, *extra: Any) -> None:
     from scheduler.submission import control, rollout
     fn = {"continue": rollout.continue_rollout, "pause": control.pause, "resume": control.resume, "cancel": control.cancel,
           "retry-failed": control.retry_failed, "reprioritize": control.reprioritize}[verb]
-    with _context(ctx) as (engine, queue, operator):
+    with _context(ctx, task_id=task_id) as (engine, queue, operator):
         result = fn(engine, queue, task_id, *extra, operator)
     what = {"pause": "paused (pending jobs held in order; running ones finish)",
             "resume": f"resumed: {result.count} held jobs released",

@@ -211,7 +211,7 @@ class Demo:
                                       hint="run fleetsched demo --keep to keep its log")
 
     def submit(self, run: TaskRun, target: str, cmd: str) -> None:
-        from scheduler.queue.keys import Keys
+        from scheduler.queue.shards import shards_of
         from scheduler.submission.submit import TaskRequest, submit
 
         jitter = self.o.job_ms // 3
@@ -221,7 +221,7 @@ class Demo:
             executor_options={"duration_ms": self.o.job_ms, "jitter_ms": jitter,
                               "failure_rate": FAILURE_RATE, "seed": self.o.seed})
         done = submit(self.engine, lambda: self.client, request, operator=run.who.lower(),
-                      keys=Keys(self.settings.queue_prefix))
+                      keys=shards_of(self.settings))
         run.task_id, run.hosts, run.submitted = done.task_id, done.jobs, time.monotonic()
         self.say(f"{run.who} submitted task {run.task_id}: `{cmd}` on {done.jobs} hosts "
                  f"({target})", "bold")
@@ -242,11 +242,13 @@ class Demo:
         """Draw both tasks until they have finished; submit Bob's on time; note milestones."""
         from rich.console import Group
 
-        from scheduler.queue.keys import Keys
+        from scheduler.queue.route import task_reader
+        from scheduler.queue.shards import shards_of
         from scheduler.views import RateMeter, read_tasks, task_table
         from scheduler.views.live import live_view
 
-        keys = Keys(self.settings.queue_prefix)
+        shards = shards_of(self.settings)
+        keys = task_reader(shards)
         meter = RateMeter(window_s=5.0)
         bob_at = alice.submitted + BOB_DELAY_S / self.o.speed
         deadline = alice.submitted + 20 * ALICE_S / self.o.speed + 60
@@ -267,7 +269,9 @@ class Demo:
                         self._milestone(run, alice)
                 labels = {str(r.task_id): r.who for r in runs}
                 shown = [r.progress for r in runs if r.progress is not None]
-                live.update(Group(self._header(self.client.hgetall(keys.stats), alice.submitted),
+                # the reorders of the shard of Alice's task, the one overloaded
+                stats = self.client.hgetall(shards.of_task(str(alice.task_id)).stats)
+                live.update(Group(self._header(stats, alice.submitted),
                                   task_table(shown, meter, labels=labels, width=24,
                                              columns=DEMO_COLUMNS)), refresh=True)
                 if bob.task_id and all(r.finished is not None for r in (alice, bob)):
@@ -306,12 +310,13 @@ class Demo:
 
     def drain_and_stop(self) -> None:
         """Wait until the recorder has every event in SQL, then stop the workers (SIGTERM)."""
-        from scheduler.queue.keys import Keys
+        from scheduler.queue.shards import shards_of
         from scheduler.record.recorder import backlog
 
-        keys = Keys(self.settings.queue_prefix)
+        shards = shards_of(self.settings)
         deadline = time.monotonic() + 30
-        while backlog(self.client, keys.events)[0] > 0 and time.monotonic() < deadline:
+        while (any(backlog(self.client, keys.events)[0] > 0 for keys in shards.all)
+               and time.monotonic() < deadline):
             self.check_interrupt()
             time.sleep(0.1)
         self.stop_workers()

@@ -21,6 +21,9 @@ claimed ``sched:<name>`` (``Claim.schedules``), in this order:
    move to the next occurrence in one atomic step. A stale token writes nothing: the worker
    that holds the entry now records the outcome (the tasks are in SQL already).
 
+``keys``: one shard's ``Keys``, or the queue's ``Shards``: the entry lives in shard 0, each
+occurrence's task in the shard of its id (``scheduler.queue.route``).
+
 Redis or SQL failing midway raises: the entry's lease runs out and a worker fires it again.
 A firer that stalls past its lease (a GC pause, SIGSTOP, slow SQL) and resumes finds the entry
 claimed by another worker and stops; if it resumes inside a fan-out, enqueue skips every job the
@@ -40,7 +43,7 @@ from sqlalchemy.engine import Engine
 
 from scheduler.calendar.catchup import catch_up
 from scheduler.errors import Code, FleetschedError
-from scheduler.queue.keys import Keys
+from scheduler.queue.route import Where, coord, task_keys
 from scheduler.queue.types import ClaimedSchedule
 from scheduler.record.engine import session_factory
 from scheduler.record.models import TASK_FINAL_STATES, Job, Schedule, Task
@@ -73,7 +76,7 @@ def _existing(engine: Engine, schedule_id: int, start: datetime,
         return {occ: tid for occ, tid in rows}
 
 
-def _still_running(engine: Engine, client: redis.Redis, keys: Keys, schedule_id: int,
+def _still_running(engine: Engine, client: redis.Redis, keys: Where, schedule_id: int,
                    at: datetime) -> int | None:
     """The previous task of the schedule if it has not finished (by the Redis counters)."""
     t = Task.__table__
@@ -83,7 +86,7 @@ def _still_running(engine: Engine, client: redis.Redis, keys: Keys, schedule_id:
             .order_by(t.c.occurrence.desc()).limit(1)).first()
     if prev is None or prev.state in TASK_FINAL_STATES:
         return None
-    h = client.hgetall(keys.task(str(prev.id)))
+    h = client.hgetall(task_keys(keys, prev.id).task(str(prev.id)))
     if not h:
         return None
 
@@ -125,7 +128,7 @@ def _create(engine: Engine, row: Any, at: datetime, now: datetime) -> tuple[int,
             t.c.schedule_id == row.id, t.c.occurrence == at)).scalar_one()), None
 
 
-def _complete(engine: Engine, client: redis.Redis, keys: Keys, task_id: int) -> None:
+def _complete(engine: Engine, client: redis.Redis, keys: Where, task_id: int) -> None:
     """Finish the fan-out of a task an earlier claim recorded: enqueue only the jobs Redis
     never took (enqueue is atomic per chunk, in job order: the first ``total`` are queued)."""
     from scheduler.queue.client import JobSpec
@@ -139,6 +142,7 @@ def _complete(engine: Engine, client: redis.Redis, keys: Keys, task_id: int) -> 
                             .where(Job.task_id == task_id).order_by(Job.seq)).all()
         spec = task_spec(task, recorded_spec(conn, task_id))
         hosts = host_conns(conn, [j.host for j in jobs])
+    keys = task_keys(keys, task_id)
     queued = int(client.hget(keys.task(str(task_id)), "total") or 0)
     rest = [JobSpec(j.id, j.host, due_ms=due_ms(j.due_at) if j.due_at else 0,
                     window=j.window or None) for j in jobs[queued:]]
@@ -148,14 +152,14 @@ def _complete(engine: Engine, client: redis.Redis, keys: Keys, task_id: int) -> 
         mark_queued(session, task_id)
 
 
-def _queue(engine: Engine, client: redis.Redis, keys: Keys, task_id: int, plan: Any) -> None:
+def _queue(engine: Engine, client: redis.Redis, keys: Where, task_id: int, plan: Any) -> None:
     from scheduler.record.session import transaction
     from scheduler.submission.fanout import fan_out, mark_queued
 
     if plan is None:
         _complete(engine, client, keys, task_id)
         return
-    fan_out(client, keys, plan.task_spec(task_id), plan.hosts, plan.job_specs(task_id))
+    fan_out(client, task_keys(keys, task_id), plan.task_spec(task_id), plan.hosts, plan.job_specs(task_id))
     with transaction(engine) as session:
         mark_queued(session, task_id)
 
@@ -164,12 +168,12 @@ def _missed(name: str, at: datetime, why: str) -> dict[str, Any]:
     return {"kind": "missed", "schedule": name, "occurrence": to_ms(at), "error": why}
 
 
-def fire_claimed(engine: Engine, client: redis.Redis, keys: Keys, claimed: ClaimedSchedule,
+def fire_claimed(engine: Engine, client: redis.Redis, keys: Where, claimed: ClaimedSchedule,
                  now_ms: int, *, worker: str) -> FireResult:
     """Fire one claimed entry (see the module docstring); raises on Redis or SQL failure."""
     name, occurrence = claimed.name, from_ms(claimed.occurrence_ms)
     result = FireResult(name)
-    held = client.hmget(keys.schedule(name), "token", "owner", "state")
+    held = client.hmget(coord(keys).schedule(name), "token", "owner", "state")
     if held != [str(claimed.token), worker, "firing"]:
         # Claimed again since (this firer stalled past its lease): the holder fires it. Every
         # write below is safe anyway (the unique occurrence in SQL, enqueue skipping jobs once

@@ -37,6 +37,7 @@ from scheduler.calendar.recurrence import as_utc, zone
 from scheduler.errors import FleetschedError, NotFoundError, ValidationError
 from scheduler.parse import format_duration, parse_limit
 from scheduler.queue.keys import Keys
+from scheduler.queue.route import Where
 from scheduler.record.audit import record_event
 from scheduler.record.models import CATCHUP_POLICIES, OVERLAP_POLICIES, Event, Schedule, Task
 from scheduler.record.types import to_ms, utcnow
@@ -214,7 +215,7 @@ class NotArmedError(FleetschedError):
                          hint=f"run `fleetsched schedules resume {name}` once Redis answers")
 
 
-def _arm(connect: Any, keys: Keys, name: str, at: datetime | None, replace: bool) -> None:
+def _arm(connect: Any, keys: Where, name: str, at: datetime | None, replace: bool) -> None:
     from scheduler.schedules.entry import arm, disarm
 
     try:
@@ -232,7 +233,7 @@ def _arm(connect: Any, keys: Keys, name: str, at: datetime | None, replace: bool
 
 
 def add_schedule(engine: Engine, connect: Any, spec: ScheduleSpec, *, operator: str,
-                 keys: Keys = Keys(), now: datetime | None = None) -> dict[str, Any]:
+                 keys: Where = Keys(), now: datetime | None = None) -> dict[str, Any]:
     """Check everything (the task as ``submit`` would plan it), record, then arm the entry."""
     from scheduler.record.session import transaction
     from scheduler.submission.submit import plan_task
@@ -264,7 +265,7 @@ def add_schedule(engine: Engine, connect: Any, spec: ScheduleSpec, *, operator: 
 
 
 def pause_schedule(engine: Engine, connect: Any, name: str, *, operator: str,
-                   keys: Keys = Keys()) -> bool:
+                   keys: Where = Keys()) -> bool:
     """Pause: no occurrence fires until resume. False: it was paused already."""
     from scheduler.record.session import transaction
     from scheduler.schedules.entry import disarm
@@ -304,7 +305,7 @@ def _paused_from(session: Session, row: Schedule) -> datetime:
 
 
 def resume_schedule(engine: Engine, connect: Any, name: str, *, operator: str,
-                    keys: Keys = Keys(), now: datetime | None = None) -> dict[str, Any]:
+                    keys: Where = Keys(), now: datetime | None = None) -> dict[str, Any]:
     """Resume (or re-arm a schedule whose entry Redis lost): occurrences that fell while it
     was paused are recorded as ``missed``; the entry goes to the next occurrence."""
     from scheduler.record.session import transaction
@@ -337,7 +338,7 @@ def resume_schedule(engine: Engine, connect: Any, name: str, *, operator: str,
 
 
 def remove_schedule(engine: Engine, connect: Any, name: str, *, operator: str,
-                    keys: Keys = Keys()) -> None:
+                    keys: Where = Keys()) -> None:
     """Remove the schedule (its tasks stay, with their record); the entry leaves Redis."""
     from scheduler.record.session import transaction
 

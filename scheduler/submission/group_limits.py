@@ -7,6 +7,10 @@ from SQL, changing only what differs: after ``groups limit``; after an inventory
 limit follows the group's size, and a host that joined or left a limited group counts right);
 and at ``reconcile`` (a limit Redis lost would not be enforced). Only hosts Redis knows get a
 ``limits`` field: the others get theirs when a task is submitted to them (``write_hosts``).
+
+A queue of several shards keeps ``glimit`` in shard 0 (the queue passed in: ``shards.coord``)
+and a copy of a host's hash in the shard of each task submitted to it: every shard's copy of a
+host gets the ``limits`` field (``shards``).
 """
 
 from __future__ import annotations
@@ -16,15 +20,21 @@ from sqlalchemy.orm import Session
 
 from scheduler.inventory.store import group_limits, group_member_map, limit_count, limited_groups_of
 from scheduler.queue.client import Queue
+from scheduler.queue.shards import Shards
 from scheduler.queue.types import text
 
 __all__ = ["push"]
 
 
-def push(engine: Engine, queue: Queue, operator: str, *, dry_run: bool = False) -> int:
+def push(engine: Engine, queue: Queue, operator: str, *, dry_run: bool = False,
+         shards: Shards | None = None) -> int:
     """Make Redis's group limits and hosts' ``limits`` fields what SQL says; how many groups'
-    limits were wrong (hosts' fields are fixed silently: they follow the groups)."""
+    limits were wrong (hosts' fields are fixed silently: they follow the groups).
+
+    ``queue``: the queue of shard 0, which holds the limits; ``shards``: every shard whose
+    host copies get the ``limits`` field (None: the queue's own shard only)."""
     client, keys = queue.client, queue.keys
+    copies = shards.all if shards is not None else (keys,)
     have = {text(g): text(n) for g, n in client.hgetall(keys.glimit).items()}
     with Session(engine) as session:
         specs = group_limits(session)
@@ -38,17 +48,18 @@ def push(engine: Engine, queue: Queue, operator: str, *, dry_run: bool = False) 
     if dry_run:
         return len(wrong)
     # Hosts first, then the limits: a host may still name a group that is no longer limited.
+    copied = [(shard, host) for shard in copies for host in hosts]
     pipe = client.pipeline(transaction=False)
-    for host in hosts:
-        pipe.hget(keys.host(host), "limits")
-        pipe.exists(keys.host(host))
+    for shard, host in copied:
+        pipe.hget(shard.host(host), "limits")
+        pipe.exists(shard.host(host))
     replies = pipe.execute()
     pipe = client.pipeline(transaction=False)
-    for i, host in enumerate(hosts):
+    for i, (shard, host) in enumerate(copied):
         now, known = replies[2 * i], replies[2 * i + 1]
         should = ",".join(host_limits.get(host, ()))
         if known and text(now or "") != should:
-            pipe.hset(keys.host(host), "limits", should)
+            pipe.hset(shard.host(host), "limits", should)
     pipe.execute()
     for group in wrong:
         queue.set_group_limit(group, want.get(group), operator)

@@ -34,6 +34,10 @@ jobs. ``reconcile``:
 
 Steps 3 to 6 never re-run a job SQL knows to be finished, nor one whose fate is still on its
 way from the stream to SQL.
+
+A queue of several shards (``shards``) is repaired shard by shard: each task is rebuilt in the
+shard of its id, with that shard's event stream drained and read; the group limits go to
+shard 0 (the queue passed in) and the hosts' ``limits`` field to every shard's copy.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from sqlalchemy.engine import Engine
 
 from scheduler.errors import DatabaseUnavailableError
 from scheduler.queue.client import Carried, JobSpec, Queue, TaskSpec
+from scheduler.queue.shards import Shards
 from scheduler.record.audit import record_event
 from scheduler.record.models import JOB_FINAL_STATES, Event, Job, Task
 from scheduler.record.now import record_now, stream_tail
@@ -244,70 +249,31 @@ def _carried(engine: Engine, task: Any, operator: str) -> Carried:
 
 
 def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
-              dry_run: bool = False, on_batch: OnBatch | None = None) -> ReconcileReport:
+              dry_run: bool = False, on_batch: OnBatch | None = None,
+              shards: Shards | None = None) -> ReconcileReport:
     """Repair Redis from SQL (see the module docstring); ``dry_run`` changes nothing.
-    ``on_batch``: the recorder's hook for the batches it drains (the notice detector)."""
-    client = queue.client
+    ``on_batch``: the recorder's hook for the batches it drains (the notice detector).
+    ``queue``: shard 0's; ``shards``: the queue's shards (None: the queue's one shard)."""
     report = ReconcileReport(dry_run=dry_run)
-    since = stream_tail(client, queue.keys.events)
-    touched: set[str] = set()
     tasks, jobs = _unfinished(engine)
     report.tasks_checked = len(tasks)
-    recreated = []
-    for task in tasks:
-        if queue.task_state(str(task.id)):
-            continue
-        recreated.append(task)
+    if shards is None or not shards.sharded:
+        parts = [(queue, tasks)]
+    else:
+        parts = [(queue if i == 0 else Queue(queue.client, keys, lease_ms=queue.lease_ms),
+                  [t for t in tasks if shards.index_of_task(str(t.id)) == i])
+                 for i, keys in enumerate(shards.all)]
+    # Every shard's tasks first, then the limits, then the jobs: claims of re-enqueued jobs
+    # find the group limits already there.
+    started = [_recreate(engine, q, part, report, operator, dry_run) for q, part in parts]
+    report.group_limits_restored = group_limits.push(engine, queue, operator, dry_run=dry_run,
+                                                     shards=shards)
+    for (q, part), (since, touched) in zip(parts, started):
+        _repair_jobs(engine, q, part, jobs, report, dry_run, on_batch, touched)
         if not dry_run:
-            with engine.connect() as conn:
-                recorded = recorded_spec(conn, task.id)
-            queue.create_task(task_spec(task, recorded), _carried(engine, task, operator))
-            touched.add(str(task.id))
-    report.tasks_recreated = len(recreated)
-    report.group_limits_restored = group_limits.push(engine, queue, operator, dry_run=dry_run)
-    candidates = [j for t in tasks for j in jobs.get(t.id, [])]
-    report.jobs_checked = len(candidates)
-    missing = _missing(client, queue, [j.id for j in candidates])
-    report.jobs_present = len(candidates) - len(missing)
-    if missing:
-        _drain(client, engine, queue, on_batch)
-        finished = _finished_in_sql(engine, missing)
-        report.jobs_finished_meanwhile = len(finished)
-        missing_set = set(missing) - finished
-        in_stream = _in_stream(client, queue, missing_set)
-        report.in_stream = sorted(in_stream)
-        report.jobs_in_stream = len(in_stream)
-        missing_set -= in_stream
-        by_task = {t.id: t for t in tasks}
-        requeue: dict[int, list[JobSpec]] = defaultdict(list)
-        for job in candidates:
-            if job.id not in missing_set:
-                continue
-            task = by_task[job.task_id]
-            if not task.idempotent and (job.state == "running" or job.attempts > 0):
-                report.not_rerun.append(job.id)
-                continue
-            due = due_ms(job.due_at) if job.due_at is not None else 0
-            requeue[job.task_id].append(JobSpec(
-                job.id, job.host, due_ms=max(due, 0), window=job.window,
-                attempt=job.attempts or 0, token=(job.token or 0) + TOKEN_GAP))
-            report.requeued.append(job.id)
-        report.jobs_requeued = len(report.requeued)
-        report.jobs_not_rerun = len(report.not_rerun)
-        if not dry_run:
-            names = {j.host for specs in requeue.values() for j in specs}
-            if names:  # Redis may have lost the hosts' connection data too
-                with engine.connect() as conn:
-                    write_hosts(client, queue.keys, host_conns(conn, names))
-            added = 0
-            for task_id, specs in requeue.items():
-                added += _requeue(engine, queue, by_task[task_id], specs, jobs.get(task_id, []))
-                touched.add(str(task_id))
-            # enqueue skips a job its task queued once (finished since, its event gone): say so
-            report.jobs_queued_before = report.jobs_requeued - added
-            report.jobs_requeued = added
+            record_now(q.client, engine, q.keys.events, since, touched)
+    report.jobs_requeued = len(report.requeued) - report.jobs_queued_before
     if not dry_run:
-        record_now(client, engine, queue.keys.events, since, touched)
         with engine.begin() as conn:
             record_event(conn, "reconcile", operator=operator, data={
                 **report.counts(), "requeued": report.requeued[:ID_LIST_CAP],
@@ -315,6 +281,71 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
                 "in_stream": report.in_stream[:ID_LIST_CAP]})
     return report
 
+
+def _recreate(engine: Engine, queue: Queue, tasks: list[Any], report: ReconcileReport,
+              operator: str, dry_run: bool) -> tuple[str, set[str]]:
+    """Step 2 in one shard: the task hashes Redis lacks. Returns the shard's stream tail
+    before any write, and the tasks written."""
+    since = stream_tail(queue.client, queue.keys.events)
+    touched: set[str] = set()
+    for task in tasks:
+        if queue.task_state(str(task.id)):
+            continue
+        report.tasks_recreated += 1
+        if not dry_run:
+            with engine.connect() as conn:
+                recorded = recorded_spec(conn, task.id)
+            queue.create_task(task_spec(task, recorded), _carried(engine, task, operator))
+            touched.add(str(task.id))
+    return since, touched
+
+
+def _repair_jobs(engine: Engine, queue: Queue, tasks: list[Any], jobs: dict[int, list[Any]],
+                 report: ReconcileReport, dry_run: bool, on_batch: OnBatch | None,
+                 touched: set[str]) -> None:
+    """Steps 3 to 6 in one shard (its tasks, its stream); adds to ``report``."""
+    client = queue.client
+    candidates = [j for t in tasks for j in jobs.get(t.id, [])]
+    report.jobs_checked += len(candidates)
+    missing = _missing(client, queue, [j.id for j in candidates])
+    report.jobs_present += len(candidates) - len(missing)
+    if not missing:
+        return
+    _drain(client, engine, queue, on_batch)
+    finished = _finished_in_sql(engine, missing)
+    report.jobs_finished_meanwhile += len(finished)
+    missing_set = set(missing) - finished
+    in_stream = _in_stream(client, queue, missing_set)
+    report.in_stream = sorted({*report.in_stream, *in_stream})
+    report.jobs_in_stream = len(report.in_stream)
+    missing_set -= in_stream
+    by_task = {t.id: t for t in tasks}
+    requeue: dict[int, list[JobSpec]] = defaultdict(list)
+    for job in candidates:
+        if job.id not in missing_set:
+            continue
+        task = by_task[job.task_id]
+        if not task.idempotent and (job.state == "running" or job.attempts > 0):
+            report.not_rerun.append(job.id)
+            continue
+        due = due_ms(job.due_at) if job.due_at is not None else 0
+        requeue[job.task_id].append(JobSpec(
+            job.id, job.host, due_ms=max(due, 0), window=job.window,
+            attempt=job.attempts or 0, token=(job.token or 0) + TOKEN_GAP))
+        report.requeued.append(job.id)
+    report.jobs_not_rerun = len(report.not_rerun)
+    if dry_run:
+        return
+    names = {j.host for specs in requeue.values() for j in specs}
+    if names:  # Redis may have lost the hosts' connection data too
+        with engine.connect() as conn:
+            write_hosts(client, queue.keys, host_conns(conn, names))
+    added = 0
+    for task_id, specs in requeue.items():
+        added += _requeue(engine, queue, by_task[task_id], specs, jobs.get(task_id, []))
+        touched.add(str(task_id))
+    # enqueue skips a job its task queued once (finished since, its event gone): say so
+    report.jobs_queued_before += sum(len(v) for v in requeue.values()) - added
 
 
 __all__ = ["ReconcileReport", "reconcile", "task_spec"]

@@ -12,7 +12,8 @@ What it owns:
 3. :func:`record_task`: the task row (state ``accepted``), one job row per host and a ``submit``
    event holding the exact queue spec, in the caller's transaction: the record of what was asked;
 4. :func:`submit`: plan and record in one transaction, then fan out to Redis
-   (``scheduler.submission.fanout``); when Redis fails the task stays ``accepted`` in SQL and
+   (``scheduler.submission.fanout``), into the queue shard of the new task's id
+   (``scheduler.queue.route.task_keys``); when Redis fails the task stays ``accepted`` in SQL and
    :class:`NotQueuedError` says so (``fleetsched reconcile`` finishes the fan-out later).
 
 Job ids are ``"<task id>.<n>"`` with ``n`` the host's index in the sorted host list.
@@ -37,6 +38,7 @@ from scheduler.notify.targets import parse_targets
 from scheduler.parse import Limit
 from scheduler.queue.client import JobSpec, TaskSpec
 from scheduler.queue.keys import PRIORITY_CLASSES, Keys
+from scheduler.queue.route import Where, task_keys
 from scheduler.queue.types import COUNT_FAILURES
 from scheduler.record.audit import record_event
 from scheduler.record.models import Host, Job, Task
@@ -426,11 +428,12 @@ class Submitted:
 
 
 def submit(engine: Engine, connect: Callable[[], redis.Redis], request: TaskRequest, *,
-           operator: str, keys: Keys = Keys(), plan: Plan | None = None) -> Submitted:
+           operator: str, keys: Where = Keys(), plan: Plan | None = None) -> Submitted:
     """Plan and record the task in one transaction, then enqueue it (``scheduler.submission.fanout``).
 
     ``plan``: one the caller made already (and showed the operator) in this same database; it
-    is recorded as it is. Raises :class:`NotQueuedError` when Redis fails after the record.
+    is recorded as it is. ``keys``: one shard's keys, or the queue's ``Shards`` (the task goes
+    to the shard of its id). Raises :class:`NotQueuedError` when Redis fails after the record.
     """
     from scheduler.record.session import transaction
     from scheduler.submission.fanout import fan_out, mark_queued
@@ -442,7 +445,7 @@ def submit(engine: Engine, connect: Callable[[], redis.Redis], request: TaskRequ
     try:
         client = connect()
         waves = plan.waves(task_id)
-        fan_out(client, keys, plan.task_spec(task_id), plan.hosts, plan.job_specs(task_id),
+        fan_out(client, task_keys(keys, task_id), plan.task_spec(task_id), plan.hosts, plan.job_specs(task_id),
                 waves=waves, wave_policy=plan.wave_policy() if waves else None)
     except (FleetschedError, redis.RedisError, OSError) as exc:
         from scheduler.config import redact_exception

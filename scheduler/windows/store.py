@@ -5,8 +5,9 @@ model: ``scheduler.calendar.windows.Window``, ``check_future``), written to SQL 
 (``window-add``, ``window-assign``, ``window-unassign``, ``window-approve`` with who and when,
 ``window-remove``) in
 one transaction, then copied into Redis (``Keys.window``, ``scheduler.windows.wire.publish``) for
-the claim-time check. If Redis does not answer, the SQL change stands and the command says to
-run ``fleetsched windows sync``, which copies every definition again.
+the claim-time check, into every shard of the queue. If Redis does not answer, the SQL change
+stands and the command says to run ``fleetsched windows sync``, which copies every definition
+again.
 
 Approval: a window added with ``requires_approval`` is listed but never used (no job is due in
 it, none starts in it) until ``approve``. Freezes (``--freeze``) apply without approval.
@@ -29,6 +30,7 @@ from scheduler.calendar.windows import Window, upcoming
 from scheduler.errors import FleetschedError, NotFoundError, ValidationError
 from scheduler.queue.keys import Keys
 from scheduler.queue.presence import redis_now_ms
+from scheduler.queue.route import Where, coord, every_shard
 from scheduler.record.audit import record_event
 from scheduler.record.models import Group, Host, WindowAssignment
 from scheduler.record.models import Window as WindowRow
@@ -125,17 +127,21 @@ def _event(session: Session, kind: str, operator: str, data: dict[str, Any]) -> 
     record_event(session, kind, operator=operator, data=data)
 
 
-def _copy(connect: Any, keys: Keys, rows: Sequence[Any] = (),
+def _copy(connect: Any, keys: Where, rows: Sequence[Any] = (),
           gone: Sequence[str] = (), stale: bool = False) -> str | None:
-    """Copy to Redis; returns a warning (the SQL change stands) or None. ``stale``: also turn
-    into tombstones the copies of windows SQL no longer has (a removal Redis missed)."""
+    """Copy to Redis (every shard); returns a warning (the SQL change stands) or None.
+    ``stale``: also turn into tombstones the copies of windows SQL no longer has (a removal
+    Redis missed), in any shard."""
     try:
         client = connect()
         try:
             if stale:
-                gone = [*gone, *_stale_copies(client, keys, {r.name for r in rows})]
+                known = {r.name for r in rows}
+                found = [n for shard in every_shard(keys)
+                         for n in _stale_copies(client, shard, known)]
+                gone = [*gone, *dict.fromkeys(found)]
             publish(client, keys, rows)
-            unpublish(client, keys, gone, redis_now_ms(client, keys))
+            unpublish(client, keys, gone, redis_now_ms(client, coord(keys)))
         finally:
             client.close()
     except (FleetschedError, redis.RedisError, OSError) as exc:
@@ -156,7 +162,7 @@ def _stale_copies(client: Any, keys: Keys, known: set[str]) -> list[str]:
 
 
 def add_window(engine: Engine, connect: Any, spec: WindowSpec, *, operator: str,
-               keys: Keys = Keys(),
+               keys: Where = Keys(),
                now: datetime | None = None) -> tuple[dict[str, Any], str | None]:
     """Validate, record (``window-add``), copy to Redis. Returns (summary, warning)."""
     from scheduler.record.session import transaction
@@ -236,7 +242,7 @@ def assign_window(engine: Engine, name: str, *, hosts: Sequence[str] = (),
 
 def unassign_window(engine: Engine, connect: Any, name: str, *, hosts: Sequence[str] = (),
                     groups: Sequence[str] = (), operator: str,
-                    keys: Keys = Keys()) -> tuple[int, str | None]:
+                    keys: Where = Keys()) -> tuple[int, str | None]:
     """Remove assignments (``window-unassign``), then copy the definition to Redis again.
 
     Every named host or group must hold an assignment of this window, or nothing is removed
@@ -271,7 +277,7 @@ def unassign_window(engine: Engine, connect: Any, name: str, *, hosts: Sequence[
 
 
 def approve_window(engine: Engine, connect: Any, name: str, *, operator: str,
-                   keys: Keys = Keys()) -> tuple[datetime, str | None]:
+                   keys: Where = Keys()) -> tuple[datetime, str | None]:
     """Record the approval (who, when: ``window-approve``) and copy it. Returns (when, warning)."""
     from scheduler.record.session import transaction
 
@@ -288,7 +294,7 @@ def approve_window(engine: Engine, connect: Any, name: str, *, operator: str,
 
 
 def remove_window(engine: Engine, connect: Any, name: str, *, operator: str,
-                  keys: Keys = Keys()) -> str | None:
+                  keys: Where = Keys()) -> str | None:
     """Delete the window and its assignments (``window-remove``); returns a warning or None.
 
     Jobs already queued with it wait (``workers.deferral`` finds no definition) until the
@@ -302,7 +308,7 @@ def remove_window(engine: Engine, connect: Any, name: str, *, operator: str,
     return _copy(connect, keys, gone=[name])
 
 
-def sync_windows(engine: Engine, connect: Any, keys: Keys = Keys()) -> tuple[int, str | None]:
+def sync_windows(engine: Engine, connect: Any, keys: Where = Keys()) -> tuple[int, str | None]:
     """Copy every stored definition into Redis again."""
     with engine.connect() as conn:
         rows = [_Copy.of(r) for r in conn.execute(sa.select(WindowRow.__table__))]

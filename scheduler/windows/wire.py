@@ -5,7 +5,8 @@
    never hold spaces nor start with ``!``);
 2. the Redis copy of a definition (``Keys.window``): :func:`window_hash` writes it from a SQL
    row, :func:`window_from_hash` reads it back as ``scheduler.calendar.windows.Window``,
-   :func:`publish` and :func:`unpublish` (a tombstone, ``REMOVED``) keep Redis in step.
+   :func:`publish` and :func:`unpublish` (a tombstone, ``REMOVED``) keep Redis in step, in
+   every shard of the queue (the claim path of a job reads its own shard's copy).
 
 ``scheduler.windows.store`` (SQL) and ``workers.deferral`` import them from here, so a worker's
 claim path loads no SQLAlchemy.
@@ -20,7 +21,7 @@ from typing import Any
 import redis
 
 from scheduler.calendar.windows import Window
-from scheduler.queue.keys import Keys
+from scheduler.queue.route import Where, every_shard
 
 __all__ = ["FREEZE_MARK", "REMOVED", "parse_window_field", "publish", "unpublish",
            "window_from_hash", "window_hash"]
@@ -66,32 +67,35 @@ def window_from_hash(name: str, data: Mapping[str, str]) -> Window:
         approved=data.get("approved", "1") == "1", freeze=data.get("kind") == "freeze")
 
 
-def publish(client: redis.Redis, keys: Keys, rows: Iterable[Any]) -> int:
-    """Copy window definitions into Redis (replacing what was there); returns how many."""
-    pipe = client.pipeline(transaction=True)
-    n = 0
-    for row in rows:
-        pipe.delete(keys.window(row.name))
-        pipe.hset(keys.window(row.name), mapping=window_hash(row))
-        n += 1
-    pipe.execute()
-    return n
+def publish(client: redis.Redis, keys: Where, rows: Iterable[Any]) -> int:
+    """Copy window definitions into Redis (replacing what was there), in every shard of
+    ``keys`` (one transaction per shard: one cluster slot each); returns how many."""
+    rows = list(rows)
+    for shard in every_shard(keys):
+        pipe = client.pipeline(transaction=True)
+        for row in rows:
+            pipe.delete(shard.window(row.name))
+            pipe.hset(shard.window(row.name), mapping=window_hash(row))
+        pipe.execute()
+    return len(rows)
 
 
 REMOVED = "removed"
 """The one field of a removed window's Redis copy (its removal time, ms): a tombstone."""
 
 
-def unpublish(client: redis.Redis, keys: Keys, names: Iterable[str], now_ms: int) -> None:
+def unpublish(client: redis.Redis, keys: Where, names: Iterable[str], now_ms: int) -> None:
     """Replace the Redis copies of removed windows with tombstones (``removed``: when).
 
     A queued job that names one learns at its claim that the window is gone for good, not
     merely missing from Redis (workers.deferral): a removed freeze no longer holds it back; a
     job left without any window fails with a reason instead of waiting forever."""
     names = list(names)
-    if names:
+    if not names:
+        return
+    for shard in every_shard(keys):
         pipe = client.pipeline(transaction=True)
         for name in names:
-            pipe.delete(keys.window(name))
-            pipe.hset(keys.window(name), mapping={REMOVED: str(now_ms)})
+            pipe.delete(shard.window(name))
+            pipe.hset(shard.window(name), mapping={REMOVED: str(now_ms)})
         pipe.execute()
