@@ -19,6 +19,7 @@ from typing import Any
 import redis
 
 from scheduler.queue.keys import Keys
+from scheduler.queue.shards import Shards
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +27,7 @@ log = logging.getLogger(__name__)
 class Firer:
     """A thread that fires claimed schedule entries, started on the first one."""
 
-    def __init__(self, settings: Any, client: redis.Redis, keys: Keys, worker: str,
+    def __init__(self, settings: Any, client: redis.Redis, keys: Keys | Shards, worker: str,
                  engine: Any = None) -> None:
         self.settings = settings
         self.client = client

@@ -79,7 +79,9 @@ class Node:
                  *, recorder: Any = None) -> None:
         self.config = config
         self.client = client
-        self.shards = shards_of(config.settings) if keys is None else Shards(keys.prefix)
+        settings = config.settings
+        self.shards = shards_of(settings) if keys is None else Shards(keys.prefix,
+                                                                         settings.queue_shards)
         self.keys = self.shards.coord  # presence and schedules: shard 0
         check_shard_count(client, self.shards)
         self.stats = NodeStats()
@@ -97,7 +99,7 @@ class Node:
                                    extra=self._presence_extra)
         self.watchdog = Watchdog(self.slots, self.pool, self.finisher)
         self.recorder = recorder
-        self.firer = Firer(config.settings, client, self.keys, config.worker_id,
+        self.firer = Firer(config.settings, client, self.shards, config.worker_id,
                            getattr(recorder, "engine", None))
         self.waver = Waver(config.settings, client, self.keys)
         self._claimq = self._queue()
@@ -120,7 +122,7 @@ class Node:
 
     def use_engine(self, engine: Any) -> None:
         """The SQL engine the schedule firer records occurrences with (before ``run``)."""
-        self.firer = Firer(self.config.settings, self.client, self.keys, self.config.worker_id,
+        self.firer = Firer(self.config.settings, self.client, self.shards, self.config.worker_id,
                            engine)
 
     def _presence_extra(self) -> dict[str, Any]:

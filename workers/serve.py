@@ -27,7 +27,6 @@ from typing import Any
 from scheduler.config import Settings
 from scheduler.errors import ConfigError, FleetschedError
 from scheduler.logs import configure_logging
-from scheduler.queue.keys import Keys
 from workers.config import NodeConfig
 from workers.master import Node
 from workers.stats import NodeStats
@@ -80,8 +79,7 @@ def serve(config: NodeConfig, on_started: Callable[[Node], None] | None = None) 
     settings = config.settings
     configure_logging(settings, config.worker_id)
     client = connect(settings)
-    keys = Keys(settings.queue_prefix)
-    node = Node(config, client, keys)
+    node = Node(config, client)
     metrics = start_metrics(node, settings)
     node.boot_children()  # they load while the record is checked: the first claim comes sooner
     recorder = sender = None

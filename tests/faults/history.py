@@ -43,6 +43,7 @@ import redis
 import sqlalchemy as sa
 
 from scheduler.queue.keys import Keys
+from scheduler.queue.shards import Shards
 
 TERMINAL = ("ack", "fail")
 EXPLAINS_RERUN = ("lost", "retry", "release", "defer", "unpark", "retry-failed")
@@ -91,7 +92,9 @@ class Verdict:
 
 
 def _pos(event_id: str) -> tuple[int, int]:
-    ms, _, seq = event_id.partition("-")
+    """(ms, seq) of a stream id as the events table keeps it (``<ms>-<seq>``, or
+    ``<ms>-<seq>:<shard>`` for shards >= 1 of a sharded queue)."""
+    ms, _, seq = event_id.partition(":")[0].partition("-")
     return int(ms), int(seq) if seq.isdigit() else 0
 
 
@@ -127,7 +130,8 @@ class Run:
     redis_tasks: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
-def read_sql(url_or_engine: Any, client: redis.Redis | None = None, keys: Keys = Keys()) -> Run:
+def read_sql(url_or_engine: Any, client: redis.Redis | None = None,
+             keys: Keys | Shards = Keys()) -> Run:
     engine = sa.create_engine(url_or_engine) if isinstance(url_or_engine, str) else url_or_engine
     try:
         with engine.connect() as conn:
@@ -200,10 +204,11 @@ def read_stream(client: redis.Redis, keys: Keys = Keys()) -> Run:
     return Run(events, idem, redis_tasks=hashes)
 
 
-def _redis_tasks(client: redis.Redis, keys: Keys, tasks: Iterable[str]) -> dict[str, dict]:
+def _redis_tasks(client: redis.Redis, keys: Keys | Shards, tasks: Iterable[str]) -> dict[str, dict]:
     out = {}
     for tid in tasks:
-        h = client.hgetall(keys.task(tid))
+        shard = keys.of_task(tid) if isinstance(keys, Shards) else keys
+        h = client.hgetall(shard.task(tid))
         if h:
             out[tid] = {(k.decode() if isinstance(k, bytes) else k):
                         (v.decode() if isinstance(v, bytes) else v) for k, v in h.items()}
@@ -397,7 +402,7 @@ def refusals_in(logs: Sequence[Path]) -> int:
     return n
 
 
-def check(database_url: Any, client: redis.Redis | None = None, *, keys: Keys = Keys(),
+def check(database_url: Any, client: redis.Redis | None = None, *, keys: Keys | Shards = Keys(),
           require_end: bool = True, logs: Sequence[Path] = ()) -> Verdict:
     """Judge a run recorded in SQL; print the verdict; fail the test when it is not OK."""
     verdict = judge(read_sql(database_url, client, keys), require_end=require_end,
