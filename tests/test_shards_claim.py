@@ -202,3 +202,14 @@ def test_shards_spread_evenly_over_the_masters_of_a_cluster(redis_cluster):
     for count, per_master in ((3, 1), (6, 2)):
         masters = [redis_cluster.master_of(keys.due()).address for keys in Shards("fs", count).all]
         assert sorted(masters.count(m) for m in set(masters)) == [per_master] * 3, masters
+
+
+def test_sharding_a_queue_that_still_runs_tasks_is_refused(sclient):
+    """Task 4 lives in shard 0 of an unsharded queue; with 3 shards its id says shard 1."""
+    Queue(sclient, SHARDS.coord).create_task(TaskSpec("4"))
+    with pytest.raises(ConfigError, match="still runs task 4 unsharded"):
+        check_shard_count(sclient, SHARDS)
+    assert sclient.get(SHARDS.count_key) is None  # nothing recorded: still an unsharded queue
+    Queue(sclient, SHARDS.coord).cancel_task("4", "op")
+    check_shard_count(sclient, SHARDS)
+    assert sclient.get(SHARDS.count_key) == "3"

@@ -54,7 +54,14 @@ def check_shard_count(client: redis.Redis, shards: Shards) -> None:
     The first sharded user records the count in shard 0; an unsharded queue records nothing,
     so this costs one GET where nothing changes."""
     key = shards.count_key
-    if shards.sharded:
+    if shards.sharded and client.get(key) is None:
+        live = _live_unsharded_task(client, shards)
+        if live is not None:
+            raise ConfigError(
+                f"the queue {shards.coord.tag} still runs task {live} unsharded; "
+                f"queue_shards = {shards.count} would lose track of it",
+                hint="let its tasks end (or cancel them) before the first start with "
+                     "queue_shards above 1")
         client.set(key, shards.count, nx=True)
     stored = client.get(key)
     have = int(text(stored)) if stored is not None else 1
@@ -63,6 +70,19 @@ def check_shard_count(client: redis.Redis, shards: Shards) -> None:
             f"the queue {shards.coord.tag} has {have} shards, but queue_shards = {shards.count} here",
             hint="every node and CLI of one queue must use the same queue_shards; to change it, "
                  "drain the queue and delete the key " + key)
+
+
+def _live_unsharded_task(client: redis.Redis, shards: Shards) -> str | None:
+    """A task of shard 0 still active or paused, before the queue was sharded (scanned once,
+    on the first sharded start: its id would route it to another shard from then on)."""
+    prefix = f"{shards.coord.tag}:task:"
+    for key in client.scan_iter(match=prefix + "*", count=1_000):
+        name = text(key)
+        task_id = name[len(prefix):]
+        if shards.index_of_task(task_id) != 0 and \
+                text(client.hget(name, "state") or "") in ("active", "paused"):
+            return task_id
+    return None
 
 
 def open_queue(client: redis.Redis, shards: Shards, *, lease_ms: int = 30_000,
