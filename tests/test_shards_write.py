@@ -308,3 +308,23 @@ def test_the_write_side_of_a_sharded_queue_on_a_redis_cluster(
         assert client.hget(SHARDS.coord.glimit, "web") == "2"
     finally:
         client.close()
+
+
+def test_a_command_with_another_shard_count_than_the_queue_is_refused_in_one_line(
+        tmp_path, redis_url, redis_client):
+    """An operator whose config lacks queue_shards = 3 must not write a task to shard 0 that
+    the nodes would look for elsewhere: submit, a task verb and top refuse, writing nothing."""
+    from scheduler.queue.sharded import check_shard_count
+    from scheduler.queue.shards import Shards
+    from tests.submit_support import cli_with_inventory
+
+    check_shard_count(redis_client, Shards("fs", 3))
+    cli = cli_with_inventory(tmp_path, redis_url, "[web]\nw1\n")
+    before = sorted(redis_client.keys("*"))
+    for args in (("submit", "command", "-t", "group:web", "-p", "cmd=true", "--yes"),
+                 ("tasks", "pause", "1"), ("top", "--once")):
+        code, out, err = cli(*args)
+        assert code != 0, (args, out)
+        assert "has 3 shards, but queue_shards = 1 here" in err, err
+        assert "Traceback" not in err and len(err.strip().splitlines()) <= 2, err
+    assert sorted(redis_client.keys("*")) == before

@@ -63,16 +63,32 @@ def database(ctx: typer.Context) -> Iterator[tuple[Engine, str]]:
         engine.dispose()
 
 
+def queue_client(settings: Any, **options: Any) -> Any:
+    """``connect(settings)`` for a command that reads or writes the queue: also refuses, in one
+    line, a ``queue_shards`` other than the queue's (a task written to the wrong shard would be
+    invisible to every node)."""
+    from scheduler.queue.sharded import check_shard_count
+    from scheduler.queue.shards import shards_of
+    from scheduler.redisdb.connect import connect
+
+    client = connect(settings, **options)
+    try:
+        check_shard_count(client, shards_of(settings))
+    except BaseException:
+        client.close()
+        raise
+    return client
+
+
 @contextmanager
 def stores(ctx: typer.Context) -> Iterator[tuple[Engine, Callable[[], Any], Shards, str]]:
     """(engine, connect, shards, operator): ``connect()`` opens a Redis client only when
     called; ``shards``: the queue's (``scheduler.queue.route`` sends each write where it goes)."""
     from scheduler.queue.shards import shards_of
-    from scheduler.redisdb.connect import connect
 
     settings = state(ctx).settings
     with database(ctx) as (engine, operator):
-        yield engine, (lambda: connect(settings)), shards_of(settings), operator
+        yield engine, (lambda: queue_client(settings)), shards_of(settings), operator
 
 
 def push_group_limits(ctx: typer.Context, engine: Any, operator: str, *,
@@ -89,7 +105,6 @@ def push_group_limits(ctx: typer.Context, engine: Any, operator: str, *,
     from scheduler.queue.client import Queue
     from scheduler.queue.shards import shards_of
     from scheduler.record.session import transaction
-    from scheduler.redisdb.connect import connect
     from scheduler.submission import group_limits
 
     with transaction(engine, commit=False) as session:
@@ -97,7 +112,7 @@ def push_group_limits(ctx: typer.Context, engine: Any, operator: str, *,
             return
     settings = state(ctx).settings
     try:
-        client = connect(settings)
+        client = queue_client(settings)
         shards = shards_of(settings)
         queue = Queue(client, shards.coord)
         try:

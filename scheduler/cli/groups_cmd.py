@@ -79,12 +79,12 @@ def limit_cmd(
     remove: Annotated[bool, typer.Option("--remove", help="Remove the group's limit.")] = False,
 ) -> None:
     """Limit how many jobs run at once on a group's hosts, across all tasks."""
+    from scheduler.cli.context import queue_client
     from scheduler.errors import ValidationError
     from scheduler.inventory import set_group_limit
     from scheduler.queue.client import Queue
     from scheduler.queue.shards import shards_of
     from scheduler.record.session import transaction
-    from scheduler.redisdb.connect import connect
     from scheduler.submission import group_limits
 
     if (max_busy is None) == (not remove):
@@ -98,7 +98,7 @@ def limit_cmd(
     with database(ctx) as (engine, operator):
         with transaction(engine) as session:
             count, members = set_group_limit(session, name, max_busy, operator=operator)
-        client = connect(settings)
+        client = queue_client(settings)
         shards = shards_of(settings)
         queue = Queue(client, shards.coord)
         try:

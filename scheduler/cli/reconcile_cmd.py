@@ -41,18 +41,18 @@ def reconcile(
     SQL knows is finished, nor a started job of a non-idempotent task."""
     if ctx.invoked_subcommand is not None:
         return
+    from scheduler.cli.context import queue_client
     from scheduler.queue.client import Queue
     from scheduler.queue.shards import shards_of
     from scheduler.record.engine import make_engine
     from scheduler.record.migrate import ensure_schema
-    from scheduler.redisdb.connect import connect
     from scheduler.submission.reconcile import reconcile as run_reconcile
 
     settings = state(ctx).settings
     engine = make_engine(settings.effective_database_url)
     try:
         ensure_schema(settings, engine)
-        client = connect(settings)
+        client = queue_client(settings)
         try:
             shards = shards_of(settings)
             report = run_reconcile(engine, Queue(client, shards.coord),

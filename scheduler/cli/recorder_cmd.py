@@ -27,16 +27,16 @@ recorder_app = typer.Typer(
 
 
 def _open(ctx: typer.Context) -> tuple[Any, Any, Any]:
+    from scheduler.cli.context import queue_client
     from scheduler.queue.shards import shards_of
     from scheduler.record.engine import make_engine
     from scheduler.record.migrate import ensure_schema
-    from scheduler.redisdb.connect import connect
 
     settings = state(ctx).settings
     engine = make_engine(settings.effective_database_url)
     try:
         ensure_schema(settings, engine)
-        client = connect(settings)
+        client = queue_client(settings)
     except BaseException:
         engine.dispose()
         raise

@@ -173,12 +173,12 @@ def _confirm(plan: Any, yes: bool) -> None:
 
 def _warn_without_workers(settings: Any) -> None:
     """Say on stderr when no live worker serves the queue: the task is accepted and waits."""
+    from scheduler.cli.context import queue_client
     from scheduler.errors import FleetschedError
     from scheduler.queue.presence import read_workers
-    from scheduler.redisdb.connect import connect
 
     try:
-        client = connect(settings)
+        client = queue_client(settings)
         try:
             workers = read_workers(client, settings.queue_prefix)
         finally:
@@ -229,9 +229,10 @@ def submit(
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="table, json or csv")] = output.OutputFormat.table,
 ) -> None:
     """Submit a task: one job per target host, queued now, later, or in service windows."""
+    from scheduler.cli.context import queue_client
+    from scheduler.errors import RedisUnavailableError
     from scheduler.queue.shards import shards_of
     from scheduler.record.session import open_database, transaction
-    from scheduler.redisdb.connect import connect
     from scheduler.submission.submit import plan_task
     from scheduler.submission.submit import submit as run_submit
 
@@ -267,8 +268,14 @@ def submit(
             output.info(f"dry run: {_blast_radius(plan)}; nothing was queued")
             return
         _confirm(plan, yes)
-        done = run_submit(engine, lambda: connect(settings), request,
-                          operator=settings.operator, keys=shards_of(settings), plan=plan)
+        # Connect before recording: a queue with another shard count refuses here, before
+        # anything is written; Redis down is reported after the record, as "not queued".
+        try:
+            client = queue_client(settings)
+        except RedisUnavailableError:
+            client = None
+        done = run_submit(engine, (lambda: client) if client else (lambda: queue_client(settings)),
+                          request, operator=settings.operator, keys=shards_of(settings), plan=plan)
     finally:
         engine.dispose()
     if fmt is output.OutputFormat.table:

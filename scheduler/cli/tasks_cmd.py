@@ -31,18 +31,18 @@ def _context(ctx: typer.Context, *, redis: bool = True,
              task_id: int | None = None) -> Iterator[tuple[Any, Any, str]]:
     """(engine, queue or None, operator); closed afterwards. The queue is that of the shard
     holding ``task_id``."""
+    from scheduler.cli.context import queue_client
     from scheduler.queue.client import Queue
     from scheduler.queue.route import task_keys
     from scheduler.queue.shards import shards_of
     from scheduler.record.session import open_database
-    from scheduler.redisdb.connect import connect
 
     settings = state(ctx).settings
     engine = open_database(settings)
     client = queue = None
     try:
         if redis:
-            client = connect(settings)
+            client = queue_client(settings)
             queue = Queue(client, task_keys(shards_of(settings), task_id or 0),
                           lease_ms=settings.lease_ms)
         yield engine, queue, settings.operator
@@ -289,12 +289,12 @@ def watch(
 def read_now(ctx: typer.Context, ids: list[str]) -> list[Any]:
     """The tasks' progress, read once: live from Redis, or from the SQL record for a task Redis
     no longer has (``NotFoundError`` for a task neither knows)."""
+    from scheduler.cli.context import queue_client
     from scheduler.queue.shards import shards_of
-    from scheduler.redisdb.connect import connect
     from scheduler.views.snapshot import read_tasks
 
     settings = state(ctx).settings
-    client = connect(settings)
+    client = queue_client(settings)
     try:
         found = read_tasks(client, shards_of(settings), ids)
     finally:
@@ -356,15 +356,15 @@ def follow(ctx: typer.Context, ids: list[str], *, interval_s: float, timeout_s: 
 
     from rich.console import Console
 
+    from scheduler.cli.context import queue_client
     from scheduler.errors import FleetschedError, NotFoundError
     from scheduler.queue.shards import shards_of
-    from scheduler.redisdb.connect import connect
     from scheduler.views.live import FailureFeed, failure_line
     from scheduler.views.live import watch as run_watch
     from scheduler.views.snapshot import read_tasks
 
     settings = state(ctx).settings
-    client = connect(settings)
+    client = queue_client(settings)
     engine = feed = None
     console = output.stderr if draw else Console(file=io.StringIO(), markup=False)
     try:

@@ -32,9 +32,9 @@ def top(
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="with --once: table or json")] = output.OutputFormat.table,
 ) -> None:
     """Live view of the queue: due, overdue, running, parked, deferred, tasks, workers."""
+    from scheduler.cli.context import queue_client
     from scheduler.errors import ValidationError
     from scheduler.queue.shards import shards_of
-    from scheduler.redisdb.connect import connect
     from scheduler.views import take_snapshot, top_frame
     from scheduler.views.live import top as run_top
 
@@ -43,7 +43,7 @@ def top(
     if fmt is output.OutputFormat.json and not once:
         raise ValidationError("--output json needs --once", hint="fleetsched top --once --output json")
     settings = state(ctx).settings
-    client = connect(settings)
+    client = queue_client(settings)
     keys = shards_of(settings)  # every shard's tasks and counts, summed
     try:
         if once:

@@ -103,11 +103,11 @@ def list_workers(
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="table, json or csv")] = output.OutputFormat.table,
 ) -> None:
     """The workers that reported a heartbeat: node, pid, slots, busy, age of the last beat."""
+    from scheduler.cli.context import queue_client
     from scheduler.queue.presence import read_workers
-    from scheduler.redisdb.connect import connect
 
     settings = state(ctx).settings
-    client = connect(settings)
+    client = queue_client(settings)
     try:
         rows = read_workers(client, settings.queue_prefix)
     finally:
