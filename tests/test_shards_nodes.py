@@ -1,7 +1,7 @@
 """A sharded queue end to end: two real `fleetsched worker` nodes on the real 3-master Redis
 Cluster with ``queue_shards = 3``, six exclusive tasks over the same 40 hosts (so they land in
 all three shards, on three masters, and fight over every host), one node killed with SIGKILL
-mid-run.
+mid-run, or the master of one shard killed and failed over to its replica.
 
 What must hold: every task finishes, no host ever runs two jobs at once across shards (read from
 the SQL record: each run from its claim to its end), the record holds every shard's events, and
@@ -58,8 +58,13 @@ def runs_by_host(database_url: str) -> dict[str, list[tuple[int, int, str]]]:
     return runs
 
 
+@pytest.mark.parametrize("fault", ["node", "shard master"])
 def test_two_nodes_on_a_sharded_cluster_keep_hosts_exclusive_and_lose_nothing(
-        tmp_path: Path, cluster_url: str, fresh_postgres_url: str) -> None:
+        tmp_path: Path, cluster_url: str, redis_cluster, fresh_postgres_url: str,
+        fault: str) -> None:
+    """``node``: one of the two nodes is killed -9. ``shard master``: the master of shard 2 is
+    killed -9 and its replica takes over while both nodes claim, ack and renew across the
+    shards (a verb spanning shards must keep what the answering shards did)."""
     client = cluster_client(cluster_url)
     upgrade(fresh_postgres_url)
     cli = Cli(tmp_path, cluster_url, fresh_postgres_url, env=ENV)
@@ -83,7 +88,10 @@ def test_two_nodes_on_a_sharded_cluster_keep_hosts_exclusive_and_lose_nothing(
 
         wait_until(lambda: succeeded() >= 40, 60, "40 jobs acked",
                    lambda: "\n".join(w.tail(10) for w in nodes), nodes)
-        nodes[1].kill9()
+        if fault == "node":
+            nodes[1].kill9()
+        else:
+            redis_cluster.kill_master_of(SHARDS.all[2].due())
         code, out, err = cli("tasks", "wait", *map(str, tasks), "--timeout", "120s")
         assert code == 0, out + err + nodes[0].tail(20)
         # The surviving node's recorder takes over what the dead one had read, in every shard
@@ -91,6 +99,8 @@ def test_two_nodes_on_a_sharded_cluster_keep_hosts_exclusive_and_lose_nothing(
             state == "succeeded" for state in _task_states(fresh_postgres_url, tasks)), 30,
             "SQL to record every task's end", lambda: str(_task_states(fresh_postgres_url, tasks)),
             [nodes[0]])
+        if fault != "node":
+            assert all(w.proc.poll() is None for w in nodes)  # both rode out the failover
     finally:
         for w in nodes:
             w.stop()

@@ -29,6 +29,7 @@ from typing import Any
 
 from scheduler.errors import QueueError
 from scheduler.logs import job_context
+from scheduler.queue.sharded import PartlyAnswered
 from scheduler.queue.types import JobResult
 from scheduler.redisdb.connect import REDIS_ERRORS, is_permanent
 from workers.config import NodeConfig
@@ -147,8 +148,33 @@ class Finisher:
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
+    def _retrying_batch(self, what: str, items: list[Any], call: Any) -> list[Any] | None:
+        """``_retrying`` for a verb over a batch that may span shards: when only some shards
+        answered (``PartlyAnswered``), what they did is kept and only the rest is sent again
+        (acking a job twice would record a stale run of it). None: given up after a lease;
+        the replies of the positions that did answer are then lost to the caller only."""
+        replies: list[Any] = [None] * len(items)
+        todo = list(range(len(items)))
+
+        def attempt() -> list[Any]:
+            nonlocal todo
+            try:
+                got = call([items[i] for i in todo])
+            except PartlyAnswered as exc:
+                for i, code in zip(todo, exc.codes):
+                    replies[i] = code
+                todo = [i for i, code in zip(todo, exc.codes) if code is None]
+                raise
+            for i, code in zip(todo, got):
+                replies[i] = code
+            todo = []
+            return replies
+
+        return self._retrying(what, attempt)
+
     def _ack(self, acks: list[tuple[str, int, JobResult]]) -> None:
-        codes = self._retrying("ack", lambda: self.queue.ack(self.config.worker_id, acks))
+        codes = self._retrying_batch("ack", acks,
+                                     lambda part: self.queue.ack(self.config.worker_id, part))
         if codes is None:
             return
         ok = 0
@@ -192,8 +218,8 @@ class Finisher:
     def _release(self, runs: list[Running]) -> None:
         leases = [(r.job_id, r.token) for r in runs]
         try:
-            codes = self._retrying("release",
-                                   lambda: self.queue.release(self.config.worker_id, leases))
+            codes = self._retrying_batch(
+                "release", leases, lambda part: self.queue.release(self.config.worker_id, part))
         except QueueError as exc:
             log.warning("release of %d jobs refused (%s); their leases will expire",
                         len(leases), exc)

@@ -6,7 +6,9 @@ Every ``heartbeat_ms`` (a third of the lease by default), one thread:
    so the lease can stay short (tens of seconds) while a job runs for hours;
 2. marks a job whose lease could not be renewed (stale token: another worker claimed it after
    this node missed its lease) so nobody renews it again; its late ack will be refused;
-3. writes the node's presence into the workers hash (``P:workers``: worker id -> JSON with
+3. checks that the queue's shard count is still the node's (a node left running with another
+   ``queue_shards`` stops, ``ConfigError``);
+4. writes the node's presence into the workers hash (``P:workers``: worker id -> JSON with
    node, pid, slots, busy, ms) for ``fleetsched top`` and status, and removes it on exit.
 
 A Redis hiccup costs one beat, not the thread: the next try comes within half a second. Any
@@ -28,6 +30,8 @@ import redis
 
 from scheduler.queue.keys import Keys
 from scheduler.queue.presence import redis_now_ms
+from scheduler.queue.sharded import PartlyAnswered, recheck_shard_count
+from scheduler.queue.shards import Shards
 from scheduler.redisdb.connect import REDIS_ERRORS, is_permanent
 from workers.config import NodeConfig
 from workers.slots import Slots
@@ -39,8 +43,10 @@ EXTEND_BATCH = 500
 
 class Heartbeat:
     def __init__(self, queue: Any, client: redis.Redis, keys: Keys, config: NodeConfig,
-                 slots: Slots, extra: Callable[[], dict[str, Any]] | None = None) -> None:
+                 slots: Slots, extra: Callable[[], dict[str, Any]] | None = None,
+                 shards: Shards | None = None) -> None:
         self.queue = queue
+        self.shards = shards or Shards(keys.prefix, 1)
         self.client = client
         self.keys = keys
         self.config = config
@@ -53,10 +59,18 @@ class Heartbeat:
         """Extend every running job's lease; the number renewed."""
         leases = self.slots.leases()
         renewed = 0
+        partly: PartlyAnswered | None = None
         for i in range(0, len(leases), EXTEND_BATCH):
             chunk = leases[i:i + EXTEND_BATCH]
-            codes = self.queue.extend(self.config.worker_id, chunk, lease_ms=self.config.lease_ms)
+            try:
+                codes = self.queue.extend(self.config.worker_id, chunk,
+                                          lease_ms=self.config.lease_ms)
+            except PartlyAnswered as exc:
+                # A shard did not answer: its leases wait for the retry, the others renew.
+                partly, codes = exc, exc.codes
             for (job_id, token), code in zip(chunk, codes):
+                if code is None:
+                    continue
                 if int(code) < 0 and not self.slots.holds(job_id, token):
                     # It ended while the renewal was on its way: the finisher takes a job out
                     # of the slots before its ack deletes the job hash, so this is not a loss.
@@ -68,6 +82,8 @@ class Heartbeat:
                                 "have it now", job_id, getattr(code, "name", code))
                 else:
                     renewed += 1
+        if partly is not None:
+            raise partly  # retried within half a second, like any Redis hiccup
         return renewed
 
     def presence(self, now_ms: int) -> dict[str, Any]:
@@ -79,6 +95,7 @@ class Heartbeat:
 
     def beat(self) -> None:
         self.renew()
+        recheck_shard_count(self.client, self.shards)  # ConfigError: the node stops
         self.client.hset(self.keys.workers, self.config.worker_id,
                          json.dumps(self.presence(redis_now_ms(self.client, self.keys))))
         self.beats += 1

@@ -42,6 +42,7 @@ from typing import Any
 import redis
 
 from scheduler.config import redact_exception
+from scheduler.errors import ConfigError
 from scheduler.logs import job_context
 from scheduler.queue import fairshare
 from scheduler.queue.client import JobResult
@@ -96,7 +97,7 @@ class Node:
         self.finisher.pool = self.pool
         self.inputs = InputReader(client, self.shards, self._queue())
         self.heartbeat = Heartbeat(self._queue(), client, self.keys, config, self.slots,
-                                   extra=self._presence_extra)
+                                   extra=self._presence_extra, shards=self.shards)
         self.watchdog = Watchdog(self.slots, self.pool, self.finisher)
         self.recorder = recorder
         self.firer = Firer(config.settings, client, self.shards, config.worker_id,
@@ -179,6 +180,8 @@ class Node:
         def guarded(stop: threading.Event) -> None:
             try:
                 target(stop)
+            except ConfigError as exc:  # a setting to change (the shard count): one line
+                self.fail(f"{exc}" + (f" ({exc.hint})" if getattr(exc, "hint", None) else ""))
             except BaseException as exc:  # noqa: BLE001 - no thread of a node dies silently
                 log.exception("the %s thread died", name)
                 self.fail(f"the {name} thread died: {type(exc).__name__}: "

@@ -3,8 +3,9 @@
 :class:`FleetCollector` is a prometheus_client custom collector. Each ``collect`` (one scrape):
 
 1. Opens Redis without starting the embedded server (``scheduler.health.checks.open_redis``),
-   every command bounded by the timeout. Unreachable, or a read failing: ``fleetsched_up 0``
-   and nothing else from Redis; the scrape still answers.
+   every command bounded by the timeout. Unreachable, a read failing, or a queue with another
+   shard count than ``queue_shards`` (its figures would be a part of the queue):
+   ``fleetsched_up 0`` and nothing else from Redis; the scrape still answers.
 2. Reads the queue through the functions the views use, so an operator sees one number
    whichever way they look: the due sets (``scheduler.queue.depth.queue_counts``: due now per
    class, overdue, oldest overdue age, waiting for a later time, dead), the live tasks' running,
@@ -149,7 +150,9 @@ class FleetCollector(Collector):
     # ---------------------------------------------------------------------------- Redis
 
     def _from_redis(self, live_ids: list[str] | None) -> Iterator[Metric]:
+        from scheduler.errors import ConfigError
         from scheduler.health.checks import open_redis
+        from scheduler.queue.sharded import recheck_shard_count
         from scheduler.redisdb.connect import REDIS_ERRORS
 
         client, where, why = open_redis(self.settings, timeout=self.timeout_s)
@@ -158,7 +161,12 @@ class FleetCollector(Collector):
             yield _family("up", 0)
             return
         try:
+            recheck_shard_count(client, self.shards)
             metrics = list(self._read(client, live_ids))
+        except ConfigError as exc:  # another queue_shards: its figures would be a part only
+            log.warning("scrape: %s", exc)
+            yield _family("up", 0)
+            return
         except REDIS_ERRORS as exc:
             log.warning("scrape: reading redis at %s failed: %s", where,
                         redact_exception(exc, self.settings.redis_url))

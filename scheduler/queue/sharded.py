@@ -12,7 +12,11 @@ Owns, for a queue whose ``queue_shards`` setting is above 1 (docs/architecture.m
    in a limited group takes its places in shard 0 (places.lua) after its claim; a job refused
    is deferred in its shard by ``PLACE_RETRY_MS`` (no attempt counted) and tried again then;
    its place is freed when it stops running and renewed with its lease;
-4. waiting on every shard's wake channel until the earliest due time of any shard.
+4. waiting on every shard's wake channel until the earliest due time of any shard;
+5. one shard failing (its master failing over) while the others answer: a verb that spans
+   shards does its work in every shard that answers and raises ``PartlyAnswered`` with their
+   replies, so the caller retries only the rest (a claim keeps what it took; a heartbeat still
+   renews the leases and places it can).
 
 A queue of one shard is a plain ``scheduler.queue.client.Queue``: ``open_queue`` returns one,
 so the unsharded path pays nothing for this module.
@@ -34,6 +38,8 @@ from scheduler.errors import Code, ConfigError
 from scheduler.queue.client import Queue
 from scheduler.queue.shards import Shards
 from scheduler.queue.types import Claim, FailOutcome, JobResult, text
+from scheduler.config import redact_exception
+from scheduler.redisdb.connect import REDIS_ERRORS, is_permanent
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +48,25 @@ PLACE_RETRY_MS = 1_000
 again this much later. Waiters of shard 0's own jobs are woken when room frees up; waiters of
 other shards poll at this pace instead (a wake across shards could be lost in a crash)."""
 
+DOWN_RETRY_MS = 500
+"""A shard that did not answer is looked at again this soon (its master failing over)."""
+
 _placed: dict[str, int] = {}
 """Job id -> token of this process's running jobs that hold places in shard 0: their end frees
 them. Shared by every ShardedQueue of the process (the claim loop claims, the finisher acks)."""
 _placed_lock = threading.Lock()
+
+
+class PartlyAnswered(redis.exceptions.ConnectionError):
+    """A verb over many shards reached some of them only. ``codes`` has the reply for each
+    input position whose shard answered and None where it did not: the caller retries only
+    the None positions (retrying the others would ack or release them twice). A connection
+    error, so every retry loop treats it as the transient fault it is."""
+
+    def __init__(self, codes: list[Any], cause: BaseException) -> None:
+        super().__init__(f"{sum(c is None for c in codes)} of {len(codes)} not done: "
+                         f"a shard did not answer ({redact_exception(cause)})")
+        self.codes = codes
 
 
 def check_shard_count(client: redis.Redis, shards: Shards) -> None:
@@ -70,6 +91,23 @@ def check_shard_count(client: redis.Redis, shards: Shards) -> None:
             f"the queue {shards.coord.tag} has {have} shards, but queue_shards = {shards.count} here",
             hint="every node and CLI of one queue must use the same queue_shards; to change it, "
                  "drain the queue and delete the key " + key)
+
+
+def recheck_shard_count(client: redis.Redis, shards: Shards) -> None:
+    """A running node's check (every heartbeat): ``ConfigError`` if the queue's recorded shard
+    count is not this node's any more (a rolling change of ``queue_shards``: a node still
+    running with the old count would fire tasks into shards the others never look at). One
+    GET; records nothing."""
+    stored = client.get(shards.count_key)
+    if stored is None:
+        return  # unsharded, or the key deleted to change the count: the next start decides
+    have = int(text(stored))
+    if have != shards.count:
+        raise ConfigError(
+            f"the queue {shards.coord.tag} now has {have} shards, but this node runs with "
+            f"queue_shards = {shards.count}; stopping",
+            hint="every node and CLI of one queue must use the same queue_shards: restart this "
+                 "node with the new setting")
 
 
 def _live_unsharded_task(client: redis.Redis, shards: Shards) -> str | None:
@@ -108,6 +146,7 @@ class ShardedQueue:
         # Per shard: the earliest due time its last claim or look reported (None: nothing due).
         self._due: list[int | None] = [0] * len(self.parts)
         self._next = random.randrange(len(self.parts))
+        self._down: set[int] = set()  # shards whose last claim did not answer (logged once)
         self._pubsub: Any = None
         self._channels = {keys.wake: i for i, keys in enumerate(shards.all)}
 
@@ -160,7 +199,11 @@ class ShardedQueue:
 
     def claim(self, worker: str, batch: int, *, lease_ms: int | None = None) -> Claim:
         """Up to ``batch`` due jobs from the shards, starting at a rotating one; ``parts`` of
-        the result holds each shard's own claim (for the fair-share check, per shard)."""
+        the result holds each shard's own claim (for the fair-share check, per shard).
+
+        A shard that does not answer is passed over (marked due, so the node comes back to it
+        soon): what the others gave is kept and returned, never dropped with the error. Only
+        when no shard answers does the claim raise."""
         n = len(self.parts)
         start = self._next
         self._next = (self._next + 1) % n
@@ -170,11 +213,23 @@ class ShardedQueue:
         schedules: list[Any] = []
         aborted: list[str] = []
         now_ms = 0
+        failed: BaseException | None = None
         for step in range(n):
             if left <= 0:
                 break
             i = (start + step) % n
-            part = self.parts[i].claim(worker, left, lease_ms=lease_ms, shard_mode=self._modes[i])
+            try:
+                part = self.parts[i].claim(worker, left, lease_ms=lease_ms,
+                                           shard_mode=self._modes[i])
+            except REDIS_ERRORS as exc:
+                if is_permanent(exc):
+                    self._give_back(worker, jobs)
+                    raise
+                failed = failed or exc
+                self._due[i] = 0  # come back to it at the next claim
+                self._unanswered(i, exc)
+                continue
+            self._answered(i)
             self._due[i] = part.next_due_ms
             now_ms = max(now_ms, part.now_ms)
             got = self._take_places(worker, part, lease_ms) if part.places else part.jobs
@@ -184,15 +239,53 @@ class ShardedQueue:
             schedules += part.schedules
             aborted += part.aborted
             left -= len(got) + len(part.schedules)
+        if failed is not None and not parts:
+            raise failed
         known = [d for d in self._due if d is not None]
         return Claim(now_ms=now_ms, jobs=jobs, next_due_ms=min(known) if known else None,
                      lost=lost, schedules=schedules, aborted=aborted, parts=parts)
 
+    def _unanswered(self, i: int, exc: BaseException) -> None:
+        """Log a shard that stopped answering once, not at every claim while it is down."""
+        if i not in self._down:
+            self._down.add(i)
+            log.warning("shard %d did not answer (%s); claiming from the others meanwhile",
+                        i, redact_exception(exc))
+
+    def _answered(self, i: int) -> None:
+        if i in self._down:
+            self._down.discard(i)
+            log.warning("shard %d answers again", i)
+
+    def _give_back(self, worker: str, jobs: Sequence[Any]) -> None:
+        """Best effort: release claimed jobs that will not run (their lease ends otherwise)."""
+        if not jobs:
+            return
+        try:
+            self.release(worker, [(j.job_id, j.token) for j in jobs])
+        except REDIS_ERRORS as exc:
+            log.warning("could not give back %d claimed jobs (%s); their leases will run out",
+                        len(jobs), redact_exception(exc))
+
     def _take_places(self, worker: str, part: Claim, lease_ms: int | None) -> list[Any]:
-        """Take in shard 0 the places of ``part``'s jobs that need them; defer the refused."""
+        """Take in shard 0 the places of ``part``'s jobs that need them; defer the refused.
+
+        Shard 0 not answering: the jobs that need places are given back in their shard (no
+        attempt counted) and the others run. A job whose place is held under a newer token
+        was claimed again since this claim: it is left to that claim, neither run nor
+        deferred."""
         entries = [[job.job_id, job.token, job.host, "1" if exclusive else "0", groups]
                    for job, exclusive, groups in part.places]
-        results = self.coord.places("take", entries, lease_ms=lease_ms)
+        needing = {job.job_id for job, _, _ in part.places}
+        try:
+            results = self.coord.places("take", entries, lease_ms=lease_ms)
+        except REDIS_ERRORS as exc:
+            if is_permanent(exc):
+                raise
+            log.warning("shard 0 did not answer for the places of %d jobs (%s); giving them "
+                        "back", len(needing), redact_exception(exc))
+            self._give_back(worker, [j for j in part.jobs if j.job_id in needing])
+            return [j for j in part.jobs if j.job_id not in needing]
         refused: dict[str, list[Any]] = {}
         with _placed_lock:
             for (job, _, _), result in zip(part.places, results):
@@ -209,6 +302,10 @@ class ShardedQueue:
             why = refused.get(job.job_id)
             if why is None:
                 kept.append(job)
+                continue
+            if why[1] == "stale":
+                log.warning("job %s: claimed again (token %s) since this claim (token %s); "
+                            "left to that claim", job.job_id, why[2], job.token)
                 continue
             reason = (f"host {job.host} is busy with job {why[2]} of another shard"
                       if why[1] == "host_busy" else f"group {why[2]} is at its limit")
@@ -233,22 +330,61 @@ class ShardedQueue:
     # ------------------------------------------------------------------ ending a run
 
     def _free(self, done: Sequence[tuple[str, int]]) -> None:
-        """Free the places these runs held (if they held any)."""
+        """Free the places these runs held (if they held any). Best effort: the runs have
+        ended in their shards already, so shard 0 not answering must not make the caller
+        retry them; such a place runs out with its lease (docs/architecture.md "Shards")."""
         with _placed_lock:
             mine = [[job_id, token] for job_id, token in done if _placed.get(job_id) == token]
             for job_id, _ in mine:
                 _placed.pop(job_id, None)
-        if mine:
+        if not mine:
+            return
+        try:
             self.coord.places("free", mine)
+        except REDIS_ERRORS as exc:
+            if is_permanent(exc):
+                raise
+            log.warning("shard 0 did not answer to free the places of %d ended jobs (%s); "
+                        "they run out with their lease", len(mine), redact_exception(exc))
 
-    def ack(self, worker: str, done: Sequence[tuple[str, int, JobResult]]) -> list[Code]:
-        codes: list[Code] = [Code.OK] * len(done)
-        for i, positions in self._by_shard(done, lambda d: d[0]).items():
-            got = self.parts[i].ack(worker, [done[p] for p in positions])
+    def _per_shard(self, items: Sequence[Any], call: Any) -> list[Any]:
+        """``call(shard queue, its items)`` for each shard holding some of ``items``; the
+        replies in the order of ``items``. A shard that does not answer leaves None at its
+        positions: raised as ``PartlyAnswered`` after every other shard has been called (or
+        the shard's own error, if no shard answered)."""
+        codes: list[Any] = [None] * len(items)
+        failed: BaseException | None = None
+        answered = False
+        for i, positions in self._by_shard(items, lambda x: x[0]).items():
+            try:
+                got = call(self.parts[i], [items[p] for p in positions])
+            except REDIS_ERRORS as exc:
+                if is_permanent(exc):
+                    raise
+                failed = failed or exc
+                continue
+            answered = True
             for p, code in zip(positions, got):
                 codes[p] = code
-        self._free([(d[0], d[1]) for d in done])
+        if failed is not None and not answered:
+            raise failed
+        if failed is not None:
+            raise PartlyAnswered(codes, failed)
         return codes
+
+    def _done_where_answered(self, items: Sequence[Any], call: Any) -> list[Any]:
+        """``_per_shard``, then the places of the runs that ended freed (also when a shard did
+        not answer: those that did are over)."""
+        try:
+            codes = self._per_shard(items, call)
+        except PartlyAnswered as exc:
+            self._free([(x[0], x[1]) for x, c in zip(items, exc.codes) if c is not None])
+            raise
+        self._free([(x[0], x[1]) for x in items])
+        return codes
+
+    def ack(self, worker: str, done: Sequence[tuple[str, int, JobResult]]) -> list[Code]:
+        return self._done_where_answered(done, lambda q, part: q.ack(worker, part))
 
     def fail_job(self, worker: str, job_id: str, token: int, result: JobResult, *, error: str,
                  retryable: bool = True) -> FailOutcome:
@@ -270,45 +406,61 @@ class ShardedQueue:
         return code
 
     def release(self, worker: str, leases: Sequence[tuple[str, int]]) -> list[Code]:
-        codes: list[Code] = [Code.OK] * len(leases)
-        for i, positions in self._by_shard(leases, lambda x: x[0]).items():
-            got = self.parts[i].release(worker, [leases[p] for p in positions])
-            for p, code in zip(positions, got):
-                codes[p] = code
-        self._free(list(leases))
-        return codes
+        return self._done_where_answered(leases, lambda q, part: q.release(worker, part))
 
     def extend(self, worker: str, leases: Sequence[tuple[str, int]], *,
                lease_ms: int | None = None) -> list[Code]:
-        """Renew leases, and with them the places they hold in shard 0. A place that could
-        not be renewed (it ran out) is logged: another shard's job may now share its host."""
-        codes: list[Code] = [Code.OK] * len(leases)
-        for i, positions in self._by_shard(leases, lambda x: x[0]).items():
-            got = self.parts[i].extend(worker, [leases[p] for p in positions], lease_ms=lease_ms)
-            for p, code in zip(positions, got):
-                codes[p] = code
+        """Renew leases, and the places they hold in shard 0. The places come first, so a
+        shard slow to answer (its master failing over) cannot make them lapse while their
+        jobs run; a place renewed for a lease that turns out stale holds nothing from the new
+        owner (places are token-checked, and its claim took the place under its own token).
+        Every shard that answers is renewed whatever another shard does (``PartlyAnswered``
+        then). A place that could not be renewed (it ran out) is logged: another shard's job
+        may now share its host."""
         with _placed_lock:
-            held = [[job_id, token] for (job_id, token), code in zip(leases, codes)
-                    if code == Code.OK and _placed.get(job_id) == token]
+            held = [[job_id, token] for job_id, token in leases if _placed.get(job_id) == token]
         if held:
-            for (job_id, _), renewed in zip(held, self.coord.places("extend", held,
-                                                                     lease_ms=lease_ms)):
-                if not renewed:
+            try:
+                renewed = self.coord.places("extend", held, lease_ms=lease_ms)
+            except REDIS_ERRORS as exc:
+                if is_permanent(exc):
+                    raise
+                log.warning("shard 0 did not answer to renew the places of %d running jobs "
+                            "(%s); retrying at the next beat", len(held), redact_exception(exc))
+                renewed = [1] * len(held)
+            for (job_id, token), ok in zip(held, renewed):
+                if not ok and _placed.get(job_id) == token:  # (not ended meanwhile)
                     log.warning("job %s: its place in shard 0 ran out before this renewal; "
                                 "its host or group limit no longer counts it", job_id)
-        return codes
+        return self._per_shard(leases, lambda q, part: q.extend(worker, part, lease_ms=lease_ms))
 
     # ------------------------------------------------------------------ waiting
 
     def next_due(self) -> tuple[int, int | None]:
-        """(Redis now, the earliest due time of any shard or None)."""
+        """(Redis now, the earliest due time of any shard or None). A shard that does not
+        answer counts as due in ``DOWN_RETRY_MS`` (the node looks again then); only when none
+        answers does this raise."""
         now, earliest = 0, None
+        failed: BaseException | None = None
+        down = []
         for i, part in enumerate(self.parts):
-            shard_now, due = part.next_due()
+            try:
+                shard_now, due = part.next_due()
+            except REDIS_ERRORS as exc:
+                if is_permanent(exc):
+                    raise
+                failed = failed or exc
+                down.append(i)
+                continue
             self._due[i] = due
             now = max(now, shard_now)
             if due is not None and (earliest is None or due < earliest):
                 earliest = due
+        if failed is not None and len(down) == len(self.parts):
+            raise failed
+        if down:
+            soon = now + DOWN_RETRY_MS
+            earliest = soon if earliest is None else min(earliest, soon)
         return now, earliest
 
     def wait_for_work(self, timeout_s: float) -> None:

@@ -25,7 +25,9 @@ ARGV[14] carried (JSON, or '' for a new task): what a task recreated from SQL by
          wave_held so `tasks continue` resumes it)
 Returns  {1} created (event create; pause when carried says so) | {0} the task existed and is
          left unchanged
-Errors   {-4 BAD_ARGUMENT, message}
+Errors   {-4 BAD_ARGUMENT, message}; also when the queue is sharded ({P}:shards in this
+         shard, i.e. shard 0) and the task id routes to another shard: a writer configured
+         with another queue_shards
 ]]
 local task_key = KEYS[1]
 local events = KEYS[2]
@@ -79,6 +81,18 @@ if ARGV[14] and ARGV[14] ~= '' then
   if carried.succeeded + carried.failed + carried.cancelled ~= carried.ended then
     return fs_err(FS_BAD_ARGUMENT, 'carried counters do not add up to ended')
   end
+end
+
+-- A sharded queue records its shard count in shard 0 ({P}:shards). A task created in shard 0
+-- that the count routes elsewhere comes from a writer with another queue_shards (a node left
+-- running through a change of the count): refused, or nobody would find it. Ids that are not
+-- decimal are routed by CRC-32 in Python and not checked here.
+local tag = string.sub(task_key, 1, #task_key - #(':task:' .. task_id))
+local shards = tonumber(redis.call('GET', tag .. ':shards') or '1') or 1
+if shards > 1 and string.match(task_id, '^%d+$') and tonumber(task_id) % shards ~= 0 then
+  return fs_err(FS_BAD_ARGUMENT, 'task ' .. task_id .. ' belongs to shard ' ..
+    (tonumber(task_id) % shards) .. ' of the ' .. shards .. ' shards of this queue, not shard 0: ' ..
+    'this writer runs with another queue_shards')
 end
 
 if redis.call('EXISTS', task_key) == 1 then return {0} end

@@ -18,12 +18,15 @@ ARGV[5]   JSON list of entries:
             extend: [job id, token]
 Returns   JSON list, one entry per input entry:
             take:   [1] placed | [0, 'host_busy', holder job] | [0, 'group_full', group]
+                    | [0, 'stale', token]: the job holds a place under a newer token (it
+                    was claimed again since this claim: this claim must not run it)
             free:   1 freed | 0 (no such place, or it belongs to another token)
             extend: 1 renewed | 0 (the place is gone: it ran out, or the job was placed again)
 Errors    {-4 BAD_ARGUMENT, message}; nothing is written.
 
 A job placed again under a new token (claimed again after its worker lost it) gives back what
-it held under the old one first, so a group never counts one job twice.
+it held under the old one first, so a group never counts one job twice. A take under an older
+token than the place's (a stale worker's call arriving late) is refused and changes nothing.
 ]]
 local events = KEYS[1]
 local tag, wake, mode = ARGV[1], ARGV[2], ARGV[3]
@@ -51,13 +54,13 @@ local busy, glimit, gbusy, gholds = tag .. ':busy', tag .. ':glimit', tag .. ':g
 local expiry = fs_int(now + lease)
 fs_sweep_places(tag, wake, events, now, 64)
 
--- The place of job `id` under `token` ('' = any token), as its host, or nil.
+-- The place of job `id` under `token` ('' = any token), as its host and token, or nil.
 local function place_of(id, token)
   local v = redis.call('HGET', places, id)
   if not v then return nil end
   local host, held = string.match(v, '^(.*)|(%d+)$')
   if token ~= '' and held ~= token then return nil end
-  return host or ''
+  return host or '', tonumber(held) or 0
 end
 
 local function free(id, host)
@@ -80,11 +83,17 @@ for i, e in ipairs(entries) do
   local id, token = e[1], fs_int(fs_count(e[2]))
   if mode == 'take' then
     local host, exclusive, groups = e[3], e[4] == '1', e[5]
-    local old = place_of(id, '')
-    if old then free(id, old) end  -- placed again (a new claim of the same job)
+    local old, old_token = place_of(id, '')
     local refused
-    local holder = exclusive and host ~= '' and holder_of(host, id)
-    if holder then
+    if old and old_token > tonumber(token) then
+      refused = {0, 'stale', tostring(old_token)}
+    elseif old then
+      free(id, old)  -- placed again (a new claim of the same job)
+    end
+    local holder = not refused and exclusive and host ~= '' and holder_of(host, id)
+    if refused then
+      -- nothing changes: the newer claim's place stands
+    elseif holder then
       refused = {0, 'host_busy', holder}
     else
       local limited = {}
