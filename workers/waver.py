@@ -79,7 +79,8 @@ class Waver:
             if not self.client.set(lock, self.token, nx=True, px=rollout.LOCK_MS):
                 continue
             try:
-                did = rollout.step(queue, task_id, redis_now_ms(self.client, self.keys),
+                # the clock of the task's own shard, which wrote its wave times
+                did = rollout.step(queue, task_id, redis_now_ms(self.client, keys),
                                    self.check)
                 self.steps += 1
                 if did not in ("running", "pausing", "gated", "stopped", "paused"):
