@@ -15,6 +15,12 @@ core of its own. On a machine whose cores are fewer than the masters plus the wo
 processes (2 cores here: 6 redis-servers and up to 4 workers share them), the measured rate
 shows the contention for cores; the ceiling shows what the shards spread.
 
+A second table repeats the rows with each master held to ``MASTER_CPU`` (a fifth) of a core by
+a cgroup CPU quota, as if each master had a core of its own, scaled down so that three masters
+and the workers fit in 2 cores: there the masters, not the machine, are the limit, and the
+measured rate itself shows what the shards spread (needs root and a writable cgroup ``cpu``
+controller, v1 or v2; else that table says it was skipped).
+
 Run: ``python benchmarks/shards.py`` or ``--quick``.
 """
 
@@ -39,6 +45,7 @@ from scheduler.redisdb.cluster import cluster_client  # noqa: E402
 from tests.cluster import start_redis_cluster  # noqa: E402
 
 TASKS = 12
+MASTER_CPU = 0.2  # of a core, per master, in the capped table
 BATCH = 100
 SHARD_COUNTS = (1, 3, 6)
 PROCESSES = (1, 2, 4)
@@ -126,44 +133,105 @@ def one(url: str, shards: int, processes: int, jobs: int,
     return acked / (max(lasts) - min(firsts)), acked / max(busiest, 1e-6)
 
 
-def run(quick: bool) -> dict[str, Any]:
-    reps = 1 if quick else 3
-    jobs = 6_000 if quick else 24_000
-    cluster = start_redis_cluster(Path(tempfile.mkdtemp(prefix="fs-shards-")))
-    try:
-        for node in cluster.nodes:
-            node.client().config_set("appendfsync", "everysec")
-        url = cluster.url
-        rows: dict[str, list[tuple[float, float]]] = {}
-        configs = [(s, p, False) for p in PROCESSES for s in SHARD_COUNTS]
-        configs += [(1, 4, True), (3, 4, True)]
-        for _ in range(reps):  # interleaved: a noisy minute hits every configuration alike
-            for s, p, exclusive in configs:
-                key = f"{s} shards, {p} processes" + (", exclusive" if exclusive else "")
-                rows.setdefault(key, []).append(one(url, s, p, jobs, exclusive))
-    finally:
-        cluster.stop()
+class CpuCaps:
+    """Each given process in a cgroup of its own whose CPU quota is ``share`` of a core
+    (cgroup v2 ``cpu.max`` or v1 ``cpu.cfs_quota_us``); removed by ``close``."""
+
+    V1, V2 = Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup")
+
+    def __init__(self, pids: list[int], share: float) -> None:
+        self.groups: list[Path] = []
+        period = 100_000
+        for pid in pids:
+            if (self.V2 / "cgroup.controllers").exists() and \
+                    "cpu" in (self.V2 / "cgroup.controllers").read_text().split():
+                group = self.V2 / f"fs-shards-{pid}"
+                group.mkdir(exist_ok=True)
+                (group / "cpu.max").write_text(f"{int(period * share)} {period}")
+            else:
+                group = self.V1 / f"fs-shards-{pid}"
+                group.mkdir(exist_ok=True)
+                (group / "cpu.cfs_period_us").write_text(str(period))
+                (group / "cpu.cfs_quota_us").write_text(str(int(period * share)))
+            (group / "cgroup.procs").write_text(str(pid))
+            self.groups.append(group)
+
+    def close(self) -> None:
+        for group in self.groups:
+            root = group.parent
+            for pid in (group / "cgroup.procs").read_text().split():
+                try:
+                    (root / "cgroup.procs").write_text(pid)
+                except OSError:
+                    pass  # it exited
+            group.rmdir()
+
+
+def _configs() -> list[tuple[int, int, bool]]:
+    configs = [(s, p, False) for p in PROCESSES for s in SHARD_COUNTS]
+    return configs + [(1, 4, True), (3, 4, True)]
+
+
+def _measure(url: str, reps: int, jobs: int) -> dict[str, Any]:
+    rows: dict[str, list[tuple[float, float]]] = {}
+    for _ in range(reps):  # interleaved: a noisy minute hits every configuration alike
+        for s, p, exclusive in _configs():
+            key = f"{s} shards, {p} processes" + (", exclusive" if exclusive else "")
+            rows.setdefault(key, []).append(one(url, s, p, jobs, exclusive))
     summary = {}
     for k, v in rows.items():
         rate, ceiling = [r[0] for r in v], [r[1] for r in v]
         summary[k] = {"median": statistics.median(rate), "min": min(rate), "max": max(rate),
                       "runs": rate, "ceiling": statistics.median(ceiling),
                       "ceiling_runs": ceiling}
-    return {"jobs": jobs, "reps": reps, "batch": BATCH, "rows": summary}
+    return summary
 
 
-def table(result: dict[str, Any]) -> str:
-    rows = result["rows"]
-    lines = [f"claim+ack, {result['jobs']:,} due jobs, batch {result['batch']}, "
-             f"median of {result['reps']} [min-max]; ratio to 1 shard, same processes",
-             "ceiling: jobs per CPU second of the busiest master (the rate at which it would "
-             "fill a core of its own)",
-             f"{'configuration':34} {'jobs/s':>22} {'ratio':>6} {'ceiling':>9} {'ratio':>6}"]
+def run(quick: bool) -> dict[str, Any]:
+    reps = 1 if quick else 3
+    jobs = 6_000 if quick else 24_000
+    cluster = start_redis_cluster(Path(tempfile.mkdtemp(prefix="fs-shards-")))
+    capped: dict[str, Any] | str
+    try:
+        for node in cluster.nodes:
+            node.client().config_set("appendfsync", "everysec")
+        url = cluster.url
+        rows = _measure(url, reps, jobs)
+        masters = [n.proc.pid for n in cluster.nodes if n.role() == "master" and n.proc]
+        try:
+            caps = CpuCaps(masters, MASTER_CPU)
+        except OSError as exc:
+            capped = f"skipped: no writable cgroup cpu controller here ({exc})"
+        else:
+            try:
+                capped = _measure(url, reps, jobs)
+            finally:
+                caps.close()
+    finally:
+        cluster.stop()
+    return {"jobs": jobs, "reps": reps, "batch": BATCH, "rows": rows,
+            "capped": capped, "capped_jobs": jobs, "master_cpu": MASTER_CPU}
+
+
+def _rows(rows: dict[str, Any]) -> list[str]:
+    lines = [f"{'configuration':34} {'jobs/s':>22} {'ratio':>6} {'ceiling':>9} {'ratio':>6}"]
     for key, r in rows.items():
         base = rows.get("1 shards, " + key.split(", ", 1)[1], r)
         lines.append(f"{key:34} {r['median']:>9,.0f} [{r['min']:,.0f}-{r['max']:,.0f}] "
                      f"{r['median'] / base['median']:>6.2f} {r['ceiling']:>9,.0f} "
                      f"{r['ceiling'] / base['ceiling']:>6.2f}")
+    return lines
+
+
+def table(result: dict[str, Any]) -> str:
+    lines = [f"claim+ack, {result['jobs']:,} due jobs, batch {result['batch']}, "
+             f"median of {result['reps']} [min-max]; ratio to 1 shard, same processes",
+             "ceiling: jobs per CPU second of the busiest master (the rate at which it would "
+             "fill a core of its own)", *_rows(result["rows"]), "",
+             f"the same, each master held to {result['master_cpu']:g} of a core (cgroup quota), "
+             f"{result['capped_jobs']:,} due jobs:"]
+    capped = result["capped"]
+    lines += [capped] if isinstance(capped, str) else _rows(capped)
     return "\n".join(lines)
 
 
