@@ -40,6 +40,11 @@ CASES = [
      Code.BAD_ARGUMENT, "max_running"),
     ("create_task", [KEYS.task("n"), KEYS.events], ["n", "normal", 0, 0, 3, 0, 1, "yes", "{}", "", "n"],
      Code.BAD_ARGUMENT, "idempotent"),
+    ("hosts", [KEYS.host("a")], [KEYS.tag, "[not json"], Code.BAD_ARGUMENT, "JSON list"),
+    ("hosts", [KEYS.host("a")], [KEYS.tag, '[["a", "10.0.0.1", "22", "", "{}", ""], ["b", "x"]]'],
+     Code.BAD_ARGUMENT, "each host is"),
+    ("hosts", [KEYS.host("a")], [KEYS.tag, '[["a", "10.0.0.1", 22, "", "{}", ""]]'],
+     Code.BAD_ARGUMENT, "every field is text"),
 ]
 
 

@@ -3,7 +3,7 @@
 What it owns:
 
 1. :func:`write_hosts`: each host's connection data into ``Keys.host`` (address, port, user,
-   vars as JSON), pipelined in batches; workers read it at claim time;
+   vars as JSON, limited groups), a batch per script call; workers read it at claim time;
 2. :func:`fan_out`: host hashes, then ``Queue.create_task`` (a no-op if the task exists), then
    ``Queue.enqueue`` in batches (duplicates are skipped by the script), so running it again
    after a failure finishes the job instead of doubling it;
@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session
 
 from scheduler.queue.client import JobSpec, Queue, TaskSpec
 from scheduler.queue.keys import Keys
+from scheduler.queue.scripts import run_script
 from scheduler.record.models import Event, Host, Job, Task
 
 __all__ = ["HOST_BATCH", "fan_out", "host_conns", "mark_queued", "recorded_spec",
@@ -41,20 +42,22 @@ HOST_BATCH = 1_000  # host hashes per pipeline round trip
 
 
 def write_hosts(client: redis.Redis, keys: Keys, hosts: Iterable[Any]) -> int:
-    """Write ``Keys.host`` for each host (objects with name, address, port, user, vars)."""
-    written = 0
-    pipe = client.pipeline(transaction=False)
-    for host in hosts:
-        pipe.hset(keys.host(host.name), mapping={
-            "address": host.address or "", "port": int(host.port or 22),
-            "user": host.user or "", "vars": json.dumps(host.vars or {}, sort_keys=True),
-            # the limited groups claim.lua counts the host's jobs in (`groups limit`)
-            "limits": ",".join(getattr(host, "limits", ()))})
-        written += 1
-        if written % HOST_BATCH == 0:
-            pipe.execute()
-    pipe.execute()
-    return written
+    """Write ``Keys.host`` for each host (objects with name, address, port, user, vars,
+    optionally limits), ``HOST_BATCH`` hosts per script call (``lua/hosts.lua``)."""
+    rows = [[host.name, host.address or "", str(int(host.port or 22)), host.user or "",
+             _vars_json(host.vars),
+             # the limited groups claim.lua counts the host's jobs in (`groups limit`)
+             ",".join(getattr(host, "limits", ()))] for host in hosts]
+    for start in range(0, len(rows), HOST_BATCH):
+        chunk = rows[start:start + HOST_BATCH]
+        run_script(client, "hosts", [keys.host(chunk[0][0])],
+                   [keys.tag, json.dumps(chunk, ensure_ascii=False, separators=(",", ":"))])
+    return len(rows)
+
+
+def _vars_json(vars_: Any) -> str:
+    """A host's vars as the JSON text the workers read (sorted keys; ``{}`` for none)."""
+    return json.dumps(vars_, sort_keys=True) if vars_ else "{}"
 
 
 def fan_out(client: redis.Redis, keys: Keys, spec: TaskSpec, hosts: Iterable[Any],
