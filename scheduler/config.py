@@ -82,7 +82,7 @@ class Settings:
     # Fair-share reorder starts when the head of a due set is late by more than this: small, so
     # a 4-host change is not stuck behind a few seconds of a big task's backlog either (a
     # reorder runs only when something new came due since the last one).
-    overload_threshold_ms: int = 200
+    overload_threshold_ms: int = 100
     # Fair share under overload: one share per "task", per submitting "operator", or "off"
     # (first come, first served: due order only).
     fair_share_by: str = "task"

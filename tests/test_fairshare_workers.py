@@ -1,7 +1,7 @@
 """Fair share and priority classes on real worker processes (``python -m scheduler worker``), real Redis,
 the simulate executor: the node master's overload check starts the reorders by itself.
 
-The overload threshold is 300 ms here (200 ms by default), so each scenario takes seconds.
+The overload threshold is 300 ms here (100 ms by default), so each scenario takes seconds.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ def ended(task: TaskProgress) -> bool:
 
 
 def top(client: redis.Redis, keys: Keys | Shards, console: Console, *, interval_s: float = 1.0,
-        overload_threshold_ms: int = 200, iterations: int | None = None) -> QueueSnapshot:
+        overload_threshold_ms: int = 100, iterations: int | None = None) -> QueueSnapshot:
     """Redraw ``fleetsched top`` until Ctrl-C (or ``iterations`` frames); the last snapshot."""
     meter = RateMeter()
     snap = take_snapshot(client, keys, overload_threshold_ms=overload_threshold_ms)

@@ -210,7 +210,7 @@ def task_totals(client: redis.Redis, where: Keys | Shards,
     return out
 
 
-def take_snapshot(client: redis.Redis, where: Keys | Shards, *, overload_threshold_ms: int = 200,
+def take_snapshot(client: redis.Redis, where: Keys | Shards, *, overload_threshold_ms: int = 100,
                   task_ids: list[str] | None = None) -> QueueSnapshot:
     """Read one frame (see the module docstring); ``task_ids`` limits the tasks shown."""
     from scheduler.queue.presence import read_workers
