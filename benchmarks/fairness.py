@@ -8,7 +8,7 @@ Starts its own private redis-server (tests.servers.RedisServer, no persistence) 
    executor). Alice submits 3,000 jobs of 20 ms; Bob submits 4 jobs of 20 ms a second later.
    Completion time = the task's last ack minus its enqueue (Redis clock, from the events).
    Run with fair share on (``fair_share_by=task``) and off (``off``: due order only), in the
-   same run, alternating; the overload threshold is the default (200 ms).
+   same run, alternating; the overload threshold is the default (`overload_threshold_ms`, 100 ms).
 2. The cost of one reorder of 10,000 and 100,000 overdue jobs (ten tasks): total time, script
    calls, the mean time Redis spent in one chunk script and in one read page (INFO
    commandstats), the longest single call measured by the client (round trip, read pages and
