@@ -141,3 +141,44 @@ def test_a_node_left_running_with_one_shard_cannot_misroute_what_it_fires(client
         recheck_shard_count(client, node_a)  # A's heartbeat
     recheck_shard_count(client, SHARDS)  # B's: the same count
     node_b.close()
+
+
+def test_a_place_lost_with_shard_0s_data_is_taken_again_at_the_next_renewal(client, caplog):
+    """Job 1.0 (shard 1, exclusive, host db1) runs on w1 holding its place in shard 0. Shard 0
+    loses its places (its data lost: a restart without persistence, a failover that lost the
+    writes). w1's next renewal finds the place gone and takes it again, so task 3's exclusive
+    job on db1 (shard 0) waits instead of running beside 1.0; once 1.0 ends, 3.0 runs. Where the
+    host was taken meanwhile, the renewal says so loudly."""
+    import logging
+
+    w1 = open_queue(client, SHARDS, lease_ms=30_000)
+    w1.create_task(TaskSpec("1"))
+    w1.create_task(TaskSpec("3"))
+    w1.enqueue("1", [JobSpec("1.0", "db1")])
+    w1._next = 1
+    running = w1.claim("w1", 1).jobs
+    assert [j.job_id for j in running] == ["1.0"]
+    token = running[0].token
+    tag = SHARDS.coord.tag
+    client.delete(f"{tag}:placed", f"{tag}:places", f"{tag}:busy")  # shard 0's places lost
+    assert w1.extend("w1", [("1.0", token)]) == [0]  # the heartbeat
+    assert client.hget(f"{tag}:places", "1.0") == f"db1|{token}"
+    w1.enqueue("3", [JobSpec("3.0", "db1")])
+    w1._next = 0
+    assert w1.claim("w3", 1).jobs == []  # 3.0 waits for db1
+    w1.ack("w1", [("1.0", token, JobResult())])
+    w1._next = 0
+    assert [j.job_id for j in w1.claim("w3", 1).jobs] == ["3.0"]
+    # Lost again, and the host taken by another job meanwhile: said loudly
+    w1.enqueue("1", [JobSpec("1.1", "db2")])
+    w1.create_task(TaskSpec("6"))
+    w1._next = 1
+    t11 = w1.claim("w1", 1).jobs[0].token
+    client.delete(f"{tag}:placed", f"{tag}:places", f"{tag}:busy")
+    w1.enqueue("6", [JobSpec("6.0", "db2")])
+    w1._next = 0
+    assert [j.job_id for j in w1.claim("w6", 1).jobs] == ["6.0"]
+    with caplog.at_level(logging.ERROR, logger="scheduler.queue.sharded"):
+        w1.extend("w1", [("1.1", t11)])
+    assert "job 1.1 runs on host db2, which job 6.0 of another shard holds now" in caplog.text
+    w1.close()

@@ -54,6 +54,9 @@ DOWN_RETRY_MS = 500
 _placed: dict[str, int] = {}
 """Job id -> token of this process's running jobs that hold places in shard 0: their end frees
 them. Shared by every ShardedQueue of the process (the claim loop claims, the finisher acks)."""
+_entries: dict[str, list[Any]] = {}
+"""Job id -> its ``places.lua`` take entry, for the jobs in ``_placed``: a place found gone at a
+renewal (it ran out, or shard 0 lost its data) is taken again with it."""
 _placed_lock = threading.Lock()
 
 
@@ -288,9 +291,10 @@ class ShardedQueue:
             return [j for j in part.jobs if j.job_id not in needing]
         refused: dict[str, list[Any]] = {}
         with _placed_lock:
-            for (job, _, _), result in zip(part.places, results):
+            for (job, _, _), entry, result in zip(part.places, entries, results):
                 if result[0] == 1:
                     _placed[job.job_id] = job.token
+                    _entries[job.job_id] = entry
                 else:
                     refused[job.job_id] = result
         if not refused:
@@ -337,6 +341,7 @@ class ShardedQueue:
             mine = [[job_id, token] for job_id, token in done if _placed.get(job_id) == token]
             for job_id, _ in mine:
                 _placed.pop(job_id, None)
+                _entries.pop(job_id, None)
         if not mine:
             return
         try:
@@ -415,8 +420,7 @@ class ShardedQueue:
         jobs run; a place renewed for a lease that turns out stale holds nothing from the new
         owner (places are token-checked, and its claim took the place under its own token).
         Every shard that answers is renewed whatever another shard does (``PartlyAnswered``
-        then). A place that could not be renewed (it ran out) is logged: another shard's job
-        may now share its host."""
+        then). A place found gone is taken again (``_take_again``)."""
         with _placed_lock:
             held = [[job_id, token] for job_id, token in leases if _placed.get(job_id) == token]
         if held:
@@ -428,11 +432,38 @@ class ShardedQueue:
                 log.warning("shard 0 did not answer to renew the places of %d running jobs "
                             "(%s); retrying at the next beat", len(held), redact_exception(exc))
                 renewed = [1] * len(held)
-            for (job_id, token), ok in zip(held, renewed):
-                if not ok and _placed.get(job_id) == token:  # (not ended meanwhile)
-                    log.warning("job %s: its place in shard 0 ran out before this renewal; "
-                                "its host or group limit no longer counts it", job_id)
+            with _placed_lock:  # (not ended meanwhile)
+                gone = [_entries[job_id] for (job_id, token), ok in zip(held, renewed)
+                        if not ok and _placed.get(job_id) == token and job_id in _entries]
+            if gone:
+                self._take_again(gone, lease_ms)
         return self._per_shard(leases, lambda q, part: q.extend(worker, part, lease_ms=lease_ms))
+
+    def _take_again(self, entries: list[list[Any]], lease_ms: int | None) -> None:
+        """Take again the places of running jobs that were found gone at a renewal (they ran
+        out while shard 0 did not answer for a lease, or shard 0 lost its data): their hosts
+        and groups count them again from now on. Refused, the job shares its host or overfills
+        its group until it ends: said loudly, since nothing can undo that now. A job claimed
+        again since (a newer token) is refused as stale: its lease is gone too."""
+        try:
+            results = self.coord.places("take", entries, lease_ms=lease_ms)
+        except REDIS_ERRORS as exc:
+            if is_permanent(exc):
+                raise
+            log.warning("shard 0 did not answer to take again the places of %d running jobs "
+                        "(%s); retrying at the next beat", len(entries), redact_exception(exc))
+            return
+        for entry, result in zip(entries, results):
+            job_id, host = entry[0], entry[2]
+            if result[0] == 1:
+                log.warning("job %s: its place in shard 0 was gone (it ran out, or shard 0 "
+                            "lost its data); taken again", job_id)
+            elif result[1] == "host_busy":
+                log.error("job %s runs on host %s, which job %s of another shard holds now: "
+                          "its place in shard 0 was gone", job_id, host, result[2])
+            elif result[1] == "group_full":
+                log.error("job %s runs beyond the limit of group %s: its place in shard 0 was "
+                          "gone", job_id, result[2])
 
     # ------------------------------------------------------------------ waiting
 
