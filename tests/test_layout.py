@@ -19,7 +19,7 @@ PACKAGES = ("scheduler", "workers", "tasks")
 # Lowest first. A module may import its own unit or any unit of a lower layer.
 LAYERS: list[tuple[str, ...]] = [
     ("scheduler.errors", "scheduler"),
-    ("scheduler.config", "scheduler.parse", "scheduler.progress"),
+    ("scheduler.config", "scheduler.gcpause", "scheduler.parse", "scheduler.progress"),
     ("scheduler.calendar", "scheduler.redisdb", "scheduler.logs", "tasks"),
     ("scheduler.queue",),
     ("scheduler.record",),

@@ -30,6 +30,7 @@ import redis
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from scheduler.gcpause import gc_paused
 from scheduler.queue.client import JobSpec, Queue, TaskSpec
 from scheduler.queue.keys import Keys
 from scheduler.queue.scripts import run_script
@@ -60,6 +61,7 @@ def _vars_json(vars_: Any) -> str:
     return json.dumps(vars_, sort_keys=True) if vars_ else "{}"
 
 
+@gc_paused()
 def fan_out(client: redis.Redis, keys: Keys, spec: TaskSpec, hosts: Iterable[Any],
             jobs: Sequence[JobSpec], *, waves: Sequence[Sequence[int]] | None = None,
             wave_policy: dict[str, Any] | None = None) -> int:

@@ -33,6 +33,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from scheduler.errors import FleetschedError, ValidationError
+from scheduler.gcpause import gc_paused
 from scheduler.notify.targets import parse_target as parse_notify_target
 from scheduler.notify.targets import parse_targets
 from scheduler.parse import Limit
@@ -313,6 +314,7 @@ def _window_jobs(session: Session, hosts: list[str], start: datetime,
     return [PlannedJob(i, h, due[h][0], due[h][1], due[h][2]) for i, h in enumerate(hosts)]
 
 
+@gc_paused()
 def plan_task(session: Session, request: TaskRequest, *, operator: str,
               now: datetime | None = None) -> Plan:
     """Check ``request`` against the action registry and the stored inventory; write nothing.
@@ -375,6 +377,7 @@ def plan_task(session: Session, request: TaskRequest, *, operator: str,
 # ---------------------------------------------------------------------------------- record
 
 
+@gc_paused()
 def record_task(session: Session, plan: Plan, *, now: datetime | None = None) -> int:
     """Write the task (``accepted``), its job rows and a ``submit`` event; return the task id."""
 
@@ -427,6 +430,7 @@ class Submitted:
     plan: Plan
 
 
+@gc_paused()
 def submit(engine: Engine, connect: Callable[[], redis.Redis], request: TaskRequest, *,
            operator: str, keys: Where = Keys(), plan: Plan | None = None) -> Submitted:
     """Plan and record the task in one transaction, then enqueue it (``scheduler.submission.fanout``).
