@@ -59,7 +59,7 @@ class Heartbeat:
         """Extend every running job's lease; the number renewed."""
         leases = self.slots.leases()
         renewed = 0
-        partly: PartlyAnswered | None = None
+        partly: Exception | None = None
         for i in range(0, len(leases), EXTEND_BATCH):
             chunk = leases[i:i + EXTEND_BATCH]
             try:
@@ -68,6 +68,12 @@ class Heartbeat:
             except PartlyAnswered as exc:
                 # A shard did not answer: its leases wait for the retry, the others renew.
                 partly, codes = exc, exc.codes
+            except REDIS_ERRORS as exc:
+                if is_permanent(exc):
+                    raise
+                # This chunk's leases all live where nothing answered (a task's jobs share
+                # a shard): the next chunks may live elsewhere, so go on.
+                partly, codes = exc, [None] * len(chunk)
             for (job_id, token), code in zip(chunk, codes):
                 if code is None:
                     continue
@@ -94,11 +100,19 @@ class Heartbeat:
                 **self.extra()}
 
     def beat(self) -> None:
-        self.renew()
+        failed: Exception | None = None
+        try:
+            self.renew()
+        except REDIS_ERRORS as exc:
+            if is_permanent(exc):
+                raise
+            failed = exc  # some leases wait for the retry; the node is alive all the same
         recheck_shard_count(self.client, self.shards)  # ConfigError: the node stops
         self.client.hset(self.keys.workers, self.config.worker_id,
                          json.dumps(self.presence(redis_now_ms(self.client, self.keys))))
         self.beats += 1
+        if failed is not None:
+            raise failed
 
     def leave(self) -> None:
         try:

@@ -29,6 +29,7 @@ from scheduler.config import redact_exception
 from scheduler.queue.client import Queue
 from scheduler.queue.keys import Keys
 from scheduler.queue.presence import redis_now_ms
+from scheduler.redisdb.connect import REDIS_ERRORS
 from scheduler.queue.shards import Shards
 from scheduler.queue.types import text
 from scheduler.submission import rollout
@@ -67,8 +68,14 @@ class Waver:
 
     def round(self) -> None:
         """One pass over the tasks in waves, shard by shard."""
+        failed: Exception | None = None
         for queue in self.queues:
-            self._round(queue)
+            try:
+                self._round(queue)
+            except REDIS_ERRORS as exc:  # one silent shard holds up no other's rollouts
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
     def _round(self, queue: Queue) -> None:
         keys = queue.keys

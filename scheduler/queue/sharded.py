@@ -103,7 +103,16 @@ def recheck_shard_count(client: redis.Redis, shards: Shards) -> None:
     GET; records nothing."""
     stored = client.get(shards.count_key)
     if stored is None:
-        return  # unsharded, or the key deleted to change the count: the next start decides
+        if not shards.sharded:
+            return  # an unsharded queue records no count
+        # Deleted to change queue_shards (the documented way), or lost with shard 0's data:
+        # either way this node must not go on routing by a count nobody vouches for. A
+        # restart records it again (check_shard_count) if the queue is still this count's.
+        raise ConfigError(
+            f"the queue {shards.coord.tag} no longer records its shard count "
+            f"({shards.count_key}: deleted to change queue_shards, or lost with shard 0's "
+            f"data); this node runs with queue_shards = {shards.count}; stopping",
+            hint="start the node again with the queue_shards the queue is to have")
     have = int(text(stored))
     if have != shards.count:
         raise ConfigError(
@@ -229,13 +238,23 @@ class ShardedQueue:
                     self._give_back(worker, jobs)
                     raise
                 failed = failed or exc
-                self._due[i] = 0  # come back to it at the next claim
+                self._due[i] = None  # next_due (while waiting) looks at it again soon
                 self._unanswered(i, exc)
                 continue
             self._answered(i)
             self._due[i] = part.next_due_ms
             now_ms = max(now_ms, part.now_ms)
-            got = self._take_places(worker, part, lease_ms) if part.places else part.jobs
+            try:
+                got = self._take_places(worker, part, lease_ms) if part.places else part.jobs
+            except REDIS_ERRORS as exc:
+                # Taking or refusing places failed past what _take_places recovers itself:
+                # this shard's jobs go back, the other shards' are kept.
+                self._give_back(worker, jobs + part.jobs if is_permanent(exc) else part.jobs)
+                if is_permanent(exc):
+                    raise
+                log.warning("shard %d: the places of its claimed jobs could not be settled "
+                            "(%s); gave them back", i, redact_exception(exc))
+                got = []
             parts.append((self.parts[i], part))
             jobs += got
             lost += part.lost
@@ -313,8 +332,15 @@ class ShardedQueue:
                 continue
             reason = (f"host {job.host} is busy with job {why[2]} of another shard"
                       if why[1] == "host_busy" else f"group {why[2]} is at its limit")
-            shard.defer(worker, job.job_id, job.token, retry_at, wclose_ms=job.wclose_ms,
-                        reason=reason)
+            try:
+                shard.defer(worker, job.job_id, job.token, retry_at, wclose_ms=job.wclose_ms,
+                            reason=reason)
+            except REDIS_ERRORS as exc:
+                if is_permanent(exc):
+                    raise
+                log.warning("job %s: could not defer it after its place was refused (%s); "
+                            "giving it back", job.job_id, redact_exception(exc))
+                self._give_back(worker, [job])
         return kept
 
     def _note(self, message: dict[str, Any]) -> float | None:

@@ -86,10 +86,11 @@ end
 -- A sharded queue records its shard count in shard 0 ({P}:shards). A task created in shard 0
 -- that the count routes elsewhere comes from a writer with another queue_shards (a node left
 -- running through a change of the count): refused, or nobody would find it. Ids that are not
--- decimal are routed by CRC-32 in Python and not checked here.
+-- decimal (routed by CRC-32 in Python), or past 15 digits (beyond a Lua number's exact
+-- integers), are not checked here.
 local tag = string.sub(task_key, 1, #task_key - #(':task:' .. task_id))
 local shards = tonumber(redis.call('GET', tag .. ':shards') or '1') or 1
-if shards > 1 and string.match(task_id, '^%d+$') and tonumber(task_id) % shards ~= 0 then
+if shards > 1 and string.match(task_id, '^%d+$') and #task_id <= 15 and tonumber(task_id) % shards ~= 0 then
   return fs_err(FS_BAD_ARGUMENT, 'task ' .. task_id .. ' belongs to shard ' ..
     (tonumber(task_id) % shards) .. ' of the ' .. shards .. ' shards of this queue, not shard 0: ' ..
     'this writer runs with another queue_shards')
