@@ -32,8 +32,9 @@ NEVER_RAN = ("defer",)  # claimed, then refused its places (or its window): it d
 
 
 def runs_by_host(database_url: str) -> dict[str, list[tuple[int, int, str]]]:
-    """Per host, each run (claim to its end, by stream time) of a job that ran and did not die
-    with its node: (start ms, end ms, job). A claim ended by a defer never ran: a job of shard
+    """Per host, each run (from its claim, or from its end minus the duration it reports if
+    later, to its end, by stream time) of a job that ran and did not die with its node:
+    (start ms, end ms, job). A claim ended by a defer never ran: a job of shard
     >= 1 is claimed before it asks shard 0 for its host, and deferred when refused."""
     engine = sa.create_engine(database_url)
     with engine.connect() as conn:
@@ -50,6 +51,11 @@ def runs_by_host(database_url: str) -> dict[str, list[tuple[int, int, str]]]:
             starts[(r.job_id, token)] = (ms, r.host)
         elif r.kind in ENDS and (r.job_id, token) in starts:
             start, host = starts.pop((r.job_id, token))
+            # A job of shard >= 1 is claimed before it takes its host's place in shard 0: it
+            # runs from the later of its claim and its end minus the duration it reports.
+            ran_ms = data.get("duration_ms")
+            if isinstance(ran_ms, (int, float, str)) and str(ran_ms).isdigit():
+                start = max(start, ms - int(ran_ms))
             runs[host].append((start, ms, r.job_id))
         elif r.kind in NEVER_RAN:
             starts.pop((r.job_id, token), None)

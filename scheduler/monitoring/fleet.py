@@ -161,7 +161,7 @@ class FleetCollector(Collector):
             yield _family("up", 0)
             return
         try:
-            recheck_shard_count(client, self.shards)
+            recheck_shard_count(client, self.shards, missing_ok=True)
             metrics = list(self._read(client, live_ids))
         except ConfigError as exc:  # another queue_shards: its figures would be a part only
             log.warning("scrape: %s", exc)

@@ -96,14 +96,15 @@ def check_shard_count(client: redis.Redis, shards: Shards) -> None:
                  "drain the queue and delete the key " + key)
 
 
-def recheck_shard_count(client: redis.Redis, shards: Shards) -> None:
+def recheck_shard_count(client: redis.Redis, shards: Shards, *, missing_ok: bool = False) -> None:
     """A running node's check (every heartbeat): ``ConfigError`` if the queue's recorded shard
     count is not this node's any more (a rolling change of ``queue_shards``: a node still
     running with the old count would fire tasks into shards the others never look at). One
-    GET; records nothing."""
+    GET; records nothing. ``missing_ok``: a reader (the exporter) only refuses another count,
+    not a count that is not recorded."""
     stored = client.get(shards.count_key)
     if stored is None:
-        if not shards.sharded:
+        if not shards.sharded or missing_ok:
             return  # an unsharded queue records no count
         # Deleted to change queue_shards (the documented way), or lost with shard 0's data:
         # either way this node must not go on routing by a count nobody vouches for. A
