@@ -18,6 +18,8 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -298,6 +300,25 @@ class RedisCluster:
         node.kill()
         node.start()
         self.wait_healthy(timeout)
+
+    @contextmanager
+    def down_for_good(self, key: str) -> Iterator[ClusterNode]:
+        """The master of ``key``'s slot killed -9 and its slots left down for the block (its
+        replica does not take over; the other masters serve theirs meanwhile); then the
+        settings restored and the cluster healed."""
+        master = self.master_of(key)
+        replica = self.replica_of(master)
+        replica.conn.config_set("cluster-replica-no-failover", "yes")
+        for node in self.alive():
+            node.conn.config_set("cluster-require-full-coverage", "no")
+        try:
+            master.kill()
+            yield master
+        finally:
+            replica.conn.config_set("cluster-replica-no-failover", "no")
+            for node in self.alive():
+                node.conn.config_set("cluster-require-full-coverage", "yes")
+            self.heal()
 
     def heal(self, timeout: float = 30.0) -> None:
         """Every node running and the cluster healthy, after a test killed some (a test that

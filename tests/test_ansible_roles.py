@@ -27,7 +27,8 @@ import yaml
 
 from scheduler.config import load_settings
 from scheduler.record import migrate
-from tests.servers import free_port, missing, redis_server_binary, wait_for_port
+from tests.cluster import free_cluster_port
+from tests.servers import missing, redis_server_binary, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 ANSIBLE = ROOT / "ansible"
@@ -148,7 +149,9 @@ def converged(tmp_path_factory: pytest.TempPathFactory, ansible_env: dict[str, s
                     "-q", "-w", str(work / "dist"), str(ROOT)], check=True, timeout=120)
     wheel = next((work / "dist").glob("fleetsched-*.whl"))
     seed_venv(prefix / "opt" / "fleetsched", work / "deps")
-    redis_port = free_port()
+    # a cluster node: its bus port (port + 10000) must be a valid, free port too (a port above
+    # 55535 failed this test now and then: the node refused to start)
+    redis_port = free_cluster_port()
     hosts = work / "inventory.yml"
     hosts.write_text(yaml.safe_dump(inventory(prefix, wheel, redis_port)))
     argv = [playbook, "-i", hosts, "site.yml"]

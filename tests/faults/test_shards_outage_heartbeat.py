@@ -56,15 +56,9 @@ def test_a_chunk_all_in_the_dead_shard_does_not_stop_the_renewal_of_the_next_chu
     stop = threading.Event()
     thread = threading.Thread(target=hb.run, args=(stop,), daemon=True)
 
-    master2 = redis_cluster.master_of(SHARDS.all[2].due())
-    replica = redis_cluster.replica_of(master2)
-    replica.conn.config_set("cluster-replica-no-failover", "yes")
-    for node in redis_cluster.alive():
-        node.conn.config_set("cluster-require-full-coverage", "no")
     other = _queue(cluster_url)
     got: list[str] = []
-    try:
-        master2.kill()
+    with redis_cluster.down_for_good(SHARDS.all[2].due()):
         thread.start()
         t0 = time.monotonic()
         while time.monotonic() - t0 < 3 * LEASE_MS / 1000 and "1.0" not in got:
@@ -75,13 +69,8 @@ def test_a_chunk_all_in_the_dead_shard_does_not_stop_the_renewal_of_the_next_chu
                 pass
             time.sleep(0.25)
         state = q.job_state("1.0")
-    finally:
         stop.set()
         thread.join(5)
-        replica.conn.config_set("cluster-replica-no-failover", "no")
-        for node in redis_cluster.alive():
-            node.conn.config_set("cluster-require-full-coverage", "yes")
-        redis_cluster.heal()
     other.close()
     q.close()
     assert "1.0" not in got, (

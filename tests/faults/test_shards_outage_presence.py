@@ -52,26 +52,15 @@ def test_a_live_node_stays_live_and_sees_a_count_change_while_a_shard_is_silent(
             outcome.append(exc)
 
     thread = threading.Thread(target=guarded, daemon=True)
-    master2 = redis_cluster.master_of(SHARDS.all[2].due())
-    replica = redis_cluster.replica_of(master2)
-    replica.conn.config_set("cluster-replica-no-failover", "yes")
-    for node in redis_cluster.alive():
-        node.conn.config_set("cluster-require-full-coverage", "no")
-    try:
-        master2.kill()
+    with redis_cluster.down_for_good(SHARDS.all[2].due()):
         thread.start()
         time.sleep(2 * LEASE_MS / 1000 + 0.5)
         rows = read_workers(q.client, "fs")  # shard 0 answers
         renewed_1 = q.job_state("1.0")
         q.client.set(SHARDS.count_key, 4)  # the operator's rolling change of queue_shards
         thread.join(3 * LEASE_MS / 1000)
-    finally:
         stop.set()
         thread.join(5)
-        replica.conn.config_set("cluster-replica-no-failover", "no")
-        for node in redis_cluster.alive():
-            node.conn.config_set("cluster-require-full-coverage", "yes")
-        redis_cluster.heal()
     q.close()
     assert renewed_1["owner"] == "w1"  # alive: shard 1's lease was renewed all along
     stale = [w["worker"] for w in rows if w["stale"]]
