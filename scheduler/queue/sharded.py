@@ -214,9 +214,9 @@ class ShardedQueue:
         """Up to ``batch`` due jobs from the shards, starting at a rotating one; ``parts`` of
         the result holds each shard's own claim (for the fair-share check, per shard).
 
-        A shard that does not answer is passed over (marked due, so the node comes back to it
-        soon): what the others gave is kept and returned, never dropped with the error. Only
-        when no shard answers does the claim raise."""
+        A shard that does not answer is passed over (``next_due`` looks at it again within
+        ``DOWN_RETRY_MS``): what the others gave is kept and returned, never dropped with the
+        error. Only when no shard answers does the claim raise."""
         n = len(self.parts)
         start = self._next
         self._next = (self._next + 1) % n
