@@ -300,13 +300,9 @@ class ShardedQueue:
         entries = [[job.job_id, job.token, job.host, "1" if exclusive else "0", groups]
                    for job, exclusive, groups in part.places]
         needing = {job.job_id for job, _, _ in part.places}
-        try:
-            results = self.coord.places("take", entries, lease_ms=lease_ms)
-        except REDIS_ERRORS as exc:
-            if is_permanent(exc):
-                raise
-            log.warning("shard 0 did not answer for the places of %d jobs (%s); giving them "
-                        "back", len(needing), redact_exception(exc))
+        results = self._places("take", entries, lease_ms,
+                               f"for the places of {len(needing)} jobs; giving them back")
+        if results is None:
             self._give_back(worker, [j for j in part.jobs if j.job_id in needing])
             return [j for j in part.jobs if j.job_id not in needing]
         refused: dict[str, list[Any]] = {}
@@ -371,13 +367,20 @@ class ShardedQueue:
                 _entries.pop(job_id, None)
         if not mine:
             return
+        self._places("free", mine, None,
+                     f"to free the places of {len(mine)} ended jobs; they run out with their lease")
+
+    def _places(self, mode: str, entries: list[Any], lease_ms: int | None,
+                failing: str) -> list[Any] | None:
+        """``places.lua`` in shard 0; None (and one warning line ending in ``failing``) when
+        shard 0 does not answer. A permanent refusal raises."""
         try:
-            self.coord.places("free", mine)
+            return self.coord.places(mode, entries, lease_ms=lease_ms)
         except REDIS_ERRORS as exc:
             if is_permanent(exc):
                 raise
-            log.warning("shard 0 did not answer to free the places of %d ended jobs (%s); "
-                        "they run out with their lease", len(mine), redact_exception(exc))
+            log.warning("shard 0 did not answer (%s) %s", redact_exception(exc), failing)
+            return None
 
     def _per_shard(self, items: Sequence[Any], call: Any) -> list[Any]:
         """``call(shard queue, its items)`` for each shard holding some of ``items``; the
@@ -451,14 +454,9 @@ class ShardedQueue:
         with _placed_lock:
             held = [[job_id, token] for job_id, token in leases if _placed.get(job_id) == token]
         if held:
-            try:
-                renewed = self.coord.places("extend", held, lease_ms=lease_ms)
-            except REDIS_ERRORS as exc:
-                if is_permanent(exc):
-                    raise
-                log.warning("shard 0 did not answer to renew the places of %d running jobs "
-                            "(%s); retrying at the next beat", len(held), redact_exception(exc))
-                renewed = [1] * len(held)
+            renewed = self._places("extend", held, lease_ms,
+                                   f"to renew the places of {len(held)} running jobs; "
+                                   "retrying at the next beat") or [1] * len(held)
             with _placed_lock:  # (not ended meanwhile)
                 gone = [_entries[job_id] for (job_id, token), ok in zip(held, renewed)
                         if not ok and _placed.get(job_id) == token and job_id in _entries]
@@ -472,13 +470,10 @@ class ShardedQueue:
         and groups count them again from now on. Refused, the job shares its host or overfills
         its group until it ends: said loudly, since nothing can undo that now. A job claimed
         again since (a newer token) is refused as stale: its lease is gone too."""
-        try:
-            results = self.coord.places("take", entries, lease_ms=lease_ms)
-        except REDIS_ERRORS as exc:
-            if is_permanent(exc):
-                raise
-            log.warning("shard 0 did not answer to take again the places of %d running jobs "
-                        "(%s); retrying at the next beat", len(entries), redact_exception(exc))
+        results = self._places("take", entries, lease_ms,
+                               f"to take again the places of {len(entries)} running jobs; "
+                               "retrying at the next beat")
+        if results is None:
             return
         for entry, result in zip(entries, results):
             job_id, host = entry[0], entry[2]
