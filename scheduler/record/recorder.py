@@ -9,7 +9,11 @@ each entry to one of them. Each ``run_once``:
    acknowledged: the database was down, or the process restarted under the same name), then,
    now and then, the entries of a node's recorder whose node is gone (its heartbeat stale or
    removed: at once), or of any consumer idle for ``claim_idle_ms`` (XAUTOCLAIM), else new
-   entries (``>``), blocking up to ``block_ms``;
+   entries (``>``), blocking up to ``block_ms``; woken by the first few events of a quiet
+   stream (a claim: its job is about to start), it lingers ``linger_ms`` and reads what came
+   meanwhile into the same batch, so its SQL work never competes with that job's start for
+   the CPU (on 2 cores it made a due job start 2 ms later at the median: docs/benchmarks.md,
+   "Peers", W3);
 2. writes the batch in one SQL transaction (``scheduler.record.fold``): events keyed by stream
    id with ON CONFLICT DO NOTHING, then job and task rows;
 3. acknowledges the batch (XACK) only after the commit;
@@ -54,6 +58,7 @@ DEAD_NODE_IDLE_MS = 1_000  # a dead node's entries are taken once idle this long
 FORGET_CONSUMER_IDLE_MS = 600_000  # a gone node's empty consumer is deleted once idle this long
 BACKOFF_MIN_S = 0.1
 BACKOFF_MAX_S = 5.0
+LINGER_MS = 20  # after a wake by a few events, before reading the rest and writing (step 1)
 LAG_COUNT_MAX = 100_000  # unread entries counted one by one at most (status only)
 # Called in the batch's transaction after the fold (see the module docstring).
 OnBatch = Callable[[sa.Connection, list[StreamEvent], BatchResult], object]
@@ -85,7 +90,7 @@ class Recorder:
                  consumer_name: str | None = None, *, batch: int = 1000, block_ms: int = 1000,
                  claim_idle_ms: int = 60_000, claim_every_s: float = 10.0,
                  trim_every_s: float = 1.0, on_batch: OnBatch | None = None,
-                 presence: Keys | None = None) -> None:
+                 presence: Keys | None = None, linger_ms: int = LINGER_MS) -> None:
         self.client = client
         self.engine = engine
         self.keys = keys
@@ -97,6 +102,7 @@ class Recorder:
         self.label = f"{self.consumer} (shard {self.shard})" if self.shard else self.consumer
         self.batch = batch
         self.block_ms = block_ms
+        self.linger_s = linger_ms / 1000
         self.claim_idle_ms = claim_idle_ms
         self.claim_every_s = claim_every_s
         self.trim_every_s = trim_every_s
@@ -132,7 +138,11 @@ class Recorder:
             if entries:
                 return entries
             self._next_claim = now + self.claim_every_s
-        return self._xreadgroup(">", count, block_ms)
+        entries = self._xreadgroup(">", count, block_ms)
+        if block_ms and self.linger_s and 0 < len(entries) < count:
+            time.sleep(self.linger_s)  # see the module docstring, step 1
+            entries += self._xreadgroup(">", count - len(entries), None)
+        return entries
 
     def _xreadgroup(self, start: str, count: int, block_ms: int | None) -> list[StreamEvent]:
         reply = self.client.xreadgroup(GROUP, self.consumer, {self.stream: start},
