@@ -305,7 +305,7 @@ def run_nemesis(tmp_path: Path, db: str, seconds: float) -> None:
 @pytest.mark.timeout(900)
 def test_nemesis_short_seed(tmp_path: Path, fresh_postgres_url: str) -> None:
     run_nemesis(tmp_path, fresh_postgres_url, float(os.environ.get("FLEETSCHED_NEMESIS_SECONDS")
-                                                     or 45))
+                                                     or 30))
 
 
 @pytest.mark.soak

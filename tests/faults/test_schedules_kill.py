@@ -115,7 +115,7 @@ def run_kill_loop(tmp_path: Path, redis_url: str, client: redis.Redis, seconds: 
 
 def test_three_nodes_fire_every_second_through_repeated_kills_without_a_miss_or_a_double(
         tmp_path: Path, redis_url: str, redis_client: redis.Redis) -> None:
-    run_kill_loop(tmp_path, redis_url, redis_client, 30)
+    run_kill_loop(tmp_path, redis_url, redis_client, 20)
 
 
 @pytest.mark.soak
