@@ -77,3 +77,13 @@ def test_old_wakes_do_not_cut_a_later_sleep_short(queue: Queue) -> None:
 def test_wait_for_work_refuses_a_negative_timeout(queue: Queue) -> None:
     with pytest.raises(BadArgumentError, match="timeout"):
         queue.wait_for_work(-1)
+
+
+def test_next_due_reads_the_redis_clock_to_the_microsecond(queue: Queue) -> None:
+    # A waiter sleeping until a due time from a whole millisecond would wake up to 1 ms late.
+    seen = set()
+    for _ in range(20):
+        now, _earliest = queue.next_due()
+        seen.add(round(now % 1, 3))
+        time.sleep(0.0003)
+    assert len(seen) > 1, seen

@@ -371,10 +371,11 @@ class Queue:
 
     # ---------------------------------------------------------------- waiting and reading
 
-    def next_due(self) -> tuple[int, int | None]:
-        """(Redis now in ms, earliest score of any due set or None when all are empty)."""
-        now, earliest = self.call("next_due", self.keys.all_due(), [])
-        return int(now), None if earliest < 0 else int(earliest)
+    def next_due(self) -> tuple[float, int | None]:
+        """(Redis now in ms, to the microsecond; earliest score of any due set or None when
+        all are empty)."""
+        now, earliest, micros = self.call("next_due", self.keys.all_due(), [])
+        return int(now) + int(micros) / 1000, None if earliest < 0 else int(earliest)
 
     def wait_for_work(self, timeout_s: float) -> None:
         """Sleep until the earliest due time, a wake message, or ``timeout_s``, whichever first.
