@@ -489,12 +489,12 @@ class ShardedQueue:
 
     # ------------------------------------------------------------------ waiting
 
-    def next_due(self) -> tuple[float, int | None]:
+    def next_due(self) -> tuple[float, float | None]:
         """(Redis now in ms, the earliest due time of any shard or None). A shard that does not
         answer counts as due in ``DOWN_RETRY_MS`` (the node looks again then); only when none
         answers does this raise."""
         now: float = 0
-        earliest: int | None = None
+        earliest: float | None = None
         failed: BaseException | None = None
         down = []
         for i, part in enumerate(self.parts):

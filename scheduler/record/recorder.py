@@ -9,11 +9,11 @@ each entry to one of them. Each ``run_once``:
    acknowledged: the database was down, or the process restarted under the same name), then,
    now and then, the entries of a node's recorder whose node is gone (its heartbeat stale or
    removed: at once), or of any consumer idle for ``claim_idle_ms`` (XAUTOCLAIM), else new
-   entries (``>``), blocking up to ``block_ms``; woken by the first few events of a quiet
-   stream (a claim: its job is about to start), it lingers ``linger_ms`` and reads what came
-   meanwhile into the same batch, so its SQL work never competes with that job's start for
-   the CPU (on 2 cores it made a due job start 2 ms later at the median: docs/benchmarks.md,
-   "Peers", W3);
+   entries (``>``), blocking up to ``block_ms``; when a blocking read returns less than a full
+   batch (on a quiet stream: woken by a claim, whose job is about to start), it lingers
+   ``linger_ms`` and reads what came meanwhile into the same batch, so its SQL work does not
+   compete with that job's start for the CPU (on 2 cores it made a due job start 2 ms later at
+   the median: docs/benchmarks.md, "Peers", W3); a full batch (a backlog) is written at once;
 2. writes the batch in one SQL transaction (``scheduler.record.fold``): events keyed by stream
    id with ON CONFLICT DO NOTHING, then job and task rows;
 3. acknowledges the batch (XACK) only after the commit;
@@ -141,7 +141,12 @@ class Recorder:
         entries = self._xreadgroup(">", count, block_ms)
         if block_ms and self.linger_s and 0 < len(entries) < count:
             time.sleep(self.linger_s)  # see the module docstring, step 1
-            entries += self._xreadgroup(">", count - len(entries), None)
+            try:
+                entries += self._xreadgroup(">", count - len(entries), None)
+            except REDIS_ERRORS as exc:  # record what was read (it is pending for us now)
+                log.warning("recorder %s: reading after the linger failed (%s); recording "
+                            "the %d events read before it", self.label, _one_line(exc),
+                            len(entries))
         return entries
 
     def _xreadgroup(self, start: str, count: int, block_ms: int | None) -> list[StreamEvent]:
