@@ -356,11 +356,9 @@ def test_a_gone_node_s_empty_consumer_is_forgotten_and_one_holding_entries_never
     assert names.get("worker:live") == 1
 
 
-def test_a_blocking_read_woken_by_one_event_lingers_and_writes_what_follows_in_the_same_batch(
-        engine: sa.Engine, redis_client: redis.Redis) -> None:
-    # Given a recorder blocked on a quiet stream (its group made, nothing pending)
-    events = list(job_lifecycle("ling", [("ling.0", "h")]))
-    recorder = Recorder(redis_client, engine, KEYS, "lg", block_ms=5_000, linger_ms=300)
+def blocked_read_meeting(recorder: Recorder, events: list) -> list[int]:
+    """What one blocking ``run_once`` of ``recorder`` (group made, nothing pending) returns when
+    the first of ``events`` arrives after 0.2 s and the rest 0.1 s after it."""
     recorder.ensure_group()
     recorder._own_pending = False
     recorder._next_claim = time.monotonic() + 3600
@@ -368,29 +366,28 @@ def test_a_blocking_read_woken_by_one_event_lingers_and_writes_what_follows_in_t
     reader = threading.Thread(target=lambda: got.append(recorder.run_once(block_ms=5_000)))
     reader.start()
     try:
-        # When one event wakes it and the rest of the job's events follow within the linger
         time.sleep(0.2)
-        xadd_all(redis_client, events[:1])
+        xadd_all(recorder.client, events[:1], recorder.keys)
         time.sleep(0.1)
-        xadd_all(redis_client, events[1:])
+        xadd_all(recorder.client, events[1:], recorder.keys)
     finally:
         reader.join(10)
+    return got
+
+
+
+
+def test_a_blocking_read_woken_by_one_event_lingers_and_writes_what_follows_in_the_same_batch(
+        engine: sa.Engine, redis_client: redis.Redis) -> None:
+    # Given a recorder blocked on a quiet stream, when one event wakes it and the rest of the
+    # job's events follow within the linger
+    events = list(job_lifecycle("ling", [("ling.0", "h")]))
+    recorder = Recorder(redis_client, engine, KEYS, "lg", block_ms=5_000, linger_ms=300)
+    got = blocked_read_meeting(recorder, events)
     # Then one batch holds them all, and none is written before the linger is over
     assert got == [len(events)] and recorder.stats.batches == 1
     assert count_events(engine) == len(events)
     # and a recorder without a linger writes the first event alone
-    plain = Recorder(redis_client, engine, Keys("{plain}"), "pl", block_ms=5_000, linger_ms=0)
-    plain.ensure_group()
-    plain._own_pending = False
-    plain._next_claim = time.monotonic() + 3600
-    got.clear()
-    reader = threading.Thread(target=lambda: got.append(plain.run_once(block_ms=5_000)))
-    reader.start()
-    try:
-        time.sleep(0.2)
-        xadd_all(redis_client, events[:1], Keys("{plain}"))
-        time.sleep(0.1)
-        xadd_all(redis_client, events[1:], Keys("{plain}"))
-    finally:
-        reader.join(10)
+    got = blocked_read_meeting(Recorder(redis_client, engine, Keys("{plain}"), "pl",
+                                        block_ms=5_000, linger_ms=0), events)
     assert got == [1]

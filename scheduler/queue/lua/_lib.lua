@@ -5,9 +5,10 @@ is one self-contained script on the server; there is no other include mechanism.
 defines local functions only and touches no key of its own: every key a helper writes is handed
 to it by the verb script.
 
-Time: fs_now() reads the Redis clock (TIME), never a worker's clock. Since Redis 5 scripts are
-replicated by their effects, so a write after TIME is allowed; fs_effects() asks for it
-explicitly for servers configured otherwise (a no-op on Redis 7).
+Time: fs_now() (and fs_clock(), with the microseconds) reads the Redis clock (TIME), never a
+worker's clock. Since Redis 5 scripts are replicated by their effects, so a write after TIME is
+allowed; fs_effects() asks for it explicitly for servers configured otherwise (a no-op on
+Redis 7).
 
 Derived keys (cluster safety): a helper that reaches a job hash named by a member of a set
 (fs_unpark pops a job id from a parked list) builds the key as <tag>:job:<id>, where <tag> is
@@ -27,10 +28,16 @@ local function fs_effects()
   if redis.replicate_commands then redis.replicate_commands() end
 end
 
--- The Redis clock in ms since the epoch.
-local function fs_now()
+-- The Redis clock: whole ms since the epoch, and the microseconds past them (0-999).
+local function fs_clock()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local us = tonumber(t[2])
+  return tonumber(t[1]) * 1000 + math.floor(us / 1000), us % 1000
+end
+
+-- The Redis clock in ms since the epoch (one value, wherever it is used).
+local function fs_now()
+  return (fs_clock())
 end
 
 -- An integer as a decimal string (tostring would print 1.7e+12 for big doubles).

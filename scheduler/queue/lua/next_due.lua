@@ -6,11 +6,10 @@ Returns     {now_ms, earliest score or -1 when every due set is empty, now's mic
             millisecond would wake up to 1 ms late}
 ]]
 local due_sets = {KEYS[1], KEYS[2], KEYS[3]}
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now, micros = fs_clock()
 local earliest = -1
 for _, due in ipairs(due_sets) do
   local head = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
   if head[2] ~= nil and (earliest < 0 or tonumber(head[2]) < earliest) then earliest = tonumber(head[2]) end
 end
-return {now, earliest, tonumber(t[2]) % 1000}
+return {now, earliest, micros}
