@@ -22,7 +22,7 @@ from scheduler.errors import Code
 from scheduler.queue.client import JobResult, Queue
 from scheduler.redisdb.connect import is_permanent
 from tests.queue_support import make_task
-from tests.worker_support import WorkerProcess, worker_args
+from tests.worker_support import WorkerProcess, wait_until, worker_args
 
 
 def test_a_batch_whose_first_job_is_refused_returns_codes_for_every_verb(queue: Queue) -> None:
@@ -111,6 +111,8 @@ def test_a_node_whose_recorder_process_dies_stops_with_one_clear_line(private_re
     w = WorkerProcess(private_redis.url, tmp_path, args).start()
     try:
         w.wait_registered(redis.Redis.from_url(private_redis.url), timeout=30)
+        # (it starts once the node can claim, a moment after the node registers)
+        wait_until(lambda: _recorder_processes(w), 15, "the recorder process to start", w.tail)
         [recorder] = _recorder_processes(w)
         # When that process dies under it
         os.kill(recorder, signal.SIGKILL)

@@ -7,7 +7,9 @@ socketpair as ``<fd>``. Responsibilities:
    (a child must never keep running jobs whose leases nobody renews).
 2. Leave SIGINT and SIGTERM to the master (a Ctrl-C reaches the whole process group; the master
    decides what happens to running jobs).
-3. Load actions and executors before saying ``ready``, so no due job pays for imports.
+3. Load the actions before saying ``ready``, and the executors (paramiko for SSH: about 0.1 s)
+   in a thread right after, so the node's first claim does not wait for them and no job due
+   later pays for imports (one that comes sooner waits for the import in progress).
 4. Start every order it receives at once in a thread pool sized by the master (the master
    never sends more than the child's share of slots).
 5. Send outcomes back in batches: one sender thread drains everything finished so far into one
@@ -60,12 +62,22 @@ class Child:
             raise SystemExit(f"first message must be {INIT!r}, got {msg[0]!r}")
         _, settings, threads, worker = msg
         runner = Runner(settings, log_through_redactor(settings, worker))
-        warm_up()
+        load_actions()
+        warm = threading.Event()  # jobs wait for it: no import runs in two threads at once
+
+        def warm_up() -> None:
+            try:
+                load_executors()
+            finally:
+                warm.set()
+
+        threading.Thread(target=warm_up, name="warm-up", daemon=True).start()
         pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="job")
         threading.Thread(target=self._send_loop, name="sender", daemon=True).start()
         self.conn.send((READY, os.getpid()))
 
         def run_one(order: Order) -> None:
+            warm.wait()
             try:
                 outcome = runner.run(order)
             except BaseException as exc:  # noqa: BLE001 - report, never lose a job silently
@@ -100,13 +112,17 @@ class Child:
                 os._exit(0)
 
 
-def warm_up() -> None:
-    """Load the actions (plugins included) and the executors now, not on the first due job."""
-    import importlib
-
+def load_actions() -> None:
+    """Load the actions (plugins included) now, not on the first due job."""
     from tasks.registry import registry
 
     registry()
+
+
+def load_executors() -> None:
+    """Load the executors now, not on the first due job."""
+    import importlib
+
     for name in ("simulate", "local", "ssh"):
         try:
             importlib.import_module(f"workers.executors.{name}")

@@ -77,7 +77,9 @@ class Node:
     """One worker node's master. ``run()`` blocks until ``stop()`` and the shutdown are done."""
 
     def __init__(self, config: NodeConfig, client: redis.Redis, keys: Keys | None = None,
-                 *, recorder: Any = None) -> None:
+                 *, recorder: Any = None, pool: Pool | None = None) -> None:
+        """``pool``: children booted before the node (``workers.serve``); its lock must be
+        the one its ``Slots`` share."""
         self.config = config
         self.client = client
         settings = config.settings
@@ -86,14 +88,15 @@ class Node:
         self.keys = self.shards.coord  # presence and schedules: shard 0
         check_shard_count(client, self.shards)
         self.stats = NodeStats()
-        self.slots = Slots(config.slots)
+        self.slots = Slots(config.slots, lock=pool.lock if pool is not None else None)
         self.metrics: Any = NO_METRICS
         if config.settings.metrics_port:
             self.metrics = NodeMetrics(self.slots)
             self.stats.listener = self.metrics.counted
         self.finisher = Finisher(self._queue(), config, self.slots, None, self.stats,
                                  self.metrics)
-        self.pool = Pool(config, self.slots.lock, self.finisher.done, self.finisher.exited)
+        self.pool = pool if pool is not None else Pool(config, self.slots.lock)
+        self.pool.attach(self.finisher.done, self.finisher.exited)
         self.finisher.pool = self.pool
         self.inputs = InputReader(client, self.shards, self._queue())
         self.heartbeat = Heartbeat(self._queue(), client, self.keys, config, self.slots,
@@ -114,12 +117,6 @@ class Node:
     def _queue(self) -> Any:
         """A queue object of this thread's own (a ``ShardedQueue`` for a sharded queue)."""
         return open_queue(self.client, self.shards, lease_ms=self.config.lease_ms, check=False)
-
-    def boot_children(self) -> None:
-        """Start the warm children now, so they load while the caller does its own start-up
-        (``serve`` checks the SQL record meanwhile); ``run`` waits for them to be ready. Call
-        it from a thread that outlives the children (``PR_SET_PDEATHSIG``): the main one."""
-        self.pool.ensure_warm()
 
     def use_engine(self, engine: Any) -> None:
         """The SQL engine the schedule firer records occurrences with (before ``run``)."""

@@ -15,15 +15,14 @@ and no multiprocess mode (files per process, merged at scrape) is needed:
 Labels are bounded: ``outcome`` and ``reason`` only. No host or task label: a fleet has
 thousands of hosts and tasks never stop coming. The HTTP server is prometheus_client's, in a
 daemon thread of its own; observing a counter or a histogram is a lock and an add, so the claim
-path pays nothing more. :data:`NO_METRICS` stands in when the endpoint is off.
+path pays nothing more. :data:`NO_METRICS` stands in when the endpoint is off, and
+prometheus_client is imported only when it is on (a node's start-up does not pay for it).
 """
 
 from __future__ import annotations
 
 import logging
 from typing import Any
-
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +45,8 @@ class NodeMetrics:
     """The node's metrics in a registry of their own (nothing global, one per node)."""
 
     def __init__(self, slots: Any) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
         self.registry = CollectorRegistry()
         r = self.registry
         self.finished = Counter("jobs_finished", "Jobs this node ended, by outcome (succeeded, "
@@ -104,6 +105,8 @@ class NodeMetrics:
 
     def serve(self, port: int, address: str) -> Any:
         """Start the HTTP endpoint (``/metrics``) in a daemon thread; returns the server."""
+        from prometheus_client import start_http_server
+
         server, _thread = start_http_server(port, address, registry=self.registry)
         log.info("metrics on http://%s:%d/metrics", address, server.server_port)
         return server

@@ -10,7 +10,10 @@ Responsibilities:
    any other job is packed onto the oldest child with room, so extra children fall idle and
    exit after ``idle_s`` (the first ``min_processes`` stay warm for the next due job).
 3. One reader thread per child turns its messages into calls of ``on_done(child, outcomes)``
-   and, at end-of-file, ``on_exit(child)`` (whatever the cause: stop, kill, crash).
+   and, at end-of-file, ``on_exit(child)`` (whatever the cause: stop, kill, crash). A pool may
+   start its first children before the node that handles these exists (``fleetsched worker``
+   boots them before loading the master): until ``attach`` gives the handlers, an exit is kept
+   and handed over then (no job can be done before a node dispatched one).
 4. Retire a child (no new jobs) whose job passed its timeout, and kill it once its other jobs
    are done or the grace period is over.
 """
@@ -106,16 +109,25 @@ OnExit = Callable[[ChildHandle], None]
 class Pool:
     """Children of one master. Placement runs under the slots' lock (``lock``)."""
 
-    def __init__(self, config: NodeConfig, lock: threading.RLock, on_done: OnDone,
-                 on_exit: OnExit) -> None:
+    def __init__(self, config: NodeConfig, lock: threading.RLock, on_done: OnDone | None = None,
+                 on_exit: OnExit | None = None) -> None:
         self.config = config
         self.lock = lock
         self.on_done = on_done
         self.on_exit = on_exit
+        self._early_exits: list[ChildHandle] = []  # exits before ``attach``
         self.children: list[ChildHandle] = []
         self._seq = 0
         self.started = 0
         self._last_child: OrderedDict[str, int] = OrderedDict()  # host -> child seq
+
+    def attach(self, on_done: OnDone, on_exit: OnExit) -> None:
+        """Give the handlers (step 3); exits seen before are handed over now."""
+        with self.lock:
+            self.on_done, self.on_exit = on_done, on_exit
+            early, self._early_exits = self._early_exits, []
+        for child in early:
+            on_exit(child)
 
     # ---------------------------------------------------------------------------- starting
 
@@ -246,6 +258,7 @@ class Pool:
             while True:
                 msg = child.conn.recv()
                 if msg[0] == DONE:
+                    assert self.on_done is not None  # no job is dispatched before ``attach``
                     self.on_done(child, msg[1])
                 elif msg[0] == READY:
                     child.ready = True
@@ -262,7 +275,11 @@ class Pool:
             child.exited = True
             if child in self.children:
                 self.children.remove(child)
-        self.on_exit(child)
+            on_exit = self.on_exit
+            if on_exit is None:
+                self._early_exits.append(child)
+        if on_exit is not None:
+            on_exit(child)
 
 
 def rss_of(pid: int) -> int:

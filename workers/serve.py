@@ -1,14 +1,19 @@
 """Running a node as a process: connections, the recorder process, signals. ``fleetsched worker``.
 
 0. Log to stderr through ``UrlRedactingFilter`` (children add their jobs' secrets to theirs),
-   as text or JSON lines (``scheduler.logs``); serve the metrics endpoint if ``metrics_port``
-   is set (``workers.metrics``).
+   as text or JSON lines (``scheduler.logs``). Start the warm children first, before loading
+   the master: they load their own modules on the other core meanwhile, so the first claim
+   does not wait for them (docs/benchmarks.md, "Worker start-up"). Serve the metrics endpoint
+   if ``metrics_port`` is set (``workers.metrics``).
 1. Connect to Redis (``scheduler.redisdb.connect.connect``: the embedded server by default).
-2. Unless disabled, make sure the SQL schema is current and start a recorder consumer in a
-   process of its own (``workers.recorder_process``: a thread would compete with the claim
-   loop for the master's interpreter), so a single node needs nothing else started; with it,
-   the notification sender (``scheduler.notify.outbox.Sender``) in a thread of the master, and
-   the recorder writes notices (``scheduler.notify.detect.Detector``).
+2. Unless disabled, make sure the SQL schema is current and the notification targets parse
+   (a bad record or target stops the start before any claim); once the node can claim, start
+   a recorder consumer in a process of its own (``workers.recorder_process``: a thread would
+   compete with the claim loop for the master's interpreter), so a single node needs nothing
+   else started; with it, the notification sender (``scheduler.notify.outbox.Sender``) in a
+   thread of the master, and the recorder writes notices (``scheduler.notify.detect.Detector``).
+   Both start after the node's first claim can happen, so their imports do not delay it; the
+   events of the first jobs wait in the stream for the recorder meanwhile.
 3. Run the node master in a thread of its own and keep the main thread for signals:
    the first SIGTERM stops claiming and lets running jobs finish within the grace period;
    a second SIGTERM, or SIGINT, gives the running jobs' leases back at once.
@@ -22,14 +27,16 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scheduler.config import Settings
 from scheduler.errors import ConfigError, FleetschedError
 from scheduler.logs import configure_logging
 from workers.config import NodeConfig
-from workers.master import Node
-from workers.stats import NodeStats
+
+if TYPE_CHECKING:
+    from workers.master import Node
+    from workers.stats import NodeStats
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +45,7 @@ def record_engine(settings: Settings) -> Any:
     """The SQL engine of the record, its schema checked, the notification policy read: what
     must hold before the node records anything (a bad record or notify target stops the
     start, loudly)."""
-    from scheduler.notify import Policy
+    from scheduler.notify.targets import Policy  # not the package: it loads the whole record
     from scheduler.record.engine import make_engine
     from scheduler.record.migrate import ensure_schema
 
@@ -72,27 +79,38 @@ def start_metrics(node: Node, settings: Settings) -> Any:
                           hint="choose a free --metrics-port (or 0 for none)") from None
 
 
+def boot_children(config: NodeConfig) -> Any:
+    """The node's pool with its warm children started (``workers.pool``): call it from the
+    main thread (``PR_SET_PDEATHSIG``), before the master's own imports."""
+    from workers.pool import Pool
+
+    pool = Pool(config, threading.RLock())
+    pool.ensure_warm()
+    return pool
+
+
 def serve(config: NodeConfig, on_started: Callable[[Node], None] | None = None) -> NodeStats:
     """Run a node until a signal stops it (call from the main thread)."""
-    from scheduler.redisdb.connect import connect
-
     settings = config.settings
     configure_logging(settings, config.worker_id)
-    client = connect(settings)
-    node = Node(config, client)
-    metrics = start_metrics(node, settings)
-    node.boot_children()  # they load while the record is checked: the first claim comes sooner
-    recorder = sender = None
+    pool = boot_children(config)
+    recorder = sender = metrics = client = None
     try:
-        if config.recorder:
-            from workers.recorder_process import RecorderProcess
+        from scheduler.redisdb.connect import connect
+        from workers.master import Node
 
-            engine = record_engine(settings)
+        client = connect(settings)
+        node = Node(config, client, pool=pool)
+        metrics = start_metrics(node, settings)
+        engine = record_engine(settings) if config.recorder else None
+        if engine is not None:
             node.use_engine(engine)
-            recorder = RecorderProcess(settings, config.worker_id, on_death=node.fail)
-            sender = start_sender(settings, engine)
     except BaseException:
-        node.pool.kill_all("the node did not start")
+        pool.kill_all("the node did not start")
+        if metrics is not None:
+            metrics.shutdown()
+        if client is not None:
+            client.close()
         raise
 
     received: list[int] = []
@@ -105,6 +123,13 @@ def serve(config: NodeConfig, on_started: Callable[[Node], None] | None = None) 
     thread.start()
     try:
         node.started.wait()
+        if engine is not None:
+            # Started once the node can claim: their imports and the recorder's start-up do
+            # not delay the first job. The events wait in the stream meanwhile.
+            from workers.recorder_process import RecorderProcess
+
+            recorder = RecorderProcess(settings, config.worker_id, on_death=node.fail)
+            sender = start_sender(settings, engine)
         if on_started is not None:
             on_started(node)
         handled = 0

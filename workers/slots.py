@@ -39,9 +39,9 @@ class Running:
 class Slots:
     """Jobs in flight on this node, bounded by ``size``."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, lock: threading.RLock | None = None) -> None:
         self.size = size
-        self.lock = threading.RLock()
+        self.lock = lock if lock is not None else threading.RLock()
         self.changed = threading.Condition(self.lock)
         self._running: dict[str, Running] = {}
         self.peak = 0

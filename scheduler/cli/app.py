@@ -1,5 +1,8 @@
 """The root ``fleetsched`` command: global options, sub-app registration, error handling.
 
+A command line builds only the command it names (``build``, ``_invoked``); ``app`` is the
+whole CLI, for tests and the docs generator.
+
 Exit codes (documented in the README): 0 ok, 1 failure, 2 usage or validation error,
 3 partial failure, 4 not found, 5 cancelled or declined.
 Every command stays thin: parse, call the library, render through ``scheduler.cli.output``.
@@ -7,6 +10,7 @@ Every command stays thin: parse, call the library, render through ``scheduler.cl
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -17,18 +21,7 @@ from scheduler.cli import output
 from scheduler.cli.context import State
 from scheduler.errors import FleetschedError
 
-app = typer.Typer(
-    name="fleetsched",
-    help="Schedule operations jobs on a fleet of hosts: Redis queue, SSH workers, SQL audit record.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
 
-
-
-
-@app.callback()
 def root(
     ctx: typer.Context,
     redis_url: Annotated[str | None, typer.Option(help="Redis URL; default: the embedded private server.", envvar=None)] = None,
@@ -45,13 +38,86 @@ def root(
     )
 
 
+def version() -> None:
+    """Print the fleetsched version."""
+    from importlib.metadata import version as pkg_version
+
+    output.stdout.print(pkg_version("fleetsched"))
+
+
+# Every command but `version` lives in scheduler/cli/<name>_cmd.py: a group as `<name>_app`, a
+# single command as the function `<name>` with its help examples in `EPILOG`. Listed in the
+# order `--help` shows them.
+GROUPS = ("actions", "config", "db", "groups", "hosts", "jobs", "notify", "reconcile", "recorder",
+          "redis", "schedules", "tasks", "windows", "worker")
+COMMANDS = ("submit", "demo", "status", "doctor", "report", "top", "exporter")
+GLOBAL_OPTIONS = ("--redis-url", "--database-url", "--state-dir", "--config", "--as")
+"""The root callback's options; each takes a value (``_invoked`` skips it)."""
+
+
+@functools.lru_cache(maxsize=None)
+def build(only: str | None = None) -> typer.Typer:
+    """The root app with every command registered, or with only the command ``only`` (and
+    ``version``): a command line names one command, and importing the other modules and
+    building their parsers would cost a ``fleetsched worker`` about a tenth of a second of
+    its start-up (docs/benchmarks.md, "Worker start-up")."""
+    import importlib
+
+    from scheduler.cli import examples
+
+    cli = typer.Typer(
+        name="fleetsched",
+        help="Schedule operations jobs on a fleet of hosts: Redis queue, SSH workers, SQL audit record.",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    cli.callback()(root)
+    cli.command()(version)
+    for name in GROUPS + COMMANDS:
+        if only is not None and name != only:
+            continue
+        module = importlib.import_module(f"scheduler.cli.{name}_cmd")
+        if name in GROUPS:
+            cli.add_typer(getattr(module, f"{name}_app"), name=name)
+        else:
+            cli.command(name, epilog=module.EPILOG)(getattr(module, name))
+    examples.apply(cli)
+    return cli
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """``app``: the whole CLI, built on first use (tests, the docs generator)."""
+    if name == "app":
+        return build()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _invoked(args: list[str]) -> str | None:
+    """The command a command line names, if it names a known one before any help option."""
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in GROUPS + COMMANDS + ("version",):
+            return arg
+        if arg in GLOBAL_OPTIONS:
+            i += 2
+        elif arg.startswith(tuple(f"{o}=" for o in GLOBAL_OPTIONS)):
+            i += 1
+        else:
+            return None  # help, an unknown option or command: the whole app answers
+    return None
+
+
 def main(args: list[str] | None = None) -> None:
     """Console-script entry point: no traceback for any error fleetsched raises on purpose.
 
     ``args`` defaults to ``sys.argv[1:]``; tests pass their own."""
+    if args is None:
+        args = sys.argv[1:]
     try:
         # In non-standalone mode click returns the code of a typer.Exit instead of raising it.
-        rc = app(args=args, standalone_mode=False, prog_name="fleetsched")
+        rc = build(_invoked(args))(args=args, standalone_mode=False, prog_name="fleetsched")
     except FleetschedError as exc:
         output.error(str(exc), exc.hint)
         sys.exit(exc.exit_code)
@@ -80,69 +146,3 @@ def main(args: list[str] | None = None) -> None:
     if rc == 130:  # typer turns Ctrl-C (KeyboardInterrupt) into a returned exit code 130
         output.error("interrupted")
     sys.exit(rc if isinstance(rc, int) else 0)
-
-
-@app.command()
-def version() -> None:
-    """Print the fleetsched version."""
-    from importlib.metadata import version as pkg_version
-
-    output.stdout.print(pkg_version("fleetsched"))
-
-
-# Sub-apps, one per noun; each imports the shared state from scheduler.cli.context.
-from scheduler.cli.actions_cmd import actions_app  # noqa: E402
-from scheduler.cli.config_cmd import config_app  # noqa: E402
-from scheduler.cli.db_cmd import db_app  # noqa: E402
-from scheduler.cli.groups_cmd import groups_app  # noqa: E402
-from scheduler.cli.hosts_cmd import hosts_app  # noqa: E402
-from scheduler.cli.jobs_cmd import jobs_app  # noqa: E402
-from scheduler.cli.notify_cmd import notify_app  # noqa: E402
-from scheduler.cli.reconcile_cmd import reconcile_app  # noqa: E402
-from scheduler.cli.recorder_cmd import recorder_app  # noqa: E402
-from scheduler.cli.redis_cmd import redis_app  # noqa: E402
-from scheduler.cli.schedules_cmd import schedules_app  # noqa: E402
-from scheduler.cli.tasks_cmd import tasks_app  # noqa: E402
-from scheduler.cli.windows_cmd import windows_app  # noqa: E402
-from scheduler.cli.worker_cmd import worker_app  # noqa: E402
-
-app.add_typer(actions_app, name="actions")
-app.add_typer(config_app, name="config")
-app.add_typer(db_app, name="db")
-app.add_typer(groups_app, name="groups")
-app.add_typer(hosts_app, name="hosts")
-app.add_typer(jobs_app, name="jobs")
-app.add_typer(notify_app, name="notify")
-app.add_typer(reconcile_app, name="reconcile")
-app.add_typer(recorder_app, name="recorder")
-app.add_typer(redis_app, name="redis")
-app.add_typer(schedules_app, name="schedules")
-app.add_typer(tasks_app, name="tasks")
-app.add_typer(windows_app, name="windows")
-app.add_typer(worker_app, name="worker")
-
-from scheduler.cli import submit_cmd  # noqa: E402
-
-app.command("submit", epilog=submit_cmd.EPILOG)(submit_cmd.submit)
-
-# Operator views, one command each (scheduler/cli/<name>_cmd.py; help examples in the epilog).
-from scheduler.cli import (  # noqa: E402
-    demo_cmd,
-    doctor_cmd,
-    exporter_cmd,
-    report_cmd,
-    status_cmd,
-    top_cmd,
-)
-
-app.command("demo", epilog=demo_cmd.EPILOG)(demo_cmd.demo)
-app.command("status", epilog=status_cmd.EPILOG)(status_cmd.status)
-app.command("doctor", epilog=doctor_cmd.EPILOG)(doctor_cmd.doctor)
-app.command("report", epilog=report_cmd.EPILOG)(report_cmd.report)
-app.command("top", epilog=top_cmd.EPILOG)(top_cmd.top)
-app.command("exporter", epilog=exporter_cmd.EPILOG)(exporter_cmd.exporter)
-
-# Examples in --help for the commands registered without an epilog (scheduler/cli/examples.py).
-from scheduler.cli import examples  # noqa: E402
-
-examples.apply(app)

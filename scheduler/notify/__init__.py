@@ -7,13 +7,28 @@ misses an occurrence, and when a window that needs approval is about to open wit
 - ``deliver``: one HTTP POST or one SMTP mail, with timeouts; ``DeliveryError``.
 - ``detect``: the recorder's ``on_batch`` hook, writing outbox rows in the fold's transaction.
 - ``outbox``: the ``Sender`` loop that delivers, retries with backoff and records each try.
+
+The names below load their module on first use (PEP 562): ``targets`` alone is light, and a
+worker node checks its targets before its first claim without loading the record.
 """
 
-from scheduler.notify.deliver import DeliveryError, send
-from scheduler.notify.detect import Detector
-from scheduler.notify.message import payload
-from scheduler.notify.outbox import Sender, list_notifications
-from scheduler.notify.targets import KINDS, Policy, Smtp, Target, parse_target, parse_targets
+from __future__ import annotations
 
-__all__ = ["KINDS", "DeliveryError", "Detector", "Policy", "Sender", "Smtp", "Target",
-           "list_notifications", "parse_target", "parse_targets", "payload", "send"]
+import importlib
+from typing import Any
+
+_MODULE_OF = {
+    "DeliveryError": "deliver", "send": "deliver", "Detector": "detect", "payload": "message",
+    "Sender": "outbox", "list_notifications": "outbox",
+    **dict.fromkeys(("KINDS", "Policy", "Smtp", "Target", "parse_target", "parse_targets"),
+                    "targets"),
+}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

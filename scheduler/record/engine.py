@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.orm import Session, sessionmaker
 
 from scheduler.errors import ConfigError
+
+if TYPE_CHECKING:  # the ORM loads with the first session, not with the engine
+    from sqlalchemy.orm import Session, sessionmaker
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 PG_CONNECT_TIMEOUT_S = 5
@@ -102,6 +104,8 @@ def _sqlite_engine(url: sa.URL, *, readonly: bool, echo: bool, **kwargs: Any) ->
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:
     """Sessions bound to ``engine``; objects stay readable after commit."""
+    from sqlalchemy.orm import sessionmaker
+
     return sessionmaker(engine, expire_on_commit=False)
 
 

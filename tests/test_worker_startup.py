@@ -1,0 +1,133 @@
+"""A worker node's start-up order (workers/serve.py): children boot before the master loads,
+the record is checked before any claim, the recorder and the sender start after; the CLI
+builds only the command it runs (scheduler/cli/app.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import redis
+from typer.testing import CliRunner
+
+from scheduler.cli import app as cli_app
+from scheduler.config import Settings
+from scheduler.record import migrate
+from tests.cli_support import run_cli
+from tests.worker_support import KEYS, WorkerProcess, events, submit, wait_until, worker_args
+from workers.config import NodeConfig
+from workers.pool import Pool
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_a_worker_whose_record_is_behind_stops_before_claiming_and_leaves_no_child(
+        redis_url: str, redis_client: redis.Redis, tmp_path: Path) -> None:
+    # Given a due job, and a configured database nobody upgraded
+    submit(redis_client, "t1", 1)
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    args = [a for a in worker_args("node-db", slots=2, processes=1) if a != "--no-recorder"]
+    w = WorkerProcess(redis_url, tmp_path, args, env={"FLEETSCHED_DATABASE_URL": url}).start()
+    # When the node starts (its children boot before the record is checked)
+    try:
+        rc = w.wait(60)
+    finally:
+        w.stop()
+    # Then it stops with one line naming the fix, and claimed nothing
+    log = w.log.read_text()
+    errors = [line for line in log.splitlines() if line.startswith("error:")]
+    assert rc != 0, log
+    assert len(errors) == 1 and "fleetsched db upgrade" in log, log
+    assert not events(redis_client, ["claim"])
+    assert redis_client.zcard(KEYS.due()) == 1
+    # And no child it booted outlives it (children name their master: workers.child <fd> <pid>)
+    assert w.proc is not None
+    wait_until(lambda: not _children_naming(w.proc.pid), 10, "the booted children to go")
+
+
+def _children_naming(master_pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"workers.child" in argv and argv[-2:-1] == [str(master_pid).encode()]:
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_node_checks_its_record_without_loading_the_orm_the_models_or_prometheus(
+        tmp_path: Path) -> None:
+    # What `fleetsched worker` loads before its first claim: the schema check and the
+    # notification targets, not the ORM, the record's models, the notice detector, Alembic,
+    # or prometheus_client (metrics are off by default)
+    url = f"sqlite:///{tmp_path / 'record.db'}"
+    migrate.upgrade(url)
+    code = ("import sys\n"
+            "from scheduler.config import Settings\n"
+            "import workers.master\n"
+            "from workers.serve import record_engine\n"
+            f"record_engine(Settings(database_url={url!r}))\n"
+            "heavy = ('sqlalchemy.orm', 'scheduler.record.models', 'scheduler.notify.detect',\n"
+            "         'alembic', 'prometheus_client')\n"
+            "print(sorted(m for m in heavy if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-P", "-c", code], cwd=REPO, capture_output=True,
+                         text=True, timeout=60,
+                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_child_that_exits_before_the_node_attaches_is_handed_over_at_attach() -> None:
+    # Given a pool booted before its node exists (no handlers yet)
+    config = NodeConfig(Settings(), slots=2, processes=1, worker_id="boot")
+    pool = Pool(config, threading.RLock())
+    pool.ensure_warm()
+    [child] = pool.children
+    assert pool.wait_ready(30)
+    # When its child dies before the node attaches
+    child.kill("test")
+    wait_until(lambda: child.exited, 15, "the child to be reaped")
+    exits: list[object] = []
+    pool.attach(lambda c, o: None, exits.append)
+    # Then the node hears of it at attach, once
+    assert exits == [child]
+    assert pool.children == []
+
+
+@pytest.mark.parametrize(("args", "command"), [
+    (["worker"], "worker"),
+    (["--redis-url", "redis://h:1/0", "--as", "bob", "worker", "--slots", "2"], "worker"),
+    (["--state-dir=/tmp/x", "submit", "--help"], "submit"),
+    (["version"], "version"),
+    (["--help"], None),
+    (["-h", "worker"], None),
+    (["wroker"], None),
+    (["--unknown", "worker"], None),
+    ([], None),
+])
+def test_the_command_line_names_the_command_to_build(args: list[str], command: str | None) -> None:
+    assert cli_app._invoked(args) == command
+
+
+@pytest.mark.parametrize("name", [*cli_app.GROUPS, *cli_app.COMMANDS, "version"])
+def test_each_command_built_alone_has_the_help_of_the_whole_cli(name: str) -> None:
+    # `fleetsched <name> --help` (built alone) and the same help from the whole CLI
+    code, alone, err = run_cli([name, "--help"])
+    assert code == 0, err
+    whole = CliRunner().invoke(cli_app.build(), [name, "--help"], prog_name="fleetsched",
+                               env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert whole.exit_code == 0
+    assert alone == whole.output
+
+
+def test_a_subcommand_built_alone_runs_with_the_global_options(redis_url: str,
+                                                              tmp_path: Path) -> None:
+    code, out, err = run_cli(["--redis-url", redis_url, "--state-dir", str(tmp_path),
+                              "worker", "list", "-o", "json"])
+    assert code == 0, err
+    assert out.strip() == "[]"
