@@ -131,3 +131,32 @@ def test_a_subcommand_built_alone_runs_with_the_global_options(redis_url: str,
                               "worker", "list", "-o", "json"])
     assert code == 0, err
     assert out.strip() == "[]"
+
+
+def test_a_node_that_fails_before_it_can_claim_stops_loudly_instead_of_hanging(
+        redis_url: str, tmp_path: Path) -> None:
+    # Given a node whose start fails inside its own thread, before it can claim (injected:
+    # its children never get ready)
+    code = ("import sys\n"
+            "from workers.pool import Pool\n"
+            "def broken(self, timeout):\n"
+            "    raise RuntimeError('children never got ready')\n"
+            "Pool.wait_ready = broken\n"
+            "from scheduler.cli.app import main\n"
+            "main(['worker', '--no-recorder', '--id', 'broken'])\n")
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "FLEETSCHED_REDIS_URL": redis_url,
+           "FLEETSCHED_STATE_DIR": str(tmp_path / "state"), "FLEETSCHED_LOG_FORMAT": "text",
+           "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    # When it runs
+    proc = subprocess.Popen([sys.executable, "-P", "-c", code], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    # Then it exits non-zero with one error line saying why (it used to wait forever)
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 1, err
+    assert len(errors) == 1 and "children never got ready" in errors[0], err
+    # And the children it booted are gone
+    wait_until(lambda: not _children_naming(proc.pid), 10, "the booted children to go")

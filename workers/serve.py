@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from scheduler.config import Settings
+from scheduler.config import Settings, redact_exception
 from scheduler.errors import ConfigError, FleetschedError
 from scheduler.logs import configure_logging
 from workers.config import NodeConfig
@@ -104,8 +104,15 @@ def serve(config: NodeConfig, on_started: Callable[[Node], None] | None = None) 
         metrics = start_metrics(node, settings)
         engine = record_engine(settings) if config.recorder else None
         if engine is not None:
+            from workers.recorder_process import RecorderProcess
+
             node.use_engine(engine)
+            # Started before any claim, so a recorder that cannot start costs no job; its
+            # imports run in its own process, beside the children's.
+            recorder = RecorderProcess(settings, config.worker_id, on_death=node.fail)
     except BaseException:
+        if recorder is not None:
+            recorder.stop()
         pool.kill_all("the node did not start")
         if metrics is not None:
             metrics.shutdown()
@@ -118,17 +125,24 @@ def serve(config: NodeConfig, on_started: Callable[[Node], None] | None = None) 
     def on_signal(signum: int, _frame: Any) -> None:
         received.append(signum)
 
+    def run_node() -> None:
+        try:
+            node.run()
+        except BaseException as exc:  # noqa: BLE001 - a node never stops silently
+            log.exception("the node thread died")
+            node.pool.kill_all("the node thread died")
+            node.fail(f"the node thread died: {type(exc).__name__}: {redact_exception(exc)}")
+
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-    thread = threading.Thread(target=node.run, name="node", daemon=False)
+    thread = threading.Thread(target=run_node, name="node", daemon=False)
     thread.start()
     try:
-        node.started.wait()
-        if engine is not None:
-            # Started once the node can claim: their imports and the recorder's start-up do
-            # not delay the first job. The events wait in the stream meanwhile.
-            from workers.recorder_process import RecorderProcess
-
-            recorder = RecorderProcess(settings, config.worker_id, on_death=node.fail)
+        while not node.started.wait(0.1):
+            if not thread.is_alive():  # it failed before it could claim: the finally says why
+                break
+        if engine is not None and thread.is_alive():
+            # Started once the node can claim: the outbox loads the ORM and the record's
+            # models (about 0.1 s), which the first claim need not wait for.
             sender = start_sender(settings, engine)
         if on_started is not None:
             on_started(node)
