@@ -8,7 +8,8 @@ parallel-ssh and the OpenSSH client (W5, SSH fan-out): the workloads of issue 16
     .venv/bin/python benchmarks/peers/run.py --only W5          # SSH fan-out, 100 sshd hosts
 
 Run it with the interpreter that has fleetsched installed (the project's ``.venv``): fleetsched
-is measured as installed there (put a checkout first on ``PYTHONPATH`` to measure that one).
+is measured as installed there (put a checkout first on ``PYTHONPATH`` to measure that one),
+its modules compiled to bytecode first as pip compiles a wheel's (``compile_bytecode``).
 Each peer is installed by pip into its own virtual environment under
 ``benchmarks/peers/.venvs/`` on first use (envs.py). One private redis-server serves the whole
 run; it is flushed before every measurement. The runs of a measurement are interleaved with the
@@ -37,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import RESULTS, private_redis, save_result
+from benchmarks._common import RESULTS, compile_bytecode, private_redis, save_result
 from benchmarks.peers import envs
 from benchmarks.peers.report import table
 from benchmarks.peers.workloads import (
@@ -185,6 +186,8 @@ def main() -> None:
     systems = [s for s in systems if any(p.system == s for p in todo)]
     for system in systems:
         interpreter(system)  # install first: a peer that cannot be installed stops the run here
+    if FLEETSCHED in systems:
+        compile_bytecode()  # as pip compiles each peer's packages at install (envs.py)
     samples: dict[Plan, list[dict]] = {p: [] for p in todo}
     errors: dict[Plan, str] = {}
     fleet = (ssh_fleet(sizes.fanout, args.fleet_user) if "W5" in codes
