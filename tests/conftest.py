@@ -53,6 +53,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="run the long soak variants of the fault tests")
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Compile the project's bytecode once. The suite starts hundreds of Python processes
+    (nodes, their children, CLI calls); where ``PYTHONDONTWRITEBYTECODE`` is set, as on CI
+    machines, each of them would otherwise compile every module it imports again."""
+    import compileall
+
+    root = Path(__file__).resolve().parents[1]
+    for package in ("scheduler", "workers", "tasks"):
+        compileall.compile_dir(str(root / package), quiet=2)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Tests marked ``last`` read what the others recorded (tests/test_queue_cluster.py).
     items.sort(key=lambda item: "last" in item.keywords)

@@ -62,9 +62,7 @@ def _is_command(line: str) -> bool:
 
 
 def help_examples() -> list[Example]:
-    import typer
-
-    from scheduler.cli.app import app
+    from tests.cli_support import root_command
 
     found: list[Example] = []
 
@@ -77,7 +75,7 @@ def help_examples() -> list[Example]:
         for name, sub in sorted(getattr(cmd, "commands", {}).items()):
             walk(sub, [*path, name])
 
-    walk(typer.main.get_command(app), [])
+    walk(root_command(), [])
     return found
 
 
@@ -143,16 +141,12 @@ def _run_of(words: list[str]) -> Run | None:
     return Run(words[1:], env, capture)
 
 
-GLOBAL_OPTIONS = {"--redis-url", "--database-url", "--state-dir", "--config", "--as"}
-
-
 def command_path(args: list[str]) -> tuple[str, ...]:
     """The command an invocation runs (``("tasks", "watch")``), global options skipped."""
-    import typer
+    from scheduler.cli.app import GLOBAL_OPTIONS
+    from tests.cli_support import root_command
 
-    from scheduler.cli.app import app
-
-    cmd = typer.main.get_command(app)
+    cmd = root_command()
     path: list[str] = []
     words = list(args)
     while words:

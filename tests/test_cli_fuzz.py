@@ -13,12 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import typer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.cli.app import app
-from tests.cli_support import all_commands, isolated_env, leaf_commands, run_cli
+from tests.cli_support import all_commands, isolated_env, leaf_commands, root_command, run_cli
 
 DEAD_REDIS = "redis://127.0.0.1:1/0"
 LEFT_OUT = ("demo", "exporter")
@@ -32,7 +30,7 @@ FUZZ = settings(max_examples=120, deadline=None, derandomize=True,
 
 def options_of(path: list[str]) -> list[tuple[str, bool]]:
     """(option, is a flag) for every option of the command at ``path``."""
-    cmd = typer.main.get_command(app)
+    cmd = root_command()
     for name in path:
         cmd = cmd.commands[name]  # type: ignore[attr-defined]
     return [(o, bool(getattr(p, "is_flag", False))) for p in cmd.params
