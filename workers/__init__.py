@@ -12,8 +12,7 @@ modules (SQLAlchemy, the window store) before it can say ready.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from scheduler.lazy import lazy_names
 
 __all__ = ["Deferral", "Node", "NodeConfig", "NodeStats", "default_worker_id",
            "window_deferral"]
@@ -22,9 +21,4 @@ _HOME = {"Deferral": "workers.deferral", "window_deferral": "workers.deferral",
          "Node": "workers.master", "NodeConfig": "workers.config",
          "default_worker_id": "workers.config", "NodeStats": "workers.stats"}
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'workers' has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+__getattr__ = lazy_names(__name__, _HOME)

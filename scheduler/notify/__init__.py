@@ -14,21 +14,15 @@ worker node checks its targets before its first claim without loading the record
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from scheduler.lazy import lazy_names
 
-_MODULE_OF = {
-    "DeliveryError": "deliver", "send": "deliver", "Detector": "detect", "payload": "message",
-    "Sender": "outbox", "list_notifications": "outbox",
+_HOME = {
+    "DeliveryError": "scheduler.notify.deliver", "send": "scheduler.notify.deliver",
+    "Detector": "scheduler.notify.detect", "payload": "scheduler.notify.message",
+    "Sender": "scheduler.notify.outbox", "list_notifications": "scheduler.notify.outbox",
     **dict.fromkeys(("KINDS", "Policy", "Smtp", "Target", "parse_target", "parse_targets"),
-                    "targets"),
+                    "scheduler.notify.targets"),
 }
 
-__all__ = sorted(_MODULE_OF)
-
-
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+__all__ = sorted(_HOME)
+__getattr__ = lazy_names(__name__, _HOME)

@@ -7,21 +7,15 @@ schema before its first claim, and the models cost it about 40 ms more)."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from scheduler.lazy import lazy_names
 
-_MODULE_OF = {
-    "make_engine": "engine", "session_factory": "engine",
+_HOME = {
+    "make_engine": "scheduler.record.engine", "session_factory": "scheduler.record.engine",
     **dict.fromkeys(("Base", "Event", "Group", "Host", "Job", "Schedule", "Task", "Window",
-                     "WindowAssignment", "group_children", "group_hosts"), "models"),
-    **dict.fromkeys(("UTCDateTime", "from_ms", "to_ms", "utcnow"), "types"),
+                     "WindowAssignment", "group_children", "group_hosts"),
+                    "scheduler.record.models"),
+    **dict.fromkeys(("UTCDateTime", "from_ms", "to_ms", "utcnow"), "scheduler.record.types"),
 }
 
-__all__ = sorted(_MODULE_OF)
-
-
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+__all__ = sorted(_HOME)
+__getattr__ = lazy_names(__name__, _HOME)
