@@ -9,7 +9,8 @@ socketpair as ``<fd>``. Responsibilities:
    decides what happens to running jobs).
 3. Load the actions before saying ``ready``, and the executors (paramiko for SSH: about 0.1 s)
    in a thread right after, so the node's first claim does not wait for them and no job due
-   later pays for imports (one that comes sooner waits for the import in progress).
+   later pays for imports (one that comes sooner waits for the import in progress, and that
+   wait counts against its timeout, as the master's deadline counts it).
 4. Start every order it receives at once in a thread pool sized by the master (the master
    never sends more than the child's share of slots).
 5. Send outcomes back in batches: one sender thread drains everything finished so far into one
@@ -25,6 +26,7 @@ import queue
 import signal
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 
@@ -77,7 +79,12 @@ class Child:
         self.conn.send((READY, os.getpid()))
 
         def run_one(order: Order) -> None:
-            warm.wait()
+            if not warm.is_set():
+                # The job's time runs from its dispatch, as the master's deadline counts it.
+                waited = time.monotonic()
+                warm.wait()
+                waited = time.monotonic() - waited
+                order = order._replace(timeout_s=max(0.001, order.timeout_s - waited))
             try:
                 outcome = runner.run(order)
             except BaseException as exc:  # noqa: BLE001 - report, never lose a job silently
