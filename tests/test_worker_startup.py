@@ -4,9 +4,11 @@ builds only the command it runs (scheduler/cli/app.py)."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from tests.cli_support import run_cli
 from tests.worker_support import KEYS, WorkerProcess, events, submit, wait_until, worker_args
 from workers.config import NodeConfig
 from workers.pool import Pool
+from workers.protocol import Order
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -139,7 +142,7 @@ def test_a_node_that_fails_before_it_can_claim_stops_loudly_instead_of_hanging(
     # its children never get ready)
     code = ("import sys\n"
             "from workers.pool import Pool\n"
-            "def broken(self, timeout):\n"
+            "def broken(self, timeout, until=None):\n"
             "    raise RuntimeError('children never got ready')\n"
             "Pool.wait_ready = broken\n"
             "from scheduler.cli.app import main\n"
@@ -160,3 +163,69 @@ def test_a_node_that_fails_before_it_can_claim_stops_loudly_instead_of_hanging(
     assert len(errors) == 1 and "children never got ready" in errors[0], err
     # And the children it booted are gone
     wait_until(lambda: not _children_naming(proc.pid), 10, "the booted children to go")
+
+
+def test_a_signal_while_the_children_warm_up_stops_the_node_before_its_first_claim(
+        redis_url: str, redis_client: redis.Redis, tmp_path: Path) -> None:
+    # Given a due job, and a node whose children take long to get ready (injected: the wait
+    # for them lasts until the node is told to stop, or 60 s)
+    submit(redis_client, "t1", 1)
+    code = ("import time\n"
+            "from workers.pool import Pool\n"
+            "def slow(self, timeout, until=None):\n"
+            "    open('waiting', 'w').close()\n"
+            "    end = time.monotonic() + 60\n"
+            "    while time.monotonic() < end and not (until is not None and until.is_set()):\n"
+            "        time.sleep(0.05)\n"
+            "    return False\n"
+            "Pool.wait_ready = slow\n"
+            "from scheduler.cli.app import main\n"
+            "main(['worker', '--no-recorder', '--id', 'slow'])\n")
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "FLEETSCHED_REDIS_URL": redis_url,
+           "FLEETSCHED_STATE_DIR": str(tmp_path / "state"), "FLEETSCHED_LOG_FORMAT": "text",
+           "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    proc = subprocess.Popen([sys.executable, "-P", "-c", code], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: (tmp_path / "waiting").exists(), 30, "the node to wait for its child")
+        # When SIGTERM reaches it while it waits for them
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    # Then it stops at once, claims nothing, and says nothing of having started
+    assert proc.returncode == 0, err
+    assert "SIGTERM" in err
+    assert "slots in up to" not in err + out
+    assert not events(redis_client, ["claim"])
+    assert redis_client.zcard(KEYS.due()) == 1
+    wait_until(lambda: not _children_naming(proc.pid), 10, "the booted children to go")
+
+
+def test_a_job_that_reaches_a_child_after_its_timeout_is_failed_as_never_started() -> None:
+    # Given a child of a node (simulate executor), and two jobs of a 2 s timeout: one placed
+    # now, one placed 5 s ago (as if the child had taken that long to start)
+    config = NodeConfig(Settings(), slots=2, processes=1, worker_id="late")
+    pool = Pool(config, threading.RLock())
+    done: list[object] = []
+    pool.attach(lambda child, outcomes: done.extend(outcomes), lambda child: None)
+    pool.ensure_warm()
+    assert pool.wait_ready(30)
+    spec = {"action": "command", "params": {"cmd": ["true"]}, "executor": "simulate",
+            "executor_options": {"duration_ms": 0}}
+    host = {"address": "127.0.0.1", "port": "22", "user": "", "vars": "{}"}
+    now = time.monotonic()
+    orders = [Order("t.0", 1, "t", "h0", host, spec, 2.0, 0, 0, now),
+              Order("t.1", 1, "t", "h1", host, spec, 2.0, 0, 0, now - 5)]
+    try:
+        # When the master sends them
+        assert pool.dispatch(pool.children[0], orders)
+        wait_until(lambda: len(done) == 2, 30, "both outcomes")
+    finally:
+        pool.kill_all("test over")
+    # Then the first runs; the second never starts, and may be retried
+    by_job = {o.job_id: o for o in done}  # type: ignore[attr-defined]
+    assert by_job["t.0"].ok
+    late = by_job["t.1"]
+    assert not late.ok and late.retryable and late.started_ms == 0
+    assert "passed before it could start" in late.error

@@ -9,11 +9,13 @@ socketpair as ``<fd>``. Responsibilities:
    decides what happens to running jobs).
 3. Load the actions before saying ``ready``, and the executors (paramiko for SSH: about 0.1 s)
    in a thread right after, so the node's first claim does not wait for them and no job due
-   later pays for imports (one that comes sooner waits for the import in progress, and that
-   wait counts against its timeout, as the master's deadline counts it).
-4. Start every order it receives at once in a thread pool sized by the master (the master
+   later pays for imports (one that comes sooner waits for the import in progress).
+4. Count a job's timeout from when the master placed it, as the master's deadline does: a job
+   that reaches a child still starting has its timeout shortened by the delay, or, when the
+   delay took all of it, is failed as never started (retryable: it did not run).
+5. Start every order it receives at once in a thread pool sized by the master (the master
    never sends more than the child's share of slots).
-5. Send outcomes back in batches: one sender thread drains everything finished so far into one
+6. Send outcomes back in batches: one sender thread drains everything finished so far into one
    message, so a burst of short jobs costs one pickle and one write.
 """
 
@@ -37,6 +39,10 @@ from workers.protocol import DONE, INIT, READY, RUN, STOP, Order, Outcome
 from workers.runner import LockedRedactor, Runner
 
 PR_SET_PDEATHSIG = 1
+
+START_SLACK_S = 0.1
+"""A job that starts later than this after the master placed it (a child still starting) runs
+with its timeout shortened by the delay; a normal hand-off takes a millisecond or two."""
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -79,12 +85,18 @@ class Child:
         self.conn.send((READY, os.getpid()))
 
         def run_one(order: Order) -> None:
-            if not warm.is_set():
-                # The job's time runs from its dispatch, as the master's deadline counts it.
-                waited = time.monotonic()
-                warm.wait()
-                waited = time.monotonic() - waited
-                order = order._replace(timeout_s=max(0.001, order.timeout_s - waited))
+            warm.wait()
+            late = time.monotonic() - order.placed if order.placed else 0.0
+            if late > START_SLACK_S:
+                # The job's time runs from its placing, as the master's deadline counts it: a
+                # child still starting, or still loading its executors, took some of it.
+                if late >= order.timeout_s:
+                    self.finished.put(Outcome(
+                        order.job_id, order.token, False, None, 0, "",
+                        f"its timeout ({order.timeout_s:g}s) passed before it could start: "
+                        f"the child process was still starting; never started", True, 0))
+                    return
+                order = order._replace(timeout_s=order.timeout_s - late)
             try:
                 outcome = runner.run(order)
             except BaseException as exc:  # noqa: BLE001 - report, never lose a job silently

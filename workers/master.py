@@ -158,16 +158,18 @@ class Node:
         """Serve until stopped. Call it from a thread that lives until it returns: children die
         with the thread that started them (``PR_SET_PDEATHSIG``)."""
         self.finisher.start()
-        self._spawn("watchdog", self.watchdog.run)
-        if self.recorder is not None:
-            self._spawn("recorder", self.recorder.run)
-        # Claim nothing before a child can run it: a lease and a timeout start at the claim.
-        self.pool.ensure_warm()
-        self.pool.wait_ready(WARM_UP_S)
-        self._spawn("heartbeat", self.heartbeat.run)  # the node shows up in P:workers now
-        self._spawn("waver", self.waver.run)
-        self.started.set()
-        try:
+        try:  # whatever fails from here, the shutdown stops what was started
+            self._spawn("watchdog", self.watchdog.run)
+            if self.recorder is not None:
+                self._spawn("recorder", self.recorder.run)
+            # Claim nothing before a child can run it: a lease and a timeout start at the
+            # claim. A stop meanwhile (a signal at start-up) ends the wait and claims nothing.
+            self.pool.ensure_warm()
+            self.pool.wait_ready(WARM_UP_S, until=self._stopping)
+            if not self._stopping.is_set():
+                self._spawn("heartbeat", self.heartbeat.run)  # it shows up in P:workers now
+                self._spawn("waver", self.waver.run)
+            self.started.set()
             self._claim_loop()
         finally:
             self._shutdown()
@@ -265,7 +267,7 @@ class Node:
                 continue
             timeout_s = inp.task.timeout_ms / 1000
             orders.append(Order(job.job_id, job.token, job.task_id, job.host, inp.host_data,
-                                inp.task.spec, timeout_s, job.due_ms, job.attempt))
+                                inp.task.spec, timeout_s, job.due_ms, job.attempt, now))
             runs.append(Running(job.job_id, job.token, job.task_id, job.due_ms,
                                 inp.task.idempotent, timeout_s, started=now,
                                 deadline=now + timeout_s + self.config.kill_margin_s))

@@ -160,10 +160,11 @@ class Pool:
             while len(self.active()) < min(self.config.min_processes, self.config.processes):
                 self.start_child()
 
-    def wait_ready(self, timeout: float) -> bool:
-        """Wait until every child has said ``ready`` (or died); False after ``timeout``."""
+    def wait_ready(self, timeout: float, until: threading.Event | None = None) -> bool:
+        """Wait until every child has said ``ready`` (or died); False after ``timeout``, or as
+        soon as ``until`` is set."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (until is not None and until.is_set()):
             with self.lock:
                 if all(c.ready or c.exited for c in self.children):
                     return True

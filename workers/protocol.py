@@ -32,6 +32,9 @@ class Order(NamedTuple):
     timeout_s: float
     due_ms: int
     attempt: int = 0  # for the log lines of the job (``scheduler.logs.job_context``)
+    # The master's time.monotonic() when it placed the job, where its deadline counts from
+    # (CLOCK_MONOTONIC is one clock for every process of the machine); 0: not known.
+    placed: float = 0.0
 
 
 class Outcome(NamedTuple):

@@ -7,18 +7,19 @@
    if ``metrics_port`` is set (``workers.metrics``).
 1. Connect to Redis (``scheduler.redisdb.connect.connect``: the embedded server by default).
 2. Unless disabled, make sure the SQL schema is current and the notification targets parse
-   (a bad record or target stops the start before any claim); once the node can claim, start
-   a recorder consumer in a process of its own (``workers.recorder_process``: a thread would
-   compete with the claim loop for the master's interpreter), so a single node needs nothing
-   else started; with it, the notification sender (``scheduler.notify.outbox.Sender``) in a
-   thread of the master, and the recorder writes notices (``scheduler.notify.detect.Detector``).
-   Both start after the node's first claim can happen, so their imports do not delay it; the
-   events of the first jobs wait in the stream for the recorder meanwhile.
-3. Run the node master in a thread of its own and keep the main thread for signals:
+   (a bad record or target stops the start before any claim), and start a recorder consumer
+   in a process of its own (``workers.recorder_process``: a thread would compete with the
+   claim loop for the master's interpreter), so a single node needs nothing else started; it
+   writes notices too (``scheduler.notify.detect.Detector``). Once the node can claim, the
+   notification sender (``scheduler.notify.outbox.Sender``) starts in a thread of the master
+   (its imports need not delay the first claim; one that fails stops the node, one line).
+3. Run the node master in a thread of its own and keep the main thread for signals, from the
+   start (one received while the children warm up stops the node before its first claim):
    the first SIGTERM stops claiming and lets running jobs finish within the grace period;
    a second SIGTERM, or SIGINT, gives the running jobs' leases back at once.
    (Signal handlers only set a flag; the main thread acts on it outside the handler, so no
-   handler ever waits for a lock the interrupted code holds.)
+   handler ever waits for a lock the interrupted code holds.) A node thread that dies stops
+   the process with one error line.
 """
 
 from __future__ import annotations
@@ -129,34 +130,46 @@ def serve(config: NodeConfig, on_started: Callable[[Node], None] | None = None) 
         try:
             node.run()
         except BaseException as exc:  # noqa: BLE001 - a node never stops silently
-            log.exception("the node thread died")
-            node.pool.kill_all("the node thread died")
             node.fail(f"the node thread died: {type(exc).__name__}: {redact_exception(exc)}")
+            log.exception("the node thread died")
+            node.pool.kill_all("the node thread died")  # if it died before its shutdown ran
+
+    handled = 0
+
+    def act_on_signals() -> None:
+        nonlocal handled
+        while handled < len(received):
+            signum = received[handled]
+            handled += 1
+            fast = signum == signal.SIGINT or node.stopping
+            log.warning("%s: %s", signal.Signals(signum).name,
+                        "giving running jobs back now" if fast else
+                        f"no new jobs; running ones have {config.grace_s:g}s to finish")
+            node.stop(fast=fast)
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     thread = threading.Thread(target=run_node, name="node", daemon=False)
     thread.start()
     try:
-        while not node.started.wait(0.1):
-            if not thread.is_alive():  # it failed before it could claim: the finally says why
-                break
-        if engine is not None and thread.is_alive():
-            # Started once the node can claim: the outbox loads the ORM and the record's
-            # models (about 0.1 s), which the first claim need not wait for.
-            sender = start_sender(settings, engine)
-        if on_started is not None:
-            on_started(node)
-        handled = 0
+        # Signals count from the start: one received while the children warm up stops the
+        # node before its first claim.
+        while not node.started.wait(0.1) and thread.is_alive():
+            act_on_signals()
+        act_on_signals()
+        if node.started.is_set() and thread.is_alive() and not node.stopping:
+            if engine is not None:
+                # Once the node can claim: the outbox loads the ORM and the record's models
+                # (about 0.1 s), which the first claim need not wait for.
+                try:
+                    sender = start_sender(settings, engine)
+                except Exception as exc:  # noqa: BLE001 - one line, the node stops
+                    node.fail(f"the notification sender did not start: "
+                              f"{type(exc).__name__}: {redact_exception(exc)}")
+            if on_started is not None:
+                on_started(node)
         while thread.is_alive():
             thread.join(0.1)
-            while handled < len(received):
-                signum = received[handled]
-                handled += 1
-                fast = signum == signal.SIGINT or node.stopping
-                log.warning("%s: %s", signal.Signals(signum).name,
-                            "giving running jobs back now" if fast else
-                            f"no new jobs; running ones have {config.grace_s:g}s to finish")
-                node.stop(fast=fast)
+            act_on_signals()
     finally:
         if thread.is_alive():  # an exception in this thread: still give the leases back
             node.stop(fast=True)
