@@ -31,7 +31,8 @@ def compile_bytecode() -> None:
     ``PYTHONDONTWRITEBYTECODE`` set (as on the machines these figures come from) every
     process the benchmark starts (a node, each child, each CLI call) would compile about 200
     modules again: 0.05-0.1 s of start-up that an installed fleetsched does not pay, while the
-    peers' pip-installed packages are compiled already."""
+    peers' pip-installed packages are compiled already. The test suite calls it too
+    (tests/conftest.py), for the processes it starts."""
     import compileall
 
     for package in ("scheduler", "workers", "tasks"):

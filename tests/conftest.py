@@ -57,11 +57,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """Compile the project's bytecode once. The suite starts hundreds of Python processes
     (nodes, their children, CLI calls); where ``PYTHONDONTWRITEBYTECODE`` is set, as on CI
     machines, each of them would otherwise compile every module it imports again."""
-    import compileall
+    from benchmarks._common import compile_bytecode
 
-    root = Path(__file__).resolve().parents[1]
-    for package in ("scheduler", "workers", "tasks"):
-        compileall.compile_dir(str(root / package), quiet=2)
+    compile_bytecode()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

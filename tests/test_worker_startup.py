@@ -136,6 +136,16 @@ def test_a_subcommand_built_alone_runs_with_the_global_options(redis_url: str,
     assert out.strip() == "[]"
 
 
+def _patched_worker(code: str, redis_url: str, tmp_path: Path) -> subprocess.Popen:
+    """``code`` (which patches the node, then runs ``fleetsched worker``) in a process of its
+    own, on ``redis_url``, with text logs on its stderr."""
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "FLEETSCHED_REDIS_URL": redis_url,
+           "FLEETSCHED_STATE_DIR": str(tmp_path / "state"), "FLEETSCHED_LOG_FORMAT": "text",
+           "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    return subprocess.Popen([sys.executable, "-P", "-c", code], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def test_a_node_that_fails_before_it_can_claim_stops_loudly_instead_of_hanging(
         redis_url: str, tmp_path: Path) -> None:
     # Given a node whose start fails inside its own thread, before it can claim (injected:
@@ -147,12 +157,8 @@ def test_a_node_that_fails_before_it_can_claim_stops_loudly_instead_of_hanging(
             "Pool.wait_ready = broken\n"
             "from scheduler.cli.app import main\n"
             "main(['worker', '--no-recorder', '--id', 'broken'])\n")
-    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "FLEETSCHED_REDIS_URL": redis_url,
-           "FLEETSCHED_STATE_DIR": str(tmp_path / "state"), "FLEETSCHED_LOG_FORMAT": "text",
-           "XDG_CONFIG_HOME": str(tmp_path / "config")}
     # When it runs
-    proc = subprocess.Popen([sys.executable, "-P", "-c", code], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _patched_worker(code, redis_url, tmp_path)
     try:
         out, err = proc.communicate(timeout=60)
     finally:
@@ -181,11 +187,7 @@ def test_a_signal_while_the_children_warm_up_stops_the_node_before_its_first_cla
             "Pool.wait_ready = slow\n"
             "from scheduler.cli.app import main\n"
             "main(['worker', '--no-recorder', '--id', 'slow'])\n")
-    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "FLEETSCHED_REDIS_URL": redis_url,
-           "FLEETSCHED_STATE_DIR": str(tmp_path / "state"), "FLEETSCHED_LOG_FORMAT": "text",
-           "XDG_CONFIG_HOME": str(tmp_path / "config")}
-    proc = subprocess.Popen([sys.executable, "-P", "-c", code], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _patched_worker(code, redis_url, tmp_path)
     try:
         wait_until(lambda: (tmp_path / "waiting").exists(), 30, "the node to wait for its child")
         # When SIGTERM reaches it while it waits for them

@@ -37,6 +37,7 @@ from workers.config import NodeConfig
 
 if TYPE_CHECKING:
     from workers.master import Node
+    from workers.pool import Pool
     from workers.stats import NodeStats
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ def start_metrics(node: Node, settings: Settings) -> Any:
                           hint="choose a free --metrics-port (or 0 for none)") from None
 
 
-def boot_children(config: NodeConfig) -> Any:
+def boot_children(config: NodeConfig) -> Pool:
     """The node's pool with its warm children started (``workers.pool``): call it from the
     main thread (``PR_SET_PDEATHSIG``), before the master's own imports."""
     from workers.pool import Pool
