@@ -19,6 +19,9 @@ Workloads (see workloads.py for the sizes):
   submission starts: start minus due time per job;
 - ``fairness``: idle worker with 4 slots, N jobs of task A (5 ms each) then 4 of task B: each
   task's time from its submission to its last job done, B/A, A's rate.
+- ``--variant no-recorder`` (fleetsched, W2-W4): the same worker with ``--no-recorder``, a
+  diagnostic row that says what the SQL recorder costs in the same run (operators run the
+  default, recorder on);
 - ``fanout`` (W5): ``true`` on every sshd host of ``FLEET.json`` (written by run.py: hosts,
   key, known_hosts) at concurrency ``FANOUT_CONCURRENCY``, through the system module's
   ``fan_out``; no Redis list here (each system says when its last host is done, see its module).
@@ -53,6 +56,7 @@ FAIR_B = 4
 WARM = "warm:w0"
 FANOUT_COMMAND = "true"
 FANOUT_CONCURRENCY = 50
+NO_RECORDER = "no-recorder"  # fleetsched's diagnostic variant of W2-W4
 
 
 class Workers(ProcessGroup):
@@ -178,7 +182,8 @@ def main() -> None:
     parser.add_argument("workload", choices=["describe", "accept", "drain", "lateness",
                                              "fairness", "fanout"])
     parser.add_argument("--n", type=int, default=0)
-    parser.add_argument("--variant", default="each", choices=["each", "bulk", "cli"])
+    parser.add_argument("--variant", default="each",
+                        choices=["each", "bulk", "cli", NO_RECORDER])
     parser.add_argument("--fleet", type=Path, help="fanout: the fleet's JSON")
     parser.add_argument("--sample", type=int)
     parser.add_argument("--log", type=Path, default=Path(os.devnull))
@@ -199,6 +204,8 @@ def main() -> None:
     if args.workload == "accept":
         out = accept(system, r, args.n, args.variant, args.sample, args.log)
     else:
+        if args.variant == NO_RECORDER:
+            system.WORKER_EXTRA = ["--no-recorder"]
         out = globals()[args.workload](system, r, args.n, args.log)
     print(json.dumps(out))
 

@@ -8,6 +8,8 @@ inventory (each one-host submit reads the inventory, so 10,000 of them would tak
 W5 (SSH fan-out) has peers of its own: Ansible, parallel-ssh and the OpenSSH client on real
 sshd hosts (tests/fleet.py); one fleetsched measurement gives two rows: a first task on an
 idle node, then a second task on the same hosts right after it (its pooled connections).
+W2-W4 have one more fleetsched row, a diagnostic: the same worker with ``--no-recorder`` (what
+the SQL recorder costs, in the same run; the default row is what operators run).
 """
 
 from __future__ import annotations
@@ -133,4 +135,7 @@ def plans(codes: list[str], systems: list[str], sizes: Sizes) -> list[Plan]:
                 continue
             n = {"W2": sizes.drain, "W3": sizes.lateness, "W4": sizes.fairness}[code]
             out.append(Plan(code, system, system, (w.name, "--n", str(n))))
+            if system == FLEETSCHED:  # what the SQL recorder costs, measured in the same run
+                out.append(Plan(code, system, f"{system} (diagnostic: --no-recorder)",
+                                (w.name, "--n", str(n), "--variant", "no-recorder")))
     return out

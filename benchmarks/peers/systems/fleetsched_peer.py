@@ -137,9 +137,12 @@ def submit_cli(delay_s: int) -> None:
                    check=True, capture_output=True)
 
 
+WORKER_EXTRA: list[str] = []  # the driver's ``--variant no-recorder`` sets ``--no-recorder``
+
+
 def worker_argvs(concurrency: int | None) -> list[list[str]]:
     extra = ["--slots", str(concurrency)] if concurrency else []
-    return [["fleetsched", "worker", *extra]]
+    return [["fleetsched", "worker", *extra, *WORKER_EXTRA]]
 
 
 # ----------------------------------------------------------------------------- W5 fan-out
