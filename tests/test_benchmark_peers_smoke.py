@@ -34,7 +34,8 @@ def test_the_peer_benchmark_runs_for_fleetsched_in_its_smoke_form() -> None:
     # diagnostic row), then W5's first task and second task
     assert len(rows) == (11 if has_sshd else 9), out[-3000:]
     assert not [row for row in rows if "(error:" in row], out[-3000:]
-    diagnostic = [row for row in rows if row.startswith("| fleetsched (diagnostic: --no-recorder) |")]
+    diagnostic = [row for row in rows
+                  if row.startswith("| fleetsched (diagnostic: --no-recorder) |")]
     assert len(diagnostic) == 3, out[-3000:]
     threshold = Settings().overload_threshold_ms
     assert f"overload_threshold {threshold} ms" in out  # the settings printed are the defaults
