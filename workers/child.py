@@ -15,8 +15,9 @@ socketpair as ``<fd>``. Responsibilities:
    delay took all of it, is failed as never started (retryable: it did not run).
 5. Start every order it receives at once in a thread pool sized by the master (the master
    never sends more than the child's share of slots).
-6. Send outcomes back in batches: one sender thread drains everything finished so far into one
-   message, so a burst of short jobs costs one pickle and one write.
+6. Send outcomes back in batches, from the job threads themselves: a job thread that finds no
+   send under way sends everything finished so far in one message (a burst of short jobs costs
+   one pickle and one write); one that finds a send under way leaves its outcome to it.
 """
 
 from __future__ import annotations
@@ -58,11 +59,12 @@ def die_with_parent(parent_pid: int) -> None:
 
 
 class Child:
-    """The receiving loop, the job threads and the sender thread of one child process."""
+    """The receiving loop and the job threads of one child process."""
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
-        self.finished: queue.SimpleQueue[Outcome | None] = queue.SimpleQueue()
+        self.finished: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
+        self._sending = threading.Lock()
 
     def serve(self) -> None:
         msg = self.conn.recv()
@@ -80,8 +82,9 @@ class Child:
                 warm.set()
 
         threading.Thread(target=warm_up, name="warm-up", daemon=True).start()
-        pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="job")
-        threading.Thread(target=self._send_loop, name="sender", daemon=True).start()
+        # One thread more than the child's share of slots: a job thread still sending its
+        # batch must not hold up the next order.
+        pool = ThreadPoolExecutor(max_workers=threads + 1, thread_name_prefix="job")
         self.conn.send((READY, os.getpid()))
 
         def run_one(order: Order) -> None:
@@ -91,7 +94,7 @@ class Child:
                 # The job's time runs from its placing, as the master's deadline counts it: a
                 # child still starting, or still loading its executors, took some of it.
                 if late >= order.timeout_s:
-                    self.finished.put(Outcome(
+                    self.report(Outcome(
                         order.job_id, order.token, False, None, 0, "",
                         f"its timeout ({order.timeout_s:g}s) passed before it could start: "
                         f"the child process was still starting; never started", True, 0))
@@ -102,7 +105,7 @@ class Child:
             except BaseException as exc:  # noqa: BLE001 - report, never lose a job silently
                 outcome = Outcome(order.job_id, order.token, False, None, 0, "",
                                   f"{type(exc).__name__}: {exc}", True, 0)
-            self.finished.put(outcome)
+            self.report(outcome)
 
         while True:
             try:
@@ -116,19 +119,27 @@ class Child:
             elif kind == STOP:
                 os._exit(0)
 
-    def _send_loop(self) -> None:
-        while True:
-            first = self.finished.get()
-            batch = [first]
-            while True:
-                try:
-                    batch.append(self.finished.get_nowait())
-                except queue.Empty:
-                    break
+    def report(self, outcome: Outcome) -> None:
+        """Send ``outcome`` to the master, with whatever else finished meanwhile.
+
+        An outcome put while another thread sends is sent by that thread: it looks at the queue
+        again after every send, and an outcome put while the lock is held is in the queue by
+        the time the holder looks (a sender thread would cost a thread hand-off per job)."""
+        self.finished.put(outcome)
+        while not self.finished.empty() and self._sending.acquire(blocking=False):
             try:
-                self.conn.send((DONE, [o for o in batch if o is not None]))
+                batch = []
+                while True:
+                    try:
+                        batch.append(self.finished.get_nowait())
+                    except queue.Empty:
+                        break
+                if batch:
+                    self.conn.send((DONE, batch))
             except OSError:
-                os._exit(0)
+                os._exit(0)  # the master is gone: nobody would renew these leases
+            finally:
+                self._sending.release()
 
 
 def load_actions() -> None:
