@@ -159,3 +159,22 @@ def test_claim_work_is_bounded_when_a_cancelled_task_floods_the_head(queue: Queu
         if claim.jobs:
             break
     assert [j.job_id for j in claim.jobs] == ["live.0"]
+
+
+def test_a_claim_with_hosts_returns_each_claimed_jobs_host_hash_from_the_same_call(
+        queue: Queue) -> None:
+    # Given three due jobs: two hosts with connection data, one host unknown to Redis
+    make_task(queue, "t", 3)
+    queue.client.hset(KEYS.host("host-t.0"), mapping={"address": "10.0.0.1", "port": "2222"})
+    queue.client.hset(KEYS.host("host-t.1"), mapping={"address": "10.0.0.2", "user": "ops"})
+    # When claimed asking for the hosts
+    claim = queue.claim("w", 3, with_hosts=True)
+    # Then each claimed job's host hash comes back by job id, empty for the unknown host
+    assert claim.hosts == {"t.0": {"address": "10.0.0.1", "port": "2222"},
+                           "t.1": {"address": "10.0.0.2", "user": "ops"}, "t.2": {}}
+    # An empty claim asking for them, and a claim not asking, carry none
+    assert queue.claim("w", 3, with_hosts=True).hosts == {}
+    make_task(queue, "u", 1)
+    queue.client.hset(KEYS.host("host-u.0"), "address", "10.0.0.3")
+    claim = queue.claim("w", 1)
+    assert [j.job_id for j in claim.jobs] == ["u.0"] and claim.hosts == {}

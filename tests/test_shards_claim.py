@@ -69,6 +69,18 @@ def test_each_task_lives_in_its_shard_and_one_claim_takes_from_all(sq, sclient):
         assert sq.task_state(task_id)["succeeded"] == "4"
 
 
+def test_a_claim_with_hosts_reads_each_jobs_host_in_its_tasks_shard(sq, sclient):
+    # Given one exclusive job in each shard, each host's data in its task's shard
+    for task_id in ("1", "2", "3"):
+        add(sq, task_id, [f"h{task_id}"])
+        sclient.hset(SHARDS.of_task(task_id).host(f"h{task_id}"), "address", f"10.0.0.{task_id}")
+    # When one claim takes them all (shards 1 and 2 take their places in shard 0)
+    claim = sq.claim("w1", 10, with_hosts=True)
+    # Then every job comes with its host's data, read in its own shard's claim
+    assert sorted(j.job_id for j in claim.jobs) == ["1.0", "2.0", "3.0"]
+    assert claim.hosts == {f"{t}.0": {"address": f"10.0.0.{t}"} for t in "123"}
+
+
 def test_a_host_runs_one_exclusive_job_across_shards(sq, sclient):
     add(sq, "1", ["db1"])  # shard 1
     add(sq, "2", ["db1"])  # shard 2

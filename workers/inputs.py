@@ -2,10 +2,12 @@
 
 1. The task's spec, timeout and idempotent flag are read once per task and cached (a task's
    spec never changes after it is created; a bounded LRU).
-2. Host connection data (``P:host:<name>``, in the shard of the job's task) is read for a whole
-   claim batch every time (an operator may fix a host's address while its task runs), in one
-   pipelined round trip with the task hashes not yet cached: a claim of a new task's jobs costs
-   one round trip here, not two (it is on the path from a job's due time to its start).
+2. Host connection data (``P:host:<name>``, in the shard of the job's task) is read for every
+   claimed job every time (an operator may fix a host's address while its task runs): the
+   master's claim reads it in its own call (``claim(with_hosts=True)``); what that did not give
+   is read here in one pipelined round trip with the task hashes not yet cached. A claim of a
+   cached task's jobs costs no round trip here, a new task's one (this is on the path from a
+   job's due time to its start).
 3. A job whose task has no usable spec, or whose host is unknown, cannot run: it is reported
    with a clear message, for the master to fail it for good.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,20 +98,28 @@ class InputReader:
         if len(self._tasks) > TASK_CACHE:
             self._tasks.popitem(last=False)
 
-    def read(self, jobs: Sequence[Any]) -> list[Inputs]:
-        """Inputs of each of ``jobs`` (``ClaimedJob``s), in order."""
+    def read(self, jobs: Sequence[Any], hosts_read: Mapping[str, dict[str, str]] | None = None
+             ) -> list[Inputs]:
+        """Inputs of each of ``jobs`` (``ClaimedJob``s), in order. ``hosts_read``: host data
+        the claim already read, by job id (``Claim.hosts``); the rest is read here."""
         if not jobs:
             return []
-        pipe = self.client.pipeline(transaction=False)
-        for job in jobs:
-            pipe.hgetall(self.shards.of_task(job.task_id).host(job.host))
+        known = hosts_read or {}
+        unread = [job for job in jobs if job.job_id not in known]
         new = list(dict.fromkeys(j.task_id for j in jobs if j.task_id not in self._tasks))
-        for task_id in new:
-            pipe.hgetall(self.shards.of_task(task_id).task(task_id))
-        replies = pipe.execute()
-        hosts = replies[:len(jobs)]
+        replies: list[Any] = []
+        if unread or new:
+            pipe = self.client.pipeline(transaction=False)
+            for job in unread:
+                pipe.hgetall(self.shards.of_task(job.task_id).host(job.host))
+            for task_id in new:
+                pipe.hgetall(self.shards.of_task(task_id).task(task_id))
+            replies = pipe.execute()
+        fetched = dict(zip((job.job_id for job in unread), replies))
+        hosts = [known[job.job_id] if job.job_id in known else fetched[job.job_id]
+                 for job in jobs]
         read = {task_id: task_info_from(task_id, _text(state))
-                for task_id, state in zip(new, replies[len(jobs):])}
+                for task_id, state in zip(new, replies[len(unread):])}
         for task_id, info in read.items():
             if isinstance(info, TaskInfo):  # a missing task may still be created: not cached
                 self._remember(task_id, info)

@@ -4,9 +4,10 @@ Responsibilities, in the order a job meets them:
 
 1. Wait without a fixed polling interval: ``Queue.wait_for_work`` sleeps until the earliest
    due time or a wake notification; a full node waits for a free slot instead.
-2. Claim as many jobs as there are free slots (``Queue.claim(worker, batch)``), in one call.
+2. Claim as many jobs as there are free slots (``Queue.claim(worker, batch)``), in one call
+   that also reads their hosts' connection data.
 3. Give every claimed job with a window to the deferral hook (``workers.deferral``); read the
-   task specs (cached) and host data (one pipelined read) the jobs need; fail for good a job
+   task specs the jobs need (cached; a new task's in one pipelined read); fail for good a job
    whose task or host is unknown.
 4. Place the jobs on child processes (started up to the node's limit) and send each child its
    share in one message.
@@ -201,7 +202,8 @@ class Node:
             asked = min(free, self.config.claim_batch)
             try:
                 t0 = time.perf_counter()
-                claim = self._claimq.claim(self.config.worker_id, asked, lease_ms=self.config.lease_ms)
+                claim = self._claimq.claim(self.config.worker_id, asked,
+                                           lease_ms=self.config.lease_ms, with_hosts=True)
                 self.metrics.claimed_jobs(claim.now_ms, [j.due_ms for j in claim.jobs],
                                           time.perf_counter() - t0)
             except REDIS_ERRORS as exc:
@@ -257,7 +259,7 @@ class Node:
             self._claimq.release(self.config.worker_id, [(j.job_id, j.token) for j in jobs])
             self.stats.add(released=len(jobs))
             return
-        inputs = self.inputs.read(jobs)
+        inputs = self.inputs.read(jobs, claim.hosts)
         now = time.monotonic()
         orders: list[Order] = []
         runs: list[Running] = []

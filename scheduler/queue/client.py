@@ -149,10 +149,11 @@ class Queue:
     # ---------------------------------------------------------------- worker verbs
 
     def claim(self, worker: str, batch: int, *, lease_ms: int | None = None,
-              shard_mode: str = "") -> Claim:
+              shard_mode: str = "", with_hosts: bool = False) -> Claim:
         """Take up to ``batch`` due jobs, urgent first; see scheduler/queue/lua/claim.lua.
         ``shard_mode`` ('coord', 'remote'): this queue is one shard of a sharded queue
-        (scheduler/queue/sharded.py)."""
+        (scheduler/queue/sharded.py). ``with_hosts``: also read each claimed job's host hash
+        in the same call (``Claim.hosts``)."""
         check_worker(worker)
         if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
             raise bad(f"batch must be an integer from 1 to {MAX_BATCH}, not {batch!r}")
@@ -160,16 +161,20 @@ class Queue:
         check_ms("lease_ms", lease, minimum=1)
         keys = [*self.keys.all_due(), self.keys.dead, self.keys.events]
         args = [self.keys.tag, worker, batch, lease, batch * SCAN_FACTOR + SCAN_EXTRA, self.keys.wake]
-        if shard_mode:
+        if shard_mode or with_hosts:
             args.append(shard_mode)
-        now, next_due, claimed, lost, fires, aborted = self.call("claim", keys, args)
+        if with_hosts:
+            args.append("1")
+        now, next_due, claimed, lost, fires, aborted, *more = self.call("claim", keys, args)
         rows = json.loads(claimed) or []
         jobs = ClaimedJob.from_replies(rows)
+        hosts = {job.job_id: dict(zip(flat[::2], flat[1::2])) if flat else {}  # {}: unknown
+                 for job, flat in zip(jobs, json.loads(more[0]) or ())} if more else {}
         places = [(job, row[9] == "1", row[10]) for job, row in zip(jobs, rows) if len(row) > 9]
         return Claim(now_ms=int(now), jobs=jobs, next_due_ms=None if next_due < 0 else int(next_due),
                      lost=[text(x) for x in lost],
                      schedules=[ClaimedSchedule.from_reply(f) for f in json.loads(fires) or ()],
-                     aborted=[text(x) for x in aborted], places=places)
+                     aborted=[text(x) for x in aborted], places=places, hosts=hosts)
 
     def places(self, mode: str, entries: Sequence[Sequence[Any]], *,
                lease_ms: int | None = None) -> list[Any]:

@@ -210,7 +210,8 @@ class ShardedQueue:
 
     # ------------------------------------------------------------------------ claiming
 
-    def claim(self, worker: str, batch: int, *, lease_ms: int | None = None) -> Claim:
+    def claim(self, worker: str, batch: int, *, lease_ms: int | None = None,
+              with_hosts: bool = False) -> Claim:
         """Up to ``batch`` due jobs from the shards, starting at a rotating one; ``parts`` of
         the result holds each shard's own claim (for the fair-share check, per shard).
 
@@ -225,6 +226,7 @@ class ShardedQueue:
         lost: list[str] = []
         schedules: list[Any] = []
         aborted: list[str] = []
+        hosts: dict[str, dict[str, str]] = {}
         now_ms = 0
         failed: BaseException | None = None
         for step in range(n):
@@ -233,7 +235,7 @@ class ShardedQueue:
             i = (start + step) % n
             try:
                 part = self.parts[i].claim(worker, left, lease_ms=lease_ms,
-                                           shard_mode=self._modes[i])
+                                           shard_mode=self._modes[i], with_hosts=with_hosts)
             except REDIS_ERRORS as exc:
                 if is_permanent(exc):
                     self._give_back(worker, jobs)
@@ -261,12 +263,13 @@ class ShardedQueue:
             lost += part.lost
             schedules += part.schedules
             aborted += part.aborted
+            hosts.update(part.hosts)
             left -= len(got) + len(part.schedules)
         if failed is not None and not parts:
             raise failed
         known = [d for d in self._due if d is not None]
         return Claim(now_ms=now_ms, jobs=jobs, next_due_ms=min(known) if known else None,
-                     lost=lost, schedules=schedules, aborted=aborted, parts=parts)
+                     lost=lost, schedules=schedules, aborted=aborted, parts=parts, hosts=hosts)
 
     def _unanswered(self, i: int, exc: BaseException) -> None:
         """Log a shard that stopped answering once, not at every claim while it is down."""

@@ -366,6 +366,9 @@ class Claim:
     # Sharded queues, shard >= 1 (claim.lua mode 'remote'): the claimed jobs that need places
     # in shard 0 before they may run, as (job, exclusive, limited groups).
     places: list[tuple[ClaimedJob, bool, str]] = field(default_factory=list)
+    # With ``claim(with_hosts=True)``: each claimed job's host hash by job id ({} for an
+    # unknown host), read in the claim's own call.
+    hosts: dict[str, dict[str, str]] = field(default_factory=dict)
     # Sharded queues: the (shard's Queue, its Claim) parts this claim was made of.
     parts: list[Any] = field(default_factory=list)
 

@@ -20,7 +20,10 @@ ARGV[7]     shard mode (optional; docs/architecture.md "Shards"):
                        (its host hash's `limits`), gets two more fields in its row: '1'/'0'
                        (exclusive) and its limited groups (comma-separated). The worker then takes
                        its places in shard 0 (places.lua) or defers it (scheduler/queue/sharded.py).
-Returns     {now_ms, next_due_ms or -1, claimed, lost, schedules, aborted}
+ARGV[8]     '1': also return each claimed job's host hash ({P}:host:<host>, what a worker needs
+            to reach the host), saving the worker a round trip between the claim and the start;
+            optional (absent: not returned)
+Returns     {now_ms, next_due_ms or -1, claimed, lost, schedules, aborted, hosts}
             claimed: JSON text (one bulk reply parses faster than a nested array): a list with
                      one list per job, in the field order of scheduler.queue.types.ClaimedJob:
                      id, task id, host, token, attempt, due (ms, '' none), window (null none),
@@ -33,6 +36,9 @@ Returns     {now_ms, next_due_ms or -1, claimed, lost, schedules, aborted}
             aborted: ids of the tasks a lost job's failure aborted in this call: the worker
                      sweeps their pending, parked and held jobs (Queue.sweep_aborted), as it
                      does after a fail that aborts
+            hosts:   with ARGV[8] '1', JSON text: one HGETALL reply (a flat list of field and
+                     value, '{}' when the host is unknown) per claimed job, in the order of
+                     `claimed`; '{}' when none is claimed; absent without ARGV[8]
 Errors      {-4 BAD_ARGUMENT, message}; nothing is written.
 
 Expired leases come first: before the due sets, the call visits up to `batch` entries of the
@@ -83,6 +89,7 @@ local dead = KEYS[4]
 local events = KEYS[5]
 local tag, worker, wake = ARGV[1], ARGV[2], ARGV[6]
 local mode = ARGV[7] or ''
+local with_hosts = ARGV[8] == '1'
 local remote = mode == 'remote'
 local batch, lease, scan_limit = fs_count(ARGV[3]), fs_count(ARGV[4]), fs_count(ARGV[5])
 fs_effects()
@@ -468,5 +475,11 @@ local next_due = -1
 for _, prio in ipairs({'urgent', 'normal', 'bulk'}) do
   local head = redis.call('ZRANGE', due_keys[prio], 0, 0, 'WITHSCORES')
   if head[2] ~= nil and (next_due < 0 or tonumber(head[2]) < next_due) then next_due = tonumber(head[2]) end
+end
+if with_hosts then
+  local hosts = {}
+  for i, row in ipairs(claimed) do hosts[i] = redis.call('HGETALL', tag .. ':host:' .. row[3]) end
+  return {now, next_due, cjson.encode(claimed), lost, cjson.encode(schedules), aborted,
+    cjson.encode(hosts)}
 end
 return {now, next_due, cjson.encode(claimed), lost, cjson.encode(schedules), aborted}
