@@ -94,3 +94,27 @@ def test_an_outcome_finished_while_another_thread_sends_is_sent_by_that_thread()
     assert got == ["7.1", "7.2"]
     master.close()
     child_end.close()
+
+
+def test_an_outcome_that_cannot_be_pickled_fails_its_job_and_the_rest_of_its_batch_goes(
+        caplog) -> None:
+    ours, theirs = socket.socketpair()
+    master, child_end = Connection(ours.detach()), Connection(theirs.detach())
+    child = Child(child_end)
+    # Given a good outcome waiting, and a plugin's result that pickle refuses (a lock)
+    child.finished.put(outcome(1))
+    odd = outcome(2)._replace(exit_code=threading.Lock())
+    # When both go in one batch
+    child.report(odd)
+    got = []
+    while master.poll(1):
+        got += master.recv()[1]
+    # Then the good one arrives as it was, and the odd one as a failure that says why
+    assert [(o.job_id, o.ok) for o in got] == [("7.1", True), ("7.2", False)]
+    assert got[1].error.startswith("the job's outcome could not be sent to the master: "
+                                   "TypeError")
+    assert got[1].retryable is False
+    assert "7.2: its outcome cannot be sent to the master" in caplog.text
+    assert child.finished.empty()
+    master.close()
+    child_end.close()

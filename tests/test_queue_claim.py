@@ -163,15 +163,17 @@ def test_claim_work_is_bounded_when_a_cancelled_task_floods_the_head(queue: Queu
 
 def test_a_claim_with_hosts_returns_each_claimed_jobs_host_hash_from_the_same_call(
         queue: Queue) -> None:
-    # Given three due jobs: two hosts with connection data, one host unknown to Redis
-    make_task(queue, "t", 3)
+    # Given four due jobs: two hosts with connection data, one host unknown to Redis, one
+    # whose key is not a hash (read as unknown: the claim's reply is not lost for it)
+    make_task(queue, "t", 4)
     queue.client.hset(KEYS.host("host-t.0"), mapping={"address": "10.0.0.1", "port": "2222"})
     queue.client.hset(KEYS.host("host-t.1"), mapping={"address": "10.0.0.2", "user": "ops"})
+    queue.client.set(KEYS.host("host-t.3"), "not a hash")
     # When claimed asking for the hosts
-    claim = queue.claim("w", 3, with_hosts=True)
-    # Then each claimed job's host hash comes back by job id, empty for the unknown host
+    claim = queue.claim("w", 4, with_hosts=True)
+    # Then each claimed job's host hash comes back by job id, empty for the unknown hosts
     assert claim.hosts == {"t.0": {"address": "10.0.0.1", "port": "2222"},
-                           "t.1": {"address": "10.0.0.2", "user": "ops"}, "t.2": {}}
+                           "t.1": {"address": "10.0.0.2", "user": "ops"}, "t.2": {}, "t.3": {}}
     # An empty claim asking for them, and a claim not asking, carry none
     assert queue.claim("w", 3, with_hosts=True).hosts == {}
     make_task(queue, "u", 1)

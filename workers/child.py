@@ -135,11 +135,37 @@ class Child:
                     except queue.Empty:
                         break
                 if batch:
-                    self.conn.send((DONE, batch))
-            except OSError:
-                os._exit(0)  # the master is gone: nobody would renew these leases
+                    self._send(batch)
             finally:
                 self._sending.release()
+
+    def _send(self, batch: list[Outcome]) -> None:
+        """One ``done`` message; an outcome that cannot be pickled (a plugin's odd result) is
+        sent as a failure saying so, and the rest of its batch still goes."""
+        try:
+            self.conn.send((DONE, batch))
+            return
+        except OSError:
+            os._exit(0)  # the master is gone: nobody would renew these leases
+        except Exception:  # noqa: BLE001 - pickling: nothing was written; send one by one
+            pass
+        for o in batch:
+            try:
+                self.conn.send((DONE, [o]))
+            except OSError:
+                os._exit(0)
+            except Exception as exc:  # noqa: BLE001 - report it in a form that travels
+                logging.getLogger(__name__).error("job %s: its outcome cannot be sent to the "
+                                                  "master (%s); reported as failed", o.job_id, exc)
+                self._send_plain(o, f"the job's outcome could not be sent to the master: "
+                                    f"{type(exc).__name__}: {exc}")
+
+    def _send_plain(self, o: Outcome, error: str) -> None:
+        try:
+            self.conn.send((DONE, [Outcome(str(o.job_id), int(o.token), False, None, 0, "",
+                                           error[:2000], False, 0)]))
+        except OSError:
+            os._exit(0)
 
 
 def load_actions() -> None:

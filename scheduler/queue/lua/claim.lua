@@ -81,7 +81,8 @@ batch. The worker creates the occurrence's task, then fire.lua moves the entry o
 An entry without its hash is dropped with a cancel event.
 
 Derived keys: job ids come from the due sets, task ids from the job hashes; their keys
-<tag>:job:<id>, <tag>:task:<id>, <tag>:parked:<id>, <tag>:held:<id> are built from the tag in
+<tag>:job:<id>, <tag>:task:<id>, <tag>:parked:<id>, <tag>:held:<id> (and <tag>:host:<host>,
+read with ARGV[8] and for a host's limits) are built from the tag in
 ARGV[1], which every key of the shard carries, so they hash to the slot of KEYS[1..5].
 ]]
 local due_keys = {urgent = KEYS[1], normal = KEYS[2], bulk = KEYS[3]}
@@ -478,7 +479,13 @@ for _, prio in ipairs({'urgent', 'normal', 'bulk'}) do
 end
 if with_hosts then
   local hosts = {}
-  for i, row in ipairs(claimed) do hosts[i] = redis.call('HGETALL', tag .. ':host:' .. row[3]) end
+  for i, row in ipairs(claimed) do
+    -- pcall: the claim's writes are done; a key that is not a hash reads as an unknown host
+    -- (the worker fails that job with a clear message) rather than losing the whole reply
+    local h = redis.pcall('HGETALL', tag .. ':host:' .. row[3])
+    if h.err then h = {} end
+    hosts[i] = h
+  end
   return {now, next_due, cjson.encode(claimed), lost, cjson.encode(schedules), aborted,
     cjson.encode(hosts)}
 end
