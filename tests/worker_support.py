@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -218,3 +219,19 @@ def claims_per_job(client: redis.Redis) -> Counter[str]:
 
 def dump(client: redis.Redis) -> str:
     return "events:\n" + "\n".join(json.dumps(e) for e in events(client)[-60:])
+
+
+def plugin_site(base: Path, module: str, source: str, actions: dict[str, str]) -> Path:
+    """A directory holding ``module`` (its ``source``) as an installed distribution whose
+    ``fleetsched.actions`` entry points are ``actions`` (name -> ``module:Class``): put it on a
+    worker's ``PYTHONPATH`` and its children find the actions the way they find any plugin."""
+    site = base / "site"
+    site.mkdir(parents=True)
+    (site / f"{module}.py").write_text(textwrap.dedent(source))
+    dist = module.replace("_", "-")
+    info = site / f"{module}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    lines = "".join(f"{name} = {target}\n" for name, target in actions.items())
+    (info / "entry_points.txt").write_text(f"[fleetsched.actions]\n{lines}")
+    return site

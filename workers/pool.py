@@ -271,7 +271,8 @@ class Pool:
         except subprocess.TimeoutExpired:
             child.kill("it stopped answering")
             child.proc.wait()
-        child.conn.close()
+        with child.send_lock:  # a dispatch in another thread must not write to a closed handle
+            child.conn.close()
         with self.lock:
             child.exited = True
             if child in self.children:

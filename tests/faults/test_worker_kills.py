@@ -22,10 +22,41 @@ from tests.worker_support import (
     dump,
     events,
     final_outcomes,
+    plugin_site,
     started_workers,
     submit,
     wait_until,
 )
+
+# A claim comes before the job reaches a child; a test that kills a child "mid-job" must first
+# see the jobs running there, so this action says when it starts.
+MARK_MODULE = '''
+import time
+from pathlib import Path
+
+from tasks.base import ActionResult
+
+
+class MarkThenSleep:
+    """Appends a line to params["dir"]/<host name> as it starts, then sleeps params["seconds"]."""
+
+    name = "mark-then-sleep"
+    description = "say it started, then sleep"
+    idempotent = True
+    requires_window = False
+    expected_ms = 1000
+    default_executor = "simulate"
+    params = {}
+
+    def validate(self, params):
+        return dict(params)
+
+    def run(self, session, host, params, timeout_s, ctx=None):
+        with open(Path(params["dir"]) / host.name, "a") as f:
+            f.write("started\\n")
+        time.sleep(float(params["seconds"]))
+        return ActionResult(ok=True, results=[])
+'''
 
 
 @pytest.fixture
@@ -34,17 +65,32 @@ def start_worker(redis_url: str, tmp_path: Path):
         yield start
 
 
+def starts(marks: Path, job_ids: list[str]) -> list[int]:
+    """How many times each job's action started (the jobs of ``submit``: host = task-h<i>)."""
+    out = []
+    for job in job_ids:
+        task, i = job.split(".")
+        path = marks / f"{task}-h{i}"
+        out.append(len(path.read_text().splitlines()) if path.exists() else 0)
+    return out
+
+
 def test_killing_a_child_mid_job_reruns_idempotent_jobs_and_fails_the_others_as_lost(
-        redis_client, start_worker) -> None:
+        redis_client, start_worker, tmp_path: Path) -> None:
     # Given one node with one child running 2 idempotent and 2 non-idempotent jobs of 2 s
-    idem = submit(redis_client, "11", 2, options={"duration_ms": 2000}, idempotent=True)
-    once = submit(redis_client, "12", 2, options={"duration_ms": 2000}, idempotent=False)
-    w = start_worker("node-k", slots=4, processes=1, lease="2s")
-    wait_until(lambda: len(claims_per_job(redis_client)) == 4, 15, "all four claimed", w.tail, [w])
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    action = {"action": "mark-then-sleep", "params": {"dir": str(marks), "seconds": "2"}}
+    idem = submit(redis_client, "11", 2, **action, idempotent=True)
+    once = submit(redis_client, "12", 2, **action, idempotent=False)
+    site = plugin_site(tmp_path / "plugin", "fs_mark_plugin", MARK_MODULE,
+                       {"mark-then-sleep": "fs_mark_plugin:MarkThenSleep"})
+    w = start_worker("node-k", slots=4, processes=1, lease="2s", env={"PYTHONPATH": str(site)})
+    jobs = idem + once
+    wait_until(lambda: starts(marks, jobs) == [1, 1, 1, 1], 15, "all four running", w.tail, [w])
     (child,) = wait_until(w.children, 5, "the child process", w.tail)
     # When the child is killed with SIGKILL in the middle of them
     os.kill(child, signal.SIGKILL)
-    jobs = idem + once
     wait_until(lambda: "open" not in final_outcomes(redis_client, jobs).values(), 20,
                "every job to end", lambda: w.tail() + dump(redis_client), [w])
     # Then the idempotent jobs ran again and were acked; the others failed as lost, for good
@@ -57,6 +103,7 @@ def test_killing_a_child_mid_job_reruns_idempotent_jobs_and_fails_the_others_as_
         assert "not idempotent" in fails[j]
     assert all(claims_per_job(redis_client)[j] == 2 for j in idem)
     assert all(claims_per_job(redis_client)[j] == 1 for j in once)
+    assert starts(marks, idem) == [2, 2] and starts(marks, once) == [1, 1]
     # And the node went on with a new child
     later = submit(redis_client, "13", 2)
     wait_until(lambda: set(final_outcomes(redis_client, later).values()) == {"acked"}, 10,

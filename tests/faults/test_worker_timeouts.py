@@ -7,7 +7,6 @@ The hanging action is a real plugin (a distribution on ``PYTHONPATH`` with a
 from __future__ import annotations
 
 import os
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from tests.worker_support import (
     dump,
     events,
     final_outcomes,
+    plugin_site,
     started_workers,
     submit,
     wait_until,
@@ -51,25 +51,13 @@ class HangAction:
 '''
 
 
-def plugin_site(base: Path) -> Path:
-    site = base / "site"
-    site.mkdir(parents=True)
-    (site / "fs_hang_plugin.py").write_text(HANG_MODULE)
-    info = site / "fs_hang_plugin-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fs-hang-plugin\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(textwrap.dedent("""\
-        [fleetsched.actions]
-        hang = fs_hang_plugin:HangAction
-        """))
-    return site
-
-
 @pytest.fixture
 def hang_worker(redis_url: str, tmp_path: Path):
     with started_workers(redis_url, tmp_path) as start:
         def start_hang(worker_id: str, **kwargs) -> WorkerProcess:
-            env = {"PYTHONPATH": str(plugin_site(tmp_path / worker_id))}
+            site = plugin_site(tmp_path / worker_id, "fs_hang_plugin", HANG_MODULE,
+                               {"hang": "fs_hang_plugin:HangAction"})
+            env = {"PYTHONPATH": str(site)}
             return start(worker_id, env=env, **kwargs)
 
         yield start_hang
