@@ -1,4 +1,5 @@
-"""The pool's hand-off with a child that dies: a send at that moment fails cleanly.
+"""The hand-off of jobs to a child that dies at that moment: nothing raises, nothing is lost,
+and only a job the child received counts as lost with it.
 
 Found by the child-kill fault test under load: the child's reader thread closed the connection
 while the claim loop was writing to it, and the write raised TypeError, which killed the node.
@@ -6,14 +7,22 @@ while the claim loop was writing to it, and the write raised TypeError, which ki
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 
+import redis
+
 from scheduler.config import Settings
-from tests.worker_support import wait_until
+from scheduler.queue.client import Queue
+from tests.worker_support import KEYS, events, submit, wait_until
 from workers.config import NodeConfig
+from workers.finisher import Finisher
 from workers.pool import Pool
 from workers.protocol import RUN
+from workers.slots import Running, Slots
+from workers.stats import NodeStats
 
 
 def test_a_child_that_dies_during_a_send_is_closed_after_it_and_later_sends_say_false() -> None:
@@ -38,3 +47,42 @@ def test_a_child_that_dies_during_a_send_is_closed_after_it_and_later_sends_say_
         assert child.send((RUN, [])) is False
     finally:
         pool.kill_all("test over")
+
+
+def test_a_dead_childs_jobs_that_were_never_written_to_it_are_released_not_failed(
+        redis_client: redis.Redis) -> None:
+    # Given a node's finisher and one child, and two claimed jobs of a non-idempotent task
+    # placed on that child: the first written to it, the second not yet (the master was
+    # between placing and sending when the child died)
+    submit(redis_client, "31", 2, idempotent=False)
+    q = Queue(redis_client, KEYS)
+    claimed = q.claim("node-x", 10).jobs
+    config = NodeConfig(Settings(), slots=4, processes=1, worker_id="node-x", recorder=False)
+    slots = Slots(config.slots)
+    pool = Pool(config, slots.lock)
+    finisher = Finisher(q, config, slots, pool, NodeStats())
+    finisher.start()
+    pool.attach(finisher.done, finisher.exited)
+    pool.ensure_warm()
+    [child] = pool.children
+    try:
+        assert pool.wait_ready(30)
+        runs = [Running(j.job_id, j.token, j.task_id, j.due_ms, False, 60.0, child=child)
+                for j in sorted(claimed, key=lambda j: j.job_id)]
+        slots.add(runs)
+        assert pool.dispatch(child, [], lambda: setattr(runs[0], "delivered", True))
+        # When the child dies unexpectedly
+        os.kill(child.pid, signal.SIGKILL)
+        # Then the job it received fails for good as lost with it; the other is given back,
+        # with no attempt counted, since it never started
+        wait_until(lambda: {e["job"] for e in events(redis_client, ("fail", "release"))}
+                   == {"31.0", "31.1"} and not len(slots), 15, "both jobs to end here")
+        assert pool.dispatch(child, [], lambda: setattr(runs[1], "delivered", True)) is False
+    finally:
+        finisher.stop()
+        pool.kill_all("test over")
+    fails = {e["job"]: e["error"] for e in events(redis_client, ("fail",))}
+    assert fails["31.0"].startswith("lost: its worker process") and "not idempotent" in fails["31.0"]
+    assert [e["job"] for e in events(redis_client, ("release",))] == ["31.1"]
+    assert "31.1" not in fails and not runs[1].delivered
+    assert q.job_state("31.1")["state"] == "pending"

@@ -10,6 +10,7 @@ batches (a burst of finished jobs becomes one ``Queue.ack`` call):
    (retryable only if the task is idempotent) and retire its child, which is killed once its
    other jobs are done or the grace period is over.
 3. ``exit``: a child process ended. Its jobs still here are never left hanging:
+   - if their orders never reached it (it died as the master sent them): released;
    - if the master killed it on purpose (shutdown, a timed-out job): *interrupted*: an
      idempotent job's lease is given back (``release``, no attempt counted), a non-idempotent
      job fails for good, since part of it may already have run;
@@ -241,6 +242,14 @@ class Finisher:
     def _child_exit(self, child: ChildHandle) -> None:
         runs = [r for r in self.slots.of_child(child)
                 if self.slots.finish(r.job_id, r.token) is not None]
+        never_sent = [r for r in runs if not r.delivered]
+        if never_sent:
+            # The child died before the master could send these (their send fails or is yet
+            # to come): they never started, so their leases go back whatever the action.
+            log.warning("%d jobs could not be handed to a child (child pid %s %s): released",
+                        len(never_sent), child.pid, child.describe_exit())
+            self._release(never_sent)
+            runs = [r for r in runs if r.delivered]
         if not runs:
             return
         cause = f"its worker process (pid {child.pid}) {child.describe_exit()}"

@@ -288,9 +288,14 @@ class Node:
             by_child[child].append(i)
         self.slots.add(runs)
         for child, idx in by_child.items():
-            sent = self.pool.dispatch(child, [orders[i] for i in idx])
-            if not sent or child.exited:
-                self.finisher.undelivered([runs[i] for i in idx], f"child pid {child.pid} is gone")
+            batch = [runs[i] for i in idx]
+
+            def delivered(batch: list[Running] = batch) -> None:
+                for r in batch:
+                    r.delivered = True
+
+            if not self.pool.dispatch(child, [orders[i] for i in idx], delivered):
+                self.finisher.undelivered(batch, f"child pid {child.pid} is gone")
 
     def _give_back(self, claim: Any, exc: Exception) -> None:
         """Redis failed between the claim and the start: none of these jobs has started."""

@@ -71,13 +71,17 @@ class ChildHandle:
             return 0
         return self.capacity - len(self.jobs)
 
-    def send(self, msg: Any) -> bool:
+    def send(self, msg: Any, then: Callable[[], None] | None = None) -> bool:
+        """Write ``msg``; False if the child is gone. ``then`` runs once it is written, before
+        the reader can close the connection and report the child's exit."""
         with self.send_lock:
             try:
                 self.conn.send(msg)
-                return True
             except (OSError, ValueError):
                 return False
+            if then is not None:
+                then()
+            return True
 
     def kill(self, reason: str) -> None:
         """SIGKILL: the only way to stop a thread stuck in an action."""
@@ -202,9 +206,11 @@ class Pool:
                     self._last_child.popitem(last=False)
         return out
 
-    def dispatch(self, child: ChildHandle, orders: list[Order]) -> bool:
+    def dispatch(self, child: ChildHandle, orders: list[Order],
+                 delivered: Callable[[], None] | None = None) -> bool:
+        """Send ``orders`` to ``child``; ``delivered`` runs once they are written (see send)."""
         child.idle_since = time.monotonic()
-        return child.send((RUN, orders))
+        return child.send((RUN, orders), delivered)
 
     # ---------------------------------------------------------------------------- retiring
 

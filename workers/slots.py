@@ -34,6 +34,9 @@ class Running:
     # action to report the timeout itself.
     deadline: float = 0.0
     lease_lost: bool = False
+    # Set once its order is written to the child (under the child's send lock): a job not
+    # delivered when its child dies never started, whatever the order of the two messages.
+    delivered: bool = False
 
 
 class Slots:
