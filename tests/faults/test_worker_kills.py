@@ -7,7 +7,9 @@ not idempotent) or is retried and then acked. Counted from the queue's own event
 from __future__ import annotations
 
 import os
+import random
 import signal
+import time
 import uuid
 from pathlib import Path
 
@@ -109,6 +111,52 @@ def test_killing_a_child_mid_job_reruns_idempotent_jobs_and_fails_the_others_as_
     wait_until(lambda: set(final_outcomes(redis_client, later).values()) == {"acked"}, 10,
                "later jobs acked", w.tail, [w])
     check_stream(redis_client)
+
+
+def test_children_killed_at_any_moment_of_a_stream_of_jobs_never_run_a_job_twice_unknowingly(
+        redis_client, start_worker, tmp_path: Path) -> None:
+    """The kills land anywhere: before a child has its jobs, while it starts them, mid-run, as
+    it reports. Whatever the moment, a job ends once, a non-idempotent job's action never runs
+    twice, the node survives, and the history checker agrees."""
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    action = {"action": "mark-then-sleep", "params": {"dir": str(marks), "seconds": "0.3"}}
+    # Given a node (1 child, 4 slots) draining 2 tasks of 24 jobs: idempotent and not
+    idem = submit(redis_client, "16", 24, **action, idempotent=True, max_attempts=10)
+    once = submit(redis_client, "17", 24, **action, idempotent=False)
+    site = plugin_site(tmp_path / "plugin", "fs_mark_plugin", MARK_MODULE,
+                       {"mark-then-sleep": "fs_mark_plugin:MarkThenSleep"})
+    w = start_worker("node-n", slots=4, processes=1, lease="2s", env={"PYTHONPATH": str(site)})
+    wait_until(lambda: claims_per_job(redis_client), 15, "a first claim", w.tail, [w])
+    # When its child is killed -9 eight times at random moments
+    kills = 0
+    while kills < 8 and "open" in final_outcomes(redis_client, idem + once).values():
+        time.sleep(rng.uniform(0.0, 0.4))
+        children = [p for p in w.children() if b"workers.child" in _cmdline(p)]
+        if children and alive(children[0]):
+            os.kill(children[0], signal.SIGKILL)
+            kills += 1
+    wait_until(lambda: "open" not in final_outcomes(redis_client, idem + once).values(), 60,
+               "every job to end", lambda: f"seed {seed}\n" + w.tail() + dump(redis_client), [w])
+    # Then every job ended once; each non-idempotent action ran at most once, and exactly once
+    # if its job was acked; every idempotent job was acked
+    outcome = final_outcomes(redis_client, idem + once)
+    ran = dict(zip(once, starts(marks, once), strict=True))
+    assert all(n <= 1 for n in ran.values()), f"seed {seed}: {ran}"
+    assert all(ran[j] == 1 for j in once if outcome[j] == "acked"), f"seed {seed}: {ran}"
+    assert all(outcome[j] == "acked" for j in idem), f"seed {seed}: {outcome}"
+    assert alive(w.proc.pid), w.tail()
+    assert kills == 8
+    check_stream(redis_client)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def test_killing_the_whole_master_gives_its_jobs_to_another_node_after_the_lease(
