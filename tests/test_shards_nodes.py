@@ -111,11 +111,11 @@ def test_two_nodes_on_a_sharded_cluster_keep_hosts_exclusive_and_lose_nothing(
             state == "succeeded" for state in _task_states(fresh_postgres_url, tasks)), 30,
             "SQL to record every task's end", lambda: str(_task_states(fresh_postgres_url, tasks)),
             [nodes[0]])
-        # A dead node's recorder may have read events it never wrote (a claim, say): the
+        # A dead node's recorder may have read events it never wrote (a claim, a defer): the
         # survivor's recorder takes them over once they are idle, maybe after the tasks' ends
-        wait_until(lambda: sum(map(len, runs_by_host(fresh_postgres_url).values())) >= 6 * 40,
-                   30, "the record to hold a run of every job",
-                   lambda: _events_of_jobs_without_a_run(fresh_postgres_url), [nodes[0]])
+        wait_until(lambda: not _not_recorded(client, fresh_postgres_url), 30,
+                   "the record to hold every event of every shard",
+                   lambda: "\n".join(_not_recorded(client, fresh_postgres_url)), [nodes[0]])
         if fault != "node":
             assert all(w.proc.poll() is None for w in nodes)  # both rode out the failover
     finally:
@@ -123,6 +123,8 @@ def test_two_nodes_on_a_sharded_cluster_keep_hosts_exclusive_and_lose_nothing(
             w.stop()
     # No host ran two jobs at once, whichever shards their tasks live in
     runs = runs_by_host(fresh_postgres_url)
+    assert sum(map(len, runs.values())) >= 6 * 40, _events_of_jobs_without_a_run(
+        fresh_postgres_url)
     for host, spans in runs.items():
         for i, a in enumerate(spans):
             for b in spans[i + 1:]:
@@ -162,3 +164,18 @@ def _events_of_jobs_without_a_run(database_url: str) -> str:
     engine.dispose()
     return "jobs without a run, and their events:\n" + "\n".join(
         f"{r.id} {r.kind} {r.job_id} {r.host} {r.data}" for r in rows if r.job_id not in ran)
+
+
+def _not_recorded(client, database_url: str) -> list[str]:
+    """Every shard's stream entries that the record's events table lacks (its key is the entry
+    id for shard 0, ``<entry>:<shard>`` for the others)."""
+    engine = sa.create_engine(database_url)
+    with engine.connect() as conn:
+        have = {r.id for r in conn.execute(sa.text("SELECT id FROM events"))}
+    engine.dispose()
+    missing = []
+    for shard, keys in enumerate(SHARDS.all):
+        for entry, fields in client.xrange(keys.events):
+            if (f"{entry}:{shard}" if shard else entry) not in have:
+                missing.append(f"shard {shard} {entry} {fields}")
+    return missing
