@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -29,6 +30,16 @@ SHARDS = Shards("fs", 3)
 ENV = {"FLEETSCHED_QUEUE_SHARDS": "3"}
 ENDS = ("ack", "retry", "fail", "release", "stale")
 NEVER_RAN = ("defer",)  # claimed, then refused its places (or its window): it did not run
+JOB_EVENTS = sa.text("SELECT id, kind, job_id, host, data FROM events WHERE job_id IS NOT NULL")
+
+
+def _rows(database_url: str, query: Any, params: dict[str, Any] | None = None) -> list[Any]:
+    engine = sa.create_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            return conn.execute(query, params or {}).all()
+    finally:
+        engine.dispose()
 
 
 def runs_by_host(database_url: str) -> dict[str, list[tuple[int, int, int, str]]]:
@@ -37,11 +48,7 @@ def runs_by_host(database_url: str) -> dict[str, list[tuple[int, int, int, str]]
     reported duration somewhere between its claim and its end event: a job of shard >= 1 is
     claimed before it asks shard 0 for its host, and an ack delayed by a failover lands seconds
     after the run. A claim ended by a defer never ran."""
-    engine = sa.create_engine(database_url)
-    with engine.connect() as conn:
-        rows = conn.execute(sa.text("SELECT id, kind, job_id, host, data FROM events "
-                                    "WHERE job_id IS NOT NULL")).all()
-    engine.dispose()
+    rows = _rows(database_url, JOB_EVENTS)
     starts: dict[tuple[str, str], tuple[int, str]] = {}
     runs: dict[str, list[tuple[int, int, int, str]]] = defaultdict(list)
     for r in sorted(rows, key=lambda r: int(r.id.split("-")[0])):
@@ -135,13 +142,9 @@ def test_two_nodes_on_a_sharded_cluster_keep_hosts_exclusive_and_lose_nothing(
 
 
 def _task_states(database_url: str, tasks: list[int]) -> list[str]:
-    engine = sa.create_engine(database_url)
-    with engine.connect() as conn:
-        states = [r.state for r in conn.execute(
-            sa.text("SELECT state FROM tasks WHERE id IN :ids").bindparams(
-                sa.bindparam("ids", expanding=True)), {"ids": list(tasks)})]
-    engine.dispose()
-    return states
+    return [r.state for r in _rows(
+        database_url, sa.text("SELECT state FROM tasks WHERE id IN :ids").bindparams(
+            sa.bindparam("ids", expanding=True)), {"ids": list(tasks)})]
 
 
 def test_two_runs_overlap_surely_only_when_their_windows_leave_no_room_for_both() -> None:
@@ -157,11 +160,7 @@ def test_two_runs_overlap_surely_only_when_their_windows_leave_no_room_for_both(
 def _events_of_jobs_without_a_run(database_url: str) -> str:
     """The record's events of every job that has no run in ``runs_by_host``, for a failure."""
     ran = {run[3] for spans in runs_by_host(database_url).values() for run in spans}
-    engine = sa.create_engine(database_url)
-    with engine.connect() as conn:
-        rows = conn.execute(sa.text("SELECT id, kind, job_id, host, data FROM events "
-                                    "WHERE job_id IS NOT NULL ORDER BY id")).all()
-    engine.dispose()
+    rows = sorted(_rows(database_url, JOB_EVENTS), key=lambda r: r.id)
     return "jobs without a run, and their events:\n" + "\n".join(
         f"{r.id} {r.kind} {r.job_id} {r.host} {r.data}" for r in rows if r.job_id not in ran)
 
@@ -169,10 +168,7 @@ def _events_of_jobs_without_a_run(database_url: str) -> str:
 def _not_recorded(client, database_url: str) -> list[str]:
     """Every shard's stream entries that the record's events table lacks (its key is the entry
     id for shard 0, ``<entry>:<shard>`` for the others)."""
-    engine = sa.create_engine(database_url)
-    with engine.connect() as conn:
-        have = {r.id for r in conn.execute(sa.text("SELECT id FROM events"))}
-    engine.dispose()
+    have = {r.id for r in _rows(database_url, sa.text("SELECT id FROM events"))}
     missing = []
     for shard, keys in enumerate(SHARDS.all):
         for entry, fields in client.xrange(keys.events):

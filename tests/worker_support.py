@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -221,17 +220,16 @@ def dump(client: redis.Redis) -> str:
     return "events:\n" + "\n".join(json.dumps(e) for e in events(client)[-60:])
 
 
-def plugin_site(base: Path, module: str, source: str, actions: dict[str, str]) -> Path:
-    """A directory holding ``module`` (its ``source``) as an installed distribution whose
-    ``fleetsched.actions`` entry points are ``actions`` (name -> ``module:Class``): put it on a
-    worker's ``PYTHONPATH`` and its children find the actions the way they find any plugin."""
+def plugin_site(base: Path) -> Path:
+    """A directory holding an installed distribution whose ``fleetsched.actions`` entry points
+    are the actions of ``tests/plugin_actions.py`` (``hang``, ``mark-then-sleep``): put it on a
+    worker's ``PYTHONPATH`` (which holds the repository already) and its children find them."""
     site = base / "site"
-    site.mkdir(parents=True)
-    (site / f"{module}.py").write_text(textwrap.dedent(source))
-    dist = module.replace("_", "-")
-    info = site / f"{module}-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
-    lines = "".join(f"{name} = {target}\n" for name, target in actions.items())
-    (info / "entry_points.txt").write_text(f"[fleetsched.actions]\n{lines}")
+    info = site / "fs_test_actions-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fs-test-actions\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[fleetsched.actions]\n"
+        "hang = tests.plugin_actions:HangAction\n"
+        "mark-then-sleep = tests.plugin_actions:MarkThenSleep\n")
     return site

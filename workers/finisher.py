@@ -120,12 +120,9 @@ class Finisher:
             elif kind == EXIT:
                 self._child_exit(item[1])
             elif kind == UNDELIVERED:
-                # Never started: giving the lease back is safe whatever the action.
-                runs = [r for r in item[1] if self.slots.finish(r.job_id, r.token) is not None]
-                if runs:
-                    log.warning("%d jobs could not be handed to a child (%s): released",
-                                len(runs), item[2])
-                    self._release(runs)
+                self._never_started(
+                    [r for r in item[1] if self.slots.finish(r.job_id, r.token) is not None],
+                    item[2])
         if acks:
             self._ack(acks)
 
@@ -216,6 +213,13 @@ class Finisher:
         elif verdict is not None:
             self.stats.add(failed=1)
 
+    def _never_started(self, runs: list[Running], reason: str) -> None:
+        """Jobs that never reached a child: giving their leases back is safe whatever the
+        action."""
+        if runs:
+            log.warning("%d jobs could not be handed to a child (%s): released", len(runs), reason)
+            self._release(runs)
+
     def _release(self, runs: list[Running]) -> None:
         leases = [(r.job_id, r.token) for r in runs]
         try:
@@ -242,14 +246,11 @@ class Finisher:
     def _child_exit(self, child: ChildHandle) -> None:
         runs = [r for r in self.slots.of_child(child)
                 if self.slots.finish(r.job_id, r.token) is not None]
-        never_sent = [r for r in runs if not r.delivered]
-        if never_sent:
-            # The child died before the master could send these (their send fails or is yet
-            # to come): they never started, so their leases go back whatever the action.
-            log.warning("%d jobs could not be handed to a child (child pid %s %s): released",
-                        len(never_sent), child.pid, child.describe_exit())
-            self._release(never_sent)
-            runs = [r for r in runs if r.delivered]
+        # The child died before the master could write these to it (the send fails or is
+        # yet to come): they never started.
+        self._never_started([r for r in runs if not r.delivered],
+                            f"child pid {child.pid} {child.describe_exit()}")
+        runs = [r for r in runs if r.delivered]
         if not runs:
             return
         cause = f"its worker process (pid {child.pid}) {child.describe_exit()}"

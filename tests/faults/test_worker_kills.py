@@ -30,36 +30,6 @@ from tests.worker_support import (
     wait_until,
 )
 
-# A claim comes before the job reaches a child; a test that kills a child "mid-job" must first
-# see the jobs running there, so this action says when it starts.
-MARK_MODULE = '''
-import time
-from pathlib import Path
-
-from tasks.base import ActionResult
-
-
-class MarkThenSleep:
-    """Appends a line to params["dir"]/<host name> as it starts, then sleeps params["seconds"]."""
-
-    name = "mark-then-sleep"
-    description = "say it started, then sleep"
-    idempotent = True
-    requires_window = False
-    expected_ms = 1000
-    default_executor = "simulate"
-    params = {}
-
-    def validate(self, params):
-        return dict(params)
-
-    def run(self, session, host, params, timeout_s, ctx=None):
-        with open(Path(params["dir"]) / host.name, "a") as f:
-            f.write("started\\n")
-        time.sleep(float(params["seconds"]))
-        return ActionResult(ok=True, results=[])
-'''
-
 
 @pytest.fixture
 def start_worker(redis_url: str, tmp_path: Path):
@@ -85,8 +55,7 @@ def test_killing_a_child_mid_job_reruns_idempotent_jobs_and_fails_the_others_as_
     action = {"action": "mark-then-sleep", "params": {"dir": str(marks), "seconds": "2"}}
     idem = submit(redis_client, "11", 2, **action, idempotent=True)
     once = submit(redis_client, "12", 2, **action, idempotent=False)
-    site = plugin_site(tmp_path / "plugin", "fs_mark_plugin", MARK_MODULE,
-                       {"mark-then-sleep": "fs_mark_plugin:MarkThenSleep"})
+    site = plugin_site(tmp_path / "plugin")
     w = start_worker("node-k", slots=4, processes=1, lease="2s", env={"PYTHONPATH": str(site)})
     jobs = idem + once
     wait_until(lambda: starts(marks, jobs) == [1, 1, 1, 1], 15, "all four running", w.tail, [w])
@@ -126,8 +95,7 @@ def test_children_killed_at_any_moment_of_a_stream_of_jobs_never_run_a_job_twice
     # Given a node (1 child, 4 slots) draining 2 tasks of 24 jobs: idempotent and not
     idem = submit(redis_client, "16", 24, **action, idempotent=True, max_attempts=10)
     once = submit(redis_client, "17", 24, **action, idempotent=False)
-    site = plugin_site(tmp_path / "plugin", "fs_mark_plugin", MARK_MODULE,
-                       {"mark-then-sleep": "fs_mark_plugin:MarkThenSleep"})
+    site = plugin_site(tmp_path / "plugin")
     w = start_worker("node-n", slots=4, processes=1, lease="2s", env={"PYTHONPATH": str(site)})
     wait_until(lambda: claims_per_job(redis_client), 15, "a first claim", w.tail, [w])
     # When its child is killed -9 eight times at random moments

@@ -1,7 +1,7 @@
 """An action that ignores its own timeout: the master stops it by killing its child process.
 
-The hanging action is a real plugin (a distribution on ``PYTHONPATH`` with a
-``fleetsched.actions`` entry point), so the child process finds it the way it finds any plugin.
+The hanging action is a real plugin (``tests/plugin_actions.py``, installed for the worker by
+``plugin_site``), so the child process finds it the way it finds any plugin.
 """
 
 from __future__ import annotations
@@ -25,39 +25,12 @@ from tests.worker_support import (
     wait_until,
 )
 
-HANG_MODULE = '''
-import time
-
-from tasks.base import ActionResult
-
-
-class HangAction:
-    """Sleeps for params["seconds"], whatever its timeout says (a badly written plugin)."""
-
-    name = "hang"
-    description = "sleep, ignoring the timeout"
-    idempotent = False
-    requires_window = False
-    expected_ms = 1000
-    default_executor = "simulate"
-    params = {}
-
-    def validate(self, params):
-        return dict(params)
-
-    def run(self, session, host, params, timeout_s, ctx=None):
-        time.sleep(float(params.get("seconds", 60)))
-        return ActionResult(ok=True, results=[])
-'''
-
 
 @pytest.fixture
 def hang_worker(redis_url: str, tmp_path: Path):
     with started_workers(redis_url, tmp_path) as start:
         def start_hang(worker_id: str, **kwargs) -> WorkerProcess:
-            site = plugin_site(tmp_path / worker_id, "fs_hang_plugin", HANG_MODULE,
-                               {"hang": "fs_hang_plugin:HangAction"})
-            env = {"PYTHONPATH": str(site)}
+            env = {"PYTHONPATH": str(plugin_site(tmp_path / worker_id))}
             return start(worker_id, env=env, **kwargs)
 
         yield start_hang
