@@ -19,7 +19,7 @@ from scheduler.queue.client import Queue
 from tests.worker_support import KEYS, events, submit, wait_until
 from workers.config import NodeConfig
 from workers.finisher import Finisher
-from workers.pool import Pool
+from workers.pool import ChildHandle, Pool
 from workers.protocol import RUN
 from workers.slots import Running, Slots
 from workers.stats import NodeStats
@@ -86,3 +86,15 @@ def test_a_dead_childs_jobs_that_were_never_written_to_it_are_released_not_faile
     assert [e["job"] for e in events(redis_client, ("release",))] == ["31.1"]
     assert "31.1" not in fails and not runs[1].delivered
     assert q.job_state("31.1")["state"] == "pending"
+
+
+def test_a_job_claimed_again_and_placed_on_another_child_is_not_among_the_old_childs_runs() -> None:
+    # Given job 1.0 placed on child A, then (its lease lost) claimed again and placed on B
+    slots = Slots(4)
+    a, b = (ChildHandle(seq=n, proc=None, conn=None, capacity=2)  # type: ignore[arg-type]
+            for n in (1, 2))
+    slots.add([Running("1.0", 1, "1", 0, False, 60.0, child=a)])
+    slots.add([Running("1.0", 2, "1", 0, False, 60.0, child=b)])
+    # Then A's exit finds none of its runs (ending 1.0 would end the run on B), B finds it
+    assert slots.of_child(a) == []
+    assert [(r.job_id, r.token) for r in slots.of_child(b)] == [("1.0", 2)]

@@ -111,8 +111,11 @@ class Slots:
             return r is not None and r.token == token
 
     def of_child(self, child: ChildHandle) -> list[Running]:
+        """The runs on ``child``: a job it ran that this node has since claimed again and
+        placed elsewhere is not among them (ending it would end the new run)."""
         with self.lock:
-            return [self._running[j] for j in child.jobs if j in self._running]
+            runs = (self._running.get(j) for j in child.jobs)
+            return [r for r in runs if r is not None and r.child is child]
 
     def leases(self) -> list[tuple[str, int]]:
         with self.lock:
