@@ -2,7 +2,8 @@
 
 What it owns:
 
-1. The format: ``log_format`` ``text`` (one human line) or ``json`` (one JSON object per line:
+1. The format: ``log_format`` ``text`` (one human line, control characters a host sent shown
+   as ``cat -v`` shows them: ``scheduler.visible``) or ``json`` (one JSON object per line:
    ``ts``, ``level``, ``logger``, ``msg``, ``pid``, the bound fields, ``exc``); ``auto`` is JSON
    when stderr is not a terminal (a service manager or a log shipper reads it).
 2. The job context: :func:`job_context` binds ``task``, ``job``, ``host``, ``attempt`` to every
@@ -28,6 +29,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from scheduler.config import LOG_FORMATS
+from scheduler.visible import visible
 
 FORMATS = LOG_FORMATS
 JOB_FIELDS = ("task", "job", "host", "attempt", "worker")
@@ -89,7 +91,8 @@ class JsonFormatter(logging.Formatter):
 
 class TextFormatter(logging.Formatter):
     """``<time> <prefix>LEVEL logger [task=.. job=..]: message``: the bound job fields (not the
-    process-wide worker id, which every line would repeat) before the message."""
+    process-wide worker id, which every line would repeat) before the message; control
+    characters shown, never sent to the terminal."""
 
     def __init__(self, prefix: str = "") -> None:
         super().__init__(f"%(asctime)s {prefix}%(levelname)s %(name)s%(fs_text)s: %(message)s")
@@ -98,7 +101,7 @@ class TextFormatter(logging.Formatter):
         fields = {k: v for k, v in (getattr(record, "fs", None) or {}).items() if k != "worker"}
         record.fs_text = (" [" + " ".join(f"{k}={v}" for k, v in fields.items()) + "]"
                           if fields else "")
-        return super().format(record)
+        return visible(super().format(record))
 
 
 def configure(level: str, log_format: str, filters: Iterable[logging.Filter], *,

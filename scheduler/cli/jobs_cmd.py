@@ -46,24 +46,24 @@ def show_cmd(
                          ["attempt", "token", "worker", "started", "ended", "end", "exit_code",
                           "duration_ms", "error"], fmt)
         return
-    output.stdout.out(f"job {view.job} on {view.host}: {view.state} (task {view.task}, "
-                      f"{len(view.attempts)} attempt(s))")
+    output.emit_line(f"job {view.job} on {view.host}: {view.state} (task {view.task}, "
+                     f"{len(view.attempts)} attempt(s))")
     for a in view.attempts:
         started = a.started.isoformat(timespec="milliseconds") if a.started else "?"
-        output.stdout.out(f"\nattempt {a.attempt} (token {a.token}) on {a.worker}, started "
-                          f"{started}: {a.end or 'running'}"
-                          + (f", exit code {a.exit_code}" if a.exit_code is not None else "")
-                          + (f", {a.duration_ms} ms" if a.duration_ms is not None else ""))
+        output.emit_line(f"\nattempt {a.attempt} (token {a.token}) on {a.worker}, started "
+                         f"{started}: {a.end or 'running'}"
+                         + (f", exit code {a.exit_code}" if a.exit_code is not None else "")
+                         + (f", {a.duration_ms} ms" if a.duration_ms is not None else ""))
         if a.error:
-            output.stdout.out(f"  error: {a.error}")
+            output.emit_line(f"  error: {a.error}")
         for cmd in a.commands:
-            output.stdout.out(f"  $ {cmd.get('command', '')}  (exit {cmd.get('exit_code')})")
+            output.emit_line(f"  $ {cmd.get('command', '')}  (exit {cmd.get('exit_code')})")
             for line in output_lines([cmd]):
-                output.stdout.out(f"  | {line}")
+                output.emit_line(f"  | {line}")
     for late in view.late:
-        output.stdout.out(f"\nlate {late['verb']} from {late['worker']} (token {late['token']}, "
-                          f"{late['reason']}): refused; exit code {late['exit_code']}")
+        output.emit_line(f"\nlate {late['verb']} from {late['worker']} (token {late['token']}, "
+                         f"{late['reason']}): refused; exit code {late['exit_code']}")
         for line in output_lines(late["commands"]):
-            output.stdout.out(f"  | {line}")
+            output.emit_line(f"  | {line}")
     if view.lost_note:
-        output.stdout.out(f"\n{view.lost_note}")
+        output.emit_line(f"\n{view.lost_note}")

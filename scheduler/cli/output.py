@@ -1,8 +1,13 @@
 """The one place the CLI writes to the terminal.
 
 Data (tables, JSON, CSV) goes to stdout; messages, progress and errors go to stderr. User data
-is printed with markup off, so a host's output can never be read as rich markup. ``NO_COLOR``
-is honoured by rich itself.
+is printed with markup and emoji codes off, so a host's output can never be read as rich markup
+or have ``:name:`` turned into a picture. ``NO_COLOR`` is honoured by rich itself.
+
+Every table cell, key/value line, data line (:func:`emit_line`), message and error passes
+through :func:`scheduler.visible.visible`: a control character a host or an operator sent (an
+escape sequence, a carriage return, a C1 control) is shown as ``cat -v`` shows it, never sent to
+the terminal (rich itself lets ESC through). JSON and CSV are data and stay intact.
 
 When stdout is not a terminal (a pipe, a file, a CI log) tables are plain columns: every value
 whole, on one line, no ellipsis and no box characters (:func:`emit_rows`), and any other rich
@@ -21,6 +26,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from scheduler.visible import visible
 
 # How wide a table may grow when stdout is not a terminal: wide enough for any value.
 PIPE_WIDTH = 100_000
@@ -44,8 +51,8 @@ class _DataConsole(Console):
             self._width = saved
 
 
-stdout = _DataConsole(markup=False, highlight=False, soft_wrap=True)
-stderr = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
+stdout = _DataConsole(markup=False, highlight=False, emoji=False, soft_wrap=True)
+stderr = Console(stderr=True, markup=False, highlight=False, emoji=False, soft_wrap=True)
 
 
 class OutputFormat(str, Enum):
@@ -76,7 +83,8 @@ def emit_rows(
     fmt: OutputFormat = OutputFormat.table,
     title: str | None = None,
 ) -> None:
-    """Print rows as a table, a JSON list or CSV, on stdout."""
+    """Print rows as a table, a JSON list or CSV, on stdout (a table's cells with control
+    characters shown; JSON and CSV intact)."""
     rows = list(rows)
     if fmt is OutputFormat.json:
         sys.stdout.write(json.dumps([_plain(dict(r)) for r in rows], indent=2) + "\n")
@@ -99,7 +107,7 @@ def emit_rows(
 
 
 def _cells(row: Mapping[str, Any], columns: Sequence[str]) -> list[str]:
-    return ["" if row.get(c) is None else str(_plain(row.get(c))) for c in columns]
+    return ["" if row.get(c) is None else visible(str(_plain(row.get(c)))) for c in columns]
 
 
 def _plain_columns(lines: list[list[str]], title: str | None) -> None:
@@ -114,7 +122,7 @@ def _plain_columns(lines: list[list[str]], title: str | None) -> None:
 
 
 def emit_object(obj: Mapping[str, Any], fmt: OutputFormat = OutputFormat.table) -> None:
-    """Print one record: key/value lines, or a JSON object."""
+    """Print one record: key/value lines (control characters shown), or a JSON object."""
     if fmt is OutputFormat.json:
         sys.stdout.write(json.dumps(_plain(dict(obj)), indent=2) + "\n")
         return
@@ -123,18 +131,25 @@ def emit_object(obj: Mapping[str, Any], fmt: OutputFormat = OutputFormat.table) 
         return
     width = max((len(k) for k in obj), default=0)
     for k, v in obj.items():
-        stdout.print(f"{k.ljust(width)}  {'' if v is None else _plain(v)}")
+        stdout.print(visible(f"{k.ljust(width)}  {'' if v is None else _plain(v)}"))
+
+
+def emit_line(text: str) -> None:
+    """One line of data on stdout (a job's heading, a line a host printed), control characters
+    shown."""
+    stdout.out(visible(text))
 
 
 def emit_text(text: str) -> None:
-    """A whole document (an inventory file, say) on stdout exactly as given."""
+    """A whole document (an inventory file, say) on stdout exactly as given: a data file, like
+    JSON and CSV."""
     sys.stdout.write(text)
     sys.stdout.flush()
 
 
 def info(message: str) -> None:
-    """A message for the operator (stderr)."""
-    stderr.print(message)
+    """A message for the operator (stderr), control characters shown."""
+    stderr.print(visible(message))
 
 
 def service_info(logger: str, message: str) -> None:
@@ -147,7 +162,8 @@ def service_info(logger: str, message: str) -> None:
 
 
 def error(message: str, hint: str | None = None) -> None:
-    """One line saying what is wrong, then a ``hint:`` line saying what to do (stderr)."""
-    stderr.print(f"error: {message}")
+    """One line saying what is wrong, then a ``hint:`` line saying what to do (stderr), control
+    characters shown."""
+    stderr.print(visible(f"error: {message}"))
     if hint:
-        stderr.print(f"hint: {hint}")
+        stderr.print(visible(f"hint: {hint}"))

@@ -467,8 +467,8 @@ def wait_and_report(ctx: typer.Context, ids: list[str], timeout_s: float | None)
             for row in task_outputs(engine, int(t.task_id), failed=True):
                 rc = "-" if row["exit_code"] is None else row["exit_code"]
                 last = row["lines"][-1] if row["lines"] else ""
-                output.stderr.out(f"{row['host']} | {row['state']} | rc={rc} | job {row['job']}"
-                                  + (f" | {last}" if last else ""))
+                output.info(f"{row['host']} | {row['state']} | rc={rc} | job {row['job']}"
+                            + (f" | {last}" if last else ""))
     finally:
         engine.dispose()
     for t in tasks:
@@ -546,9 +546,9 @@ def output_cmd(
         return
     for row in rows:
         rc = "-" if row["exit_code"] is None else row["exit_code"]
-        output.stdout.out(f"{row['host']} | {row['state']} | rc={rc} | job {row['job']} "
-                          f"attempt {row['attempt']}")
+        output.emit_line(f"{row['host']} | {row['state']} | rc={rc} | job {row['job']} "
+                         f"attempt {row['attempt']}")
         for line in row["lines"]:
-            output.stdout.out(f"{row['host']}: {line}")
+            output.emit_line(f"{row['host']}: {line}")
     if not rows:
         output.info("no output matched" if (grep or host or failed) else "no job has output yet")

@@ -1,6 +1,9 @@
 """The output format of a job's attempt, read back: the per-command records workers write
 (``workers/results.py``: each stream's head and tail, its size in bytes, the bytes cut between
 them) turned into the lines ``jobs show``, ``tasks output`` and ``tasks watch`` print.
+
+Lines end at a newline only: a carriage return, a form feed or a C1 NEL stays inside its line,
+so the views can show it (``scheduler.visible``) and ``--output json`` keeps it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ def cut_note(cmd: dict[str, Any], stream: str) -> str | None:
 
 
 def output_lines(commands: list[dict[str, Any]], streams: tuple[str, ...] = STREAMS) -> list[str]:
-    """The printed lines of an attempt's commands: head, a line saying how much was cut, tail."""
+    """The printed lines of an attempt's commands: head, a line saying how much was cut, tail
+    (split at newlines only, see the module docstring)."""
     lines: list[str] = []
     for cmd in commands:
         for stream in streams:
@@ -33,7 +37,10 @@ def output_lines(commands: list[dict[str, Any]], streams: tuple[str, ...] = STRE
             if note:
                 text += ("" if text.endswith("\n") or not text else "\n") + note + "\n"
             text += tail
-            for line in text.splitlines():
+            split = text.split("\n")
+            if split[-1] == "":
+                split.pop()  # the newline that ends the last line starts no line of its own
+            for line in split:
                 lines.append(line if stream == "stdout" else f"[stderr] {line}")
     return lines
 

@@ -6,7 +6,8 @@ per-task summary, the failed and lost jobs with their errors, and the jobs thems
 first :data:`JOB_ROWS_MAX`; the CSV form has all of them).
 
 Every string that comes from the record (host names, errors, operators, task names, filters)
-passes through :func:`esc` (``html.escape`` with quotes), in text and in attributes alike.
+passes through :func:`esc` (``html.escape`` with quotes, control characters shown as ``cat -v``
+shows them: ``scheduler.visible``), in text and in attributes alike.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from scheduler.reports.query import JOB_COLUMNS, OUTCOMES, Report, totals_text
 from scheduler.reports.text import FAILURE_COLUMNS, SUMMARY_COLUMNS, summary_rows
+from scheduler.visible import visible
 
 JOB_ROWS_MAX = 10_000
 FAILURE_ROWS_MAX = 5_000
@@ -40,12 +42,12 @@ svg text{font:11px sans-serif;fill:#444}
 
 
 def esc(value: Any) -> str:
-    """Text safe in HTML/SVG content and in quoted attributes."""
+    """Text safe in HTML/SVG content and in quoted attributes, control characters shown."""
     if value is None:
         return ""
     if isinstance(value, datetime):
         value = value.strftime("%Y-%m-%d %H:%M:%S")
-    return html.escape(str(value), quote=True)
+    return html.escape(visible(str(value)), quote=True)
 
 
 def _svg(body: list[str], title: str, height: int = H) -> str:

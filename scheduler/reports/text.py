@@ -3,7 +3,9 @@
 The table is the per-task summary and the failed or lost jobs (``all_jobs`` adds every job);
 JSON holds the filters, totals, per-task summaries and every job; CSV is one row per job. Big
 listings are written line by line, not through a rich ``Table`` (which lays out every cell and
-takes seconds for 100,000 rows).
+takes seconds for 100,000 rows). The table shows control characters in the record's text (a
+host's error, a host name) as ``cat -v`` does (``scheduler.visible``); JSON and CSV are data and
+keep them intact.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from datetime import datetime
 from typing import Any, TextIO
 
 from scheduler.reports.query import JOB_COLUMNS, Report, totals_text
+from scheduler.visible import visible
 
 SUMMARY_COLUMNS = ["task", "name", "action", "operator", "state", "jobs", "task_jobs",
                    "succeeded", "failed", "lost", "cancelled", "running", "pending", "first",
@@ -25,11 +28,12 @@ RICH_TABLE_MAX = 500  # above this many rows, plain aligned text instead of a ri
 
 
 def _cell(value: Any) -> str:
+    """A value as the table shows it: control characters made visible."""
     if value is None:
         return ""
     if isinstance(value, datetime):
         return value.strftime("%Y-%m-%d %H:%M:%S")
-    return str(value)
+    return visible(str(value))
 
 
 def _plain(value: Any) -> Any:
@@ -64,7 +68,7 @@ def write_table(out: TextIO, report: Report, *, all_jobs: bool = False) -> None:
               + (f": {totals_text(t)}" if t.get("jobs") else "")
               + (f"  [{filters}]" if filters else "") + "\n")
     if report.note:
-        out.write(f"note: {report.note}\n")
+        out.write(f"note: {_cell(report.note)}\n")
     if not report.jobs:
         return
     out.write("\nTasks\n")

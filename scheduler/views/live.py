@@ -35,6 +35,7 @@ from scheduler.views.snapshot import (
     read_tasks,
     take_snapshot,
 )
+from scheduler.visible import visible
 
 
 @contextlib.contextmanager
@@ -124,11 +125,12 @@ def _last_lines(data: dict[str, Any]) -> list[str]:
 
 def failure_line(f: dict[str, Any]) -> Text:
     """A failure as it happens: the job, its host, exit code and error, then the last lines
-    it printed, indented."""
+    it printed, indented (control characters shown: ``scheduler.visible``)."""
     code = f" exit {f['exit_code']}" if f.get("exit_code") not in (None, "") else ""
-    text = Text(f"{f['kind']:>4} {f['job']} on {f['host']}{code}: {f['error']}", style="red")
+    text = Text(visible(f"{f['kind']:>4} {f['job']} on {f['host']}{code}: {f['error']}"),
+                style="red")
     for line in f.get("last_lines") or ():
-        text.append(f"\n       {f['host']}: {line}", style="")
+        text.append(visible(f"\n       {f['host']}: {line}"), style="")
     return text
 
 
@@ -162,7 +164,7 @@ def watch(client: redis.Redis, keys: Keys | Shards, task_ids: list[str], console
                 line = t.wave_line()  # a line per wave transition of a rollout in waves
                 if line and waves.get(t.task_id) != line:
                     waves[t.task_id] = line
-                    live.console.print(Text(line))
+                    live.console.print(Text(visible(line)))
             for f in feed.poll() if feed else ():
                 failures.append(f)
                 live.console.print(failure_line(f))

@@ -2,7 +2,8 @@
 
 Bars are drawn from characters as well as colours (succeeded ``█``, failed ``x``, running
 ``▒``, waiting ``·``), so they still read with ``NO_COLOR`` or in a log file. Host-provided
-text is always passed as ``rich.text.Text`` (never parsed as markup).
+text is always passed as ``rich.text.Text`` (never parsed as markup), its control characters
+shown (``scheduler.visible``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from rich.text import Text
 
 from scheduler.parse import format_duration
 from scheduler.views.snapshot import QueueSnapshot, RateMeter, TaskProgress
+from scheduler.visible import visible
 
 SEGMENTS = (("succeeded", "█", "green"), ("failed", "x", "red"),
             ("cancelled", "-", "bright_black"), ("running", "▒", "yellow"),
@@ -63,7 +65,8 @@ def task_table(tasks: list[TaskProgress], meter: RateMeter | None = None, *,
         label = (labels or {}).get(t.task_id) or f"{t.task_id} {t.operator} {t.action}".strip()
         rate = meter.rate(t.task_id) if meter else 0.0
         bad = t.failed  # failed for good, lost ones included (scheduler.progress)
-        cells = {"task": Text(label), "progress": bar(t, width), "done": f"{t.done}/{t.total}",
+        cells = {"task": Text(visible(label)), "progress": bar(t, width),
+                 "done": f"{t.done}/{t.total}",
                  "ok": str(t.succeeded), "failed": Text(str(bad), style="red" if bad else ""),
                  "running": str(t.running), "waiting": str(t.pending), "rate/s": f"{rate:.0f}",
                  "eta": _eta(meter, t)}
@@ -76,7 +79,8 @@ def _workers(workers: list[dict[str, Any]]) -> Table:
     for col in ("worker", "node", "pid", "busy/slots", "processes", "acked", "failed", "beat"):
         table.add_column(col, no_wrap=True)
     for w in workers:
-        table.add_row(Text(str(w.get("worker", ""))), Text(str(w.get("node", ""))),
+        table.add_row(Text(visible(str(w.get("worker", "")))),
+                      Text(visible(str(w.get("node", "")))),
                       str(w.get("pid", "")), f"{w.get('busy', 0)}/{w.get('slots', 0)}",
                       str(w.get("processes", "")), str(w.get("acked", "")),
                       str(w.get("failed", "")), f"{w.get('age_s', 0)}s ago")
