@@ -62,6 +62,12 @@ class DatabaseUnavailableError(FleetschedError):
     """The SQL database cannot be reached."""
 
 
+class QueueLostError(FleetschedError):
+    """Redis lost or replaced the queue's data: its epoch is gone or another than the one SQL
+    records, or it holds none of the tasks SQL calls active (``scheduler.record.epoch``). A
+    worker node refuses to start on such a queue until ``fleetsched reconcile`` has run."""
+
+
 class QueueError(FleetschedError):
     """A queue script refused an operation; ``code`` says why."""
 

@@ -9,7 +9,12 @@ Every ``heartbeat_ms`` (a third of the lease by default), one thread:
 3. checks that the queue's shard count is still the node's (a node left running with another
    ``queue_shards`` stops, ``ConfigError``);
 4. writes the node's presence into the workers hash (``P:workers``: worker id -> JSON with
-   node, pid, slots, busy, ms) for ``fleetsched top`` and status, and removes it on exit.
+   node, pid, slots, busy, ms) for ``fleetsched top`` and status, and removes it on exit;
+5. watches the queue's epoch (``scheduler.record.epoch``; the one the node started on, else the
+   first it reads): gone or another means Redis lost or replaced its data while the node ran.
+   It logs one error line then (and one when reconcile has written the epoch back) and goes
+   on: the jobs running here finish on their hosts (their ends are refused and reconcile
+   decides about them), and stopping would cut them short for nothing.
 
 A Redis hiccup costs one beat, not the thread: the next try comes within half a second. Any
 other error ends the thread, and the node stops with it (``Node.fail``): a node whose leases
@@ -30,6 +35,7 @@ import redis
 
 from scheduler.queue.keys import Keys
 from scheduler.queue.presence import redis_now_ms
+from scheduler.queue.types import text
 from scheduler.queue.sharded import PartlyAnswered, recheck_shard_count
 from scheduler.queue.shards import Shards
 from scheduler.redisdb.connect import REDIS_ERRORS, is_permanent
@@ -54,6 +60,8 @@ class Heartbeat:
         self.extra = extra or dict
         self.beats = 0
         self.lost_leases = 0
+        self.epoch: str | None = None  # the queue epoch this node runs on (step 5)
+        self.epoch_lost = False
 
     def renew(self) -> int:
         """Extend every running job's lease; the number renewed."""
@@ -110,9 +118,35 @@ class Heartbeat:
         recheck_shard_count(self.client, self.shards)  # ConfigError: the node stops
         self.client.hset(self.keys.workers, self.config.worker_id,
                          json.dumps(self.presence(redis_now_ms(self.client, self.keys))))
+        self.watch_epoch()
         self.beats += 1
         if failed is not None:
             raise failed
+
+    def expect_epoch(self, epoch: str | None) -> None:
+        """The queue epoch the node started on (``workers.serve``, after its check); None: the
+        first one a beat reads."""
+        self.epoch = epoch
+
+    def watch_epoch(self) -> None:
+        """Step 5: one GET; one log line when the epoch goes or changes, one when it is back."""
+        raw = self.client.get(self.keys.epoch)
+        have = text(raw) if raw is not None else None
+        if self.epoch is None:
+            self.epoch = have
+        elif have == self.epoch:
+            if self.epoch_lost:
+                self.epoch_lost = False
+                log.warning("the queue's epoch %s is back in Redis (reconciled): claiming from "
+                            "the repaired queue", self.epoch)
+        elif not self.epoch_lost:
+            self.epoch_lost = True
+            now = "no epoch" if have is None else f"another queue's epoch {have}"
+            log.error("the queue lost its data: Redis holds %s at %s, this node started on %s "
+                      "(Redis restarted empty or was replaced); nothing queued before runs "
+                      "again and the ends of the jobs running here are refused; check that no "
+                      "worker node still runs, then run fleetsched reconcile",
+                      now, self.keys.epoch, self.epoch)
 
     def leave(self) -> None:
         try:

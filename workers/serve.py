@@ -7,7 +7,10 @@
    if ``metrics_port`` is set (``workers.metrics``).
 1. Connect to Redis (``scheduler.redisdb.connect.connect``: the embedded server by default).
 2. Unless disabled, make sure the SQL schema is current and the notification targets parse
-   (a bad record or target stops the start before any claim), and start a recorder consumer
+   (a bad record or target stops the start before any claim), give the queue its epoch if it
+   has none and refuse, in one line, a queue that lost its data (``scheduler.record.epoch``:
+   the tasks SQL calls active would never run again until ``fleetsched reconcile``; a node
+   refusing costs nothing yet, one claiming would hide the loss), and start a recorder consumer
    in a process of its own (``workers.recorder_process``: a thread would compete with the
    claim loop for the master's interpreter), so a single node needs nothing else started; it
    writes notices too (``scheduler.notify.detect.Detector``). Once the node can claim, the
@@ -106,8 +109,10 @@ def serve(config: NodeConfig, on_started: Callable[[Node], None] | None = None) 
         metrics = start_metrics(node, settings)
         engine = record_engine(settings) if config.recorder else None
         if engine is not None:
+            from scheduler.record.epoch import ensure_intact
             from workers.recorder_process import RecorderProcess
 
+            node.heartbeat.expect_epoch(ensure_intact(engine, client, node.shards))
             node.use_engine(engine)
             # Started before any claim, so a recorder that cannot start costs no job; its
             # imports run in its own process, beside the children's.

@@ -1,9 +1,10 @@
 """``fleetsched doctor``: check this installation and say what to fix.
 
 Thin: ``scheduler.health.checks.doctor`` runs the checks (configuration, state directory, Redis
-binary, reachability, eviction policy, version and AOF, database migrations, known_hosts, SSH
-keys and their permissions); each finding is one line with a ``hint:``. Exit code 1 when any
-check failed. An invalid configuration is itself a finding, not an error exit.
+binary, reachability, eviction policy, version and AOF, the queue's identity, database
+migrations, known_hosts, SSH keys and their permissions); each finding is one line with a
+``hint:``. Exit code 1 when any check failed. An invalid configuration is itself a finding,
+not an error exit.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def doctor(
     ctx: typer.Context,
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
-    """Check configuration, Redis, database migrations and SSH set-up; say what to fix."""
+    """Check configuration, Redis and the queue's identity, database migrations and SSH set-up;
+    say what to fix."""
     from scheduler.errors import ConfigError
     from scheduler.health.checks import Finding, healthy
     from scheduler.health.checks import doctor as run_doctor

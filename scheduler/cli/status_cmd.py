@@ -52,7 +52,8 @@ def status(
     ctx: typer.Context,
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
-    """Health of Redis, the database, workers, recorder lag, overdue jobs and stuck tasks."""
+    """Health of Redis, the queue's identity, the database, workers, recorder lag, overdue jobs
+    and stuck tasks."""
     from scheduler.health.checks import healthy
     from scheduler.health.checks import status as run_status
 

@@ -8,10 +8,14 @@ file that does not exist is not created.
 ``status`` checks, in order: Redis (reachable, version), its eviction policy, the database
 (reachable, schema current), live workers (``Keys.workers`` heartbeats), recorder lag (stream
 entries not yet in SQL), the oldest overdue job (the lowest score of the due sets, on the Redis
-clock), and tasks stuck in ``accepted`` (a submission that never reached the queue).
+clock), the queue's identity (``scheduler.record.epoch``: Redis without the epoch SQL
+records, with another, or without the tasks SQL calls active lost or replaced its data: one
+failed line, the fix ``fleetsched reconcile``), and tasks stuck in ``accepted`` (a submission
+that never reached the queue).
 ``doctor`` adds the configuration, the state directory, the Redis binary for the embedded
 default, AOF persistence, ``known_hosts`` and SSH keys (presence and permissions; a
-``known_hosts`` or identity file that is configured but missing fails, naming the setting).
+``known_hosts`` or identity file that is configured but missing fails, naming the setting),
+and checks the queue's identity as ``status`` does.
 
 A queue in N shards (``queue_shards``): both check the shard count Redis holds
 (``Shards.count_key``) against the setting (a mismatch fails, in one line; a queue of one
@@ -331,6 +335,30 @@ def _database_findings(settings: Settings, *, stuck: bool) -> list[Finding]:
         engine.dispose()
 
 
+def _epoch_findings(settings: Settings, client: redis.Redis, shards: Shards) -> list[Finding]:
+    """The queue's identity (``scheduler.record.epoch.check``): nothing when the record is
+    missing, behind or unreadable (the database check says so), else one line."""
+    import sqlalchemy as sa
+
+    from scheduler.record import migrate
+    from scheduler.record.engine import make_engine
+    from scheduler.record.epoch import check
+
+    if _sqlite_missing(settings) is not None:
+        return []
+    engine = make_engine(settings.effective_database_url, readonly=True)
+    try:
+        if migrate.current(engine) != migrate.head():
+            return []
+        verdict = check(engine, client, shards)
+    except sa.exc.SQLAlchemyError:
+        return []
+    finally:
+        engine.dispose()
+    return [Finding("epoch", "ok" if verdict.ok else "fail", verdict.message, verdict.hint,
+                    verdict.data())]
+
+
 # ------------------------------------------------------------------------------------ status
 
 
@@ -352,6 +380,7 @@ def status(settings: Settings) -> list[Finding]:
             out += _safe("shards", lambda: _shard_count_findings(client, keys, every=False))
             out += _safe("workers", lambda: _queue_findings(client, keys))
             out += _safe("recorder", lambda: _recorder_findings(client, keys))
+            out += _safe("epoch", lambda: _epoch_findings(settings, client, keys))
         finally:
             client.close()
     out += _safe("database", lambda: _database_findings(settings, stuck=True))
@@ -407,6 +436,7 @@ def _redis_doctor(settings: Settings) -> list[Finding]:
         out += _redis_findings(client, where, aof=True)
         out += _safe("shards", lambda: _shard_count_findings(client, shards_of(settings),
                                                               every=True))
+        out += _safe("epoch", lambda: _epoch_findings(settings, client, shards_of(settings)))
     finally:
         client.close()
     return out

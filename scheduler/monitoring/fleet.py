@@ -18,7 +18,11 @@
 3. Bounded cost: ZCOUNT, ZCARD, LLEN, XLEN and small hashes; no member of a large set is read.
    The live tasks come from SQL (``tasks`` in accepted, active or paused, by the state index),
    not from a SCAN of Redis' whole key space.
-4. From SQL also: missed schedule occurrences recorded in the last hour. The database down,
+4. The queue's identity (``scheduler.record.epoch``, the verdict ``status`` gives):
+   ``fleetsched_queue_epoch_ok`` 0 when Redis lost its epoch, holds another, or lacks tasks
+   SQL calls active (SQL's side read with the record; Redis' in one more round trip: a GET
+   and ``SAMPLE`` EXISTS); absent when either side cannot be read.
+5. From SQL also: missed schedule occurrences recorded in the last hour. The database down,
    or not answering within the timeout: ``fleetsched_database_up 0``, the Redis figures are
    still given. The read runs on a thread of its own with a deadline, because a database that
    hangs (a stalled server, a frozen network path: no error, no TCP reset) would otherwise
@@ -32,7 +36,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -40,6 +44,9 @@ from prometheus_client.registry import Collector
 from scheduler.config import Settings, redact_exception
 from scheduler.queue.keys import PRIORITY_CLASSES
 from scheduler.queue.shards import shards_of
+
+if TYPE_CHECKING:
+    from scheduler.record.epoch import SqlSide
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +70,9 @@ METRICS: dict[str, tuple[str, str]] = {
     "jobs_held": ("gauge", "Jobs of paused tasks."),
     "jobs_dead": ("gauge", "Jobs in the dead letter set (failed for good)."),
     "tasks_live": ("gauge", "Tasks accepted, active or paused (SQL record)."),
+    "queue_epoch_ok": ("gauge", "1 if Redis holds the queue's epoch and the newest tasks SQL "
+                       "calls active; 0: Redis lost or replaced its data, run fleetsched "
+                       "reconcile (fleetsched status: epoch)."),
     "recorder_lag_events": ("gauge", "Events not yet in SQL (fleetsched status: recorder)."),
     "recorder_pending_events": ("gauge", "Events read by a recorder, not yet committed."),
     "reorder_age_seconds": ("gauge", "Seconds since the last fair-share reorder (absent: none "
@@ -99,24 +109,25 @@ class FleetCollector(Collector):
         return []  # the metrics depend on what is reachable: nothing is read at registration
 
     def collect(self) -> Iterator[Metric]:
-        live_ids, sql = self._from_sql()
+        live_ids, sql, epoch = self._from_sql()
         yield _family("database_up", 1 if sql is not None else 0)
         if sql is not None:
             yield _family("tasks_live", len(live_ids))
             yield _family("schedule_missed_recent", sql)
-        yield from self._from_redis(live_ids if sql is not None else None)
+        yield from self._from_redis(live_ids if sql is not None else None, epoch)
 
     # ------------------------------------------------------------------------------ SQL
 
-    def _from_sql(self) -> tuple[list[str], int | None]:
-        """(ids of the live tasks, missed occurrences of the last hour); (.., None) if the
-        record cannot be read within the timeout."""
+    def _from_sql(self) -> tuple[list[str], int | None, SqlSide | None]:
+        """(ids of the live tasks, missed occurrences of the last hour, SQL's side of the
+        queue's identity); (.., None, None) if the record cannot be read within the timeout
+        (the identity alone is None when its table cannot be read: a schema behind)."""
         if self.engine is None:
-            return [], None
+            return [], None, None
         if self._stuck is not None and self._stuck.is_alive():
             log.warning("scrape: the SQL record has not answered an earlier read yet")
-            return [], None
-        box: list[tuple[list[str], int | None]] = []
+            return [], None, None
+        box: list[tuple[list[str], int | None, SqlSide | None]] = []
         # A daemon thread: one stuck for good never holds up the exporter's exit.
         read = threading.Thread(target=lambda: box.append(self._read_sql()), daemon=True,
                                 name="scrape-sql")
@@ -125,13 +136,14 @@ class FleetCollector(Collector):
         if read.is_alive():
             self._stuck = read
             log.warning("scrape: the SQL record did not answer within %.1fs", self.timeout_s)
-            return [], None
+            return [], None, None
         self._stuck = None
-        return box[0] if box else ([], None)
+        return box[0] if box else ([], None, None)
 
-    def _read_sql(self) -> tuple[list[str], int | None]:
+    def _read_sql(self) -> tuple[list[str], int | None, SqlSide | None]:
         import sqlalchemy as sa
 
+        from scheduler.record.epoch import read_sql
         from scheduler.record.models import Event, Task
         from scheduler.record.types import utcnow
 
@@ -141,15 +153,23 @@ class FleetCollector(Collector):
                                    .order_by(Task.id.desc()).limit(LIVE_TASKS_MAX)).scalars().all()
                 missed = conn.execute(sa.select(sa.func.count()).select_from(Event).where(
                     Event.ts >= utcnow() - MISSED_WINDOW, Event.kind == "missed")).scalar_one()
-            return [str(i) for i in ids], int(missed)
         except sa.exc.SQLAlchemyError as exc:
             log.warning("scrape: cannot read the SQL record: %s",
                         redact_exception(exc, self.settings.database_url))
-            return [], None
+            return [], None, None
+        try:  # on a connection of its own: a failed statement ends a PostgreSQL transaction
+            with self.engine.connect() as conn:
+                epoch: SqlSide | None = read_sql(conn, self.shards.prefix)
+        except sa.exc.SQLAlchemyError as exc:
+            log.warning("scrape: cannot read the queue's epoch: %s",
+                        redact_exception(exc, self.settings.database_url))
+            epoch = None
+        return [str(i) for i in ids], int(missed), epoch
 
     # ---------------------------------------------------------------------------- Redis
 
-    def _from_redis(self, live_ids: list[str] | None) -> Iterator[Metric]:
+    def _from_redis(self, live_ids: list[str] | None, epoch: SqlSide | None
+                    ) -> Iterator[Metric]:
         from scheduler.errors import ConfigError
         from scheduler.health.checks import open_redis
         from scheduler.queue.sharded import recheck_shard_count
@@ -162,7 +182,7 @@ class FleetCollector(Collector):
             return
         try:
             recheck_shard_count(client, self.shards, missing_ok=True)
-            metrics = list(self._read(client, live_ids))
+            metrics = list(self._read(client, live_ids, epoch))
         except ConfigError as exc:  # another queue_shards: its figures would be a part only
             log.warning("scrape: %s", exc)
             yield _family("up", 0)
@@ -177,9 +197,11 @@ class FleetCollector(Collector):
         yield _family("up", 1)
         yield from metrics
 
-    def _read(self, client: Any, live_ids: list[str] | None) -> Iterator[Metric]:
+    def _read(self, client: Any, live_ids: list[str] | None, epoch: SqlSide | None
+              ) -> Iterator[Metric]:
         from scheduler.queue.depth import queue_counts
         from scheduler.queue.presence import read_workers
+        from scheduler.record.epoch import judge, read_redis
         from scheduler.record.sharded import total_backlog
         from scheduler.views.snapshot import TaskTotals, read_tasks, task_totals
 
@@ -217,6 +239,12 @@ class FleetCollector(Collector):
         yield _family("workers_stale", len(workers) - len(alive))
         yield _family("workers_slots", sum(int(w.get("slots") or 0) for w in alive))
         yield _family("workers_slots_busy", sum(int(w.get("busy") or 0) for w in alive))
+        if epoch is not None:
+            held, missing = read_redis(client, shards, epoch.active)
+            verdict = judge(epoch, held, missing, shards.coord.epoch)
+            if not verdict.ok:
+                log.warning("scrape: %s", verdict.message)
+            yield _family("queue_epoch_ok", 1 if verdict.ok else 0)
 
 
 def exported_names() -> set[str]:

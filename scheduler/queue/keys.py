@@ -95,6 +95,13 @@ class Keys:
         return f"{self.tag}:stats"
 
     @property
+    def epoch(self) -> str:
+        """STRING: the queue's identity, a random id written once (SET NX) and kept in SQL too
+        (``scheduler.record.epoch``; only shard 0's is used). Gone or another: Redis lost or
+        replaced its data."""
+        return f"{self.tag}:epoch"
+
+    @property
     def overload_lock(self) -> str:
         """STRING: the overload-handling lock (seed 002), held with a TTL."""
         return f"{self.tag}:lock:overload"

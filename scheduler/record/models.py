@@ -391,9 +391,24 @@ class Notification(Base):
     sent_at: Mapped[datetime | None]
 
 
+# ------------------------------------------------------------------------------ queue epoch
+
+
+class QueueEpoch(Base):
+    """The identity of a queue (``scheduler.record.epoch``): the random id its Redis holds at
+    ``{<prefix>}:epoch``, recorded once, by queue prefix. Redis without it, or with another,
+    lost or replaced its data."""
+
+    __tablename__ = "queue_epochs"
+
+    queue: Mapped[str] = mapped_column(sa.String(64), primary_key=True)  # queue_prefix
+    epoch: Mapped[str] = mapped_column(sa.String(64))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 __all__ = [
-    "Base", "Event", "Group", "Host", "Job", "Notification", "Schedule", "Task", "Window",
-    "WindowAssignment",
+    "Base", "Event", "Group", "Host", "Job", "Notification", "QueueEpoch", "Schedule", "Task",
+    "Window", "WindowAssignment",
     "group_children", "group_hosts", "NAMING_CONVENTION", "WINDOW_KINDS", "CATCHUP_POLICIES",
     "OVERLAP_POLICIES", "PRIORITIES", "TASK_STATES", "TASK_FINAL_STATES", "JOB_STATES",
     "JOB_FINAL_STATES", "NOTIFICATION_STATES",

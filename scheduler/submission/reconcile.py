@@ -30,7 +30,9 @@ jobs. ``reconcile``:
    ``pause`` of the tasks it touched; ``record.now.record_now``, the recorder's own
    idempotent apply), so the re-enqueued job rows are ``pending`` and a recreated ``accepted``
    task ``active`` when reconcile returns, not when a recorder next runs;
-8. records a ``reconcile`` event in SQL with the counts (and the ids, capped).
+8. records a ``reconcile`` event in SQL with the counts (and the ids, capped);
+9. writes the queue's epoch back into Redis from SQL (``scheduler.record.epoch.restore``):
+   last, so Redis says it is the queue again only once it holds the queue's tasks again.
 
 Steps 3 to 6 never re-run a job SQL knows to be finished, nor one whose fate is still on its
 way from the stream to SQL.
@@ -54,6 +56,7 @@ from scheduler.errors import DatabaseUnavailableError
 from scheduler.queue.client import Carried, JobSpec, Queue, TaskSpec
 from scheduler.queue.shards import Shards
 from scheduler.record.audit import record_event
+from scheduler.record.epoch import restore as restore_epoch
 from scheduler.record.models import JOB_FINAL_STATES, Event, Job, Task
 from scheduler.record.now import record_now, stream_tail
 from scheduler.record.recorder import OnBatch, Recorder
@@ -279,6 +282,7 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
                 **report.counts(), "requeued": report.requeued[:ID_LIST_CAP],
                 "not_rerun": report.not_rerun[:ID_LIST_CAP],
                 "in_stream": report.in_stream[:ID_LIST_CAP]})
+        restore_epoch(engine, queue.client, queue.keys)
     return report
 
 
