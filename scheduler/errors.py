@@ -58,6 +58,12 @@ class RedisUnavailableError(FleetschedError):
     """Redis cannot be reached, or refuses to serve as a queue (for example it may evict keys)."""
 
 
+class RedisUnsafeError(RedisUnavailableError):
+    """Redis answers, or could be started, but would lose queued jobs: it may evict keys, or the
+    embedded server's data is in a form the ``redis-server`` at hand cannot read. Waiting does
+    not help, so a submission refuses before it records anything."""
+
+
 class DatabaseUnavailableError(FleetschedError):
     """The SQL database cannot be reached."""
 

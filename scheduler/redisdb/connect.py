@@ -21,7 +21,7 @@ from typing import Any
 import redis
 
 from scheduler.config import Settings, redact_exception, redact_url
-from scheduler.errors import ConfigError, RedisUnavailableError
+from scheduler.errors import ConfigError, RedisUnavailableError, RedisUnsafeError
 from scheduler.redisdb import cluster, embedded
 
 __all__ = ["REDIS_ERRORS", "check_eviction_policy", "connect", "display_url", "eviction_policy",
@@ -122,8 +122,8 @@ def eviction_policy(client: redis.Redis) -> str | None:
 
 
 def check_eviction_policy(client: Any, shown_url: str) -> None:
-    """Raise RedisUnavailableError unless the server (every master of a cluster) is known not
-    to evict keys."""
+    """Raise RedisUnsafeError unless the server (every master of a cluster) is known not to
+    evict keys."""
     if cluster.is_cluster_client(client):
         for address, node in cluster.masters(client):
             check_eviction_policy(node, f"{shown_url} (master {address})")
@@ -132,11 +132,11 @@ def check_eviction_policy(client: Any, shown_url: str) -> None:
     if policy == "noeviction":
         return
     if policy is None:
-        raise RedisUnavailableError(
+        raise RedisUnsafeError(
             f"redis at {shown_url} does not say its maxmemory-policy (CONFIG GET and INFO "
             "memory are both refused), so it may evict queued jobs",
             hint="allow INFO for this user, and set maxmemory-policy noeviction")
-    raise RedisUnavailableError(
+    raise RedisUnsafeError(
         f"redis at {shown_url} uses maxmemory-policy {policy}, which may evict queued jobs: "
         "an evicted job is a lost job",
         hint="set maxmemory-policy noeviction (redis.conf, or your provider's parameter group)")

