@@ -2,7 +2,9 @@
 
 ``cut()`` drops every open connection (reset, like a dead network path) and refuses new ones
 until ``restore()``. ``freeze()`` keeps every connection open but forwards nothing (a stalled
-path: no error, no reset) until ``thaw()``. Threaded, byte-for-byte, no protocol knowledge: it works for PostgreSQL,
+path: no error, no reset) until ``thaw()``. ``drop_reply_to(marker)`` forwards the next request
+that carries ``marker`` to the server, then throws its reply away and resets the connection:
+the request ran, and the client cannot know (the ambiguous reply). Threaded, byte-for-byte, no protocol knowledge: it works for PostgreSQL,
 Redis or anything else.
 """
 
@@ -29,6 +31,8 @@ class TcpProxy:
         self._closed = False
         self._flowing = threading.Event()
         self._flowing.set()
+        self._drop_markers: list[bytes] = []  # requests whose replies are to be lost
+        self.dropped = 0  # replies thrown away so far
         self.accepted = 0
         self.refused = 0
         self._thread = threading.Thread(target=self._accept_loop, name="tcp-proxy", daemon=True)
@@ -54,6 +58,13 @@ class TcpProxy:
 
     def thaw(self) -> None:
         self._flowing.set()
+
+    def drop_reply_to(self, marker: bytes, times: int = 1) -> None:
+        """Lose the replies of the next ``times`` requests that carry ``marker`` (bytes of the
+        request, such as a Lua script's SHA): each request reaches the server and runs, then
+        its reply is dropped and its connection reset."""
+        with self._lock:
+            self._drop_markers += [marker] * times
 
     def close(self) -> None:
         self._closed = True
@@ -91,16 +102,35 @@ class TcpProxy:
                     continue
                 self._open.update((client, upstream))
                 self.accepted += 1
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+            doomed = threading.Event()  # this pair's next reply is to be lost
+            threading.Thread(target=self._pump, args=(client, upstream, doomed, True),
+                             daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, doomed, False),
+                             daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _marked(self, data: bytes) -> bool:
+        with self._lock:
+            for i, marker in enumerate(self._drop_markers):
+                if marker in data:
+                    del self._drop_markers[i]
+                    return True
+        return False
+
+    def _pump(self, src: socket.socket, dst: socket.socket, doomed: threading.Event,
+              request: bool) -> None:
         try:
             while True:
                 data = src.recv(65536)
                 if not data:
                     break
                 self._flowing.wait()
+                if request and self._marked(data):
+                    doomed.set()  # before the request leaves: its reply cannot overtake it
+                elif not request and doomed.is_set():
+                    self.dropped += 1
+                    _reset(src)
+                    _reset(dst)
+                    break
                 dst.sendall(data)
         except OSError:
             pass

@@ -163,7 +163,11 @@ def test_defer_puts_the_job_back_later_without_counting_an_attempt(queue: Queue)
     assert due_score(queue.client, "t.0") == later
     [defer] = events(queue.client, "defer")
     assert (defer["due"], defer["error"]) == (str(later), "window closed")
-    assert queue.defer("w", "t.0", job.token, later, wclose_ms=None, reason="x") == Code.NOT_RUNNING
+    # The same token's defer again (its first reply lost) answers the first outcome and
+    # records nothing; another verb with that token is refused
+    assert queue.defer("w", "t.0", job.token, later, wclose_ms=None, reason="x") == Code.OK
+    assert len(events(queue.client, "defer")) == 1
+    assert queue.release("w", [("t.0", job.token)]) == [Code.NOT_RUNNING]
 
 
 def test_release_gives_the_lease_back_at_the_original_due_time(queue: Queue) -> None:
@@ -205,13 +209,18 @@ def test_finishing_scripts_reject_malformed_arguments_before_writing(qclient: re
                         (json.dumps([["t.0", job.token, "", "0", ""]]), "is not [id"),
                         (json.dumps([]), "at least one job"),
                         (json.dumps(good)[:-1], "JSON list")):
-        code, message = ack(keys=keys, args=[KEYS.tag, "w", KEYS.wake, jobs])
+        code, message = ack(keys=keys, args=[KEYS.tag, "w", KEYS.wake, jobs, 30_000])
         assert code == Code.BAD_ARGUMENT and words in message, (jobs, message)
+    code, message = ack(keys=keys, args=[KEYS.tag, "w", KEYS.wake, json.dumps([good]), 0])
+    assert code == Code.BAD_ARGUMENT and "memo lifetime" in message
     fail = qclient.register_script(script_source("fail"))
     keys = [KEYS.job("t.0"), KEYS.task("t"), *KEYS.all_due(), KEYS.parked("t"), KEYS.dead, KEYS.events]
-    code, message = fail(keys=keys, args=[KEYS.tag, "w", KEYS.wake, "t.0", job.token, 1, "e", "", 0, "",
-                                          1.5, 1000])
-    assert code == Code.BAD_ARGUMENT and "jitter" in message
+    base = [KEYS.tag, "w", KEYS.wake, "t.0", job.token, 1, "e", "", 0, ""]
+    for tail, words in (([1.5, 1000, 30_000, "host"], "jitter"),
+                        ([0.5, 1000, "", "host"], "memo lifetime"),
+                        ([0.5, 1000, 30_000, "nobody"], "blame")):
+        code, message = fail(keys=keys, args=base + tail)
+        assert code == Code.BAD_ARGUMENT and words in message, (tail, message)
     assert snapshot(qclient) == before
     with pytest.raises(BadArgumentError, match="token"):
         queue.ack("w", [("t.0", -1, JobResult())])

@@ -91,14 +91,15 @@ def test_a_job_lost_after_its_task_was_cancelled_is_not_run_again(queue: Queue) 
     assert queue.task_state("t")["cancelled"] == "1"
 
 
-def test_lost_jobs_count_as_failures_towards_the_abort(queue: Queue) -> None:
+def test_lost_jobs_fail_as_lost_without_counting_towards_the_abort(queue: Queue) -> None:
     make_task(queue, "t", 4, idempotent=False, max_failures=2, max_running=2)
     queue.claim("w1", 2, lease_ms=LEASE_MS)
     lose_lease()
     claim = queue.claim("w2", 10)
-    # both were lost (the second loss aborted the task), the two parked jobs came back and
-    # were cancelled in the same claim
-    assert sorted(claim.lost) == ["t.0", "t.1"] and claim.jobs == []
+    # both were lost and failed for good (never re-run blindly), but a lost worker is no failed
+    # host: the task goes on, and the two parked jobs came back and were claimed
+    assert sorted(claim.lost) == ["t.0", "t.1"]
+    assert sorted(j.job_id for j in claim.jobs) == ["t.2", "t.3"]
     state = queue.task_state("t")
-    assert (state["state"], state["failed"], state["lost"]) == ("aborted", "2", "2")
-    assert queue.client.zcard(KEYS.due("normal")) == 0
+    assert (state["state"], state["failed"], state["lost_failed"], state["lost"]) == \
+        ("active", "2", "2", "2")

@@ -57,6 +57,7 @@ import os
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 import redis
@@ -183,6 +184,7 @@ class MTask:
     failed: int = 0
     cancelled: int = 0
     lost: int = 0
+    lost_failed: int = 0  # jobs failed for good because their worker lost them (no threshold)
     overshoot: int = 0
     failed_hosts: int = 0
     parked: list[str] = field(default_factory=list)
@@ -226,6 +228,10 @@ class QueueMachine(RuleBasedStateMachine):
         self.tasks: dict[str, MTask] = {}
         self.jobs: dict[str, MJob] = {}
         self.tickets: list[tuple[str, str, int]] = []  # (worker, job, token) of every claim
+        # job -> (token, verb, outcome) of the last ack, fail, release or defer that took
+        # effect (_lib.lua fs_remember): the same token's same verb again answers the outcome
+        # and writes nothing (the reply-lost repeat). Drawn tickets repeat verbs all the time.
+        self.memos: dict[str, tuple[int, str, Any]] = {}
         self.busy: dict[str, str] = {}  # host -> the exclusive job running there
         self.waiting: dict[str, list[str]] = defaultdict(list)  # wait list key -> its jobs
         self.glimit: dict[str, int] = {}  # group -> most jobs running at once on its hosts
@@ -349,7 +355,7 @@ class QueueMachine(RuleBasedStateMachine):
             t.overshoot += 1
             COVERED["overshoot"] += 1
             return False
-        counted = hosts if t.count_failures == "attempts" else t.failed
+        counted = hosts if t.count_failures == "attempts" else t.failed - t.lost_failed
         if 0 < t.max_failures <= counted and t.state in ("active", "paused"):
             t.state = "aborted"
             self.expect("abort", t.id)
@@ -402,6 +408,16 @@ class QueueMachine(RuleBasedStateMachine):
         t = self.task_of(j)
         j.state, j.owner, j.due, j.zset, j.score = "pending", None, due, t.prio, due
 
+    def repeat_of(self, j: MJob, token: int, verb: str) -> tuple[bool, Any]:
+        """fs_recall: (True, first outcome) when this is a refused call that repeats the verb
+        that last took effect for the job under this token."""
+        refused = j.state in ("succeeded", "cancelled") or j.token != token or j.state != "running"
+        memo = self.memos.get(j.id)
+        if refused and memo is not None and memo[:2] == (token, verb):
+            COVERED[f"repeat {verb}"] += 1
+            return True, memo[2]
+        return False, None
+
     @staticmethod
     def answer(j: MJob, token: int) -> Code:
         """What extend, release (and ack, but for a repeat) answer a worker for one job."""
@@ -410,6 +426,13 @@ class QueueMachine(RuleBasedStateMachine):
         if j.token != token:
             return Code.STALE_TOKEN
         return Code.OK if j.state == "running" else Code.NOT_RUNNING
+
+    @staticmethod
+    def forget_failed_host(t: MTask, j: MJob) -> None:
+        """fs_forget_failed_host: a cancelled or retried job's host no longer counts."""
+        if j.failed_once:
+            j.failed_once = False
+            t.failed_hosts -= 1
 
     def cancel_waiting(self, t: MTask) -> int:
         """What a cancel walk does to the model: pending, parked, held, waiting jobs cancelled."""
@@ -420,6 +443,7 @@ class QueueMachine(RuleBasedStateMachine):
                 if j.state == "hostwait":
                     self.waiting[j.waitq].remove(j.id)
                     j.waitq = None
+                self.forget_failed_host(t, j)
                 j.state, j.zset, j.score = "cancelled", None, None
                 t.cancelled += 1
                 count += 1
@@ -562,27 +586,22 @@ class QueueMachine(RuleBasedStateMachine):
 
     def _claim(self, worker: str, batch: int, lease: int) -> None:
         claim = self.q.claim(worker, batch, lease_ms=lease)
-        taken, lost, aborted = self.simulate_claim(worker, batch, claim.now_ms + lease,
-                                                   claim.now_ms)
+        taken, lost = self.simulate_claim(worker, batch, claim.now_ms + lease, claim.now_ms)
         got = [(j.job_id, j.task_id, j.host, j.token, j.attempt, j.due_ms, j.after_loss)
                for j in claim.jobs]
         assert got == taken
         assert claim.lost == lost
-        assert claim.aborted == aborted
         scores = [j.score for j in self.jobs.values() if j.zset is not None]
         assert claim.next_due_ms == (min(scores) if scores else None)
-        for tid in aborted:  # what the worker does next (workers/master.py)
-            self.abort_sweep(self.tasks[tid])
         self.tickets += [(worker, j.job_id, j.token) for j in claim.jobs]
         if claim.jobs and lease < LONG_LEASE:
             self.pass_time(claim.now_ms + lease)
 
     def simulate_claim(self, worker: str, batch: int, expiry: int, now: int
-                       ) -> tuple[list[tuple], list[str], list[str]]:
+                       ) -> tuple[list[tuple], list[str]]:
         """claim.lua, as its header and docs/architecture.md "Job states" describe it."""
         taken: list[tuple] = []
         lost: list[str] = []
-        aborted: list[str] = []
         cancels: dict[str, list[str]] = {}
         visited, scan_limit = 0, batch * 4 + 64
         def take(j: MJob, t: MTask, after_loss: bool) -> None:
@@ -600,6 +619,7 @@ class QueueMachine(RuleBasedStateMachine):
             taken.append((j.id, t.id, j.host, j.token, j.attempt, j.due, after_loss))
 
         def cancel(j: MJob, t: MTask, quiet: bool = False) -> None:
+            self.forget_failed_host(t, j)
             j.state, j.zset, j.score = "cancelled", None, None
             t.cancelled += 1
             if not quiet:  # a lost job's end is its lost event (outcome cancelled) alone
@@ -628,8 +648,8 @@ class QueueMachine(RuleBasedStateMachine):
                 self.expect("lost", t.id, j.id, "failed", token, owner, j.attempt)
                 COVERED["lost failed"] += 1
                 self.bury(j)
-                if self.count_failure(t, j):
-                    aborted.append(t.id)
+                t.failed += 1  # the worker's loss: no threshold counts it, nothing aborts
+                t.lost_failed += 1
                 lost.append(j.id)
             if t.max_running > 0:
                 self.unpark(t, t.prio)  # into the task's class now, even mid-reprioritize
@@ -689,7 +709,7 @@ class QueueMachine(RuleBasedStateMachine):
         for tid, ids in cancels.items():
             for jid in ids:
                 self.expect("cancel", tid, jid)
-        return taken, lost, aborted
+        return taken, lost
 
     @precondition(lambda self: self.tickets)
     @rule(data=st.data(), lease=st.sampled_from([1, LONG_LEASE]))
@@ -721,6 +741,8 @@ class QueueMachine(RuleBasedStateMachine):
             t = self.task_of(j)
             if job_id in acked:
                 want.append(Code.NOT_RUNNING)  # twice in one batch
+            elif self.repeat_of(j, token, "ack")[0]:
+                want.append(Code.OK)  # a repeat: nothing written
             elif j.state in ("succeeded", "cancelled"):
                 want.append(Code.UNKNOWN_JOB)
                 self.expect("stale", t.id, job_id, "ack", "unknown_job", token, None)
@@ -734,6 +756,7 @@ class QueueMachine(RuleBasedStateMachine):
             else:
                 want.append(Code.OK)
                 acked.add(job_id)
+                self.memos[job_id] = (token, "ack", None)
                 self.expect("ack", t.id, job_id, token, worker, j.attempt)
                 self.free_host(j)
                 j.state, j.owner, j.zset, j.score = "succeeded", None, None, None
@@ -744,13 +767,22 @@ class QueueMachine(RuleBasedStateMachine):
         assert codes == want
 
     @precondition(lambda self: self.tickets)
-    @rule(data=st.data(), retryable=st.booleans(), sweep=st.booleans())
-    def fail(self, data: st.DataObject, retryable: bool, sweep: bool) -> None:
+    @rule(data=st.data(), retryable=st.booleans(), sweep=st.booleans(),
+          blame=st.sampled_from(["host", "host", "worker"]))
+    def fail(self, data: st.DataObject, retryable: bool, sweep: bool, blame: str) -> None:
         worker, [(job_id, token), *_] = self.pick_tickets(data, 1)
         j = self.jobs[job_id]
         t = self.task_of(j)
         result = JobResult(1, 1, "boom")
         before = self.now()
+        repeat, first = self.repeat_of(j, token, "fail")
+        if repeat:
+            outcome = self.q.fail_job(worker, job_id, token, result, error="boom",
+                                      retryable=retryable, blame=blame)
+            assert (outcome.outcome, outcome.due_ms, outcome.aborted) == first
+            if outcome.aborted and sweep:
+                self.abort_sweep(t)
+            return
         if j.state in ("succeeded", "cancelled"):
             with pytest.raises(UnknownJobError):
                 self.q.fail_job(worker, job_id, token, result, error="boom", retryable=retryable)
@@ -768,11 +800,13 @@ class QueueMachine(RuleBasedStateMachine):
                 self.q.fail_job(worker, job_id, token, result, error="boom", retryable=retryable)
             assert refused.value.code == Code.NOT_RUNNING
             return
-        outcome = self.q.fail_job(worker, job_id, token, result, error="boom", retryable=retryable)
+        outcome = self.q.fail_job(worker, job_id, token, result, error="boom", retryable=retryable,
+                                  blame=blame)
+        self.memos[job_id] = (token, "fail", (outcome.outcome, outcome.due_ms, outcome.aborted))
         t.running -= 1
         self.free_host(j)
         retry = retryable and j.attempt < t.max_attempts and t.state in ("active", "paused")
-        if retry and self.attempt_crosses_limit(t, j):
+        if retry and blame == "host" and self.attempt_crosses_limit(t, j):
             retry = False
         if retry:
             assert (outcome.outcome, outcome.aborted) == ("retry", False)
@@ -785,7 +819,13 @@ class QueueMachine(RuleBasedStateMachine):
         else:
             self.expect("fail", t.id, job_id, token, j.attempt)
             self.bury(j)
-            aborted = self.count_failure(t, j)
+            if blame == "host":
+                aborted = self.count_failure(t, j)
+            else:  # a run lost with its worker: no threshold counts it
+                COVERED["fail blamed on the worker"] += 1
+                t.failed += 1
+                t.lost_failed += 1
+                aborted = False
             assert (outcome.outcome, outcome.due_ms, outcome.aborted) == ("failed", None, aborted)
         if t.max_running > 0:
             self.unpark(t, t.prio)
@@ -806,7 +846,9 @@ class QueueMachine(RuleBasedStateMachine):
         t = self.task_of(j)
         due_ms = 0 if later == 0 else self.now() + later
         code = self.q.defer(worker, job_id, token, due_ms, wclose_ms=None, reason="window")
-        if j.state in ("succeeded", "cancelled"):
+        if self.repeat_of(j, token, "defer")[0]:
+            assert code == Code.OK
+        elif j.state in ("succeeded", "cancelled"):
             assert code == Code.UNKNOWN_JOB
         elif j.token != token:
             assert code == Code.STALE_TOKEN
@@ -814,6 +856,7 @@ class QueueMachine(RuleBasedStateMachine):
             assert code == Code.NOT_RUNNING
         else:
             assert code == Code.OK
+            self.memos[job_id] = (token, "defer", None)
             j.attempt = max(j.attempt - 1, 0)
             self.expect("defer", t.id, job_id, token, j.attempt)
             self.free_host(j)
@@ -832,8 +875,12 @@ class QueueMachine(RuleBasedStateMachine):
         for job_id, token in leases:
             j = self.jobs[job_id]
             t = self.task_of(j)
+            if self.repeat_of(j, token, "release")[0]:
+                want.append(Code.OK)
+                continue
             want.append(self.answer(j, token))
             if want[-1] is Code.OK:
+                self.memos[job_id] = (token, "release", None)
                 j.attempt = max(j.attempt - 1, 0)
                 self.expect("release", t.id, job_id, token, j.attempt)
                 self.free_host(j)
@@ -1004,9 +1051,7 @@ class QueueMachine(RuleBasedStateMachine):
         assert before <= due <= self.now()
         for j in failed:
             j.attempt = 0  # a new attempt budget; the token is kept
-            if j.failed_once:  # its host counts against max_failures again when it fails again
-                j.failed_once = False
-                t.failed_hosts -= 1
+            self.forget_failed_host(t, j)  # it counts again only when it fails again
             self.pend(j, due)
             self.expect("retry-failed", t.id, j.id)
         self.pass_time(due)
@@ -1253,25 +1298,24 @@ def test_a_job_unparked_after_a_loss_comes_back_into_its_tasks_class(queue: Queu
                "t.1 is not claimed from its urgent class")
 
 
-def test_a_task_aborted_by_a_lost_job_keeps_no_job_parked(queue: Queue) -> None:
+def test_a_lost_job_never_aborts_its_task_and_frees_its_place_for_a_parked_job(
+        queue: Queue) -> None:
     # Given a task limited to one running job that aborts at its first failure: t.0 runs under
     # a 1 ms lease, t.1 and t.2 are parked
     make_task(queue, "t", 3, max_running=1, max_failures=1, idempotent=False)
     first = queue.claim("w1", 3, lease_ms=1)
     assert [j.job_id for j in first.jobs] == ["t.0"]
     wait_past(queue.client, first.now_ms + 1)
-    # When a claim finds t.0 lost: failed for good (not idempotent), the task is aborted
+    # When a claim finds t.0 lost: failed for good as lost (not idempotent)
     claim = queue.claim("w2", 5)
-    assert claim.lost == ["t.0"] and claim.jobs == []
-    assert queue.task_state("t")["state"] == "aborted"
-    # Then the claim tells the worker, whose sweep leaves no job of the task waiting ("Job
-    # states": cancel/abort: pending, parked, held -> cancelled; t.2 stayed parked for good)
-    assert claim.aborted == ["t"]
-    queue.sweep_aborted("t")
-    assert queue.claim("w2", 5).jobs == []
-    documented(queue.job_state("t.1") == {} and queue.job_state("t.2") == {},
-               "a job of the aborted task is still waiting")
-    assert queue.task_state("t")["state"] == "aborted"
+    assert claim.lost == ["t.0"]
+    # Then the loss is the worker's, not the host's: the task is not aborted, and the place
+    # t.0 held goes to t.1 (docs/reliability.md, "Host failure or worker loss")
+    t = queue.task_state("t")
+    assert (t["state"], t["failed"], t["lost_failed"], t.get("failed_hosts", "0")) == \
+        ("active", "1", "1", "0")
+    assert [j.job_id for j in claim.jobs] == ["t.1"]
+    assert queue.aborting() == []
 
 
 def test_the_sweep_after_an_abort_leaves_a_task_revived_by_retry_failed_alone(
@@ -1293,7 +1337,7 @@ def test_the_sweep_after_an_abort_leaves_a_task_revived_by_retry_failed_alone(
     documented(events(queue.client, "cancel") == [], "cancel events by operator ''")
 
 
-def test_a_claim_that_stops_a_wave_holds_the_tasks_other_jobs(queue: Queue) -> None:
+def test_a_lost_job_does_not_count_against_its_waves_limit(queue: Queue) -> None:
     # Given a rollout in waves [t.0, t.1], [t.2] whose wave may lose 1 host; t.0 runs under a
     # 1 ms lease, t.1 is pending
     queue.create_task(TaskSpec("t", idempotent=False))
@@ -1304,14 +1348,10 @@ def test_a_claim_that_stops_a_wave_holds_the_tasks_other_jobs(queue: Queue) -> N
     first = queue.claim("w1", 1, lease_ms=1)
     assert [j.job_id for j in first.jobs] == ["t.0"]
     wait_past(queue.client, first.now_ms + 1)
-    # When a claim finds t.0 lost: failed for good, the wave's limit is reached, the rollout
-    # stops and the task is paused (in the claim's own script)
+    # When a claim finds t.0 lost: failed for good as lost
     claim = queue.claim("w2", 5)
     assert claim.lost == ["t.0"]
+    # Then the wave goes on (a lost worker is no failed host) and the same claim takes t.1
     t = queue.task_state("t")
-    assert (t["state"], t["wave_state"], t.get("wave_held")) == ("paused", "stopped", "1")
-    # Then the same claim holds t.1, as any claim of a paused task does (docs/architecture.md
-    # "Rollout waves": the wave's pending jobs are held, only running ones finish); it claimed
-    # t.1, which ran while its task was paused, before claim.lua read the state again
-    documented(claim.jobs == [] and queue.job_state("t.1")["state"] == "held",
-               "the claim that paused the task claimed its pending job")
+    assert (t["state"], t["wave_state"], t.get("wave_failures", "0")) == ("active", "running", "0")
+    assert [j.job_id for j in claim.jobs] == ["t.1"]

@@ -40,8 +40,9 @@ def submit(client: redis.Redis, task_id: str, hosts: int | Sequence[str], *,
            executor: str = "simulate", options: dict[str, Any] | None = None,
            timeout_ms: int = 60_000, idempotent: bool = True, max_attempts: int = 3,
            backoff_ms: int = 100, due_ms: int = 0, host_data: dict[str, Any] | None = None,
-           write_hosts: bool = True) -> list[str]:
-    """Create a task with one job per host; returns the job ids."""
+           write_hosts: bool = True, **policy: Any) -> list[str]:
+    """Create a task with one job per host; returns the job ids. ``policy``: more
+    ``TaskSpec`` fields (max_failures, max_running ...)."""
     names = [f"{task_id}-h{i}" for i in range(hosts)] if isinstance(hosts, int) else list(hosts)
     if write_hosts:
         pipe = client.pipeline()
@@ -53,7 +54,7 @@ def submit(client: redis.Redis, task_id: str, hosts: int | Sequence[str], *,
             "executor": executor, "executor_options": options or {}}
     q = Queue(client, KEYS)
     q.create_task(TaskSpec(task_id, spec=spec, timeout_ms=timeout_ms, idempotent=idempotent,
-                           max_attempts=max_attempts, backoff_ms=backoff_ms))
+                           max_attempts=max_attempts, backoff_ms=backoff_ms, **policy))
     jobs = [JobSpec(f"{task_id}.{i}", name, due_ms=due_ms) for i, name in enumerate(names)]
     q.enqueue(task_id, jobs)
     return [j.job_id for j in jobs]

@@ -5,7 +5,10 @@ batches (a burst of finished jobs becomes one ``Queue.ack`` call):
 
 1. ``done``: outcomes from a child. A job still on this node under the same token is acked
    (``ok``) or failed (retryable as the action said); an outcome for a job already ended here
-   (timed out, interrupted) is dropped.
+   (timed out, interrupted) is dropped. The outcome of a run this node claimed again since
+   (its lease ran out while the master was stopped) is sent under its old token all the same:
+   Redis refuses it and records it as ``stale``, so the first run's result is in the record.
+   Who a failure counts against (the host or the worker) is ``workers.blame``'s one rule.
 2. ``timeout``: the watchdog found a job past its timeout: fail it with a timeout error
    (retryable only if the task is idempotent) and retire its child, which is killed once its
    other jobs are done or the grace period is over.
@@ -33,6 +36,7 @@ from scheduler.logs import job_context
 from scheduler.queue.sharded import PartlyAnswered
 from scheduler.queue.types import JobResult
 from scheduler.redisdb.connect import REDIS_ERRORS, is_permanent
+from workers.blame import Ending, blame_of
 from workers.config import NodeConfig
 from workers.metrics import NO_METRICS
 from workers.pool import ChildHandle, Pool
@@ -105,6 +109,8 @@ class Finisher:
                 for o in item[2]:
                     r = self.slots.finish(o.job_id, o.token)
                     if r is None:
+                        if self.slots.finish_superseded(o.job_id, o.token) is not None:
+                            self._stale_outcome(o)
                         continue
                     if o.started_ms:
                         self.stats.lateness_ms.append(o.started_ms - r.due_ms)
@@ -114,7 +120,8 @@ class Finisher:
                     if o.ok:
                         acks.append((o.job_id, o.token, result))
                     else:
-                        self._fail(r, result, o.error or "the action failed", o.retryable)
+                        self._fail(r, result, o.error or "the action failed", o.retryable,
+                                   "failed")
             elif kind == TIMEOUT:
                 self._timeout(item[1])
             elif kind == EXIT:
@@ -184,14 +191,34 @@ class Finisher:
                 ok += 1
         self.stats.add(acked=ok)
 
-    def _fail(self, r: Running, result: JobResult, error: str, retryable: bool) -> None:
-        with job_context(task=r.task_id, job=r.job_id):
-            self._fail_job(r, result, error, retryable)
+    def _stale_outcome(self, o: Outcome) -> None:
+        """The outcome of a run this node has claimed again since: its ack or fail under the
+        old token is refused by Redis, which records the result (event stale)."""
+        log.warning("job %s: a run under token %d ended after this node claimed the job again "
+                    "(its lease had run out); its result is recorded as stale", o.job_id, o.token)
+        result = JobResult(exit_code=o.exit_code, duration_ms=o.duration_ms, output=o.output)
+        try:
+            if o.ok:
+                self._retrying("ack", lambda: self.queue.ack(self.config.worker_id,
+                                                             [(o.job_id, o.token, result)]))
+            else:
+                self._retrying("fail", lambda: self.queue.fail_job(
+                    self.config.worker_id, o.job_id, o.token, result,
+                    error=o.error or "the action failed", retryable=False))
+        except QueueError:
+            pass  # refused, as expected: the stale event is written
 
-    def _fail_job(self, r: Running, result: JobResult, error: str, retryable: bool) -> None:
+    def _fail(self, r: Running, result: JobResult, error: str, retryable: bool,
+              ending: Ending) -> None:
+        with job_context(task=r.task_id, job=r.job_id):
+            self._fail_job(r, result, error, retryable, ending)
+
+    def _fail_job(self, r: Running, result: JobResult, error: str, retryable: bool,
+                  ending: Ending) -> None:
         def call() -> Any:
             return self.queue.fail_job(self.config.worker_id, r.job_id, r.token, result,
-                                       error=error, retryable=retryable)
+                                       error=error, retryable=retryable,
+                                       blame=blame_of(ending))
 
         try:
             outcome = self._retrying("fail", call)
@@ -239,11 +266,13 @@ class Finisher:
         elapsed = time.monotonic() - r.started
         error = (f"timed out: still running {elapsed:.1f}s after it started (timeout "
                  f"{r.timeout_s:g}s); the worker stopped it")
-        self._fail(r, JobResult(duration_ms=int(elapsed * 1000)), error, retryable=r.idempotent)
+        self._fail(r, JobResult(duration_ms=int(elapsed * 1000)), error, r.idempotent,
+                   "timeout")
         if r.child is not None and self.pool is not None:
             self.pool.retire(r.child, self.config.grace_s)
 
     def _child_exit(self, child: ChildHandle) -> None:
+        self.slots.forget_superseded(child)
         runs = [r for r in self.slots.of_child(child)
                 if self.slots.finish(r.job_id, r.token) is not None]
         # The child died before the master could write these to it (the send fails or is
@@ -260,7 +289,7 @@ class Finisher:
             for r in runs:
                 if not r.idempotent:
                     self._fail(r, JobResult(), f"interrupted: {reason}; not re-run because "
-                               "the task is not idempotent", retryable=False)
+                               "the task is not idempotent", False, "interrupted")
             interrupted = [r for r in runs if r.idempotent]
             if interrupted:
                 self._release(interrupted)
@@ -269,7 +298,7 @@ class Finisher:
         log.error("child pid %s %s with %d jobs running", child.pid, child.describe_exit(), len(runs))
         for r in runs:
             if r.idempotent:
-                self._fail(r, JobResult(), f"lost: {cause} while the job ran", retryable=True)
+                self._fail(r, JobResult(), f"lost: {cause} while the job ran", True, "lost")
             else:
                 self._fail(r, JobResult(), f"lost: {cause} while the job ran; not re-run "
-                           "because the task is not idempotent", retryable=False)
+                           "because the task is not idempotent", False, "lost")

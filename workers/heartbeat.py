@@ -8,9 +8,11 @@ Every ``heartbeat_ms`` (a third of the lease by default), one thread:
    this node missed its lease) so nobody renews it again; its late ack will be refused;
 3. checks that the queue's shard count is still the node's (a node left running with another
    ``queue_shards`` stops, ``ConfigError``);
-4. writes the node's presence into the workers hash (``P:workers``: worker id -> JSON with
+4. sweeps the aborted tasks whose sweep nobody finished (``Queue.aborting``): the node that
+   aborted a task sweeps it at once, but its reply may have been lost, or the node died;
+5. writes the node's presence into the workers hash (``P:workers``: worker id -> JSON with
    node, pid, slots, busy, ms) for ``fleetsched top`` and status, and removes it on exit;
-5. watches the queue's epoch (``scheduler.record.epoch``; the one the node started on, else the
+6. watches the queue's epoch (``scheduler.record.epoch``; the one the node started on, else the
    first it reads): gone or another means Redis lost or replaced its data while the node ran.
    It logs one error line then (and one when reconcile has written the epoch back) and goes
    on: the jobs running here finish on their hosts (their ends are refused and reconcile
@@ -33,11 +35,12 @@ from typing import Any
 
 import redis
 
+from scheduler.errors import QueueError
 from scheduler.queue.keys import Keys
 from scheduler.queue.presence import redis_now_ms
-from scheduler.queue.types import text
 from scheduler.queue.sharded import PartlyAnswered, recheck_shard_count
 from scheduler.queue.shards import Shards
+from scheduler.queue.types import text
 from scheduler.redisdb.connect import REDIS_ERRORS, is_permanent
 from workers.config import NodeConfig
 from workers.slots import Slots
@@ -60,7 +63,7 @@ class Heartbeat:
         self.extra = extra or dict
         self.beats = 0
         self.lost_leases = 0
-        self.epoch: str | None = None  # the queue epoch this node runs on (step 5)
+        self.epoch: str | None = None  # the queue epoch this node runs on (step 6)
         self.epoch_lost = False
 
     def renew(self) -> int:
@@ -100,6 +103,22 @@ class Heartbeat:
             raise partly  # retried within half a second, like any Redis hiccup
         return renewed
 
+    def sweep_aborted(self) -> int:
+        """Sweep every aborted task still waiting for its sweep; how many jobs it cancelled.
+        Usually there is none: one SMEMBERS per shard."""
+        cancelled = 0
+        for task_id in self.queue.aborting():
+            try:
+                n = self.queue.sweep_aborted(task_id)
+            except QueueError as exc:  # a refused sweep must not stop the heartbeat
+                log.warning("task %s: its sweep after an abort was refused (%s)", task_id, exc)
+                continue
+            if n:
+                log.warning("task %s: swept after its abort (%d waiting jobs cancelled)",
+                            task_id, n)
+            cancelled += n
+        return cancelled
+
     def presence(self, now_ms: int) -> dict[str, Any]:
         """The presence record; ``ms`` is the Redis clock, which every reader compares with."""
         snap = self.slots.snapshot()
@@ -116,6 +135,7 @@ class Heartbeat:
                 raise
             failed = exc  # some leases wait for the retry; the node is alive all the same
         recheck_shard_count(self.client, self.shards)  # ConfigError: the node stops
+        self.sweep_aborted()
         self.client.hset(self.keys.workers, self.config.worker_id,
                          json.dumps(self.presence(redis_now_ms(self.client, self.keys))))
         self.watch_epoch()
@@ -129,7 +149,7 @@ class Heartbeat:
         self.epoch = epoch
 
     def watch_epoch(self) -> None:
-        """Step 5: one GET; one log line when the epoch goes or changes, one when it is back."""
+        """Step 6: one GET; one log line when the epoch goes or changes, one when it is back."""
         raw = self.client.get(self.keys.epoch)
         have = text(raw) if raw is not None else None
         if self.epoch is None:

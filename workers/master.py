@@ -221,12 +221,6 @@ class Node:
             if claim.lost:
                 self.stats.add(lost_seen=len(claim.lost))
                 log.warning("jobs found lost by their worker and failed: %s", " ".join(claim.lost))
-            for task_id in claim.aborted:  # a lost job's failure aborted it: sweep it now
-                try:
-                    self._claimq.sweep_aborted(task_id)
-                except REDIS_ERRORS as exc:
-                    log.warning("task %s: sweeping after its abort failed (%s); its waiting "
-                                "jobs are cancelled when claims meet them", task_id, exc)
             if claim.jobs:
                 idle_claims = 0
                 self.stats.add(claimed=len(claim.jobs))

@@ -47,6 +47,9 @@ class Slots:
         self.lock = lock if lock is not None else threading.RLock()
         self.changed = threading.Condition(self.lock)
         self._running: dict[str, Running] = {}
+        # Runs this node claimed again while they still ran here (its lease ran out while the
+        # master was stopped): (job id, old token) -> the old run, until its outcome arrives.
+        self._superseded: dict[tuple[str, int], Running] = {}
         self.peak = 0
 
     def __len__(self) -> int:
@@ -76,6 +79,9 @@ class Slots:
     def add(self, jobs: Iterable[Running]) -> None:
         with self.changed:
             for r in jobs:
+                old = self._running.get(r.job_id)
+                if old is not None and old.token != r.token:
+                    self._superseded[(old.job_id, old.token)] = old
                 self._running[r.job_id] = r
                 if r.child is not None:
                     r.child.jobs.add(r.job_id)
@@ -99,6 +105,25 @@ class Slots:
                 r.child.jobs.discard(job_id)
             self.changed.notify_all()
             return r
+
+    def finish_superseded(self, job_id: str, token: int) -> Running | None:
+        """Remove a superseded run (see ``add``) whose outcome arrived: its child's place is
+        free again. None if ``token`` names no such run."""
+        with self.changed:
+            r = self._superseded.pop((job_id, token), None)
+            if r is None:
+                return None
+            current = self._running.get(job_id)
+            if r.child is not None and (current is None or current.child is not r.child):
+                r.child.jobs.discard(job_id)
+            self.changed.notify_all()
+            return r
+
+    def forget_superseded(self, child: ChildHandle) -> None:
+        """``child`` is gone: the superseded runs it held will never report."""
+        with self.lock:
+            for key in [k for k, r in self._superseded.items() if r.child is child]:
+                del self._superseded[key]
 
     def has(self, job_id: str) -> bool:
         with self.lock:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import secrets
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -107,6 +108,7 @@ class Queue:
         self._task_key_cache: dict[str, list[str]] = {}
         self._pubsub: redis.client.PubSub | None = None
         self._pubsub_pid = 0
+        self._claim_request: str | None = None  # a claim whose reply never came: replayed
 
     def call(self, verb: str, keys: list[str], args: list[Any]) -> Any:
         """Run a verb's script (``lua/<verb>.lua``); an error reply raises its typed error."""
@@ -153,19 +155,30 @@ class Queue:
         """Take up to ``batch`` due jobs, urgent first; see scheduler/queue/lua/claim.lua.
         ``shard_mode`` ('coord', 'remote'): this queue is one shard of a sharded queue
         (scheduler/queue/sharded.py). ``with_hosts``: also read each claimed job's host hash
-        in the same call (``Claim.hosts``)."""
+        in the same call (``Claim.hosts``).
+
+        Every call carries a request id. When a call gets no reply (a reset, a timeout: it may
+        have run), the id is kept, and the next claim sends it again: Redis answers with what
+        the first call claimed, so no job is claimed for a node that never heard of it. redis-
+        py's own retries of the call send the same id too."""
         check_worker(worker)
         if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
             raise bad(f"batch must be an integer from 1 to {MAX_BATCH}, not {batch!r}")
         lease = self.lease_ms if lease_ms is None else lease_ms
         check_ms("lease_ms", lease, minimum=1)
+        if self._claim_request is None:
+            self._claim_request = secrets.token_hex(8)
         keys = [*self.keys.all_due(), self.keys.dead, self.keys.events]
-        args = [self.keys.tag, worker, batch, lease, batch * SCAN_FACTOR + SCAN_EXTRA, self.keys.wake]
-        if shard_mode or with_hosts:
-            args.append(shard_mode)
-        if with_hosts:
-            args.append("1")
-        now, next_due, claimed, lost, fires, aborted, *more = self.call("claim", keys, args)
+        args = [self.keys.tag, worker, batch, lease, batch * SCAN_FACTOR + SCAN_EXTRA, self.keys.wake,
+                shard_mode, "1" if with_hosts else "", self._claim_request]
+        try:
+            now, next_due, claimed, lost, fires, *more = self.call("claim", keys, args)
+        except (redis.ConnectionError, redis.TimeoutError):
+            raise  # no reply: the next claim replays this request id
+        except BaseException:
+            self._claim_request = None  # a reply came (an error one): nothing to replay
+            raise
+        self._claim_request = None
         rows = json.loads(claimed) or []
         jobs = ClaimedJob.from_replies(rows)
         hosts = {job.job_id: dict(zip(flat[::2], flat[1::2])) if flat else {}  # {}: unknown
@@ -174,7 +187,7 @@ class Queue:
         return Claim(now_ms=int(now), jobs=jobs, next_due_ms=None if next_due < 0 else int(next_due),
                      lost=[text(x) for x in lost],
                      schedules=[ClaimedSchedule.from_reply(f) for f in json.loads(fires) or ()],
-                     aborted=[text(x) for x in aborted], places=places, hosts=hosts)
+                     places=places, hosts=hosts)
 
     def places(self, mode: str, entries: Sequence[Sequence[Any]], *,
                lease_ms: int | None = None) -> list[Any]:
@@ -213,31 +226,38 @@ class Queue:
         codes: list[Code] = []
         for start in range(0, len(entries), ACK_CHUNK):
             jobs = _json(entries[start:start + ACK_CHUNK])  # one argument: see ack.lua
-            args = [self.keys.tag, worker, self.keys.wake, jobs]
+            args = [self.keys.tag, worker, self.keys.wake, jobs, self.lease_ms]
             codes += [CODES[c] for c in self.call("ack", keys, args)]
         return codes
 
     def fail_job(self, worker: str, job_id: str, token: int, result: JobResult, *, error: str,
-                 retryable: bool = True) -> FailOutcome:
+                 retryable: bool = True, blame: str = "host") -> FailOutcome:
         """A running job failed: retried with backoff, or failed for good (see FailOutcome).
 
-        Raises StaleTokenError when the job was claimed again since this worker's claim.
+        ``blame``: "host" (what the host did counts against max_failures and wave limits) or
+        "worker" (the run was lost with its worker: counts against max_attempts only; see
+        ``workers.blame``). Raises StaleTokenError when the job was claimed again since this
+        worker's claim. The same token's fail again answers the first outcome (fail.lua).
         """
+        if blame not in ("host", "worker"):
+            raise bad(f"blame must be 'host' or 'worker', not {blame!r}")
         check_worker(worker)
         check_leases([(job_id, token)])
         task_id = job_id.rpartition(".")[0]
         keys = [self.keys.job(job_id), self.keys.task(task_id), *self.keys.all_due(),
                 self.keys.parked(task_id), self.keys.dead, self.keys.events]
         args = [self.keys.tag, worker, self.keys.wake, job_id, token, 1 if retryable else 0,
-                error[:ERROR_CAP], *result.script_args(OUTPUT_CAP), random.random(), BACKOFF_CAP_MS]
+                error[:ERROR_CAP], *result.script_args(OUTPUT_CAP), random.random(), BACKOFF_CAP_MS,
+                self.lease_ms, blame]
         outcome, due_ms = self.call("fail", keys, args)
         return FailOutcome(outcome="retry" if outcome == 1 else "failed",
                            due_ms=int(due_ms) if outcome == 1 else None, aborted=outcome == 3)
 
     def fail(self, worker: str, job_id: str, token: int, result: JobResult, *, error: str,
-             retryable: bool = True) -> str:
+             retryable: bool = True, blame: str = "host") -> str:
         """``fail_job(...).outcome``: "retry" or "failed". StaleTokenError if claimed again."""
-        return self.fail_job(worker, job_id, token, result, error=error, retryable=retryable).outcome
+        return self.fail_job(worker, job_id, token, result, error=error, retryable=retryable,
+                             blame=blame).outcome
 
     def defer(self, worker: str, job_id: str, token: int, due_ms: int, *, wclose_ms: int | None,
               reason: str) -> Code:
@@ -251,7 +271,7 @@ class Queue:
         keys = [self.keys.job(job_id), self.keys.task(task_id), *self.keys.all_due(),
                 self.keys.parked(task_id), self.keys.events]
         args = [self.keys.tag, worker, self.keys.wake, job_id, token, due_ms,
-                "" if wclose_ms is None else wclose_ms, reason[:ERROR_CAP]]
+                "" if wclose_ms is None else wclose_ms, reason[:ERROR_CAP], self.lease_ms]
         reply = self._scripts["defer"](keys=keys, args=args)
         if reply[0] == Code.BAD_ARGUMENT:
             raise error_for(reply[0], text(reply[1]))
@@ -265,7 +285,7 @@ class Queue:
         for start in range(0, len(leases), ACK_CHUNK):
             chunk = leases[start:start + ACK_CHUNK]
             keys = [self.keys.events, *self.keys.all_due()]
-            args: list[Any] = [self.keys.tag, worker, self.keys.wake, len(chunk)]
+            args: list[Any] = [self.keys.tag, worker, self.keys.wake, len(chunk), self.lease_ms]
             for job_id, token in chunk:
                 keys += self._job_keys(job_id)
                 args += [job_id, token]
@@ -279,10 +299,16 @@ class Queue:
                 self.keys.held(task_id), self.keys.events]
 
     def sweep_aborted(self, task_id: str) -> int:
-        """After a failure aborted the task (``FailOutcome.aborted``, ``Claim.aborted``): cancel
-        its pending, parked and held jobs; the task stays ``aborted``. Nothing happens when an
-        operator's retry-failed revived it first (it is not aborted any more)."""
+        """After a failure aborted the task (``FailOutcome.aborted``, or found in the shard's
+        aborting set by ``aborting()``): cancel its pending, parked and held jobs; the task
+        stays ``aborted``. Nothing happens when an operator's retry-failed revived it first
+        (it is not aborted any more). Safe to run twice, or on two nodes at once."""
         return self.cancel_task(task_id, "", _abort_sweep=True)
+
+    def aborting(self) -> list[str]:
+        """The aborted tasks of this shard whose sweep has not finished (``Keys.aborting``):
+        what ``sweep_aborted`` still has to do, whoever's reply was lost."""
+        return sorted(text(x) for x in self.client.smembers(self.keys.aborting))
 
     def cancel_task(self, task_id: str, operator: str, *, _abort_sweep: bool = False) -> int:
         """Cancel the task and its pending, parked and held jobs; returns how many were cancelled.

@@ -74,6 +74,24 @@ class Keys:
         expired ones first, so a dead worker's jobs are found whatever the due backlog."""
         return f"{self.tag}:leases"
 
+    def memo(self, job_id: str) -> str:
+        """STRING "<token> <verb> <a> <b>": the outcome the last ack, fail, release or defer of
+        a job gave its token, kept for a lease, so the same token's repeat (its first reply was
+        lost) answers it and writes nothing (_lib.lua fs_remember, fs_recall)."""
+        return f"{self.tag}:memo:{job_id}"
+
+    def claim_request(self, request_id: str) -> str:
+        """STRING: the reply of a claim that took or failed jobs, by its request id, kept for a
+        lease, so a claim sent again after a lost reply gets the same jobs (claim.lua)."""
+        return f"{self.tag}:claimreq:{request_id}"
+
+    @property
+    def aborting(self) -> str:
+        """SET of the ids of aborted tasks whose pending, parked and held jobs are not swept
+        yet: an abort adds its task, the sweep's last chunk or a revival removes it; nodes sweep
+        what it holds (``Queue.aborting``), so no lost reply strands a parked job."""
+        return f"{self.tag}:aborting"
+
     @property
     def dead(self) -> str:
         """ZSET job id -> ms epoch of jobs that failed for good (the dead letter set)."""

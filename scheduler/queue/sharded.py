@@ -196,6 +196,9 @@ class ShardedQueue:
     def sweep_aborted(self, task_id: str) -> int:
         return self.shard_of_task(task_id).sweep_aborted(task_id)
 
+    def aborting(self) -> list[str]:
+        return sorted(t for part in self.parts for t in part.aborting())
+
     def reprioritize(self, task_id: str, priority: str, operator: str) -> int:
         return self.shard_of_task(task_id).reprioritize(task_id, priority, operator)
 
@@ -225,7 +228,6 @@ class ShardedQueue:
         jobs: list[Any] = []
         lost: list[str] = []
         schedules: list[Any] = []
-        aborted: list[str] = []
         hosts: dict[str, dict[str, str]] = {}
         now_ms = 0
         failed: BaseException | None = None
@@ -262,14 +264,13 @@ class ShardedQueue:
             jobs += got
             lost += part.lost
             schedules += part.schedules
-            aborted += part.aborted
             hosts.update(part.hosts)
             left -= len(got) + len(part.schedules)
         if failed is not None and not parts:
             raise failed
         known = [d for d in self._due if d is not None]
         return Claim(now_ms=now_ms, jobs=jobs, next_due_ms=min(known) if known else None,
-                     lost=lost, schedules=schedules, aborted=aborted, parts=parts, hosts=hosts)
+                     lost=lost, schedules=schedules, parts=parts, hosts=hosts)
 
     def _unanswered(self, i: int, exc: BaseException) -> None:
         """Log a shard that stopped answering once, not at every claim while it is down."""

@@ -362,7 +362,6 @@ class Claim:
     next_due_ms: int | None  # earliest score left in any due set
     lost: list[str]  # job ids failed as lost by this claim
     schedules: list[ClaimedSchedule] = field(default_factory=list)  # entries to fire
-    aborted: list[str] = field(default_factory=list)  # tasks a loss aborted: sweep them
     # Sharded queues, shard >= 1 (claim.lua mode 'remote'): the claimed jobs that need places
     # in shard 0 before they may run, as (job, exclusive, limited groups).
     places: list[tuple[ClaimedJob, bool, str]] = field(default_factory=list)

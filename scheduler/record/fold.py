@@ -202,7 +202,10 @@ def _job_patch(kind: str, f: Mapping[str, str], ts: Any, to_ts: Ts) -> dict[str,
             patch["worker"] = get("worker")[:255]  # type: ignore[index]
     elif kind in ("ack", "fail", "retry"):
         output = get("output")
-        patch = {"state": {"ack": "succeeded", "fail": "failed", "retry": "pending"}[kind],
+        # A run lost with its worker (fail.lua blame worker) ends `lost`, as one whose lease
+        # ran out does (claim.lua): one state for one cause, whichever path found it.
+        final = "lost" if get("blame") == "worker" else "failed"
+        patch = {"state": {"ack": "succeeded", "fail": final, "retry": "pending"}[kind],
                  "exit_code": _int(get("exit_code")), "duration_ms": _int(get("duration_ms")),
                  "output_tail": None if output is None else stored_output(output, OUTPUT_MAX)}
         if kind == "ack":

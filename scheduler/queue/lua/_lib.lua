@@ -67,6 +67,27 @@ local function fs_err(code, message)
   return {code, message}
 end
 
+-- Reply memos (docs/reliability.md, "Ambiguous replies"). A verb that ends a job's run (ack,
+-- fail, release, defer) remembers its outcome under the token it was given, in
+-- <tag>:memo:<job id> ("<token> <verb> <a> <b>"), for `memo_ms` (the caller's lease: a node
+-- retries a verb for at most a lease). When the same token's same verb comes again (its first
+-- reply was lost and the node, or redis-py, sent it again), fs_recall finds it: the verb
+-- answers the first outcome and writes nothing. Only the refusal branches look, so a verb
+-- that takes effect pays one SET and no read.
+local function fs_remember(tag, id, token, verb, a, b, memo_ms)
+  redis.call('SET', tag .. ':memo:' .. id, token .. ' ' .. verb .. ' ' .. a .. ' ' .. b,
+    'PX', memo_ms)
+end
+
+-- The first outcome {a, b} of `verb` under `token` for job `id`, or nil if there is none.
+local function fs_recall(tag, id, token, verb)
+  local memo = redis.call('GET', tag .. ':memo:' .. id)
+  if not memo then return nil end
+  local t, v, a, b = string.match(memo, '^(%d+) (%S+) (%S*) (%S*)$')
+  if tonumber(t) ~= tonumber(token) or v ~= verb then return nil end
+  return {a, b}
+end
+
 -- Append one audit event: kind, ts, then the flat list of field/value pairs.
 local function fs_emit(events, now, kind, fields)
   redis.call('XADD', events, '*', 'kind', kind, 'ts', fs_int(now), unpack(fields))
@@ -243,6 +264,22 @@ local function fs_note_failed_host(task_key, jk, host)
   return n, true
 end
 
+-- The job's host no longer counts in its task's failed_hosts (nor among failed_names): its
+-- job is retried by an operator (retry_failed.lua) or cancelled (its hash goes). Call before
+-- the job hash is deleted. A host counts once, and only while its job may still fail the task.
+local function fs_forget_failed_host(task_key, jk)
+  if redis.call('HDEL', jk, 'failed_once') == 0 then return end
+  redis.call('HINCRBY', task_key, 'failed_hosts', -1)
+  local host = redis.call('HGET', jk, 'host')
+  local names = redis.call('HGET', task_key, 'failed_names')
+  if not (host and names) then return end
+  local kept, dropped = {}, false
+  for name in string.gmatch(names, '[^,]+') do
+    if name == host and not dropped then dropped = true else kept[#kept + 1] = name end
+  end
+  redis.call('HSET', task_key, 'failed_names', table.concat(kept, ','))
+end
+
 -- A rollout in waves: the failure limit of a wave of `size` hosts (the task hash's
 -- wave_limit, written as the wave is released): --max-failures as a percentage is taken of the
 -- wave's hosts (wave_policy's max_failures as typed; rounded up, at least 1); as a count it is
@@ -297,12 +334,22 @@ local function fs_failure_count(t_mode, failed, hosts)
   return failed
 end
 
+-- The shard's set of aborted tasks whose sweep (cancel.lua, first = 2) has not finished
+-- ({P}:aborting), named from a task hash key (same hash tag, so the same cluster slot). An
+-- abort adds the task; the sweep's last chunk, or a revival, removes it. Nodes sweep what
+-- it holds (workers.heartbeat), so a lost reply of the verb that aborted delays the sweep
+-- and never strands it.
+local function fs_aborting_of(task_key)
+  return (string.gsub(task_key, ':task:[^:]+$', ':aborting'))
+end
+
 -- The limit crossed: abort an active or paused task (event abort, saying why). True if so.
 local function fs_abort_over_limit(task_key, task_id, events, now, state, limit, mode, counted)
   if not (limit > 0 and counted >= limit and (state == 'active' or state == 'paused')) then
     return false
   end
   redis.call('HSET', task_key, 'state', 'aborted')
+  redis.call('SADD', fs_aborting_of(task_key), task_id)
   local why
   if mode == 'attempts' then
     why = fs_int(counted) .. ' hosts failed an attempt (' ..
@@ -332,17 +379,26 @@ end
 local function fs_count_failure(task_key, task_id, events, now, jk, host)
   local failed = redis.call('HINCRBY', task_key, 'failed', 1)
   local hosts, first = fs_note_failed_host(task_key, jk, host)
-  local t = redis.call('HMGET', task_key, 'state', 'max_failures', 'count_failures')
+  local t = redis.call('HMGET', task_key, 'state', 'max_failures', 'count_failures', 'lost_failed')
   if t[1] == 'aborted' then
     redis.call('HINCRBY', task_key, 'overshoot', 1)
     return false
   end
+  -- Jobs lost with their worker are among `failed` but are no host's failure.
   if fs_abort_over_limit(task_key, task_id, events, now, t[1], fs_num(t[2]), t[3],
-      fs_failure_count(t[3], failed, hosts)) then
+      fs_failure_count(t[3], failed - fs_num(t[4]), hosts)) then
     return true
   end
   if t[3] ~= 'attempts' or first then fs_wave_failed(task_key, task_id, events, now, host) end
   return false
+end
+
+-- A job failed for good because its run was lost with its worker (fail.lua blame worker; a
+-- non-idempotent job lost at a lease expiry, claim.lua): failed + 1 and lost_failed + 1. It
+-- is no failure of its host: max_failures, wave limits and failed_hosts do not count it.
+local function fs_count_lost_failure(task_key)
+  redis.call('HINCRBY', task_key, 'failed', 1)
+  redis.call('HINCRBY', task_key, 'lost_failed', 1)
 end
 
 -- A job fails for good: it keeps its hash (state failed, error), leaves its due set and goes

@@ -9,8 +9,11 @@ ARGV[4]      the jobs, as JSON text: a list of n >= 1 lists of 5 strings [job id
              token, exit code ('' none), duration (ms), output], numbers in decimal text (one
              argument parses faster on both sides than 5n, and text reaches XADD without a
              float format; see docs/benchmarks.md "Queue core")
+ARGV[5]      memo lifetime (ms, >= 1; the caller's lease): how long the outcome is remembered
+             under the job's token (_lib fs_remember), so a repeat is recognised
 Returns      {code_1, ..., code_n}: 0 OK (hash deleted, succeeded + 1, event ack, one parked job
-             of the task released), -1 STALE_TOKEN (claimed again since) and -2 UNKNOWN_JOB
+             of the task released; or the same token's ack again, whose first reply was lost:
+             nothing written, see _lib fs_recall), -1 STALE_TOKEN (claimed again since) and -2 UNKNOWN_JOB
              (gone: finished by its new owner): the job is unchanged and the refused result is
              recorded (event stale, verb ack, reason, the token presented), -5 NOT_RUNNING
 Errors       {-4 BAD_ARGUMENT, message} for malformed arguments; nothing is written.
@@ -20,14 +23,15 @@ so they hash to the slot of KEYS[1..4] (Redis Cluster).
 ]]
 local events = KEYS[1]
 local due_keys = {urgent = KEYS[2], normal = KEYS[3], bulk = KEYS[4]}
-local tag, worker, wake = ARGV[1], ARGV[2], ARGV[3]
+local tag, worker, wake, memo_ms = ARGV[1], ARGV[2], ARGV[3], fs_count(ARGV[5])
 fs_effects()
 
 local ok, jobs = pcall(cjson.decode, ARGV[4] or '')
-if #KEYS ~= 4 or #ARGV ~= 4 or not ok or type(jobs) ~= 'table' or #jobs < 1 then
+if #KEYS ~= 4 or #ARGV ~= 5 or not ok or type(jobs) ~= 'table' or #jobs < 1 then
   return fs_err(FS_BAD_ARGUMENT,
     'ack needs a JSON list of at least one job [id, token, exit code, duration, output]')
 end
+if memo_ms == nil or memo_ms < 1 then return fs_err(FS_BAD_ARGUMENT, 'memo lifetime must be an integer >= 1 ms') end
 local task_ids = {}
 local match = string.match
 local ints = {['0'] = true, ['1'] = true, [''] = true}  -- texts already seen to be integers
@@ -73,6 +77,8 @@ for i = 1, #jobs do
   local j = redis.call('HMGET', jk, 'token', 'state', 'host', 'attempt')
   if acked[jk] then
     codes[i] = FS_NOT_RUNNING  -- the same job twice in one batch: acked the first time
+  elseif (not j[2] or (j[1] or '0') ~= token or j[2] ~= 'running') and fs_recall(tag, id, token, 'ack') then
+    codes[i] = FS_OK  -- a repeat: this token's ack took effect and its reply was lost
   elseif not j[2] then
     codes[i] = FS_UNKNOWN_JOB
     stale(i, job, 'unknown_job', {})
@@ -94,6 +100,7 @@ for i = 1, #jobs do
     gone[#gone + 1] = jk
     fs_free_host(tag, j[3], job[1], wake, events, now)
     acked[jk] = true
+    fs_remember(tag, id, token, 'ack', '', '', memo_ms)
     local ids = removed[t.due]
     if ids == nil then
       ids = {}

@@ -15,7 +15,9 @@ ARGV[2]     operator
 ARGV[3]     first (1 | 0), or 2: the first call of the sweep after an abort, which stops at once
             (going on = 0) unless the task is aborted
 ARGV[4]     last (1 | 0): drop the parked list (its jobs were cancelled by this walk), the
-            held set and the staged-waves set {P}:waves:<task> (named from the held set)
+            held set and the staged-waves set {P}:waves:<task> (named from the held set), and
+            take the task out of the shard's aborting set {P}:aborting (named from the task
+            key, _lib fs_aborting_of): it is swept
 ARGV[4+i]   job id i
 Returns     {cancelled, span, going on}: jobs cancelled by this call (pending, parked, held or
             waiting in a later wave:
@@ -50,11 +52,13 @@ end
 if first == '2' and t[1] ~= 'aborted' then
   -- The sweep after an abort, and the task is not aborted (any more): an operator's
   -- retry-failed revived it before the sweep began. Leave it alone.
+  redis.call('SREM', fs_aborting_of(task_key), task_id)
   return {0, fs_num(t[3]), 0}
 end
 if first == '0' and t[1] ~= 'cancelled' and t[1] ~= 'aborted' then
   -- The task is live again (retry-failed revived an aborted task during this sweep): the rest
   -- of the sweep would cancel the jobs it has just queued again. Stop.
+  redis.call('SREM', fs_aborting_of(task_key), task_id)
   return {0, fs_num(t[3]), 0}
 end
 local due = fs_due_of(due_keys, t[2])
@@ -74,6 +78,7 @@ for i = 1, n do
       fs_drop_elsewhere(due_keys, due, id)
     end
     if state == 'held' then redis.call('ZREM', held, id) end
+    fs_forget_failed_host(task_key, jk)  -- a cancelled host no longer counts as failed
     redis.call('DEL', jk)
     ids[#ids + 1] = id
   end
@@ -83,5 +88,8 @@ if #ids > 0 then
   fs_emit(events, now, 'cancel', {'task', task_id, 'operator', operator, 'count', fs_int(#ids),
     'jobs', table.concat(ids, ' ')})
 end
-if last == '1' then redis.call('DEL', parked, held, fs_waves_of(held)) end
+if last == '1' then
+  redis.call('DEL', parked, held, fs_waves_of(held))
+  redis.call('SREM', fs_aborting_of(task_key), task_id)  -- swept: no node needs to sweep it
+end
 return {#ids, fs_num(t[3]), 1}

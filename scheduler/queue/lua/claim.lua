@@ -23,19 +23,22 @@ ARGV[7]     shard mode (optional; docs/architecture.md "Shards"):
 ARGV[8]     '1': also return each claimed job's host hash ({P}:host:<host>, what a worker needs
             to reach the host), saving the worker a round trip between the claim and the start;
             optional (absent: not returned)
-Returns     {now_ms, next_due_ms or -1, claimed, lost, schedules, aborted, hosts}
+ARGV[9]     request id (optional; '' or absent: none): a claim whose reply was lost is sent
+            again with the same id, and gets the first call's reply again, writing nothing
+            (docs/reliability.md, "Ambiguous replies"). A call that claimed or failed anything
+            keeps its reply in <tag>:claimreq:<request id> for one lease
+Returns     {now_ms, next_due_ms or -1, claimed, lost, schedules, hosts}
             claimed: JSON text (one bulk reply parses faster than a nested array): a list with
                      one list per job, in the field order of scheduler.queue.types.ClaimedJob:
                      id, task id, host, token, attempt, due (ms, '' none), window (null none),
                      window close (ms, null none), after_loss (true | false); '{}' when empty.
                      Numbers travel as decimal text (a Lua number costs a float format in
                      cjson and in redis.call; see docs/benchmarks.md "Queue core")
-            lost:    ids failed as lost by this call
+            lost:    ids failed as lost by this call (a lost run is no failure of its host:
+                     it counts against max_attempts only, never max_failures or a wave's
+                     limit, so a loss never aborts a task)
             schedules: JSON text: one list of 3 strings per schedule entry claimed: name,
                      token, occurrence (ms); '{}' when empty
-            aborted: ids of the tasks a lost job's failure aborted in this call: the worker
-                     sweeps their pending, parked and held jobs (Queue.sweep_aborted), as it
-                     does after a fail that aborts
             hosts:   with ARGV[8] '1', JSON text: one HGETALL reply (a flat list of field and
                      value, '{}' when the host is unknown) per claimed job, in the order of
                      `claimed`; '{}' when none is claimed; absent without ARGV[8]
@@ -91,6 +94,7 @@ local events = KEYS[5]
 local tag, worker, wake = ARGV[1], ARGV[2], ARGV[6]
 local mode = ARGV[7] or ''
 local with_hosts = ARGV[8] == '1'
+local request = ARGV[9] or ''
 local remote = mode == 'remote'
 local batch, lease, scan_limit = fs_count(ARGV[3]), fs_count(ARGV[4]), fs_count(ARGV[5])
 fs_effects()
@@ -105,11 +109,22 @@ if mode ~= '' and mode ~= 'coord' and mode ~= 'remote' then
   return fs_err(FS_BAD_ARGUMENT, 'shard mode must be empty, coord or remote')
 end
 
+-- A repeat of a claim whose reply was lost: the first reply again, nothing written.
+local request_key = request ~= '' and (tag .. ':claimreq:' .. request) or nil
+if request_key then
+  local first = redis.call('GET', request_key)
+  if first then
+    local r = cjson.decode(first)
+    r[1], r[2] = tonumber(r[1]), tonumber(r[2])
+    return r
+  end
+end
+
 local now = fs_now()
 local now_text = fs_int(now)
 local expiry = now + lease
 local expiry_text = fs_int(expiry)
-local claimed, lost, schedules, aborted = {}, {}, {}, {}
+local claimed, lost, schedules = {}, {}, {}
 local taken = 0
 local tasks = {}     -- task id -> cached {key, state, max_running, running, claimed, ...}
 local task_order = {}
@@ -216,6 +231,7 @@ end
 
 -- quiet: the job's end is recorded already (its lost event, outcome cancelled): no second one.
 local function cancel(due, id, jk, t, quiet)
+  if t.state ~= 'gone' then fs_forget_failed_host(t.key, jk) end
   redis.call('DEL', jk)
   redis.call('ZREM', due, id)
   if t.state ~= 'gone' then redis.call('HINCRBY', t.key, 'cancelled', 1) end
@@ -318,12 +334,7 @@ local function lose(due, id, jk, j, t)
     redis.call('HINCRBY', jk, 'token', 1)
     emit('failed', why)
     fs_bury(jk, id, due, dead, now, why)
-    if fs_count_failure(t.key, t.id, events, now, jk, j.host) then
-      t.state = 'aborted'
-      aborted[#aborted + 1] = t.id
-    else  -- reaching a wave's failure limit pauses the task: this call claims none of its jobs
-      t.state = redis.call('HGET', t.key, 'state') or t.state
-    end
+    fs_count_lost_failure(t.key)  -- the worker's loss, not the host's failure: no threshold
     lost[#lost + 1] = id
   end
   -- The freed slot goes to a parked job, in the task's class now (not the class of the lost
@@ -477,6 +488,7 @@ for _, prio in ipairs({'urgent', 'normal', 'bulk'}) do
   local head = redis.call('ZRANGE', due_keys[prio], 0, 0, 'WITHSCORES')
   if head[2] ~= nil and (next_due < 0 or tonumber(head[2]) < next_due) then next_due = tonumber(head[2]) end
 end
+local reply = {now, next_due, cjson.encode(claimed), lost, cjson.encode(schedules)}
 if with_hosts then
   local hosts = {}
   for i, row in ipairs(claimed) do
@@ -486,7 +498,12 @@ if with_hosts then
     if h.err then h = {} end
     hosts[i] = h
   end
-  return {now, next_due, cjson.encode(claimed), lost, cjson.encode(schedules), aborted,
-    cjson.encode(hosts)}
+  reply[6] = cjson.encode(hosts)
 end
-return {now, next_due, cjson.encode(claimed), lost, cjson.encode(schedules), aborted}
+if request_key and (taken > 0 or #lost > 0) then
+  -- Numbers as text: cjson would print a ms epoch with too few digits.
+  local kept = {fs_int(now), fs_int(next_due)}
+  for i = 3, #reply do kept[i] = reply[i] end
+  redis.call('SET', request_key, cjson.encode(kept), 'PX', lease)
+end
+return reply

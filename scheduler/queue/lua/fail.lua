@@ -19,6 +19,14 @@ ARGV[10]    output (capped head/tail text)
 ARGV[11]    jitter in [0, 1): random fraction from the caller (Redis < 7 seeds math.random
             identically in every script run, so the caller draws it)
 ARGV[12]    backoff cap (ms)
+ARGV[13]    memo lifetime (ms, >= 1; the caller's lease): the outcome is remembered under the
+            token, so the same token's fail again (its first reply was lost) answers it and
+            writes nothing (_lib fs_remember, fs_recall)
+ARGV[14]    blame: 'host' (the host did it: a non-zero exit, a timeout on the host, a refused
+            key) or 'worker' (the run was lost with its worker: a killed child, an interrupted
+            shutdown). Only the host's failures count against max_failures, wave limits and
+            failed_hosts; both count against max_attempts. A worker's final failure is recorded
+            as lost (event fail with blame worker; failed + 1, lost_failed + 1)
 Returns     {1, due_ms}  retry: pending again at now + backoff_ms * 2^(attempt-1) * (0.8 + 0.4 *
                          jitter), capped; event retry
             {2, 0}       failed for good: dead letter, failed + 1; event fail. With the task's
@@ -42,6 +50,7 @@ local tag, worker, wake, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local task_id = fs_task_of(id) or ''
 local retryable, err, exit_code, duration, output = ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]
 local jitter, cap = tonumber(ARGV[11]), fs_count(ARGV[12])
+local memo_ms, blame = fs_count(ARGV[13]), ARGV[14]
 fs_effects()
 
 if fs_count(token) == nil or fs_count(duration) == nil or cap == nil then
@@ -49,7 +58,13 @@ if fs_count(token) == nil or fs_count(duration) == nil or cap == nil then
 end
 if jitter == nil or jitter < 0 or jitter >= 1 then return fs_err(FS_BAD_ARGUMENT, 'jitter must be in [0, 1)') end
 if retryable ~= '0' and retryable ~= '1' then return fs_err(FS_BAD_ARGUMENT, 'retryable must be 0 or 1') end
+if memo_ms == nil or memo_ms < 1 then return fs_err(FS_BAD_ARGUMENT, 'memo lifetime must be an integer >= 1 ms') end
+if blame ~= 'host' and blame ~= 'worker' then return fs_err(FS_BAD_ARGUMENT, 'blame must be host or worker') end
 local j = redis.call('HMGET', jk, 'token', 'state', 'host', 'attempt')
+if not j[2] or fs_num(j[1]) ~= tonumber(token) or j[2] ~= 'running' then
+  local first = fs_recall(tag, id, token, 'fail')
+  if first then return {tonumber(first[1]), tonumber(first[2])} end  -- a repeat: the first outcome
+end
 -- A refused result is recorded (event stale): it proves this worker ran the job too.
 local function stale(reason, more)
   local fields = {'task', task_id, 'job', id, 'verb', 'fail', 'reason', reason, 'token', token,
@@ -78,9 +93,13 @@ local fields = {'task', task_id, 'job', id, 'host', j[3], 'attempt', fs_int(atte
   'worker', worker, 'exit_code', exit_code, 'duration_ms', duration, 'output', output, 'error', err}
 local outcome, due_ms = 2, 0
 local retry = retryable == '1' and attempt < max_attempts and (t[1] == 'active' or t[1] == 'paused')
+local host_fault = blame == 'host'
+if not host_fault then fields[#fields + 1], fields[#fields + 2] = 'blame', 'worker' end
 -- A retry still counts its host against max_failures (count_failures = attempts): the failure
 -- that reaches the limit is not retried; it fails for good and aborts the task.
-if retry and fs_attempt_crosses_limit(task_key, task_id, events, now, jk, j[3]) then retry = false end
+if retry and host_fault and fs_attempt_crosses_limit(task_key, task_id, events, now, jk, j[3]) then
+  retry = false
+end
 if retry then
   local delay = fs_num(t[5]) * 2 ^ (attempt - 1)
   delay = math.floor(math.min(delay, cap) * (0.8 + 0.4 * jitter))
@@ -97,7 +116,12 @@ else
   fs_bury(jk, id, due, dead, now, err)
   fs_finish(task_key, nil)
   fs_emit(events, now, 'fail', fields)
-  if fs_count_failure(task_key, task_id, events, now, jk, j[3]) then outcome = 3 end
+  if not host_fault then
+    fs_count_lost_failure(task_key)
+  elseif fs_count_failure(task_key, task_id, events, now, jk, j[3]) then
+    outcome = 3
+  end
 end
+fs_remember(tag, id, token, 'fail', fs_int(outcome), fs_int(due_ms), memo_ms)
 if fs_num(t[3]) > 0 then fs_unpark(tag, parked, due, wake, events, now, task_id) end
 return {outcome, due_ms}

@@ -8,23 +8,26 @@ ARGV[1]      tag ("{prefix}", for the job hash of a parked job released in excha
 ARGV[2]      worker id (recorded in the event)
 ARGV[3]      wake channel
 ARGV[4]      n, the number of jobs (>= 1)
-ARGV[4+2(i-1)+1..2]  job i: job id, fencing token
-Returns      {code_1, ..., code_n}: 0 OK (pending again, attempt - 1, running - 1, event release),
+ARGV[5]      memo lifetime (ms, >= 1; the caller's lease): see _lib fs_remember
+ARGV[5+2(i-1)+1..2]  job i: job id, fencing token
+Returns      {code_1, ..., code_n}: 0 OK (pending again, attempt - 1, running - 1, event release;
+             or the same token's release again, whose first reply was lost: nothing written),
              -1 STALE_TOKEN, -2 UNKNOWN_JOB, -5 NOT_RUNNING
 Errors       {-4 BAD_ARGUMENT, message}; nothing is written.
 ]]
 local events = KEYS[1]
 local due_keys = {urgent = KEYS[2], normal = KEYS[3], bulk = KEYS[4]}
 local tag, worker, wake = ARGV[1], ARGV[2], ARGV[3]
-local n = fs_count(ARGV[4])
+local n, memo_ms = fs_count(ARGV[4]), fs_count(ARGV[5])
 fs_effects()
 
-if n == nil or n < 1 or #KEYS ~= 4 + 3 * n or #ARGV ~= 4 + 2 * n then
+if n == nil or n < 1 or #KEYS ~= 4 + 3 * n or #ARGV ~= 5 + 2 * n then
   return fs_err(FS_BAD_ARGUMENT, 'release needs at least one job, with three keys and two arguments each')
 end
+if memo_ms == nil or memo_ms < 1 then return fs_err(FS_BAD_ARGUMENT, 'memo lifetime must be an integer >= 1 ms') end
 for i = 1, n do
-  if fs_count(ARGV[4 + 2 * i]) == nil then
-    return fs_err(FS_BAD_ARGUMENT, 'job ' .. ARGV[3 + 2 * i] .. ': token must be a non-negative integer')
+  if fs_count(ARGV[5 + 2 * i]) == nil then
+    return fs_err(FS_BAD_ARGUMENT, 'job ' .. ARGV[4 + 2 * i] .. ': token must be a non-negative integer')
   end
 end
 
@@ -33,10 +36,13 @@ local codes = {}
 for i = 1, n do
   local k = 4 + 3 * (i - 1)
   local jk, task_key, parked = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
-  local id, token = ARGV[3 + 2 * i], ARGV[4 + 2 * i]
+  local id, token = ARGV[4 + 2 * i], ARGV[5 + 2 * i]
   local task_id = fs_task_of(id) or ''
   local j = redis.call('HMGET', jk, 'token', 'state', 'host', 'attempt', 'due')
-  if not j[2] then
+  if (not j[2] or fs_num(j[1]) ~= tonumber(token) or j[2] ~= 'running')
+      and fs_recall(tag, id, token, 'release') then
+    codes[i] = FS_OK  -- a repeat: this token's release took effect and its reply was lost
+  elseif not j[2] then
     codes[i] = FS_UNKNOWN_JOB
   elseif fs_num(j[1]) ~= tonumber(token) then
     codes[i] = FS_STALE_TOKEN
@@ -57,6 +63,7 @@ for i = 1, n do
     fs_emit(events, now, 'release', {'task', task_id, 'job', id, 'host', j[3], 'attempt', fs_int(attempt),
       'token', token, 'worker', worker, 'due', fs_int(due_ms)})
     if fs_num(t[2]) > 0 then fs_unpark(tag, parked, due, wake, events, now, task_id) end
+    fs_remember(tag, id, token, 'release', '', '', memo_ms)
     codes[i] = FS_OK
   end
 end

@@ -51,9 +51,7 @@ for i = 1, n do
     redis.call('HDEL', jk, 'attempt', 'error', 'owner')
     -- Its host no longer counts against max_failures (count_failures = attempts) until it
     -- fails again.
-    if redis.call('HDEL', jk, 'failed_once') == 1 then
-      redis.call('HINCRBY', task_key, 'failed_hosts', -1)
-    end
+    fs_forget_failed_host(task_key, jk)
     redis.call('ZREM', dead, id)
     fs_put_due(due, id, now, wake)
     ids[#ids + 1] = id
@@ -61,6 +59,7 @@ for i = 1, n do
 end
 if t[1] == 'aborted' and #ids > 0 then
   redis.call('HSET', task_key, 'state', 'active', 'overshoot', 0)
+  redis.call('SREM', fs_aborting_of(task_key), task_id)  -- revived: nothing to sweep
   redis.call('HDEL', task_key, 'wave_held')  -- no pause of a wave's limit holds it any more
   -- A rollout in waves whose later waves are still staged goes on: the wave controllers had
   -- dropped the aborted task from {P}:waving (same slot: named from the task key).
