@@ -123,6 +123,14 @@ class HostUnreachableError(FleetschedError):
     """
 
 
+class SftpUnavailableError(FleetschedError):
+    """A host's sshd refused the ``sftp`` subsystem (no ``Subsystem sftp`` line, or its program
+    is missing): the host is reachable, but no file can be put there over SFTP, and trying
+    again asks the same question. Commands still run."""
+
+    MESSAGE = "SFTP is not available on the host"
+
+
 class AuthenticationError(FleetschedError):
     """A host refused every key offered (agent, identity files); nothing was executed."""
 

@@ -4,7 +4,7 @@ plugins), their declared parameters, and secret references.
 See docs/actions.md for each action and for writing a plugin.
 """
 
-from tasks.base import Action, ActionContext, ActionResult, BaseAction, StepFailed, Steps
+from tasks.base import Action, ActionContext, ActionResult, BaseAction, Step, StepFailed, Steps
 from tasks.params import (
                           Argv,
                           Boolean,
@@ -29,6 +29,6 @@ __all__ = [
     "Action", "ActionContext", "ActionResult", "Argv", "BaseAction", "Boolean", "Choice",
     "Duration", "GROUP", "Integer", "KeyValues", "LocalPath", "Mode", "Owner", "Param",
     "ParamType", "RedactingFilter", "Redactor", "RemotePath", "SecretError", "SecretRef", "Sha256",
-    "StepFailed", "Steps", "Text", "describe_action", "get_action", "list_actions", "reload",
+    "Step", "StepFailed", "Steps", "Text", "describe_action", "get_action", "list_actions", "reload",
     "resolve", "validate_params",
 ]

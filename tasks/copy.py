@@ -15,6 +15,7 @@ import posixpath
 import secrets
 from typing import Any
 
+from scheduler.errors import SftpUnavailableError
 from tasks.base import ActionContext, BaseAction, StepFailed, Steps
 from tasks.host import Host
 from tasks.params import LocalPath, Mode, Owner, Param, RemotePath, Sha256
@@ -71,30 +72,37 @@ class CopyAction(BaseAction):
         tmp = temp_name_for(dest)
         renamed = False
         try:
-            upload(steps, data, tmp, "file")
+            try:
+                upload(steps, data, tmp, "file")
+            except SftpUnavailableError:
+                renamed = True  # nothing was written, and removing over SFTP would fail again
+                raise
             verify_upload(steps, tmp, digest, "file")
             if owner:
                 steps.run(["chown", owner, tmp], f"chown {owner}")
             steps.run(["chmod", f"{mode:04o}", tmp], f"chmod {mode:04o}")
             try:
-                steps.session.rename(tmp, dest)
+                steps.file("rename into place", f"sftp rename {tmp} {dest}",
+                           lambda: steps.session.rename(tmp, dest))
             except OSError as exc:
                 if is_transport_error(exc):
                     raise
                 raise StepFailed(f"rename into {dest} failed: {exc.strerror or exc}",
-                                 retryable=False) from None
+                                 retryable=False, step=steps.last) from None
             renamed = True
             steps.changed = True
         finally:
             if not renamed:
-                steps.cleanup("remove the temporary file", lambda: steps.session.remove(tmp))
+                steps.cleanup("remove the temporary file", lambda: steps.file(
+                    "remove the temporary file", f"sftp remove {tmp}",
+                    lambda: steps.session.remove(tmp), cleanup=True))
 
     def _already_in_place(self, steps: Steps, dest: str, digest: str, mode: int,
                           owner: str | None) -> bool:
         probe = steps.run(["sha256sum", dest], "checksum of the current file", check=False)
         if "Is a directory" in probe.stderr_head:
             raise StepFailed(f"{dest} is a directory on the host; dest must name a file",
-                             retryable=False)
+                             retryable=False, step=steps.last)
         if probe.exit_code != 0 or parse_sha256sum(probe.stdout_head) != digest:
             return False  # missing, unreadable or different: copy it
         stat = steps.run(["stat", "-c", "%a %U:%G %u:%g", dest], "stat the current file")

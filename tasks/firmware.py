@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
+import shlex
 import time
 from typing import Any
 
 from scheduler.errors import HostKeyError
-from tasks.base import ActionContext, BaseAction, StepFailed, Steps
+from tasks.base import ActionContext, BaseAction, Step, StepFailed, Steps
 from tasks.host import Host
 from tasks.params import Argv, Boolean, Duration, LocalPath, Param, RemotePath, Sha256, Text
 from tasks.remote import (
@@ -115,20 +116,21 @@ class FirmwareAction(BaseAction):
             if expected not in reported:
                 shown = reported.splitlines()[-1][:100] if reported else ""
                 raise StepFailed(f"version check: the host reports {shown!r}, expected "
-                                 f"{expected!r}", retryable=False)
+                                 f"{expected!r}", retryable=False, step=steps.last)
 
     def _reboot(self, steps: Steps, params: dict[str, Any], ctx: ActionContext,
                 stack: contextlib.ExitStack) -> None:
         argv = steps.render(params["reboot_cmd"])
+        start = time.monotonic()
         try:
             result = steps.session.run(argv, timeout=REBOOT_CMD_TIMEOUT_S, stdin=None)
-            steps.results.append(result)
-            if result.exit_code not in (None, 0) and not result.timed_out:
-                raise StepFailed(f"reboot command failed (exit {result.exit_code})")
-        except StepFailed:
-            raise
         except Exception:  # noqa: BLE001 - the host going away under us is what a reboot does
-            pass
+            steps.record(Step("reboot", shlex.join(argv), None, time.monotonic() - start,
+                              note="the connection dropped, as a reboot does"))
+        else:
+            step = steps.record(Step("reboot", result.command, result, result.duration_s))
+            if result.exit_code not in (None, 0) and not result.timed_out:
+                raise StepFailed(f"reboot command failed (exit {result.exit_code})", step=step)
         ctx.sleep(params["reboot_delay"])
         give_up = min(time.monotonic() + params["reconnect_timeout"], steps.deadline)
         pause, last_error = RECONNECT_PAUSE_S[0], "no attempt"

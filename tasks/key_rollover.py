@@ -50,7 +50,7 @@ class KeyRolloverAction(BaseAction):
         try:
             steps.run(steps.render(params["pre_check"]), "pre-check")
         except StepFailed as exc:
-            raise StepFailed(f"{exc} (nothing was changed)", exc.retryable) from None
+            raise StepFailed(f"{exc} (nothing was changed)", exc.retryable, exc.step) from None
         secret = params["secret"]
         steps.changed = True
         steps.run(steps.render(params["rollover"]), "rollover",

@@ -8,7 +8,9 @@ What it owns:
 3. the SHA-256 of a file on the host (:func:`remote_sha256`, ``sha256sum``) and the check that
    an upload arrived intact (:func:`verify_upload`).
 
-Every command is an argv (paths are absolute, so none can be read as an option).
+Every command is an argv (paths are absolute, so none can be read as an option). Uploads are
+steps too (``Steps.file``), and a check that refuses a step's output names that step as the
+one that decided the failure.
 """
 
 from __future__ import annotations
@@ -49,12 +51,13 @@ def upload(steps: Steps, data: bytes, path: str, what: str, mode: int = 0o600) -
     """Write ``data`` to ``path`` on the host (SFTP). A refusal by the host's file system
     (no such directory, permission denied) fails for good; a broken connection may be retried."""
     try:
-        steps.session.put(data, path, mode=mode)
+        steps.file(f"upload the {what}", f"sftp put {path}",
+                   lambda: steps.session.put(data, path, mode=mode))
     except OSError as exc:
         if is_transport_error(exc):
             raise
         raise StepFailed(f"upload of the {what} to {path} failed: {exc.strerror or exc}",
-                         retryable=False) from None
+                         retryable=False, step=steps.last) from None
 
 
 def make_temp_dir(steps: Steps, base: str) -> str:
@@ -65,7 +68,7 @@ def make_temp_dir(steps: Steps, base: str) -> str:
     path = result.stdout_head.strip()
     prefix = f"{base.rstrip('/')}/{TEMP_PREFIX}"
     if not path.startswith(prefix) or "\n" in path or "/" in path[len(prefix):]:
-        raise StepFailed(f"mktemp -d printed an unexpected path {path[:80]!r}")
+        raise StepFailed(f"mktemp -d printed an unexpected path {path[:80]!r}", step=steps.last)
     return path
 
 
@@ -81,7 +84,7 @@ def remote_sha256(steps: Steps, path: str, what: str) -> str:
     result = steps.run(["sha256sum", path], what)
     digest = parse_sha256sum(result.stdout_head)
     if digest is None:
-        raise StepFailed(f"{what}: sha256sum printed no checksum")
+        raise StepFailed(f"{what}: sha256sum printed no checksum", step=steps.last)
     return digest
 
 
@@ -96,4 +99,4 @@ def verify_upload(steps: Steps, path: str, expected: str, what: str) -> None:
     got = remote_sha256(steps, path, f"verify the checksum of the uploaded {what}")
     if got != expected:
         raise StepFailed(f"checksum mismatch for the uploaded {what}: the host has sha256 "
-                         f"{got[:16]}..., the worker sent {expected[:16]}...")
+                         f"{got[:16]}..., the worker sent {expected[:16]}...", step=steps.last)

@@ -180,14 +180,25 @@ class Redactor:
         )
 
     def action_result(self, result: Any) -> Any:
-        """A copy of an ``ActionResult`` with its command results, error and warnings masked."""
+        """A copy of an ``ActionResult`` with its command results, steps, error and warnings
+        masked (a step keeps the same masked result as ``results``)."""
         if not self._values:
             return result
+        results = {id(r): self.result(r) for r in result.results}
+        steps = tuple(dataclasses.replace(
+            st, command=self.redact(st.command),
+            result=None if st.result is None
+            else results.get(id(st.result)) or self.result(st.result),
+            error=None if st.error is None else self.redact(st.error),
+            note=None if st.note is None else self.redact(st.note),
+        ) for st in getattr(result, "steps", ()))
+        changes = {"steps": steps} if steps else {}
         return dataclasses.replace(
             result,
-            results=[self.result(r) for r in result.results],
+            results=[results[id(r)] for r in result.results],
             error=None if result.error is None else self.redact(result.error),
             warnings=tuple(self.redact(w) for w in getattr(result, "warnings", ())),
+            **changes,
         )
 
 

@@ -12,6 +12,10 @@ The order is what makes it safe:
    changed or revoked key closes the connection with ``HostKeyError``; nothing runs on the
    host and nothing is written to ``known_hosts``;
 4. public-key authentication with agent keys and key files, within the auth timeout.
+
+:func:`start_sftp` starts the SFTP subsystem on an opened channel, for the executor and for
+``hosts check`` alike: a host that refuses it raises ``SftpUnavailableError``, not
+``HostUnreachableError``.
 """
 
 from __future__ import annotations
@@ -27,7 +31,13 @@ from typing import Any
 import paramiko
 
 from scheduler.config import Settings
-from scheduler.errors import AuthenticationError, ConfigError, HostKeyError, HostUnreachableError
+from scheduler.errors import (
+    AuthenticationError,
+    ConfigError,
+    HostKeyError,
+    HostUnreachableError,
+    SftpUnavailableError,
+)
 from tasks.executor_options import DEFAULT_KEY_FILES, EXECUTOR_DEFAULTS, read_options
 from tasks.host import Host
 from tasks.known_hosts import KnownHosts, Verdict, fingerprint, host_key_name
@@ -239,5 +249,26 @@ def _authenticate(transport: paramiko.Transport, target: Target, options: dict[s
     )
 
 
-__all__ = ["Target", "authenticate", "check_host_key", "connect", "handshake", "load_ssh_config",
-           "open_socket", "resolve", "ssh_options"]
+SFTP_HINT = ("enable it in the host's sshd_config (Subsystem sftp internal-sftp) and reload "
+             "sshd; `fleetsched hosts check` shows which hosts lack it (commands still run there)")
+
+
+def start_sftp(chan: paramiko.Channel, where: str) -> paramiko.SFTPClient:
+    """An SFTP client on ``chan`` (a fresh session channel). The transport dying meanwhile is
+    ``HostUnreachableError``; sshd refusing the subsystem, or the subsystem ending before its
+    version reply (a ``Subsystem`` line naming a missing program), is ``SftpUnavailableError``."""
+    try:
+        chan.invoke_subsystem("sftp")
+        return paramiko.SFTPClient(chan)
+    except (paramiko.SSHException, EOFError, OSError) as exc:
+        chan.close()
+        transport = chan.get_transport()
+        if transport is None or not transport.is_active():
+            raise HostUnreachableError(f"connection to {where} lost while starting SFTP: "
+                                       f"{exc or type(exc).__name__}") from None
+        raise SftpUnavailableError(f"{SftpUnavailableError.MESSAGE} {where}: its sshd refused "
+                                   "the sftp subsystem", hint=SFTP_HINT) from None
+
+
+__all__ = ["SFTP_HINT", "Target", "authenticate", "check_host_key", "connect", "handshake",
+           "load_ssh_config", "open_socket", "resolve", "ssh_options", "start_sftp"]

@@ -12,7 +12,10 @@ The same steps as ``tasks.ssh_connect.connect``, each one's verdict kept instead
 4. authentication with the same agent and key files as the executor (``auth``);
 5. ``id -un`` on the host (``remote_user``); with become (``tasks/become.py``) also
    ``sudo -n -u USER -- id -un`` (``become``), so a sudo that asks for a password shows here
-   before a job finds it.
+   before a job finds it;
+6. the SFTP subsystem (``sftp``: ``ok`` or ``missing``), started as the executor starts it
+   (``tasks.ssh_connect.start_sftp``): a host without it runs commands, but its ``copy``,
+   ``script`` and ``firmware`` jobs fail, so it is a ``no-sftp`` host here.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from scheduler.errors import (
     FleetschedError,
     HostKeyError,
     HostUnreachableError,
+    SftpUnavailableError,
 )
 from tasks.become import become_of
 from tasks.host import CommandResult, Host
@@ -43,13 +47,14 @@ from tasks.ssh_connect import (
     load_ssh_config,
     open_socket,
     resolve,
+    start_sftp,
 )
 
 # ssh-keyscan -t names of the host-key types paramiko reports (ecdsa-sha2-* are all "ecdsa").
 _KEYSCAN_TYPE = {"ssh-ed25519": "ed25519", "ssh-rsa": "rsa"}
 # The verdicts of a host; ``Probe.status`` is one of them.
 STATUSES = ("ok", "unreachable", "unknown-key", "key-mismatch", "auth-failed", "become-failed",
-            "error")
+            "no-sftp", "error")
 
 
 @dataclass
@@ -66,6 +71,7 @@ class Probe:
     auth: str = ""  # ok, failed; "" when not tried
     remote_user: str = ""  # what id -un printed
     become: str = ""  # the become user it printed, "" without become
+    sftp: str = ""  # ok, missing; "" when not tried
     latency_ms: float | None = None
     status: str = "error"
     error: str = ""
@@ -136,6 +142,12 @@ def probe_host(host: Host, settings: Settings, options: dict[str, Any], timeout:
                     f"become: sudo -u {become.user} on {host.name} failed "
                     f"(exit {result.exit_code}): {result.stderr_head.strip()[:200]}"))
             probe.become = result.stdout_head.strip()
+        try:
+            _check_sftp(transport, target.where, timeout)
+        except SftpUnavailableError as exc:
+            probe.sftp = "missing"
+            return _fail(probe, "no-sftp", exc)
+        probe.sftp = "ok"
         probe.status = "ok"
         return probe
     except HostUnreachableError as exc:
@@ -170,6 +182,17 @@ def _key_problem(probe: Probe, verdict: Verdict, entry: Any, key: paramiko.PKey,
                        f"{key.get_name()} {probe.fingerprint})")
     probe.hint = "if the host was reinstalled, verify the new key out of band and replace the line"
     return probe
+
+
+def _check_sftp(transport: paramiko.Transport, where: str, timeout: float) -> None:
+    """Start and close an SFTP session (point 6); ``SftpUnavailableError`` if the host has none."""
+    try:
+        chan = transport.open_session(timeout=timeout)
+    except (paramiko.SSHException, EOFError, OSError) as exc:
+        raise HostUnreachableError(f"opening a channel to {where} failed: "
+                                   f"{exc or type(exc).__name__}") from None
+    chan.settimeout(timeout)
+    start_sftp(chan, where).close()
 
 
 def _run(transport: paramiko.Transport, argv: list[str], timeout: float) -> CommandResult:

@@ -189,7 +189,7 @@ def test_tasks_output_and_jobs_show_show_what_the_host_printed_without_its_escap
     assert f"web-01: {SHOWN}" in out.splitlines() and not any(c in out for c in RAW)
     code, out, err = run_cli(["jobs", "show", f"{task}.0"], fleet["env"])
     assert code == 0, err
-    assert f"  | {SHOWN}" in out.splitlines() and not any(c in out for c in RAW)
+    assert f"    | {SHOWN}" in out.splitlines() and not any(c in out for c in RAW)
     assert "^[[2J^[[H" in out  # the command line, with the task's argument
 
 

@@ -3,16 +3,25 @@
 The queue's ``output`` field is JSON of the captured head and tail of each command's stdout
 and stderr, with the bytes cut between them (docs/architecture.md, "Events"). The action has already masked every secret value it
 resolved (``tasks.secrets.Redactor``) in the results it returns.
+
+An action that reports its steps (``tasks.base.Step``: every ``BaseAction``) gets one record
+per step, commands and file operations alike, each with its ``step`` name; the step that
+decided the outcome carries ``"decides": true`` and gives the job its exit code
+(:func:`job_outcome`). The list stays a list of command records, so older readers (and the
+record's ``stored_output``) take it as before.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scheduler.queue.types import OUTPUT_MAX
 from tasks.host import CommandResult
+
+if TYPE_CHECKING:
+    from tasks.base import ActionResult, Step
 
 OUTPUT_JSON_MAX = OUTPUT_MAX
 """Characters of output JSON one attempt may record (the queue's limit of an event's output): with the default capture (8 KiB of head
@@ -58,35 +67,87 @@ def _command_record(r: CommandResult, limit: int | None) -> dict[str, Any]:
         rec["timed_out"] = True
     if r.simulated:
         rec["simulated"] = True
+    if r.error:
+        rec["error"] = r.error
     return rec
 
 
-def output_json(results: Iterable[CommandResult], budget: int = OUTPUT_JSON_MAX) -> str:
-    """JSON list of per-command records (always valid JSON), at most ``budget`` characters:
-    each stream's head and tail as captured, its size in bytes and the bytes cut between
-    them (``<stream>_cut``)."""
-    results = list(results)
-    if not results:
+def _step_record(st: Step, limit: int | None, decides: bool) -> dict[str, Any]:
+    rec = {"step": st.name}
+    if st.result is not None:
+        rec.update(_command_record(st.result, limit))
+    else:
+        rec.update({"command": st.command, "exit_code": st.exit_code,
+                    "duration_ms": int(st.duration_s * 1000)})
+    if st.error:
+        rec["error"] = st.error
+    if st.note:
+        rec["note"] = st.note
+    if st.cleanup:
+        rec["cleanup"] = True
+    if decides:
+        rec["decides"] = True
+    return rec
+
+
+def _result_of(item: CommandResult | Step) -> CommandResult | None:
+    return item if isinstance(item, CommandResult) else item.result
+
+
+def output_json(items: Iterable[CommandResult | Step], budget: int = OUTPUT_JSON_MAX,
+                deciding: int | None = None) -> str:
+    """JSON list of per-command (or per-step) records (always valid JSON), at most ``budget``
+    characters: each stream's head and tail as captured, its size in bytes and the bytes cut
+    between them (``<stream>_cut``); ``deciding`` is the index of the step that decided."""
+    items = list(items)
+    if not items:
         return ""
+    order = list(range(len(items)))
+
+    def dump(keep: list[int], limit: int | None) -> str:
+        return json.dumps([
+            _command_record(items[i], limit) if isinstance(items[i], CommandResult)
+            else _step_record(items[i], limit, i == deciding) for i in keep], ensure_ascii=False)
+
     limit: int | None = None
+    results = [r for r in map(_result_of, items) if r is not None]
     while True:
-        text = json.dumps([_command_record(r, limit) for r in results], ensure_ascii=False)
-        if len(text) <= budget or (limit is not None and limit <= 64):
+        text = dump(order, limit)
+        if len(text) <= budget or (limit is not None and limit <= 64) or not results:
             break
         longest = max(len(getattr(r, f"{s}_{p}").encode()) for r in results
                       for s in STREAMS for p in ("head", "tail"))
         limit = max(64, (longest if limit is None else limit) // 2)
-    if len(text) > budget:
-        # Too many commands even with tiny fields: keep the last ones, which explain the end.
-        while len(results) > 1 and len(text) > budget:
-            results = results[len(results) // 2:]
-            text = json.dumps([_command_record(r, limit) for r in results], ensure_ascii=False)
+    # Too many commands even with tiny fields: keep the last ones, which explain the end, and
+    # always the deciding step.
+    keep_others = 1 if deciding is None else 0
+    while len(text) > budget:
+        others = [i for i in order if i != deciding]
+        if len(others) <= keep_others:
+            break
+        dropped = set(others[:max(1, len(others) // 2)])
+        order = [i for i in order if i not in dropped]
+        text = dump(order, limit)
     return text
 
 
-def exit_code_of(results: Sequence[CommandResult]) -> int | None:
-    """The job's exit code: the first failing command's, else the last command's."""
-    for r in results:
-        if not r.ok:
-            return r.exit_code
+def exit_code_of(results: Sequence[CommandResult], ok: bool = False) -> int | None:
+    """The exit code of a job whose action reports no steps: a failed job's first failing
+    command's, else the last command's."""
+    if not ok:
+        for r in results:
+            if not r.ok:
+                return r.exit_code
     return results[-1].exit_code if results else None
+
+
+def job_outcome(result: ActionResult) -> tuple[int | None, str]:
+    """The job's exit code and output JSON: those of the deciding step when the action reports
+    steps (none decided: no exit code), else :func:`exit_code_of` over its commands."""
+    steps = getattr(result, "steps", ())
+    if steps:
+        deciding = getattr(result, "deciding", None)
+        code = None if deciding is None else steps[deciding].exit_code
+        return code, output_json(steps, deciding=deciding)
+    results = list(result.results)
+    return exit_code_of(results, result.ok), output_json(results)

@@ -6,7 +6,8 @@
 4. Open a session on the host and run the action with the task's timeout; the action resolves
    the secrets now, on this worker, and teaches the job's redactor each value.
 5. Mask those values in every message this module writes itself (connection errors, crashes),
-   cap the output, report the outcome.
+   cap the output, report the outcome: exit code and output from the step that decided it
+   (``workers.results.job_outcome``).
 
 Nothing here touches Redis: the master owns every queue transition.
 """
@@ -24,19 +25,21 @@ from scheduler.errors import (
     BecomeError,
     ConfigError,
     HostKeyError,
+    SftpUnavailableError,
     ValidationError,
 )
 from scheduler.logs import job_context
 from tasks.host import Executor, Host
 from tasks.secrets import Redactor
 from workers.protocol import Order, Outcome
-from workers.results import exit_code_of, output_json
+from workers.results import job_outcome
 
 # Failures that trying again cannot cure: a wrong host key, refused credentials, sudo asking
-# for a password (become), and a configuration the worker refuses (a ProxyJump in ssh_config, a
+# for a password (become), a host without SFTP, and a configuration the worker refuses (a ProxyJump in ssh_config, a
 # missing identity file, a bad executor option, a become method other than sudo). By class, and by name for plugins that raise look-alikes of their own.
 PERMANENT_CLASSES: tuple[type[Exception], ...] = (
-    HostKeyError, AuthenticationError, BecomeError, ConfigError, ValidationError)
+    HostKeyError, AuthenticationError, BecomeError, ConfigError, ValidationError,
+    SftpUnavailableError)
 PERMANENT_ERRORS: tuple[str, ...] = tuple(c.__name__ for c in PERMANENT_CLASSES)
 
 
@@ -121,11 +124,12 @@ class Runner:
         started_ms = time.time() * 1000
         t0 = time.monotonic()
         redactor = SharedRedactor(self.node_redactor)
-        results: list = []
+        exit_code, output = None, ""
         error_type = None
         try:
             result = self._run(order, redactor)
-            ok, results, error, retryable = result.ok, list(result.results), result.error, result.retryable
+            ok, error, retryable = result.ok, result.error, result.retryable
+            exit_code, output = job_outcome(result)
         except JobError as exc:
             ok, error, retryable = False, str(exc), exc.retryable
         except Exception as exc:  # a connection failure, or an action bug: never kill the child
@@ -135,8 +139,7 @@ class Runner:
         duration_ms = int((time.monotonic() - t0) * 1000)
         return Outcome(
             job_id=order.job_id, token=order.token, ok=ok,
-            exit_code=exit_code_of(results), duration_ms=duration_ms,
-            output=output_json(results),
+            exit_code=exit_code, duration_ms=duration_ms, output=output,
             error=redactor.redact(error) if error else None,
             retryable=retryable, started_ms=started_ms, error_type=error_type,
         )

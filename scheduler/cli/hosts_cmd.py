@@ -332,7 +332,8 @@ Exit codes: 0 every host ok, 3 some host failed the check, 2 bad input, 4 the ta
 no host.
 """
 
-CHECK_COLUMNS = ["host", "address", "reachable", "host_key", "auth", "remote_user", "latency_ms"]
+CHECK_COLUMNS = ["host", "address", "reachable", "host_key", "auth", "remote_user", "sftp",
+                 "latency_ms"]
 
 
 def _check_row(p: Any) -> dict[str, Any]:
@@ -342,7 +343,7 @@ def _check_row(p: Any) -> dict[str, Any]:
     user = p.remote_user + (f" -> {p.become}" if p.become else "")
     return {"host": p.host, "address": f"{where}:{p.port}",
             "reachable": "yes" if p.reachable else "no", "host_key": key or "-",
-            "auth": p.auth or "-", "remote_user": user or "-",
+            "auth": p.auth or "-", "remote_user": user or "-", "sftp": p.sftp or "-",
             "latency_ms": "-" if p.latency_ms is None else f"{p.latency_ms:.0f}"}
 
 
@@ -364,7 +365,7 @@ def check_cmd(
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
     """Check SSH to each host as the workers would: reachable, host key known and matching,
-    login, the remote user (like ansible -m ping). Strict: never adds a host key."""
+    login, the remote user, SFTP (like ansible -m ping). Strict: never adds a host key."""
     from scheduler.health.hostcheck import SUMMARY_WORDS, check_hosts, select_hosts, summarize
     from scheduler.parse import parse_duration
 

@@ -31,9 +31,10 @@ def show_cmd(
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
     """A job's host and state, then each attempt: when, which worker and fencing token, how it
-    ended, its exit code and the output of each command; late results of workers that had lost
-    it; for a job lost with its worker, what is known and what to check on the host."""
-    from scheduler.queue.output import output_lines
+    ended, its exit code (from the step that decided the outcome) and each step with its exit
+    code, duration and output; late results of workers that had lost it; for a job lost with
+    its worker, what is known and what to check on the host."""
+    from scheduler.queue.output import output_lines, step_summary
     from scheduler.reports.attempts import job_attempts
 
     with database(ctx) as (engine, _operator):
@@ -56,10 +57,21 @@ def show_cmd(
                          + (f", {a.duration_ms} ms" if a.duration_ms is not None else ""))
         if a.error:
             output.emit_line(f"  error: {a.error}")
-        for cmd in a.commands:
-            output.emit_line(f"  $ {cmd.get('command', '')}  (exit {cmd.get('exit_code')})")
+        for n, cmd in enumerate(a.commands, 1):
+            if "step" not in cmd:  # output of an action that reports no steps
+                output.emit_line(f"  $ {cmd.get('command', '')}  (exit {cmd.get('exit_code')})")
+                for line in output_lines([cmd]):
+                    output.emit_line(f"  | {line}")
+                continue
+            output.emit_line(f"  step {n}, {step_summary(cmd)}"
+                             + ("  <- decided the outcome" if cmd.get("decides") else ""))
+            if cmd.get("command"):
+                output.emit_line(f"    $ {cmd['command']}")
+            for key in ("error", "note"):
+                if cmd.get(key):
+                    output.emit_line(f"    {key}: {cmd[key]}")
             for line in output_lines([cmd]):
-                output.emit_line(f"  | {line}")
+                output.emit_line(f"    | {line}")
     for late in view.late:
         output.emit_line(f"\nlate {late['verb']} from {late['worker']} (token {late['token']}, "
                          f"{late['reason']}): refused; exit code {late['exit_code']}")

@@ -30,7 +30,7 @@ __all__ = ["SUMMARY_WORDS", "check_hosts", "select_hosts", "summarize"]
 # How the summary line names each status (``3 ok, 1 unreachable, ...``).
 SUMMARY_WORDS = {"ok": "ok", "unreachable": "unreachable", "unknown-key": "unknown key",
                  "key-mismatch": "key mismatch", "auth-failed": "auth failed",
-                 "become-failed": "become failed", "error": "error"}
+                 "become-failed": "become failed", "no-sftp": "no SFTP", "error": "error"}
 
 
 def select_hosts(engine: Engine, target: str) -> list[Host]:

@@ -4,6 +4,10 @@ them) turned into the lines ``jobs show``, ``tasks output`` and ``tasks watch`` 
 
 Lines end at a newline only: a carriage return, a form feed or a C1 NEL stays inside its line,
 so the views can show it (``scheduler.visible``) and ``--output json`` keeps it.
+
+Records of an action's steps carry the step's name (``step``), and the one that decided the
+job's outcome ``"decides": true``: the job's output (``tasks output``, ``tasks wait``,
+``tasks watch``) is that step's (:func:`job_records`); ``jobs show`` lists every step.
 """
 
 from __future__ import annotations
@@ -45,4 +49,28 @@ def output_lines(commands: list[dict[str, Any]], streams: tuple[str, ...] = STRE
     return lines
 
 
-__all__ = ["STREAMS", "cut_note", "output_lines"]
+def job_records(commands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records that make a job's output: the deciding step's when the records are steps
+    (none when no step decided: the job's error says what did); every record otherwise
+    (output written before steps were recorded, or by an action that reports none)."""
+    if not any("step" in cmd for cmd in commands):
+        return commands
+    return [cmd for cmd in commands if cmd.get("decides")]
+
+
+def step_summary(cmd: dict[str, Any]) -> str:
+    """One line for a step: its name, how it ended and how long it took."""
+    code = cmd.get("exit_code")
+    if cmd.get("timed_out"):
+        ended = "timed out"
+    elif code is None:
+        ended = "failed" if cmd.get("error") else "no exit code"
+    else:
+        ended = f"exit {code}"
+    parts = [ended] + ([f"{cmd['duration_ms']} ms"] if cmd.get("duration_ms") is not None else [])
+    if cmd.get("cleanup"):
+        parts.append("cleanup")
+    return f"{cmd.get('step') or '?'}: " + ", ".join(parts)
+
+
+__all__ = ["STREAMS", "cut_note", "job_records", "output_lines", "step_summary"]

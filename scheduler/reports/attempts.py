@@ -9,7 +9,9 @@
   (``--host``, ``--failed``, ``--grep``).
 
 Output comes from the events' ``output`` field: the JSON list of per-command records a worker
-writes (``workers/results.py``), secrets already masked by the action.
+writes (``workers/results.py``), secrets already masked by the action; for an action that
+reports its steps, ``tasks output`` shows the step that decided the outcome
+(``scheduler.queue.output.job_records``) and ``jobs show`` every step.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from scheduler.errors import NotFoundError
-from scheduler.queue.output import output_lines
+from scheduler.queue.output import job_records, output_lines
 from scheduler.record.models import Event, Job, Task
 from scheduler.record.types import from_ms
 
@@ -184,7 +186,7 @@ def task_outputs(engine: Engine, task_id: int, *, host: str | None = None,
 def _output_row(view: JobView, pattern: re.Pattern[str] | None) -> dict[str, Any] | None:
     """The ``tasks output`` row of a job: its last attempt's lines (None: none match grep)."""
     last = view.attempts[-1] if view.attempts else None
-    lines = output_lines(last.commands) if last else []
+    lines = output_lines(job_records(last.commands)) if last else []
     if last and not lines and last.error:
         lines = [f"[error] {last.error}"]
     if pattern is not None:

@@ -114,11 +114,11 @@ LAST_LINES = 3  # lines of a failed job's output shown under its failure in task
 def _last_lines(data: dict[str, Any]) -> list[str]:
     """The last lines the failed attempt printed (stderr marked), as ``tasks output`` shows
     them."""
-    from scheduler.queue.output import output_lines
+    from scheduler.queue.output import job_records, output_lines
 
     output = data.get("output")
     commands = output if isinstance(output, list) else []
-    lines = [ln for ln in output_lines([c for c in commands if isinstance(c, dict)])
+    lines = [ln for ln in output_lines(job_records([c for c in commands if isinstance(c, dict)]))
              if ln.strip()]
     return [ln[:200] for ln in lines[-LAST_LINES:]]
 

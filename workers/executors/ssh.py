@@ -9,7 +9,9 @@ What it owns:
    select on the channel (never ``recv_exit_status`` before draining), head and tail kept,
    stdin fed as the window allows; at the timeout the remote process group gets SIGKILL (the
    ``signal`` channel request), the channel is closed and the result says ``timed_out``;
-3. ``put``/``rename``/``remove`` over SFTP (``put`` narrows the mode before writing data);
+3. ``put``/``rename``/``remove`` over SFTP (``put`` narrows the mode before writing data); a
+   host whose sshd has no ``sftp`` subsystem raises ``SftpUnavailableError`` (permanent), not
+   ``HostUnreachableError``;
 4. the pool: idle connections keyed by (user, address, port), expired after ``idle_s``,
    dropped after a fork; a pooled connection found broken is replaced once, and only while
    nothing has been started on it.
@@ -36,7 +38,7 @@ from scheduler.config import Settings
 from scheduler.errors import HostUnreachableError
 from tasks.become import Become, become_of
 from tasks.host import CommandResult, Host
-from tasks.ssh_connect import Target, connect, load_ssh_config, resolve, ssh_options
+from tasks.ssh_connect import Target, connect, load_ssh_config, resolve, ssh_options, start_sftp
 from workers.executors.capture import Capture
 
 CHUNK = 64 * 1024
@@ -208,19 +210,17 @@ class SshSession:
                                        f"{exc or type(exc).__name__}") from None
 
     def _sftp(self) -> paramiko.SFTPClient:
+        """The connection's SFTP client, started once. A host that cannot be reached raises
+        ``HostUnreachableError``; a reachable one whose sshd refuses (or at once ends) the
+        ``sftp`` subsystem raises ``SftpUnavailableError``: not a reachability problem, and
+        not one a retry cures."""
         if self.conn.sftp is not None:
             return self.conn.sftp
         try:
-            self.conn.sftp = paramiko.SFTPClient.from_transport(self.conn.transport)
-        except (paramiko.SSHException, EOFError, OSError) as exc:
-            self._reconnect_once(exc)
-            try:
-                self.conn.sftp = paramiko.SFTPClient.from_transport(self.conn.transport)
-            except (paramiko.SSHException, EOFError, OSError) as exc2:
-                self.conn.broken = True
-                raise HostUnreachableError(f"cannot start SFTP on {self.target.where}: "
-                                           f"{exc2}") from None
-        assert self.conn.sftp is not None
+            self.conn.sftp = start_sftp(self._open_channel(), self.target.where)
+        except HostUnreachableError:
+            self.conn.broken = True
+            raise
         return self.conn.sftp
 
     # ---------------------------------------------------------------------------- commands
