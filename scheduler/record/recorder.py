@@ -59,7 +59,8 @@ FORGET_CONSUMER_IDLE_MS = 600_000  # a gone node's empty consumer is deleted onc
 BACKOFF_MIN_S = 0.1
 BACKOFF_MAX_S = 5.0
 LINGER_MS = 20  # after a wake by a few events, before reading the rest and writing (step 1)
-LAG_COUNT_MAX = 100_000  # unread entries counted one by one at most (status only)
+LAG_PAGE = 500  # entries read per side and round trip to count the unread ones (``unread``)
+LAG_COUNT_MAX = 100_000  # entries read at most by one count (past it: XLEN less the read side)
 # Called in the batch's transaction after the fold (see the module docstring).
 OnBatch = Callable[[sa.Connection, list[StreamEvent], BatchResult], object]
 
@@ -325,21 +326,47 @@ class Recorder:
 def backlog(client: redis.Redis, stream: str) -> tuple[int, int]:
     """(lag, pending) of the recorders' group on ``stream``: lag is every entry not yet
     recorded in SQL (unread plus pending), pending those read but not yet committed. The one
-    count ``status``, ``doctor``, ``top`` and ``recorder status`` all print. Before any
-    recorder made the group, every entry of the stream is lag."""
+    count ``status``, ``doctor``, ``top``, the exporter and ``recorder status`` all print.
+    Before any recorder made the group, every entry of the stream is lag.
+
+    Unread is what the stream holds after the group's last-delivered id, counted
+    (:func:`unread`), never the ``lag`` XINFO GROUPS reports: Redis computes that from the
+    group's entries-read counter, which a failover, ``XGROUP SETID`` or ``XGROUP CREATE ...
+    ENTRIESREAD`` can leave wrong, and a wrong one stays wrong for good (the stream empty,
+    nothing pending, a lag of 148 forever). Pending is the group's pending entries list."""
     try:
-        for g in client.xinfo_groups(stream):
-            if _s(g["name"]) != GROUP:
-                continue
-            pending = int(g["pending"])
-            lag = g.get("lag")
-            if lag is None:  # Redis cannot tell (entries deleted, or 6.2): count what is unread
-                after = "(" + _s(g["last-delivered-id"])
-                lag = len(client.xrange(stream, after, "+", count=LAG_COUNT_MAX))
-            return int(lag) + pending, pending
+        groups = client.xinfo_groups(stream)
     except redis.ResponseError:  # no stream yet
         return 0, 0
+    for g in groups:
+        if _s(g["name"]) == GROUP:
+            pending = int(g["pending"])
+            return unread(client, stream, _s(g["last-delivered-id"])) + pending, pending
     return int(client.xlen(stream)), 0
+
+
+def unread(client: redis.Redis, stream: str, last: str) -> int:
+    """How many entries of ``stream`` come after id ``last``, exactly, reading the shorter
+    side of ``last``: one transaction (one slot, so a cluster takes it too) holds XLEN and up
+    to ``LAG_PAGE`` entries each side; a side that ends within its page is counted, the other
+    is XLEN less it. The side before ``last`` is short where a recorder runs (it trims what it
+    acknowledged), the side after it where a recorder keeps up: the usual cost is one round
+    trip of a few entries. Both sides longer than a page (a backlog, and a stream nobody
+    trims): further pages, up to ``LAG_COUNT_MAX`` entries read in all."""
+    after, before = "(" + last, last
+    n_after = n_before = 0
+    while True:
+        pipe = client.pipeline(transaction=True)
+        pipe.xlen(stream)
+        pipe.xrange(stream, after, "+", count=LAG_PAGE)
+        pipe.xrevrange(stream, before, "-", count=LAG_PAGE)
+        length, later, earlier = pipe.execute()
+        n_after, n_before = n_after + len(later), n_before + len(earlier)
+        if len(later) < LAG_PAGE:
+            return n_after
+        if len(earlier) < LAG_PAGE or n_after + n_before >= LAG_COUNT_MAX:
+            return max(int(length) - n_before, n_after)
+        after, before = "(" + _s(later[-1][0]), "(" + _s(earlier[-1][0])
 
 
 def quarantined(ev: StreamEvent, exc: BaseException) -> StreamEvent:
@@ -375,4 +402,5 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
 
-__all__ = ["GROUP", "Recorder", "RecorderStats", "backlog", "default_consumer_name"]
+__all__ = ["GROUP", "Recorder", "RecorderStats", "backlog", "default_consumer_name",
+           "unread"]
