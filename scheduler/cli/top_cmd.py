@@ -2,6 +2,11 @@
 
 Thin: connect to Redis, ``scheduler.views.live.top`` redraws ``scheduler.views.top_frame``
 until Ctrl-C (exit code 0). ``--once`` prints one frame on stdout, as a table or JSON.
+
+A shard that does not answer (its master failing over) is a line of the frame, not an error
+(``scheduler.views.snapshot``): so on a cluster the connection skips the eviction check of
+every master (``status`` and ``doctor`` make it), and the shard count is checked only while
+shard 0 answers.
 """
 
 from __future__ import annotations
@@ -32,9 +37,11 @@ def top(
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="with --once: table or json")] = output.OutputFormat.table,
 ) -> None:
     """Live view of the queue: due, overdue, running, parked, deferred, tasks, workers."""
-    from scheduler.cli.context import queue_client
     from scheduler.errors import ValidationError
+    from scheduler.queue.sharded import check_shard_count
     from scheduler.queue.shards import shards_of
+    from scheduler.redisdb.cluster import is_cluster_url
+    from scheduler.redisdb.connect import REDIS_ERRORS, connect
     from scheduler.views import take_snapshot, top_frame
     from scheduler.views.live import top as run_top
 
@@ -43,9 +50,13 @@ def top(
     if fmt is output.OutputFormat.json and not once:
         raise ValidationError("--output json needs --once", hint="fleetsched top --once --output json")
     settings = state(ctx).settings
-    client = queue_client(settings)
+    client = connect(settings, check=not is_cluster_url(settings.redis_url))
     keys = shards_of(settings)  # every shard's tasks and counts, summed
     try:
+        try:
+            check_shard_count(client, keys)  # another count: one line, as every command
+        except REDIS_ERRORS:
+            pass  # shard 0 does not answer: the frame says so
         if once:
             snap = take_snapshot(client, keys, overload_threshold_ms=settings.overload_threshold_ms)
             if fmt is output.OutputFormat.json:

@@ -21,7 +21,11 @@ A queue in N shards (``queue_shards``): both check the shard count Redis holds
 (``Shards.count_key``) against the setting (a mismatch fails, in one line; a queue of one
 shard says nothing unless Redis holds another count), ``doctor`` reads every shard (on a
 cluster: which node serves it), and ``status`` sums the workers' queue and the recorder lag
-over the shards, with the figures of each shard in the message and the data.
+over the shards, with the figures of each shard in the message and the data. A shard that does
+not answer (its master failing over, or down: ``scheduler.queue.depth.answering``) is one
+failed ``shards`` line; ``status`` reads the others (``down`` in their per-shard figures), and
+leaves out what needs the missing one: presence, the shard count and the epoch need shard 0,
+and the epoch's verdict every shard (a task in a silent shard is no lost task).
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ import redis
 
 from scheduler.config import Settings, redact_exception, redact_url
 from scheduler.errors import FleetschedError, RedisUnavailableError
-from scheduler.queue.keys import Keys
+from scheduler.queue.depth import ShardsAnswering, answering
 from scheduler.queue.shards import Shards, shards_of
 
 __all__ = ["Finding", "LEVELS", "status", "doctor", "healthy", "open_redis"]
@@ -221,19 +225,34 @@ def _shard_count_findings(client: redis.Redis, shards: Shards, *,
     return [Finding("shards", "ok", f"{shards.count} queue shards{recorded}{where}", data=data)]
 
 
-def _queue_findings(client: redis.Redis, keys: Keys | Shards) -> list[Finding]:
+def _shard_down_findings(shards: ShardsAnswering) -> list[Finding]:
+    """One failed line per shard that did not answer."""
+    return [Finding("shards", "fail", f"queue shard {i} {shards.queue.all[i].tag} does not "
+                    f"answer: {why}", "its master may be failing over (seconds); if it lasts, "
+                    "check the node that serves it: fleetsched redis status",
+                    {"shard": i, "tag": shards.queue.all[i].tag, "error": why})
+            for i, why in shards.down]
+
+
+def _by_shard(values: list[Any]) -> str:
+    return f" (by shard: {', '.join('down' if v is None else str(v) for v in values)})"
+
+
+def _queue_findings(client: redis.Redis, keys: ShardsAnswering) -> list[Finding]:
     from scheduler.queue.depth import queue_counts
     from scheduler.queue.presence import read_workers
 
     out: list[Finding] = []
-    workers = read_workers(client, keys.prefix)
+    workers = [] if keys.coord_down else read_workers(client, keys.prefix)
     alive = [w for w in workers if not w["stale"]]
     slots = sum(int(w.get("slots") or 0) for w in alive)
     busy = sum(int(w.get("busy") or 0) for w in alive)
     data = {"alive": len(alive), "stale": len(workers) - len(alive), "slots": slots, "busy": busy}
     counts = queue_counts(client, keys, 0)  # the figures top and the exporter show too
     due_now, late_ms = counts.due_now, counts.oldest_late_ms
-    if alive:
+    if keys.coord_down:  # presence lives in shard 0: no workers line, its down line says why
+        pass
+    elif alive:
         out.append(Finding("workers", "ok", f"{len(alive)} alive, {busy}/{slots} slots busy"
                            + (f", {data['stale']} stale" if data["stale"] else ""), data=data))
     elif due_now:
@@ -244,9 +263,9 @@ def _queue_findings(client: redis.Redis, keys: Keys | Shards) -> list[Finding]:
                            "start one before submitting: fleetsched worker", data))
     qdata: dict[str, Any] = {"due_now": due_now, "oldest_overdue_ms": late_ms}
     by_shard = ""
-    if len(counts.due_by_shard) > 1:
-        qdata["due_by_shard"] = counts.due_by_shard
-        by_shard = f" (by shard: {', '.join(map(str, counts.due_by_shard))})"
+    if keys.count > 1:
+        qdata["due_by_shard"] = keys.spread(counts.due_by_shard)
+        by_shard = _by_shard(qdata["due_by_shard"])
     if late_ms > OVERDUE_WARN_MS:
         out.append(Finding("queue", "warn", f"{due_now} job(s) due{by_shard}; the oldest is "
                            f"{_human(late_ms)} overdue", "add workers or slots "
@@ -257,19 +276,19 @@ def _queue_findings(client: redis.Redis, keys: Keys | Shards) -> list[Finding]:
     return out
 
 
-def _recorder_findings(client: redis.Redis, keys: Keys | Shards) -> list[Finding]:
+def _recorder_findings(client: redis.Redis, keys: ShardsAnswering) -> list[Finding]:
     from scheduler.record.recorder import backlog
 
-    streams = [k.events for k in keys.all] if isinstance(keys, Shards) else [keys.events]
+    streams = [k.events for k in keys.all]
     lengths = [int(client.xlen(stream)) for stream in streams]
     per = [backlog(client, stream) for stream in streams]
     lag, pending = sum(lg for lg, _ in per), sum(p for _, p in per)
     data: dict[str, Any] = {"stream_length": sum(lengths), "lag": lag, "pending": pending}
     by_shard = ""
-    if len(streams) > 1:
-        data["shards"] = [{"stream_length": n, "lag": lg, "pending": p}
-                          for n, (lg, p) in zip(lengths, per)]
-        by_shard = f" (by shard: {', '.join(str(lg) for lg, _ in per)})"
+    if keys.count > 1:
+        data["shards"] = keys.spread([{"stream_length": n, "lag": lg, "pending": p}
+                                      for n, (lg, p) in zip(lengths, per)])
+        by_shard = _by_shard(keys.spread([lg for lg, _ in per]))
     if lag > RECORDER_LAG_WARN:
         return [Finding("recorder", "warn", f"{lag} event(s) not yet in SQL{by_shard}",
                         "is a recorder running? (every worker runs one; or fleetsched recorder)",
@@ -377,10 +396,15 @@ def status(settings: Settings) -> list[Finding]:
     else:
         try:
             out += _safe("redis", lambda: _redis_findings(client, where, aof=False))
-            out += _safe("shards", lambda: _shard_count_findings(client, keys, every=False))
-            out += _safe("workers", lambda: _queue_findings(client, keys))
-            out += _safe("recorder", lambda: _recorder_findings(client, keys))
-            out += _safe("epoch", lambda: _epoch_findings(settings, client, keys))
+            up = answering(client, keys)
+            out += _shard_down_findings(up)
+            if not up.coord_down:
+                out += _safe("shards", lambda: _shard_count_findings(client, keys, every=False))
+            if up.all:
+                out += _safe("workers", lambda: _queue_findings(client, up))
+                out += _safe("recorder", lambda: _recorder_findings(client, up))
+            if not up.down:
+                out += _safe("epoch", lambda: _epoch_findings(settings, client, keys))
         finally:
             client.close()
     out += _safe("database", lambda: _database_findings(settings, stuck=True))

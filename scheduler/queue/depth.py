@@ -6,19 +6,29 @@ A queue of N shards (``scheduler.queue.shards``) is counted shard by shard in th
 pipelined round trip and summed; the oldest late job is the oldest of every shard; the
 ``stats`` are those of the shard that reordered last, with the counters summed. One shard (or
 a ``Keys``): the same reads as an unsharded queue.
+
+A shard that does not answer (its master failing over, or down) would fail every read of the
+queue: :func:`answering` asks each shard on its own and gives the queue as
+:class:`ShardsAnswering`, whose ``all`` lists only the shards that answered and ``down`` the
+others with why; every reader that walks ``all`` (these counts, the views, the recorder's
+backlog) then reads the rest, and ``top`` and ``status`` show each shard down in one line.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
 
 import redis
 
+from scheduler.config import redact_exception
 from scheduler.queue.keys import Keys
 from scheduler.queue.presence import redis_now_ms
 from scheduler.queue.shards import Shards
+from scheduler.redisdb.connect import REDIS_ERRORS
 
-__all__ = ["QueueCounts", "as_shards", "queue_counts"]
+__all__ = ["QueueCounts", "ShardsAnswering", "answering", "as_shards", "queue_counts"]
 
 SUMMED_STATS = ("enqueued", "reorder_count")  # counters of Keys.stats added over the shards
 
@@ -26,6 +36,60 @@ SUMMED_STATS = ("enqueued", "reorder_count")  # counters of Keys.stats added ove
 def as_shards(where: Keys | Shards) -> Shards:
     """``where`` as ``Shards``: the keys of one shard are a queue of that one shard."""
     return where if isinstance(where, Shards) else Shards(where.prefix, 1)
+
+
+@dataclass(frozen=True)
+class ShardsAnswering(Shards):
+    """A queue's shards as :func:`answering` found them: ``all`` holds the shards that
+    answered (so a reader reads only them), ``down`` the number and the reason of each that
+    did not. ``coord`` and ``of_task`` still name the queue's own shards."""
+
+    down: tuple[tuple[int, str], ...] = ()
+
+    @cached_property
+    def queue(self) -> Shards:
+        """Every shard of the queue, answering or not."""
+        return Shards(self.prefix, self.count)
+
+    @cached_property
+    def all(self) -> tuple[Keys, ...]:
+        gone = {i for i, _ in self.down}
+        return tuple(k for i, k in enumerate(self.queue.all) if i not in gone)
+
+    @property
+    def coord(self) -> Keys:
+        return self.queue.coord
+
+    def of_task(self, task_id: str) -> Keys:
+        return self.queue.of_task(task_id)
+
+    def spread(self, values: list[Any]) -> list[Any]:
+        """Values of the answering shards (in the order of ``all``) put back at their shard
+        numbers, ``None`` at each shard down."""
+        out: list[Any] = [None] * self.count
+        for keys, value in zip(self.all, values):
+            out[self.queue.all.index(keys)] = value
+        return out
+
+    @property
+    def coord_down(self) -> bool:
+        """Shard 0 (presence, schedules, the shard count, the epoch) did not answer."""
+        return any(i == 0 for i, _ in self.down)
+
+
+def answering(client: redis.Redis, where: Keys | Shards) -> ShardsAnswering:
+    """Which shards answer now: one EXISTS of each shard's stats key, each call on its own,
+    so a shard whose master is failing over (a refused connection, ``CLUSTERDOWN``, a
+    timeout) fails its own call only."""
+    shards = as_shards(where)
+    down = []
+    for i, keys in enumerate(shards.all):
+        try:
+            client.exists(keys.stats)
+        except REDIS_ERRORS as exc:
+            text = redact_exception(exc).strip().splitlines()
+            down.append((i, f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")))
+    return ShardsAnswering(shards.prefix, shards.count, tuple(down))
 
 
 @dataclass

@@ -106,6 +106,12 @@ def reorder_line(stats: dict[str, str], now_ms: int) -> str:
     return f"last reorder{when}: {', '.join(parts)}".rstrip(": ")
 
 
+def down_line(down: dict[str, Any]) -> Text:
+    """One line for a shard that did not answer (``QueueSnapshot.shards_down``)."""
+    return Text(visible(f"shard {down['shard']} {down['tag']} down, left out of these "
+                        f"figures: {down['error']}"), style="bold red")
+
+
 def top_frame(snap: QueueSnapshot, meter: RateMeter | None = None) -> RenderableType:
     """The whole ``fleetsched top`` frame."""
     late = f", oldest {format_duration(snap.oldest_late_ms / 1000)} late" if snap.oldest_late_ms else ""
@@ -116,6 +122,7 @@ def top_frame(snap: QueueSnapshot, meter: RateMeter | None = None) -> Renderable
     slots = sum(int(w.get("slots") or 0) for w in snap.workers)
     parts: list[RenderableType] = [
         queue,
+        *[down_line(d) for d in snap.shards_down],
         Text(f"workers {len(snap.workers)} alive, {busy}/{slots} slots busy   recorder lag "
              f"{snap.recorder_lag} (pending {snap.recorder_pending}, stream "
              f"{snap.stream_length})   {reorder_line(snap.stats, snap.now_ms)}"),
@@ -127,10 +134,11 @@ def top_frame(snap: QueueSnapshot, meter: RateMeter | None = None) -> Renderable
             parts.append(Text(f"({snap.finished_tasks} finished tasks, latest shown)",
                               style="dim"))
     else:
-        parts.append(Text("no tasks in the queue"))
+        parts.append(Text("no tasks in the shards that answered" if snap.shards_down
+                          else "no tasks in the queue"))
     if snap.workers:
         parts += [Text(""), _workers(snap.workers)]
     return Group(*parts)
 
 
-__all__ = ["bar", "reorder_line", "task_table", "top_frame"]
+__all__ = ["bar", "down_line", "reorder_line", "task_table", "top_frame"]

@@ -17,6 +17,11 @@ hash, parked list and held set are read in the task's shard (``Shards.of_task``)
 are listed shard by shard, and the counts, the recorder lag and the stream length are summed
 over the shards; presence is read in shard 0. A queue of one shard: the reads of an unsharded
 queue, key for key.
+
+``take_snapshot`` first asks which shards answer (``scheduler.queue.depth.answering``: one
+EXISTS per shard) and reads those only: a shard whose master is failing over, or down, is in
+the frame's ``shards_down`` (its number, hash tag and the error) and left out of its figures,
+instead of failing the whole frame (its tasks are not listed; shard 0 down: no workers).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from typing import Any
 import redis
 
 from scheduler.progress import Progress
-from scheduler.queue.depth import QueueCounts, as_shards, queue_counts
+from scheduler.queue.depth import QueueCounts, ShardsAnswering, answering, as_shards, queue_counts
 from scheduler.queue.keys import Keys
 from scheduler.queue.shards import Shards
 
@@ -147,12 +152,18 @@ def read_tasks(client: redis.Redis, where: Keys | Shards, task_ids: list[str], *
 
 def list_task_ids(client: redis.Redis, where: Keys | Shards) -> list[str]:
     """Every task id with a hash in Redis (in any shard), sorted numerically where they are
-    numbers."""
+    numbers. On a cluster each shard is scanned on the master serving its slot only (its keys
+    can be nowhere else), so a master that does not answer fails no other shard's scan."""
+    from scheduler.redisdb.cluster import is_cluster_client
+
     ids: list[str] = []
     for keys in as_shards(where).all:
         prefix = keys.task("")
         pattern = prefix.replace("[", "\\[").replace("?", "\\?").replace("*", "\\*") + "*"
-        ids += [k[len(prefix):] for k in client.scan_iter(match=pattern, count=SCAN_PAGE)]
+        node = ({"target_nodes": client.get_node_from_key(keys.tag)}
+                if is_cluster_client(client) else {})
+        ids += [k[len(prefix):] for k in client.scan_iter(match=pattern, count=SCAN_PAGE,
+                                                          **node)]
     return sorted(ids, key=lambda t: (0, int(t), t) if t.isdigit() else (1, 0, t))
 
 
@@ -177,6 +188,8 @@ class QueueSnapshot:
     recorder_pending: int = 0
     stats: dict[str, str] = field(default_factory=dict)
     by_class: dict[str, int] = field(default_factory=dict)
+    # Shards that did not answer, left out of every figure: {"shard", "tag", "error"} each.
+    shards_down: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k != "tasks"}
@@ -212,17 +225,34 @@ def task_totals(client: redis.Redis, where: Keys | Shards,
 
 def take_snapshot(client: redis.Redis, where: Keys | Shards, *, overload_threshold_ms: int = 100,
                   task_ids: list[str] | None = None) -> QueueSnapshot:
-    """Read one frame (see the module docstring); ``task_ids`` limits the tasks shown."""
+    """Read one frame (see the module docstring); ``task_ids`` limits the tasks shown. A shard
+    that stops answering between the question and the read is asked about once more."""
+    from scheduler.redisdb.connect import REDIS_ERRORS
+
+    try:
+        return _read_snapshot(client, answering(client, where), overload_threshold_ms, task_ids)
+    except REDIS_ERRORS:
+        return _read_snapshot(client, answering(client, where), overload_threshold_ms, task_ids)
+
+
+def _read_snapshot(client: redis.Redis, shards: ShardsAnswering, overload_threshold_ms: int,
+                   task_ids: list[str] | None) -> QueueSnapshot:
     from scheduler.queue.presence import read_workers
     from scheduler.record.sharded import total_backlog
 
-    shards = as_shards(where)
+    down = [{"shard": i, "tag": shards.queue.all[i].tag, "error": why} for i, why in shards.down]
+    if not shards.all:  # no shard answers: a frame of nothing but that
+        return QueueSnapshot(now_ms=int(time.time() * 1000), shards_down=down)
     counts = queue_counts(client, shards, overload_threshold_ms)
     snap = QueueSnapshot(now_ms=counts.now_ms, due_now=counts.due_now, overdue=counts.overdue,
                          oldest_late_ms=counts.oldest_late_ms, dead=counts.dead,
                          stream_length=counts.stream_length, stats=counts.stats,
-                         by_class=counts.by_class)
-    ids = list_task_ids(client, shards) if task_ids is None else task_ids
+                         by_class=counts.by_class, shards_down=down)
+    if task_ids is None:
+        ids = list_task_ids(client, shards)
+    else:
+        up = set(shards.all)
+        ids = [t for t in task_ids if shards.of_task(t) in up]
     tasks = [t for t in read_tasks(client, shards, ids) if t is not None]
     totals = task_totals(client, shards, tasks)
     snap.running, snap.parked, snap.held = totals.running, totals.parked, totals.held
@@ -231,7 +261,8 @@ def take_snapshot(client: redis.Redis, where: Keys | Shards, *, overload_thresho
     finished = [t for t in tasks if t.finished]
     snap.finished_tasks = len(finished)
     snap.tasks = unfinished + finished[-RECENT_FINISHED:] if task_ids is None else tasks
-    snap.workers = [w for w in read_workers(client, shards.prefix) if not w["stale"]]
+    if not shards.coord_down:
+        snap.workers = [w for w in read_workers(client, shards.prefix) if not w["stale"]]
     snap.recorder_lag, snap.recorder_pending = total_backlog(client, shards)
     return snap
 
