@@ -51,7 +51,8 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class Step:
     """One step of an action, as the job records it: a command (``result``) or a file
-    operation over SFTP (``result`` is None; ``command`` says what, e.g. ``sftp put PATH``)."""
+    operation (``file``: ``put``, ``rename``, ``remove`` through the session; ``command`` says
+    what, e.g. ``put PATH``)."""
 
     name: str  # what the action calls it: "pre-check", "upload the file"
     command: str
@@ -60,10 +61,11 @@ class Step:
     error: str | None = None  # why it failed, when that is not an exit code (never a secret)
     cleanup: bool = False  # runs after the outcome is decided (removing temporary files)
     note: str | None = None  # why a step that did not fail has no exit code (a reboot's drop)
+    file: bool = False  # a file operation, not a command
 
     @property
     def exit_code(self) -> int | None:
-        """The command's exit code; a file operation counts 0 when it succeeded (SFTP's
+        """The command's exit code; a file operation counts 0 when it succeeded (as SFTP's
         ``SSH_FX_OK``) and None when it failed (``error`` says why); a step with a ``note``
         has none."""
         if self.result is not None:
@@ -219,16 +221,17 @@ class Steps:
 
     def file(self, what: str, command: str, fn: Callable[[], T], *, cleanup: bool = False) -> T:
         """A file operation on the host (``steps.session.put``, ``rename``, ``remove``) as a
-        step: ``command`` says what it does (``sftp put PATH``); an exception is recorded
-        and raised unchanged."""
+        step: ``command`` says what it does (``put PATH``); an exception is recorded and
+        raised unchanged."""
         start = time.monotonic()
         try:
             value = fn()
         except Exception as exc:
             self.record(Step(what, command, None, time.monotonic() - start,
-                             error=_describe(exc), cleanup=cleanup))
+                             error=_describe(exc), cleanup=cleanup, file=True))
             raise
-        self.record(Step(what, command, None, time.monotonic() - start, cleanup=cleanup))
+        self.record(Step(what, command, None, time.monotonic() - start, cleanup=cleanup,
+                         file=True))
         return value
 
     def cleanup(self, what: str, fn: Callable[[], Any]) -> bool:

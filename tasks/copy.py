@@ -82,7 +82,7 @@ class CopyAction(BaseAction):
                 steps.run(["chown", owner, tmp], f"chown {owner}")
             steps.run(["chmod", f"{mode:04o}", tmp], f"chmod {mode:04o}")
             try:
-                steps.file("rename into place", f"sftp rename {tmp} {dest}",
+                steps.file("rename into place", f"rename {tmp} {dest}",
                            lambda: steps.session.rename(tmp, dest))
             except OSError as exc:
                 if is_transport_error(exc):
@@ -94,7 +94,7 @@ class CopyAction(BaseAction):
         finally:
             if not renamed:
                 steps.cleanup("remove the temporary file", lambda: steps.file(
-                    "remove the temporary file", f"sftp remove {tmp}",
+                    "remove the temporary file", f"remove {tmp}",
                     lambda: steps.session.remove(tmp), cleanup=True))
 
     def _already_in_place(self, steps: Steps, dest: str, digest: str, mode: int,

@@ -51,7 +51,7 @@ def upload(steps: Steps, data: bytes, path: str, what: str, mode: int = 0o600) -
     """Write ``data`` to ``path`` on the host (SFTP). A refusal by the host's file system
     (no such directory, permission denied) fails for good; a broken connection may be retried."""
     try:
-        steps.file(f"upload the {what}", f"sftp put {path}",
+        steps.file(f"upload the {what}", f"put {path}",
                    lambda: steps.session.put(data, path, mode=mode))
     except OSError as exc:
         if is_transport_error(exc):

@@ -15,7 +15,8 @@ The order is what makes it safe:
 
 :func:`start_sftp` starts the SFTP subsystem on an opened channel, for the executor and for
 ``hosts check`` alike: a host that refuses it raises ``SftpUnavailableError``, not
-``HostUnreachableError``.
+``HostUnreachableError``. :func:`file_transfer_of` reads whether a host's files go over SFTP
+or, for a host without it, through the shell (the host variable ``fleetsched_files``).
 """
 
 from __future__ import annotations
@@ -250,7 +251,22 @@ def _authenticate(transport: paramiko.Transport, target: Target, options: dict[s
 
 
 SFTP_HINT = ("enable it in the host's sshd_config (Subsystem sftp internal-sftp) and reload "
-             "sshd; `fleetsched hosts check` shows which hosts lack it (commands still run there)")
+             "sshd, or set the host variable fleetsched_files=shell to move files through the "
+             "shell; commands still run there")
+FILES_VAR = "fleetsched_files"  # the host variable choosing how files reach the host
+FILE_TRANSFERS = ("sftp", "shell")
+
+
+def file_transfer_of(host: Host) -> str:
+    """How files reach ``host``: ``sftp`` (the default) or ``shell`` (exec channels, for a host
+    without SFTP: ``workers/executors/shellfiles.py``), from its ``fleetsched_files`` variable."""
+    value = host.vars.get(FILES_VAR) if host.vars else None
+    chosen = str(value).strip().lower() if value not in (None, "") else "sftp"
+    if chosen not in FILE_TRANSFERS:
+        raise ConfigError(f"host {host.name}: {FILES_VAR}={value!r} is not one of "
+                          f"{', '.join(FILE_TRANSFERS)}",
+                          hint=f"set {FILES_VAR}=shell for a host without SFTP, or remove it")
+    return chosen
 
 
 def start_sftp(chan: paramiko.Channel, where: str) -> paramiko.SFTPClient:
@@ -270,5 +286,6 @@ def start_sftp(chan: paramiko.Channel, where: str) -> paramiko.SFTPClient:
                                    "the sftp subsystem", hint=SFTP_HINT) from None
 
 
-__all__ = ["SFTP_HINT", "Target", "authenticate", "check_host_key", "connect", "handshake",
-           "load_ssh_config", "open_socket", "resolve", "ssh_options", "start_sftp"]
+__all__ = ["FILES_VAR", "FILE_TRANSFERS", "SFTP_HINT", "Target", "authenticate",
+           "check_host_key", "connect", "file_transfer_of", "handshake", "load_ssh_config",
+           "open_socket", "resolve", "ssh_options", "start_sftp"]

@@ -13,9 +13,11 @@ The same steps as ``tasks.ssh_connect.connect``, each one's verdict kept instead
 5. ``id -un`` on the host (``remote_user``); with become (``tasks/become.py``) also
    ``sudo -n -u USER -- id -un`` (``become``), so a sudo that asks for a password shows here
    before a job finds it;
-6. the SFTP subsystem (``sftp``: ``ok`` or ``missing``), started as the executor starts it
-   (``tasks.ssh_connect.start_sftp``): a host without it runs commands, but its ``copy``,
-   ``script`` and ``firmware`` jobs fail, so it is a ``no-sftp`` host here.
+6. how files reach the host (``files``): ``sftp`` when an SFTP session starts as the executor
+   starts it (``tasks.ssh_connect.start_sftp``), ``missing`` when sshd refuses it (a
+   ``no-sftp`` host: it runs commands, but its ``copy``, ``script`` and ``firmware`` jobs
+   fail), ``shell`` when the host's ``fleetsched_files=shell`` sends files through the shell
+   (then ``cat``, ``sha256sum``, ``mv`` and ``rm`` must be there).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from tasks.host import CommandResult, Host
 from tasks.known_hosts import KnownHosts, Verdict, fingerprint
 from tasks.ssh_connect import (
     authenticate,
+    file_transfer_of,
     handshake,
     load_ssh_config,
     open_socket,
@@ -52,6 +55,9 @@ from tasks.ssh_connect import (
 
 # ssh-keyscan -t names of the host-key types paramiko reports (ecdsa-sha2-* are all "ecdsa").
 _KEYSCAN_TYPE = {"ssh-ed25519": "ed25519", "ssh-rsa": "rsa"}
+# What the shell file transfer needs on a host (point 6); prints the missing programs.
+SHELL_TOOLS = ('m=; for t in cat sha256sum mv rm; do command -v "$t" >/dev/null 2>&1 || m="$m $t"; '
+               'done; echo $m; [ -z "$m" ]')
 # The verdicts of a host; ``Probe.status`` is one of them.
 STATUSES = ("ok", "unreachable", "unknown-key", "key-mismatch", "auth-failed", "become-failed",
             "no-sftp", "error")
@@ -71,7 +77,7 @@ class Probe:
     auth: str = ""  # ok, failed; "" when not tried
     remote_user: str = ""  # what id -un printed
     become: str = ""  # the become user it printed, "" without become
-    sftp: str = ""  # ok, missing; "" when not tried
+    files: str = ""  # sftp, shell, missing; "" when not tried
     latency_ms: float | None = None
     status: str = "error"
     error: str = ""
@@ -95,6 +101,7 @@ def probe_host(host: Host, settings: Settings, options: dict[str, Any], timeout:
     try:
         target = resolve(host, load_ssh_config(settings.ssh_config), options, settings.ssh_config)
         become = become_of(host, options)
+        files = file_transfer_of(host)
     except FleetschedError as exc:
         return _fail(probe, "error", exc)
     probe.address, probe.port, probe.user = target.address, target.port, target.user
@@ -142,12 +149,19 @@ def probe_host(host: Host, settings: Settings, options: dict[str, Any], timeout:
                     f"become: sudo -u {become.user} on {host.name} failed "
                     f"(exit {result.exit_code}): {result.stderr_head.strip()[:200]}"))
             probe.become = result.stdout_head.strip()
-        try:
-            _check_sftp(transport, target.where, timeout)
-        except SftpUnavailableError as exc:
-            probe.sftp = "missing"
-            return _fail(probe, "no-sftp", exc)
-        probe.sftp = "ok"
+        if files == "shell":
+            result = _run(transport, ["sh", "-c", SHELL_TOOLS], timeout)
+            if result.exit_code != 0:
+                return _fail(probe, "error", FleetschedError(
+                    f"{host.name} has fleetsched_files=shell, but the shell there lacks "
+                    f"{' '.join(result.stdout_head.split()) or 'a POSIX sh'}"))
+        else:
+            try:
+                _check_sftp(transport, target.where, timeout)
+            except SftpUnavailableError as exc:
+                probe.files = "missing"
+                return _fail(probe, "no-sftp", exc)
+        probe.files = files
         probe.status = "ok"
         return probe
     except HostUnreachableError as exc:

@@ -83,12 +83,12 @@ def test_the_json_output_has_one_object_per_host_and_the_summary(
     first = data["hosts"][0]
     assert [h["host"] for h in data["hosts"]] == ["web-01", "web-02"]
     assert set(first) == {"host", "address", "port", "user", "reachable", "host_key",
-                          "fingerprint", "auth", "remote_user", "become", "sftp",
+                          "fingerprint", "auth", "remote_user", "become", "files",
                           "latency_ms", "status", "error", "hint"}
     assert first["status"] == "ok" and first["reachable"] is True
     assert first["host_key"] == "ok" and first["fingerprint"].startswith("SHA256:")
     assert first["remote_user"] == current_user() and first["latency_ms"] >= 0
-    assert first["sftp"] == "ok"
+    assert first["files"] == "sftp"
 
 
 def test_a_stopped_host_is_unreachable_and_the_check_exits_3(

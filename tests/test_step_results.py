@@ -3,7 +3,8 @@
 A multi-step action's job takes its exit code and output from the step that decided its
 outcome (``tasks.base.Steps.deciding``, ``workers.results.job_outcome``), and ``jobs show``
 lists every step. A host whose sshd has no ``sftp`` subsystem fails a file-moving job once
-with "SFTP is not available on the host", is not retried, and ``hosts check`` says so.
+with "SFTP is not available on the host", is not retried, and ``hosts check`` says so, unless
+the host's ``fleetsched_files=shell`` sends its files through the shell.
 
 The first tests run an action directly on a fleet host and read the job's outcome as the
 worker builds it; the last ones go through a real worker node, its recorder and the CLI.
@@ -110,7 +111,8 @@ def test_a_copy_failing_at_the_upload_shows_the_upload_error_not_the_checksum_pr
     # Then the job's error is the upload's, and the deciding step is the upload
     assert not result.ok and "upload of the file" in (result.error or "")
     [decider] = [r for r in records if r.get("decides")]
-    assert decider["step"] == "upload the file" and decider["command"].startswith("sftp put ")
+    assert decider["step"] == "upload the file" and decider["command"].startswith("put ")
+    assert decider["file"] is True
     assert "No such file" in decider["error"]
     # And the job has no exit code (no command decided) and none of the probe's stderr
     assert code is None
@@ -142,7 +144,7 @@ def test_a_secret_in_a_steps_command_and_error_is_masked_in_the_result() -> None
 
     redactor = Redactor(["hunter2"])
     result = ActionResult(ok=False, results=[], error="failed: hunter2", steps=(
-        Step("upload", "sftp put /tmp/hunter2", None, 0.1, error="no room for hunter2"),),
+        Step("upload", "put /tmp/hunter2", None, 0.1, error="no room for hunter2"),),
         deciding=0)
     # When the result is redacted
     masked = redactor.action_result(result)
@@ -276,9 +278,108 @@ def test_hosts_check_says_sftp_is_not_available_on_a_host_without_it(
     assert cells[2:7] == ["yes", "ok", "ok", current_user(), "missing"], cells
     assert f"{fh.name}: no-sftp: {NO_SFTP_MESSAGE} {fh.name}" in err, err
     assert "hint: enable it in the host's sshd_config (Subsystem sftp internal-sftp)" in err
+    assert "fleetsched_files=shell" in err
     assert "1 host(s): 0 ok" in err and "1 no SFTP" in err, err
     # And with SFTP back, the same host is ok
     fh.write_config()
     fh.restart()
     code, out, err = cli("hosts", "check", fh.name, *_identity(private_ssh_fleet))
     assert code == 0, (out, err)
+
+
+# ------------------------------------------------- files through the shell, chosen per host
+
+
+def _shell_files(fh: FleetHost):
+    """``fh`` as the executor sees it with ``fleetsched_files=shell`` among its variables."""
+    return fh.host(vars={"root": str(fh.root), "fleetsched_files": "shell"})
+
+
+def test_a_host_without_sftp_set_to_files_through_the_shell_gets_copy_script_and_firmware(
+        private_ssh_fleet: SshFleet, tmp_path: Path) -> None:
+    # Given a host without SFTP whose inventory says fleetsched_files=shell
+    fh = private_ssh_fleet.hosts[0]
+    _without_sftp(fh)
+    host = _shell_files(fh)
+    data = bytes(range(256)) * 400 + b"no newline at the end"
+    src = tmp_path / "blob.bin"
+    src.write_bytes(data)
+    dest = fh.root / "blob.bin"
+    dest.write_bytes(b"old\n")
+    dest.chmod(0o666)
+    # When a file is copied there
+    copied = run_action(private_ssh_fleet, fh, "copy",
+                        {"src": str(src), "dest": str(dest), "mode": "0640"}, host=host)
+    # Then it arrived byte for byte with its mode, by put and rename steps, nothing left over
+    assert copied.ok, copied.error
+    assert dest.read_bytes() == data and (dest.stat().st_mode & 0o7777) == 0o640
+    assert [st.name for st in copied.steps if st.file] == ["upload the file", "rename into place"]
+    assert sorted(p.name for p in fh.root.iterdir() if "blob" in p.name) == ["blob.bin"]
+    # And a script and a firmware image go up and run the same way
+    script = tmp_path / "hello.sh"
+    script.write_text("#!/bin/sh\necho hello from \"$1\"\n")
+    ran = run_action(private_ssh_fleet, fh, "script", {"script": str(script), "args": ["shell"]},
+                     host=host)
+    assert ran.ok and ran.results[-2].stdout_head == "hello from shell\n", ran.error
+    device = fh.root / "fw-shell"
+    device.mkdir(exist_ok=True)
+    (device / "version").write_text("1.0\n")
+    image = tmp_path / "fw.bin"
+    image.write_bytes(data)
+    install = 'cp "$1" "$2/installed" && echo 2.0 > "$2/version"'
+    upgraded = run_action(private_ssh_fleet, fh, "firmware", {
+        "image": str(image), "upgrade_cmd": ["sh", "-c", install, "sh", "{image}", str(device)],
+        "version_cmd": ["cat", str(device / "version")], "expected_version": "2.0"}, host=host)
+    assert upgraded.ok, upgraded.error
+    assert (device / "installed").read_bytes() == data
+
+
+def test_files_through_the_shell_fail_for_good_where_the_host_refuses_them(
+        private_ssh_fleet: SshFleet, tmp_path: Path) -> None:
+    # Given a host that moves files through the shell
+    fh = private_ssh_fleet.hosts[0]
+    host = _shell_files(fh)
+    src = tmp_path / "app.conf"
+    src.write_bytes(b"setting=1\n")
+    # When a copy goes into a missing directory, or onto a directory
+    missing = run_action(private_ssh_fleet, fh, "copy", {
+        "src": str(src), "dest": str(fh.root / "nowhere" / "app.conf")}, host=host)
+    (fh.root / "a-dir").mkdir(exist_ok=True)
+    executor = private_ssh_fleet.executor()
+    try:
+        with executor.session(host) as session:
+            session.put(b"x", str(fh.root / "a-file"), mode=0o600)
+            with pytest.raises(OSError, match="Is a directory"):
+                session.rename(str(fh.root / "a-file"), str(fh.root / "a-dir"))
+            session.remove(str(fh.root / "a-file"))
+            session.remove(str(fh.root / "a-file"))  # a missing file is not an error
+    finally:
+        executor.close()
+    # Then the copy failed for good at its upload, saying why in the host's words
+    assert not missing.ok and not missing.retryable
+    assert "upload of the file" in missing.error and "nonexistent" in missing.error.lower()
+    [decider] = [st for st in missing.steps if st.name == "upload the file"]
+    assert decider.file and decider.exit_code is None
+    # And the directory is untouched, the file gone
+    assert list((fh.root / "a-dir").iterdir()) == [] and not (fh.root / "a-file").exists()
+
+
+def test_hosts_check_shows_files_through_the_shell_for_a_host_set_so(
+        private_ssh_fleet: SshFleet, tmp_path: Path, redis_url: str) -> None:
+    # Given a host without SFTP whose inventory says fleetsched_files=shell
+    fh = private_ssh_fleet.hosts[0]
+    _without_sftp(fh)
+    db = f"sqlite:///{tmp_path / 'fleetsched.db'}"
+    upgrade(db)
+    cli = Cli(tmp_path, redis_url, db, env={
+        "FLEETSCHED_KNOWN_HOSTS": str(private_ssh_fleet.known_hosts),
+        "FLEETSCHED_SSH_CONFIG": str(private_ssh_fleet.ssh_config)})
+    inventory(cli, tmp_path, f"{fh.name} ansible_host={fh.address} ansible_port={fh.port} "
+                             f"ansible_user={current_user()} fleetsched_files=shell\n")
+    # When it is checked
+    code, out, err = cli("hosts", "check", fh.name, *_identity(private_ssh_fleet))
+    # Then it is ok, its files going through the shell
+    assert code == 0, (out, err)
+    cells = next(c for c in (ln.replace("│", " ").split() for ln in out.splitlines())
+                 if c and c[0] == fh.name)
+    assert cells[6] == "shell", cells

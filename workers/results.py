@@ -83,6 +83,8 @@ def _step_record(st: Step, limit: int | None, decides: bool) -> dict[str, Any]:
         rec["error"] = st.error
     if st.note:
         rec["note"] = st.note
+    if st.file:
+        rec["file"] = True
     if st.cleanup:
         rec["cleanup"] = True
     if decides:

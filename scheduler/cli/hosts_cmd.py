@@ -332,7 +332,7 @@ Exit codes: 0 every host ok, 3 some host failed the check, 2 bad input, 4 the ta
 no host.
 """
 
-CHECK_COLUMNS = ["host", "address", "reachable", "host_key", "auth", "remote_user", "sftp",
+CHECK_COLUMNS = ["host", "address", "reachable", "host_key", "auth", "remote_user", "files",
                  "latency_ms"]
 
 
@@ -343,7 +343,7 @@ def _check_row(p: Any) -> dict[str, Any]:
     user = p.remote_user + (f" -> {p.become}" if p.become else "")
     return {"host": p.host, "address": f"{where}:{p.port}",
             "reachable": "yes" if p.reachable else "no", "host_key": key or "-",
-            "auth": p.auth or "-", "remote_user": user or "-", "sftp": p.sftp or "-",
+            "auth": p.auth or "-", "remote_user": user or "-", "files": p.files or "-",
             "latency_ms": "-" if p.latency_ms is None else f"{p.latency_ms:.0f}"}
 
 
@@ -364,8 +364,9 @@ def check_cmd(
                                   "identity_file=/etc/fleetsched/id_ed25519.")] = None,
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
-    """Check SSH to each host as the workers would: reachable, host key known and matching,
-    login, the remote user, SFTP (like ansible -m ping). Strict: never adds a host key."""
+    """Check SSH to each host as the workers would (like ansible -m ping): reachable, host key
+    known and matching, login, the remote user, and how files get there (SFTP, or the shell
+    where the host sets fleetsched_files=shell). Strict: never adds a host key."""
     from scheduler.health.hostcheck import SUMMARY_WORDS, check_hosts, select_hosts, summarize
     from scheduler.parse import parse_duration
 

@@ -66,7 +66,7 @@ def show_cmd(
             output.emit_line(f"  step {n}, {step_summary(cmd)}"
                              + ("  <- decided the outcome" if cmd.get("decides") else ""))
             if cmd.get("command"):
-                output.emit_line(f"    $ {cmd['command']}")
+                output.emit_line(f"    {'file:' if cmd.get('file') else '$'} {cmd['command']}")
             for key in ("error", "note"):
                 if cmd.get(key):
                     output.emit_line(f"    {key}: {cmd[key]}")

@@ -11,7 +11,8 @@ What it owns:
    ``signal`` channel request), the channel is closed and the result says ``timed_out``;
 3. ``put``/``rename``/``remove`` over SFTP (``put`` narrows the mode before writing data); a
    host whose sshd has no ``sftp`` subsystem raises ``SftpUnavailableError`` (permanent), not
-   ``HostUnreachableError``;
+   ``HostUnreachableError``, unless its ``fleetsched_files=shell`` variable sends its files
+   through the shell (``shellfiles.py``, as the login user like SFTP);
 4. the pool: idle connections keyed by (user, address, port), expired after ``idle_s``,
    dropped after a fork; a pooled connection found broken is replaced once, and only while
    nothing has been started on it.
@@ -38,7 +39,16 @@ from scheduler.config import Settings
 from scheduler.errors import HostUnreachableError
 from tasks.become import Become, become_of
 from tasks.host import CommandResult, Host
-from tasks.ssh_connect import Target, connect, load_ssh_config, resolve, ssh_options, start_sftp
+from tasks.ssh_connect import (
+    Target,
+    connect,
+    file_transfer_of,
+    load_ssh_config,
+    resolve,
+    ssh_options,
+    start_sftp,
+)
+from workers.executors import shellfiles
 from workers.executors.capture import Capture
 
 CHUNK = 64 * 1024
@@ -179,11 +189,12 @@ class SshSession:
     """Operations on one host over one connection (see the module docstring)."""
 
     def __init__(self, executor: "SshExecutor", target: Target, conn: Connection,
-                 become: Become | None = None) -> None:
+                 become: Become | None = None, files: str = "sftp") -> None:
         self.executor = executor
         self.target = target
         self.conn = conn
         self.become = become
+        self.files = files  # "sftp", or "shell" for a host without SFTP (shellfiles.py)
 
     # ----------------------------------------------------------------------------- channels
 
@@ -284,6 +295,9 @@ class SshSession:
 
     def put(self, data: bytes, remote_path: str, mode: int = 0o600) -> None:
         """Write ``data`` to ``remote_path`` with ``mode`` (set before any byte is written)."""
+        if self.files == "shell":
+            shellfiles.put(self._run, data, remote_path, mode)
+            return
         sftp = self._sftp()
         with sftp.open(remote_path, "wb") as f:
             f.chmod(mode)
@@ -291,10 +305,16 @@ class SshSession:
             f.write(data)
 
     def rename(self, src: str, dst: str) -> None:
-        """Atomic replace (``posix-rename@openssh.com``)."""
+        """Atomic replace (``posix-rename@openssh.com``; ``mv -f`` through the shell)."""
+        if self.files == "shell":
+            shellfiles.rename(self._run, src, dst)
+            return
         self._sftp().posix_rename(src, dst)
 
     def remove(self, remote_path: str) -> None:
+        if self.files == "shell":
+            shellfiles.remove(self._run, remote_path)
+            return
         try:
             self._sftp().remove(remote_path)
         except OSError as exc:
@@ -385,9 +405,10 @@ class SshExecutor:
     def session(self, host: Host) -> Iterator[SshSession]:
         target = self.target(host)
         become = become_of(host, self.options)  # a refused become method fails before connecting
+        files = file_transfer_of(host)
         conn = (self.pool.take(target.pool_key) if self.options["pool"] else None) \
             or self.connect(target)
-        session = SshSession(self, target, conn, become)
+        session = SshSession(self, target, conn, become, files)
         try:
             yield session
         finally:
