@@ -76,7 +76,7 @@ def refused(cli: Cli, redis_client: redis.Redis, args: list[str], code: int, mes
     (["command", "-t", "web-01", "-p", "cmd=true", "--retries", "-1"], 2, "retries -1"),
     (["firmware", "-t", "web-01", "-p", "image=/srv/fw.bin", "-p", "expected_version=4.2",
       "-p", "upgrade_cmd=fw-up {image}", "-p", "version_cmd=fw-version"], 2,
-     "action firmware must run inside service windows"),
+     "action firmware runs inside service windows, and 1 of 1 hosts have no service window"),
     (["reboot-everything", "-t", "web-01"], 4, "reboot-everything"),
     (["-t", "web-01"], 2, "no action given"),
     (["command", "-p", "cmd=true"], 2, "no --target given"),

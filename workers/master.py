@@ -51,6 +51,7 @@ from scheduler.queue.keys import Keys
 from scheduler.queue.sharded import check_shard_count, open_queue
 from scheduler.queue.shards import Shards, shards_of
 from scheduler.redisdb.connect import REDIS_ERRORS, is_permanent
+from scheduler.windows.wire import HOST_FREEZES
 from workers.config import NodeConfig
 from workers.deferral import window_deferral
 from workers.finisher import Finisher
@@ -305,12 +306,14 @@ class Node:
     def _defer_outside_windows(self, claim: Any) -> list[Any]:
         keep = []
         for job in claim.jobs:
-            if job.window is None and job.wclose_ms is None:
+            frozen = claim.hosts.get(job.job_id, {}).get(HOST_FREEZES, "")  # freezes since
+            if job.window is None and job.wclose_ms is None and not frozen:
                 keep.append(job)
                 continue
             info = self.inputs.task(job.task_id)
             expected = int(info.spec.get("expected_ms") or 0) if not isinstance(info, str) else 0
-            deferral = window_deferral(self.client, self.keys, job, claim.now_ms, expected)
+            deferral = window_deferral(self.client, self.keys, job, claim.now_ms, expected,
+                                       frozen)
             if deferral is None:
                 keep.append(job)
                 continue

@@ -91,6 +91,21 @@ def stores(ctx: typer.Context) -> Iterator[tuple[Engine, Callable[[], Any], Shar
         yield engine, (lambda: queue_client(settings)), shards_of(settings), operator
 
 
+def push_host_freezes(ctx: typer.Context, engine: Any) -> None:
+    """After the inventory changed: a host that joined a frozen group holds its queued jobs at
+    once (``scheduler.windows.freezes``). Only when a freeze exists; Redis being down is one
+    warning line."""
+    from scheduler.cli import output
+    from scheduler.queue.shards import shards_of
+    from scheduler.windows.freezes import push_or_warn
+
+    settings = state(ctx).settings
+    warning = push_or_warn(engine, lambda: queue_client(settings), shards_of(settings),
+                           if_any=True)
+    if warning:
+        output.info(f"warning: {warning}")
+
+
 def push_group_limits(ctx: typer.Context, engine: Any, operator: str, *,
                       always: bool = False) -> None:
     """After the inventory changed (an import, a host added or removed, a group removed): a P%

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import database, push_group_limits, state, stores
+from scheduler.cli.context import database, push_group_limits, push_host_freezes, state, stores
 from scheduler.cli.output import OutputOption
 from scheduler.errors import ValidationError
 
@@ -88,6 +88,7 @@ def import_cmd(
                                   dry_run=dry_run, inventory=inventory)
         if not dry_run:
             push_group_limits(ctx, engine, operator, always=bool(result.plan.groups_removed))
+            push_host_freezes(ctx, engine)  # a host may have joined a frozen group
     plan = result.plan
     if plan.skipped_secrets:
         output.info(f"warning: skipped {len(plan.skipped_secrets)} secret variable(s) "
@@ -246,6 +247,7 @@ def add_cmd(
                                groups=group or [], host_vars=host_vars, operator=operator)
         if group:
             push_group_limits(ctx, engine, operator)  # it may count in a limited group now
+            push_host_freezes(ctx, engine)  # or be in a frozen one
     if created:
         output.info(f"created group(s) {', '.join(created)}")
     output.info(f"added host {name}")

@@ -46,7 +46,8 @@ def add_cmd(
     tz: Annotated[str, typer.Option("--tz", help="IANA time zone of the cron expression.")] = "UTC",
     target: Annotated[str | None, typer.Option("--target", "-t", help="Hosts: group:NAME, names, globs, !exclusions, all.")] = None,
     param: Annotated[list[str] | None, typer.Option("--param", "-p", help="An action parameter NAME=VALUE (repeatable).")] = None,
-    in_window: Annotated[bool, typer.Option("--in-window", help="Each host's job waits for its service window.")] = False,
+    in_window: Annotated[bool, typer.Option("--in-window", help="Each host's job waits for its service window (the default for actions that require windows).")] = False,
+    ignore_windows: Annotated[bool, typer.Option("--ignore-windows", help="Run an action that requires service windows outside them (recorded with each task). Freezes still hold its jobs.")] = False,
     max_concurrency: Annotated[str | None, typer.Option("--max-concurrency", help="N or P% of the hosts.")] = None,
     max_failures: Annotated[str | None, typer.Option("--max-failures", help="Abort after N or P% failed jobs.")] = None,
     timeout: Annotated[str | None, typer.Option("--timeout", help="Per attempt (default 1h).")] = None,
@@ -65,8 +66,9 @@ def add_cmd(
     from scheduler.parse import parse_duration
     from scheduler.schedules.store import ScheduleSpec, add_schedule
 
-    options = {"in_window": in_window, "max_concurrency": max_concurrency,
-               "max_failures": max_failures, "timeout": timeout, "retries": retries,
+    options = {"in_window": in_window, "ignore_windows": ignore_windows,
+               "max_concurrency": max_concurrency, "max_failures": max_failures,
+               "timeout": timeout, "retries": retries,
                "backoff": None, "name": None, "priority": priority, "executor": executor,
                "executor_option": executor_option, "idempotent": None, "notify": notify}
     request = _request(action, target, param, None, None, options)

@@ -82,7 +82,8 @@ def _request(action: str | None, target: str | None, params: list[str] | None, a
         action=action, target=target, params=_pairs(params, "--param"),
         at=parse_time(at) if at else None,
         delay=parse_duration(in_, "--in") if in_ else None,
-        in_window=options["in_window"],
+        in_window=options["in_window"], ignore_windows=bool(options.get("ignore_windows")),
+        break_glass=options.get("break_glass"),
         max_concurrency=parse_limit(limit, "--max-concurrency") if limit else None,
         max_failures=parse_limit(fails, "--max-failures") if fails else None,
         count_failures=options.get("count_failures") or "attempts",
@@ -113,9 +114,12 @@ def _executor_options(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _when(job: Any) -> str:
-    if job.window:
-        closes = f", closes {job.wclose.isoformat()}" if job.wclose else ""
-        return f"{job.due.isoformat()} (window {job.window}{closes})"
+    if job.wclose:
+        frozen = f", frozen until {job.frozen_until.isoformat()}" if job.frozen_until else ""
+        return (f"{job.due.isoformat()} (window {job.window}, closes {job.wclose.isoformat()}"
+                f"{frozen})")
+    if job.frozen_until:
+        return f"{job.due.isoformat()} (frozen until {job.frozen_until.isoformat()}: {job.window})"
     return "now" if job.due is None else job.due.isoformat()
 
 
@@ -125,9 +129,15 @@ def _show_plan(plan: Any, fmt: output.OutputFormat) -> None:
             "groups": len(plan.groups), "operator": plan.operator,
             "priority": plan.request.priority, "executor": plan.executor,
             "start": plan.start.isoformat() if plan.start else "now",
-            "in_window": plan.request.in_window, **policy}
-    rows = [{"job": j.seq, "host": j.host, "when": _when(j), "window": j.window}
+            "in_window": plan.in_window, "windows": plan.windows_text(), **policy}
+    rows = [{"job": j.seq, "host": j.host, "when": _when(j), "window": j.window,
+             "frozen_until": j.frozen_until.isoformat() if j.frozen_until else None}
             for j in plan.jobs]
+    frozen = [j for j in plan.jobs if j.frozen_until]
+    if frozen:
+        head["frozen"] = (f"{len(frozen)} of {len(plan.jobs)} hosts are frozen: their jobs wait "
+                          f"until {max(j.frozen_until for j in frozen).isoformat()} at the "
+                          "latest (--break-glass REASON runs through freezes)")
     spec = plan.request.waves
     drawn = None
     if spec is not None and spec.order == "random" and spec.seed is None:
@@ -200,7 +210,9 @@ def submit(
     param: Annotated[list[str] | None, typer.Option("--param", "-p", help="An action parameter NAME=VALUE (repeatable); secrets as @env:NAME or @file:/path.")] = None,
     at: Annotated[str | None, typer.Option("--at", help="Not before this ISO time (local zone unless given).")] = None,
     in_: Annotated[str | None, typer.Option("--in", help="Not before this long from now (10m, 2h).")] = None,
-    in_window: Annotated[bool, typer.Option("--in-window", help="Each host's job waits for the host's next service window.")] = False,
+    in_window: Annotated[bool, typer.Option("--in-window", help="Each host's job waits for the host's next service window (the default for actions that require windows, such as firmware).")] = False,
+    ignore_windows: Annotated[bool, typer.Option("--ignore-windows", help="Run an action that requires service windows outside them (recorded with the task). Freezes still hold its jobs.")] = False,
+    break_glass: Annotated[str | None, typer.Option("--break-glass", metavar="REASON", help="Run through freezes (every job of every task waits for its host's freezes otherwise); the reason is recorded with the task.")] = None,
     max_concurrency: Annotated[str | None, typer.Option("--max-concurrency", help="Jobs of this task running at once: N or P% of its hosts.")] = None,
     max_failures: Annotated[str | None, typer.Option("--max-failures", help="Abort after this many hosts failed: N or P%. Counts hosts that failed any attempt (see --count-failures).")] = None,
     count_failures: Annotated[str, typer.Option("--count-failures", help="What --max-failures counts: attempts (hosts that failed any attempt: a failing change stops after N hosts, retries or not) or final (jobs failed for good, after their retries).")] = "attempts",
@@ -236,7 +248,8 @@ def submit(
     from scheduler.submission.submit import plan_task
     from scheduler.submission.submit import submit as run_submit
 
-    options = {"in_window": in_window, "max_concurrency": max_concurrency,
+    options = {"in_window": in_window, "ignore_windows": ignore_windows,
+               "break_glass": break_glass, "max_concurrency": max_concurrency,
                "max_failures": max_failures, "count_failures": count_failures,
                "timeout": timeout, "retries": retries,
                "backoff": backoff, "name": name, "priority": priority, "executor": executor,

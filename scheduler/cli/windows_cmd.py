@@ -102,10 +102,13 @@ def assign_cmd(
     group: Annotated[list[str] | None, typer.Option("--group", help="A group (repeatable).")] = None,
 ) -> None:
     """Assign a window to hosts or groups (a host's own assignment beats its groups')."""
+    from scheduler.windows.freezes import push_or_warn
     from scheduler.windows.store import assign_window
 
-    with stores(ctx) as (engine, _c, _k, operator):
+    with stores(ctx) as (engine, connect, keys, operator):
         added = assign_window(engine, name, hosts=host or [], groups=group or [], operator=operator)
+        warning = push_or_warn(engine, connect, keys)  # a freeze holds queued jobs at once
+    _warn(warning)
     output.info(f"window {name}: {added} new assignments (by {operator})")
 
 
@@ -117,11 +120,13 @@ def unassign_cmd(
     group: Annotated[list[str] | None, typer.Option("--group", help="A group (repeatable).")] = None,
 ) -> None:
     """Remove a window's assignment to hosts or groups (jobs already queued keep their window)."""
+    from scheduler.windows.freezes import push_or_warn
     from scheduler.windows.store import unassign_window
 
     with stores(ctx) as (engine, connect, keys, operator):
         removed, warning = unassign_window(engine, connect, name, hosts=host or [],
                                            groups=group or [], operator=operator, keys=keys)
+        warning = warning or push_or_warn(engine, connect, keys)
     _warn(warning)
     output.info(f"window {name}: {removed} assignments removed (by {operator})")
 
@@ -140,10 +145,12 @@ def approve_cmd(ctx: typer.Context, name: Name) -> None:
 @windows_app.command("remove", epilog="Example:\n\n  fleetsched windows remove dc-move")
 def remove_cmd(ctx: typer.Context, name: Name) -> None:
     """Remove a window and its assignments (queued jobs naming it wait; cancel them)."""
+    from scheduler.windows.freezes import push_or_warn
     from scheduler.windows.store import remove_window
 
     with stores(ctx) as (engine, connect, keys, operator):
-        _warn(remove_window(engine, connect, name, operator=operator, keys=keys))
+        _warn(remove_window(engine, connect, name, operator=operator, keys=keys)
+              or push_or_warn(engine, connect, keys))
     output.info(f"window {name} removed")
 
 
@@ -164,10 +171,12 @@ def next_cmd(ctx: typer.Context, name: Name,
 def sync_cmd(ctx: typer.Context) -> None:
     """Copy every window definition into Redis again (after Redis lost them)."""
     from scheduler.errors import RedisUnavailableError
+    from scheduler.windows.freezes import push_or_warn
     from scheduler.windows.store import sync_windows
 
     with stores(ctx) as (engine, connect, keys, _o):
         n, warning = sync_windows(engine, connect, keys)
+        warning = warning or push_or_warn(engine, connect, keys)
     if warning:
         raise RedisUnavailableError(warning)
     output.info(f"{n} window definitions copied to Redis")

@@ -262,7 +262,13 @@ class Task(Base):
     # One job per host at a time across tasks (False: the action or the operator allowed
     # overlap; tasks recorded before the column existed never waited for a host).
     exclusive: Mapped[bool] = mapped_column(default=True, server_default=sa.false())
+    # Each host's job waits for its service windows (asked with --in-window, or applied by
+    # default for an action that requires windows); ignore_windows: the operator chose to run
+    # such an action outside them; break_glass: the operator's reason to run through freezes
+    # (None: freezes hold every job). Tasks recorded before the columns existed: false, None.
     in_window: Mapped[bool] = mapped_column(default=False)
+    ignore_windows: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
+    break_glass: Mapped[str | None] = mapped_column(sa.Text)
     start_at: Mapped[datetime | None]  # not before; None = now
     # Notification targets of this task (webhook URLs, mailto:), besides the global ones.
     notify: Mapped[list[str] | None] = mapped_column(JSONDoc)

@@ -154,7 +154,8 @@ def _options(r: TaskRequest) -> dict[str, Any]:
             "max_failures": str(r.max_failures) if r.max_failures else None,
             "count_failures": r.count_failures,
             "timeout_s": r.timeout_s, "retries": r.retries, "backoff_s": r.backoff_s,
-            "priority": r.priority, "in_window": r.in_window, "executor": r.executor,
+            "priority": r.priority, "in_window": r.in_window,
+            "ignore_windows": r.ignore_windows, "executor": r.executor,
             "executor_options": dict(r.executor_options), "idempotent": r.idempotent,
             "allow_overlap": r.allow_overlap,
             "notify": list(r.notify)}
@@ -165,7 +166,7 @@ def request_of(row: Any) -> TaskRequest:
     o = row.options or {}
     return TaskRequest(
         action=row.action, target=row.target, params=dict(row.params or {}),
-        in_window=bool(o.get("in_window")),
+        in_window=bool(o.get("in_window")), ignore_windows=bool(o.get("ignore_windows")),
         max_concurrency=parse_limit(o["max_concurrency"]) if o.get("max_concurrency") else None,
         max_failures=parse_limit(o["max_failures"]) if o.get("max_failures") else None,
         # schedules stored before count_failures existed counted final failures
@@ -239,6 +240,9 @@ def add_schedule(engine: Engine, connect: Any, spec: ScheduleSpec, *, operator: 
     from scheduler.submission.submit import plan_task
 
     now = now or utcnow()
+    if spec.request.break_glass is not None:
+        raise ValidationError("a schedule cannot run through freezes: --break-glass is for one "
+                              "task an operator submits", hint="submit that run by hand")
     t = _check(spec, now)
     first = next(iter(t.starts(now)), None)
     with transaction(engine) as session:

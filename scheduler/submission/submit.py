@@ -7,8 +7,10 @@ What it owns:
 2. :func:`plan_task`: everything checked and decided without writing: the action and its
    parameters (validated by the action, secret references kept as references), the executor
    and its options, the target resolved against the stored inventory (an empty selection is an
-   error), when each host's job is due (now, ``--at``/``--in``, or its next service window) and
-   the rollout policy with percentages turned into counts (:class:`Plan`);
+   error), when each host's job is due (now, ``--at``/``--in``, or its next service window:
+   by default for an action that requires windows, unless ``--ignore-windows``; in every case
+   after its host's freezes, unless ``--break-glass REASON``) and the rollout policy with
+   percentages turned into counts (:class:`Plan`);
 3. :func:`record_task`: the task row (state ``accepted``), one job row per host and a ``submit``
    event holding the exact queue spec, in the caller's transaction: the record of what was asked;
 4. :func:`submit`: plan and record in one transaction, then fan out to Redis
@@ -82,6 +84,8 @@ class TaskRequest:
     at: datetime | None = None  # aware; not before this time
     delay: timedelta | None = None  # --in: not before now + delay
     in_window: bool = False
+    ignore_windows: bool = False  # run outside the hosts' windows an action requires (recorded)
+    break_glass: str | None = None  # the operator's reason to run through freezes (recorded)
     max_concurrency: Limit | None = None
     max_failures: Limit | None = None
     count_failures: str = "attempts"  # what max_failures counts: see TaskSpec.count_failures
@@ -115,8 +119,9 @@ class PlannedJob:
     seq: int
     host: str
     due: datetime | None  # None: now (by the Redis clock at enqueue)
-    window: str | None = None
+    window: str | None = None  # the job's window field (windows, !freezes, break-glass)
     wclose: datetime | None = None
+    frozen_until: datetime | None = None  # a freeze moved ``due`` here
 
 
 @dataclass(frozen=True)
@@ -179,6 +184,16 @@ class Plan:
     start: datetime | None  # None: now
     notify: tuple[str, ...] = ()  # checked notification targets, as typed
     host_groups: dict[str, str] = field(default_factory=dict)  # host -> its first group
+    in_window: bool = False  # each host's job waits for its windows (asked, or the action's)
+    break_glass: str | None = None  # the checked reason to run through freezes
+
+    def windows_text(self) -> str:
+        """How windows and freezes apply, as the plan, ``tasks show`` and the report say it."""
+        from scheduler.submission.taskinfo import windows_text
+
+        return windows_text(self.in_window, self.request.ignore_windows, self.break_glass,
+                            required_by=self.action if self.in_window and
+                            not self.request.in_window else None)
 
     def waves(self, task_id: int | str) -> list[list[int]] | None:
         """The task's waves (job numbers), or None when it is not rolled out in waves (no
@@ -303,15 +318,38 @@ def _hosts(session: Session, names: list[str],
                      tuple(limits[n])) for n in names]
 
 
-def _window_jobs(session: Session, hosts: list[str], start: datetime,
-                 expected_ms: int) -> list[PlannedJob]:
-    try:
-        from scheduler.windows.assignment import due_times_in_window  # type: ignore[import-not-found]
-    except ImportError:
-        raise ValidationError("--in-window is not available yet (no service-window support "
-                              "in this build)", hint="submit without --in-window") from None
-    due = due_times_in_window(session, hosts, start, expected_ms)
-    return [PlannedJob(i, h, due[h][0], due[h][1], due[h][2]) for i, h in enumerate(hosts)]
+MAX_REASON = 500  # characters of a --break-glass reason
+
+
+def _break_glass(request: TaskRequest) -> str | None:
+    """The checked --break-glass reason (None: freezes hold the task's jobs)."""
+    if request.break_glass is None:
+        return None
+    reason = str(request.break_glass).strip()
+    if not reason:
+        raise ValidationError("--break-glass needs a reason (it is recorded with the task)",
+                              hint='e.g. --break-glass "INC-4711: DNS down, fix during the '
+                                   'year-end freeze"')
+    if len(reason) > MAX_REASON or "\n" in reason or not reason.isprintable():
+        raise ValidationError(f"--break-glass reason must be one line of at most {MAX_REASON} "
+                              "printable characters")
+    return reason
+
+
+def _jobs(session: Session, hosts: list[str], start: datetime | None, now: datetime,
+          expected_ms: int, *, in_window: bool, required_by: str | None,
+          break_glass: bool) -> list[PlannedJob]:
+    """Each host's job: due in its windows, or at the start; either way after its freezes."""
+    from scheduler.windows.assignment import due_times_in_window, due_times_outside_freezes
+
+    if in_window:
+        due = due_times_in_window(session, hosts, start or now, expected_ms,
+                                  break_glass=break_glass, required_by=required_by)
+    else:
+        due = due_times_outside_freezes(session, hosts, start, now, expected_ms,
+                                        break_glass=break_glass)
+    return [PlannedJob(i, h, due[h].due, due[h].field, due[h].wclose, due[h].frozen_until)
+            for i, h in enumerate(hosts)]
 
 
 @gc_paused()
@@ -339,9 +377,12 @@ def plan_task(session: Session, request: TaskRequest, *, operator: str,
     executor, options = _executor(request, action)
     notify = tuple(t.spec for t in parse_targets(request.notify))  # one line if one is bad
     start = _start(request, now)
-    if action.requires_window and not request.in_window:
-        raise ValidationError(f"action {action.name} must run inside service windows",
-                              hint="add --in-window (each host's job waits for its window)")
+    if request.in_window and request.ignore_windows:
+        raise ValidationError("give --in-window or --ignore-windows, not both")
+    glass = _break_glass(request)
+    # Windows apply by default to the actions that need them; --ignore-windows is the
+    # explicit, recorded way out (docs/reliability.md, "Windows and freezes by default").
+    in_window = request.in_window or (action.requires_window and not request.ignore_windows)
 
     from scheduler.inventory import group_member_map, group_member_map_of
 
@@ -357,10 +398,9 @@ def plan_task(session: Session, request: TaskRequest, *, operator: str,
     groups = sorted(g for g, hs in members.items()
                     if g not in ("all", "ungrouped") and not hs.isdisjoint(selected))
     policy = _policy(request, action, len(names))
-    if request.in_window:
-        jobs = _window_jobs(session, names, start or now, expected)
-    else:
-        jobs = [PlannedJob(i, h, start) for i, h in enumerate(names)]
+    jobs = _jobs(session, names, start, now, expected, in_window=in_window,
+                 required_by=action.name if in_window and not request.in_window else None,
+                 break_glass=glass is not None)
     first_group = {}
     for g in sorted(members):
         if g not in ("all", "ungrouped"):
@@ -369,7 +409,8 @@ def plan_task(session: Session, request: TaskRequest, *, operator: str,
     plan = Plan(request=request, target=target, operator=operator, action=action.name,
                 params=dumped, executor=executor, executor_options=options,
                 expected_ms=expected, policy=policy, hosts=_hosts(session, names, members),
-                groups=groups, jobs=jobs, start=start, notify=notify, host_groups=first_group)
+                groups=groups, jobs=jobs, start=start, notify=notify, host_groups=first_group,
+                in_window=in_window, break_glass=glass)
     plan.waves("plan")  # refuses a spec that makes too many waves before anything is written
     return plan
 
@@ -389,8 +430,8 @@ def record_task(session: Session, plan: Plan, *, now: datetime | None = None) ->
         max_running=p.max_running, max_failures=p.max_failures,
         count_failures=p.count_failures, max_attempts=p.max_attempts,
         backoff_ms=p.backoff_ms, timeout_s=max(1, math.ceil(p.timeout_ms / 1000)),
-        idempotent=p.idempotent, exclusive=p.exclusive, in_window=r.in_window,
-        start_at=plan.start,
+        idempotent=p.idempotent, exclusive=p.exclusive, in_window=plan.in_window,
+        ignore_windows=r.ignore_windows, break_glass=plan.break_glass, start_at=plan.start,
         notify=list(plan.notify) or None, state="accepted", created_at=now, total=len(plan.jobs),
     ).returning(Task.__table__.c.id)).scalar_one()
     waves = plan.waves(task_id)
@@ -406,7 +447,9 @@ def record_task(session: Session, plan: Plan, *, now: datetime | None = None) ->
     spec = plan.task_spec(task_id)
     record_event(session, "submit", operator=plan.operator, task_id=task_id, at=now, data={
         "name": r.name, "target": str(plan.target), "hosts": len(plan.hosts),
-        "groups": plan.groups[:50], "in_window": r.in_window,
+        "groups": plan.groups[:50], "in_window": plan.in_window,
+        "ignore_windows": r.ignore_windows, "break_glass": plan.break_glass,
+        "windows": plan.windows_text(),
         "start": plan.start.isoformat() if plan.start else None,
         "notify": [parse_notify_target(t).shown for t in plan.notify] or None,
         "waves": {**plan.wave_policy(), "waves": [[f"{task_id}.{n}" for n in w] for w in waves]}

@@ -7,7 +7,9 @@ A task file is one mapping; every key of ``fleetsched submit`` has its place, no
     params: {cmd: "systemctl reload nginx"}
     name: reload nginx
     at: 2026-12-01T22:00+01:00         # or  in: 10m   (not both)
-    in_window: false
+    in_window: false                   # firmware and other actions that require windows: true
+    # ignore_windows: true             # run such an action outside its windows (recorded)
+    # break_glass: "INC-4711: ..."     # run through freezes; the reason is recorded
     max_concurrency: 10%               # a number or a percentage of the task's hosts
     max_failures: 2
     timeout: 5m
@@ -48,7 +50,8 @@ from scheduler.submission.submit import TaskRequest
 __all__ = ["KEYS", "MAX_BYTES", "load_task_file", "parse_task_text"]
 
 MAX_BYTES = 1 << 20  # a task file is small; anything bigger is a mistake
-KEYS = ("action", "target", "params", "name", "at", "in", "in_window", "max_concurrency",
+KEYS = ("action", "target", "params", "name", "at", "in", "in_window", "ignore_windows",
+        "break_glass", "max_concurrency",
         "max_failures", "count_failures", "timeout", "retries", "backoff", "priority", "executor",
         "executor_options", "become", "become_user", "idempotent", "allow_overlap", "notify",
         "waves", "wave_order", "wave_pause", "wave_gate", "wave_check", "wave_seed")
@@ -233,6 +236,8 @@ def _request(fields: dict, where: _Where) -> TaskRequest:
         at=at,
         delay=_checked(fields, "in", where, lambda t: parse_duration(t, "in")),
         in_window=bool(_bool(fields, "in_window", where)),
+        ignore_windows=bool(_bool(fields, "ignore_windows", where)),
+        break_glass=_reason(fields, where),
         max_concurrency=_checked(fields, "max_concurrency", where,
                                  lambda t: parse_limit(t, "max_concurrency")),
         max_failures=_checked(fields, "max_failures", where,
@@ -249,6 +254,18 @@ def _request(fields: dict, where: _Where) -> TaskRequest:
         notify=_notify(fields, where),
         waves=_waves(fields, where),
     )
+
+
+def _reason(fields: dict, where: _Where) -> str | None:
+    """``break_glass``: a non-empty reason (it is recorded with the task)."""
+    if "break_glass" not in fields:
+        return None
+    node = fields["break_glass"][1]
+    value = _value(node, where)
+    if not isinstance(value, str) or not value.strip():
+        raise where(node, "break_glass must be the reason, as text",
+                    'e.g. break_glass: "INC-4711: DNS down, fix during the freeze"')
+    return value
 
 
 def _waves(fields: dict, where: _Where) -> Any:

@@ -26,7 +26,7 @@ from scheduler.progress import Progress, from_job_states, from_task_hash
 from scheduler.record.models import TASK_STATES, Event, Job, Schedule, Task
 
 __all__ = ["CONTROL_KINDS", "LIST_COLUMNS", "behind_note", "list_tasks", "params_text", "policy_text",
-           "progress_of", "request", "show_task", "summary_line"]
+           "progress_of", "request", "show_task", "summary_line", "windows_text"]
 
 LIST_COLUMNS = ["id", "name", "action", "target", "operator", "priority", "state", "wave",
                 "total", "succeeded", "failed", "running", "created_at"]
@@ -94,7 +94,7 @@ def request(t: Task, schedule_name: str | None = None) -> dict[str, Any]:
     return {
         "action": t.action, "params": t.params or {}, "target": t.target,
         "operator": t.operator, "origin": origin, "schedule": schedule_name,
-        "windows": "each host's service window" if t.in_window else "none (runs when due)",
+        "windows": windows_text(t.in_window, t.ignore_windows, t.break_glass),
         "start_at": t.start_at,
         "policy": {"max_concurrency": t.max_running or "none",
                    "max_failures": (f"{t.max_failures} "
@@ -107,6 +107,23 @@ def request(t: Task, schedule_name: str | None = None) -> dict[str, Any]:
                    "idempotent": t.idempotent, "priority": t.priority,
                    **({"waves": _waves_text(dict(t.waves))} if t.waves else {})},
     }
+
+
+def windows_text(in_window: bool, ignore_windows: bool, break_glass: str | None, *,
+                 required_by: str | None = None) -> str:
+    """How service windows and freezes apply to a task, for the plan, ``tasks show`` and the
+    audit report: ``each host's service window; freezes hold its jobs``, ``outside service
+    windows (--ignore-windows); ...``, ``...; BREAK-GLASS through freezes: REASON``."""
+    if in_window:
+        windows = "each host's service window" + (
+            f" (action {required_by} requires them)" if required_by else "")
+    elif ignore_windows:
+        windows = "outside service windows (--ignore-windows)"
+    else:
+        windows = "none (runs when due)"
+    freezes = (f"BREAK-GLASS through freezes: {break_glass}" if break_glass
+               else "freezes hold its jobs")
+    return f"{windows}; {freezes}"
 
 
 def _waves_text(spec: dict[str, Any]) -> str:
@@ -183,6 +200,7 @@ def show_task(session: Session, task_id: int, live: dict[str, str] | None) -> di
     schedule = session.get(Schedule, t.schedule_id) if t.schedule_id is not None else None
     req = request(t, schedule.name if schedule else None)
     out.update({"params": req["params"], "executor": t.executor, "in_window": t.in_window,
+                "ignore_windows": t.ignore_windows, "break_glass": t.break_glass,
                 "start_at": t.start_at, "policy": req["policy"], "origin": req["origin"],
                 "windows": req["windows"]})
     jobs = dict(session.execute(sa.select(Job.state, sa.func.count()).where(

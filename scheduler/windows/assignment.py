@@ -7,9 +7,13 @@ The calendar arithmetic is ``scheduler.calendar.windows`` (pure); this module ow
    ``duration``; approved unless it requires approval and has none);
 2. :func:`effective`: each host's windows and freezes from the stored assignments (host beats
    its deepest group, beats fleet-wide; freezes add up), via ``effective_window``;
-3. :func:`due_times_in_window`: for ``submit --in-window``, each host's due time (its next
-   opening at or after the start that fits the expected duration), the job's ``window`` field
-   and the opening's close; refuses hosts without a window, or without an approved opening;
+3. :func:`due_times_in_window`: for a task in windows (``--in-window``, or an action that
+   requires them), each host's :class:`Due`: its next opening at or after the start that fits
+   the expected duration outside every freeze, the job's ``window`` field and the opening's
+   close; refuses hosts without a window, or without an approved opening;
+   :func:`due_times_outside_freezes`: for every other task, the start unless a freeze of the
+   host holds the job (then the freeze's end): freezes hold every job of every task, unless
+   it was submitted with ``--break-glass``;
 4. the job's ``window`` field (:func:`window_field`; read by ``wire.parse_window_field``): the names of
    every window and freeze that applied at submission, space-separated, freezes as ``!name``
    (window names never hold spaces nor start with ``!``);
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -35,15 +40,16 @@ from scheduler.calendar.windows import (
     Window,
     effective_window,
     next_opening,
+    upcoming,
 )
 from scheduler.errors import ValidationError
 from scheduler.record.models import Group, Host, WindowAssignment, group_children, group_hosts
 from scheduler.record.models import Window as WindowRow
-from scheduler.windows.wire import FREEZE_MARK
+from scheduler.windows.wire import BREAK_GLASS, FREEZE_MARK
 
 __all__ = [
-    "MAX_LISTED", "due_times_in_window", "effective", "host_groups", "load_assignments",
-    "window_field", "window_from_row",
+    "MAX_LISTED", "Due", "due_times_in_window", "due_times_outside_freezes", "effective",
+    "host_groups", "load_assignments", "window_field", "window_from_row",
 ]
 
 MAX_LISTED = 20  # host names listed in one refusal line
@@ -154,45 +160,125 @@ def _listed(hosts: list[str]) -> str:
     return shown + (f" and {len(hosts) - MAX_LISTED} more" if len(hosts) > MAX_LISTED else "")
 
 
+@dataclass(frozen=True)
+class Due:
+    """When one host's job is due, as a submission plans it.
+
+    ``due``: None for "now" (no freeze holds it); ``field``: the job's ``window`` field (None:
+    nothing to check at claim beyond the host's freezes since); ``wclose``: the close of its
+    opening (jobs in windows only); ``frozen_until``: set when a freeze moved the due time
+    (the instant the job may start)."""
+
+    due: datetime | None
+    field: str | None
+    wclose: datetime | None = None
+    frozen_until: datetime | None = None
+
+
+def _check_field(host: str, field: str) -> None:
+    if len(field) > MAX_FIELD:
+        raise ValidationError(f"host {host} has too many windows and freezes to queue "
+                              f"({len(field)} characters of names, at most {MAX_FIELD})")
+
+
+def _later(found: Any, unfrozen: Any) -> datetime | None:
+    """The start a freeze imposed: ``found`` (with freezes) later than without them."""
+    if found is None or unfrozen is None or found.start_utc <= unfrozen.start_utc:
+        return None
+    return found.start_utc
+
+
 def due_times_in_window(session: Session, hosts: Iterable[str], start_utc: datetime,
-                        expected_ms: int) -> dict[str, tuple[datetime, str, datetime]]:
-    """``{host: (due_utc, window field, wclose_utc)}``: each host's next opening at or after
-    ``start_utc`` in which a job of ``expected_ms`` fits (outside every freeze).
+                        expected_ms: int, *, break_glass: bool = False,
+                        required_by: str | None = None) -> dict[str, Due]:
+    """Each host's :class:`Due`: its next opening at or after ``start_utc`` in which a job of
+    ``expected_ms`` fits (outside every freeze, unless ``break_glass``).
 
     Raises ``ValidationError`` (one line, nothing written) listing the hosts without a window,
     else those whose windows have no approved opening that fits within two years.
+    ``required_by``: the action whose windows are applied by default (named in the refusal).
     """
     names = sorted(set(hosts))
     eff = effective(session, names)
     without = [h for h in names if not eff[h].windows]
     if without:
-        raise ValidationError(
-            f"{len(without)} of {len(names)} hosts have no service window: {_listed(without)}",
-            hint="assign one (fleetsched windows assign NAME --host H | --group G) or submit "
-                 "without --in-window")
+        what = f"{len(without)} of {len(names)} hosts have no service window: {_listed(without)}"
+        if required_by:
+            raise ValidationError(
+                f"action {required_by} runs inside service windows, and {what}",
+                hint="assign them one (fleetsched windows assign NAME --host H | --group G), "
+                     "or add --ignore-windows to run outside windows (recorded)")
+        raise ValidationError(what, hint="assign one (fleetsched windows assign NAME --host H | "
+                                         "--group G) or submit without --in-window")
     need = timedelta(milliseconds=max(0, int(expected_ms)))
-    out: dict[str, tuple[datetime, str, datetime]] = {}
-    cache: dict[str, tuple[datetime, datetime] | None] = {}
+    out: dict[str, Due] = {}
+    cache: dict[str, tuple[datetime, datetime, datetime | None] | None] = {}
     unfit: list[str] = []
     for host in names:
         e = eff[host]
-        field = window_field(e)
-        if len(field) > MAX_FIELD:
-            raise ValidationError(f"host {host} has too many windows and freezes to queue "
-                                  f"({len(field)} characters of names, at most {MAX_FIELD})")
+        freezes = () if break_glass else e.freezes
+        field = window_field(EffectiveWindows(e.windows, tuple(freezes), e.source))
+        if break_glass:
+            field = f"{field} {BREAK_GLASS}"
+        _check_field(host, field)
         if field not in cache:  # hosts of one group share their windows: compute once
-            found = next_opening(list(e.windows), start_utc, need, freezes=list(e.freezes))
-            cache[field] = None if found is None else (found.start_utc, found.end_utc)
+            found = next_opening(list(e.windows), start_utc, need, freezes=list(freezes))
+            unfrozen = next_opening(list(e.windows), start_utc, need) if freezes else found
+            cache[field] = None if found is None else (found.start_utc, found.end_utc,
+                                                       _later(found, unfrozen))
         slot = cache[field]
         if slot is None:
             unfit.append(host)
         else:
-            out[host] = (slot[0], field, slot[1])
+            out[host] = Due(slot[0], field, slot[1], slot[2])
     if unfit:
         raise ValidationError(
             f"{len(unfit)} hosts have no approved opening long enough "
             f"({need.total_seconds():g}s) in the next two years: {_listed(unfit)}",
             hint="approve their windows (fleetsched windows approve NAME) or lengthen them")
+    return out
+
+
+def due_times_outside_freezes(session: Session, hosts: Iterable[str], start_utc: datetime | None,
+                              now: datetime, expected_ms: int, *,
+                              break_glass: bool = False) -> dict[str, Due]:
+    """Each host's :class:`Due` for a job that needs no window: ``start_utc`` (None: now),
+    unless a freeze of the host covers it or begins before ``expected_ms`` would end: then the
+    first instant after that the job fits outside every freeze.
+
+    The job's field names the host's freezes that are not over (the claim checks them again,
+    with the host's freezes assigned since); ``break_glass``: no freeze holds it, and the
+    field says so (:data:`~scheduler.windows.wire.BREAK_GLASS`)."""
+    names = sorted(set(hosts))
+    if break_glass:
+        return {h: Due(start_utc, BREAK_GLASS) for h in names}
+    if session.execute(sa.select(WindowRow.__table__.c.id).where(
+            WindowRow.__table__.c.kind == "freeze").limit(1)).first() is None:
+        return {h: Due(start_utc, None) for h in names}  # no freeze anywhere: nothing to read
+    at = start_utc or now
+    eff = effective(session, names)
+    need = timedelta(milliseconds=max(0, int(expected_ms)))
+    out: dict[str, Due] = {}
+    cache: dict[str, Due] = {}
+    ahead: dict[str, bool] = {}  # freeze name -> not over yet at `at`
+    for host in names:
+        for f in eff[host].freezes:
+            if f.name not in ahead:
+                ahead[f.name] = bool(upcoming(f, at, 1))
+        live = tuple(f for f in eff[host].freezes if ahead[f.name])
+        field = " ".join(FREEZE_MARK + f.name for f in live)
+        _check_field(host, field)
+        if field not in cache:
+            held = None
+            if live:
+                found = next_opening(None, at, need, freezes=list(live))
+                if found is None:
+                    raise ValidationError(f"host {host}: its freezes leave no time for the job "
+                                          "in the next two years",
+                                          hint="see `fleetsched windows list`")
+                held = found.start_utc if found.start_utc > at else None
+            cache[field] = Due(held or start_utc, field or None, None, held)
+        out[host] = cache[field]
     return out
 
 

@@ -2,11 +2,16 @@
 
 1. the job's ``window`` field: the names of every window and freeze that applied at
    submission, space-separated, freezes as ``!name`` (:func:`parse_window_field`; window names
-   never hold spaces nor start with ``!``);
+   never hold spaces nor start with ``!``), and :data:`BREAK_GLASS` for a task submitted with
+   ``--break-glass`` (it runs through freezes: :func:`breaks_glass`);
 2. the Redis copy of a definition (``Keys.window``): :func:`window_hash` writes it from a SQL
    row, :func:`window_from_hash` reads it back as ``scheduler.calendar.windows.Window``,
    :func:`publish` and :func:`unpublish` (a tombstone, ``REMOVED``) keep Redis in step, in
-   every shard of the queue (the claim path of a job reads its own shard's copy).
+   every shard of the queue (the claim path of a job reads its own shard's copy);
+3. each host's freezes as assigned now (:data:`HOST_FREEZES`, a field of the host's
+   ``Keys.host`` hash, written by ``scheduler.windows.freezes.push``): the claim reads the host
+   hash anyway, so a freeze declared after a job was queued holds it back at no cost to the
+   hosts no freeze covers.
 
 ``scheduler.windows.store`` (SQL) and ``workers.deferral`` import them from here, so a worker's
 claim path loads no SQLAlchemy.
@@ -23,17 +28,28 @@ import redis
 from scheduler.calendar.windows import Window
 from scheduler.queue.route import Where, every_shard
 
-__all__ = ["FREEZE_MARK", "REMOVED", "parse_window_field", "publish", "unpublish",
-           "window_from_hash", "window_hash"]
+__all__ = ["BREAK_GLASS", "FREEZE_MARK", "HOST_FREEZES", "REMOVED", "breaks_glass",
+           "parse_window_field", "publish", "unpublish", "window_from_hash", "window_hash"]
 
 FREEZE_MARK = "!"  # a freeze's name in a job's window field
+BREAK_GLASS = "!!break-glass"
+"""In a job's window field: the task runs through freezes (``submit --break-glass REASON``).
+No freeze can bear this name: window names never start with ``!``."""
+HOST_FREEZES = "freezes"
+"""The host hash field naming the freezes assigned to the host now, space-separated."""
 
 
 def parse_window_field(text: str) -> tuple[list[str], list[str]]:
-    """(window names, freeze names) of a job's ``window`` field."""
-    names = text.split()
+    """(window names, freeze names) of a job's ``window`` field (:data:`BREAK_GLASS` is
+    neither)."""
+    names = [n for n in text.split() if n != BREAK_GLASS]
     return ([n for n in names if not n.startswith(FREEZE_MARK)],
             [n[len(FREEZE_MARK):] for n in names if n.startswith(FREEZE_MARK)])
+
+
+def breaks_glass(text: str) -> bool:
+    """Whether a job's ``window`` field says it runs through freezes."""
+    return BREAK_GLASS in text.split()
 
 
 def _ms(value: datetime | None) -> str:
