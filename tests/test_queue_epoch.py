@@ -93,7 +93,7 @@ def test_status_doctor_and_the_exporter_say_redis_lost_the_queue_and_reconcile_m
     assert "unhealthy: epoch" in err
     assert epoch_ok(cli) == 0
     # When the operator reconciles
-    cli.ok("reconcile")
+    cli.ok("reconcile", "--nodes-stopped")
     # Then Redis holds the task and the epoch SQL records again: all is well
     assert redis_client.get(KEYS.epoch) == given == sql_epoch(cli)
     assert redis_client.exists(KEYS.task(str(task)))
@@ -135,7 +135,7 @@ def test_a_redis_holding_another_epoch_or_lacking_its_newest_task_fails_status(
         f"Redis lacks 1 of the 2 newest tasks SQL calls active ({newer})")
     assert redis_client.exists(KEYS.task(str(older)))
     # When Redis holds another queue's epoch instead
-    cli.ok("reconcile")
+    cli.ok("reconcile", "--nodes-stopped")
     redis_client.set(KEYS.epoch, "0123456789abcdef")
     code, checks, _ = status(cli)
     assert code == 1
@@ -207,7 +207,7 @@ def test_a_node_started_on_a_queue_that_lost_its_data_refuses_in_one_line_and_cl
     assert "hint:" in log and "fleetsched reconcile" in log
     assert not events(redis_client, ["claim"])
     # When the operator reconciles, a node starts again
-    cli.ok("reconcile")
+    cli.ok("reconcile", "--nodes-stopped")
     w = WorkerProcess(cli.redis_url, tmp_path / "c", args, env=dict(env)).start()
     try:
         w.wait_registered(redis_client, timeout=30)

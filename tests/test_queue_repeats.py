@@ -19,7 +19,7 @@ import redis
 
 from scheduler.errors import Code, StaleTokenError
 from scheduler.queue.client import JobResult, Queue
-from scheduler.queue.scripts import script_source
+from scheduler.queue.scripts import VERBS, script_source
 from tests.queue_support import KEYS, events, make_task, snapshot
 from tests.tcp_proxy import TcpProxy
 
@@ -126,6 +126,8 @@ def proxied(redis_url: str) -> Iterator[tuple[TcpProxy, Queue, redis.Redis]]:
     """A queue whose connection runs through a proxy that can lose replies, and a direct
     client to look with."""
     direct = redis.Redis.from_url(redis_url, decode_responses=True)
+    for verb in VERBS:  # loaded: the reply lost is the verb's own, not a NOSCRIPT refusal
+        direct.script_load(script_source(verb))
     target = direct.connection_pool.connection_kwargs
     with TcpProxy(target["host"], target["port"]) as proxy:
         client = redis.Redis(host=proxy.host, port=proxy.port, decode_responses=True)

@@ -50,7 +50,7 @@ def test_after_flushall_every_unfinished_job_is_back_and_no_finished_one(
     record(redis_client, engine)
     # When Redis loses everything and reconcile runs
     redis_client.flushall()
-    report = reconcile(engine, queue, operator="ops")
+    report = reconcile(engine, queue, nodes_wait_ms=0, operator="ops")
     # Then the task hash is back and every unfinished job is queued again; the finished one not
     assert report.tasks_recreated == 1
     assert sorted(report.requeued) == sorted(set(jobs) - {done})
@@ -72,8 +72,8 @@ def test_a_second_reconcile_changes_nothing(engine: sa.Engine, redis_client: red
     submit(engine, queue, 3)
     record(redis_client, engine)
     redis_client.flushall()
-    assert reconcile(engine, queue).jobs_requeued == 3
-    again = reconcile(engine, queue)
+    assert reconcile(engine, queue, nodes_wait_ms=0).jobs_requeued == 3
+    again = reconcile(engine, queue, nodes_wait_ms=0)
     assert (again.tasks_recreated, again.jobs_requeued, again.jobs_present) == (0, 0, 3)
 
 
@@ -89,22 +89,28 @@ def test_a_job_finished_in_redis_but_not_yet_recorded_is_not_run_again(
         assert conn.execute(sa.select(Job.state).where(Job.id == job.job_id)).scalar_one() \
             == "pending"
     # When reconcile runs (Redis intact), Then the finished job is not enqueued again
-    report = reconcile(engine, queue)
+    report = reconcile(engine, queue, nodes_wait_ms=0)
     assert report.jobs_requeued == 0 and report.jobs_finished_meanwhile == 1
     assert queue.job_state(job.job_id) == {}
 
 
-def test_a_started_non_idempotent_job_is_left_for_the_operator(
+def test_a_started_non_idempotent_job_no_node_runs_ends_as_lost_and_is_not_run_again(
         engine: sa.Engine, redis_client: redis.Redis) -> None:
     queue = Queue(redis_client, KEYS)
     task, jobs = submit(engine, queue, 2, idempotent=False)
     started = queue.claim("w1", 1).jobs[0].job_id
     record(redis_client, engine)
     redis_client.flushall()
-    report = reconcile(engine, queue)
+    report = reconcile(engine, queue, nodes_wait_ms=0)
     assert report.not_rerun == [started]
     assert report.requeued == [j for j in jobs if j != started]
-    assert queue.job_state(started) == {}
+    # It ends failed as lost (its task can end), under a token a late result cannot match
+    state = queue.job_state(started)
+    assert state["state"] == "failed" and "no live node" in state["error"]
+    assert int(state["token"]) > 1
+    assert queue.claim("w2", 5).jobs[0].job_id != started
+    with engine.connect() as conn:
+        assert conn.scalar(sa.select(Job.state).where(Job.id == started)) == "lost"
 
 
 def test_a_dry_run_reports_and_changes_nothing(engine: sa.Engine, redis_client: redis.Redis) -> None:
@@ -112,7 +118,7 @@ def test_a_dry_run_reports_and_changes_nothing(engine: sa.Engine, redis_client: 
     submit(engine, queue, 2)
     record(redis_client, engine)
     redis_client.flushall()
-    report = reconcile(engine, queue, dry_run=True)
+    report = reconcile(engine, queue, nodes_wait_ms=0, dry_run=True)
     assert (report.tasks_recreated, report.jobs_requeued) == (1, 2)
     assert redis_client.dbsize() == 0
 
@@ -129,7 +135,7 @@ def test_fleetsched_reconcile_prints_the_counts(tmp_path, redis_url: str) -> Non
     finally:
         engine.dispose()
     env = {"XDG_STATE_HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
-    code, out, err = run_cli(["--database-url", url, "--redis-url", redis_url, "reconcile",
+    code, out, err = run_cli(["--database-url", url, "--redis-url", redis_url, "reconcile", "--nodes-stopped",
                               "-o", "json"], env)
     assert code == 0, err
     assert '"jobs_requeued": 3' in out and "re-enqueued 3 jobs" in err
@@ -149,7 +155,7 @@ def test_a_job_whose_events_another_recorder_holds_uncommitted_is_skipped_and_sa
     queue.ack("w1", [(c.job_id, c.token, JobResult(0)) for c in claimed])
     redis_client.xreadgroup("recorder", "busy-recorder", {KEYS.events: ">"}, count=10_000)
     # When reconcile runs
-    report = reconcile(engine, queue, operator="ops")
+    report = reconcile(engine, queue, nodes_wait_ms=0, operator="ops")
     # Then neither finished job is queued again, and the report says why it skipped them
     done = sorted(c.job_id for c in claimed)
     assert report.in_stream == done and report.jobs_in_stream == 2
@@ -169,10 +175,33 @@ def test_a_rebuilt_job_goes_on_from_its_recorded_attempts_and_fencing_token(
     record(redis_client, engine)
     # When Redis loses everything and reconcile rebuilds the job
     redis_client.flushall()
-    assert reconcile(engine, queue).requeued == [job]
+    assert reconcile(engine, queue, nodes_wait_ms=0).requeued == [job]
     # Then its next claim goes on from there: a later attempt and a token above the old one
     [fresh] = queue.claim("w2", 1).jobs
     assert fresh.attempt == 2 and fresh.token > stale.token
     # and the stale worker's ack is refused while the new owner's is accepted
     assert queue.ack("w1", [(job, stale.token, JobResult(0))]) == [Code.STALE_TOKEN]
     assert queue.ack("w2", [(job, fresh.token, JobResult(0))]) == [Code.OK]
+
+
+def test_the_jobs_of_a_cancelled_task_whose_ends_redis_lost_end_cancelled(
+        engine: sa.Engine, redis_client: redis.Redis) -> None:
+    # Given a cancelled task whose one running job never reported before Redis lost its data
+    queue = Queue(redis_client, KEYS)
+    task, jobs = submit(engine, queue, 3, idempotent=False)
+    running = queue.claim("w1", 1).jobs[0].job_id
+    queue.cancel_task(task, "ops")
+    record(redis_client, engine)
+    redis_client.flushall()
+    # When reconcile runs
+    report = reconcile(engine, queue, nodes_wait_ms=0)
+    # Then the task is not recreated, nothing is queued again, and the job ends cancelled in
+    # SQL, so the task reaches an end
+    assert (report.tasks_recreated, report.jobs_requeued, report.cancelled) == (0, 0, [running])
+    assert not redis_client.exists(KEYS.task(task))
+    with engine.connect() as conn:
+        states = dict(conn.execute(sa.select(Job.id, Job.state).where(Job.task_id == int(task))).all())
+    assert states == {j: "cancelled" for j in jobs}
+    # And a second reconcile finds nothing more to do
+    again = reconcile(engine, queue, nodes_wait_ms=0)
+    assert (again.jobs_checked, again.cancelled) == (0, [])

@@ -27,14 +27,14 @@ def test_a_group_limit_holds_again_after_redis_lost_everything(
     drain(redis_client, cli.database_url)
     # When Redis loses everything and the operator reconciles
     redis_client.flushall()
-    code, _, err = cli("reconcile")
+    code, _, err = cli("reconcile", "--nodes-stopped")
     assert code == 0, err
     assert "restored 1 group limit(s) from SQL" in err
     # Then the limit holds again: one claim takes one job
     assert redis_client.hgetall(KEYS.glimit) == {"web": "1"}
     assert len(Queue(redis_client, KEYS).claim("w", 10).jobs) == 1
     # And a second reconcile has nothing to restore
-    code, _, err = cli("reconcile")
+    code, _, err = cli("reconcile", "--nodes-stopped")
     assert code == 0 and "group limit" not in err, err
 
 
@@ -50,7 +50,7 @@ def test_continue_resumes_a_stopped_rollout_recreated_by_reconcile(
     drain(redis_client, cli.database_url)
     # When Redis loses everything, the operator reconciles and continues the rollout
     redis_client.flushall()
-    assert cli("reconcile")[0] == 0
+    assert cli("reconcile", "--nodes-stopped")[0] == 0
     t = q.task_state(task)
     assert (t["state"], t["wave_state"], t.get("wave_held")) == ("paused", "stopped", "1")
     assert q.claim("w", 10).jobs == []  # paused before its jobs were queued again
@@ -74,7 +74,7 @@ def test_a_rollout_rebuilt_by_reconcile_keeps_the_failures_its_wave_had_counted(
     drain(redis_client, cli.database_url)
     # When Redis loses everything and the operator reconciles
     redis_client.flushall()
-    assert cli("reconcile")[0] == 0
+    assert cli("reconcile", "--nodes-stopped")[0] == 0
     # Then the rebuilt wave still counts that failure (and the task its failed job)
     t = q.task_state(task)
     assert (t["wave_failures"], t["failed"], t["total"]) == ("1", "1", "4")

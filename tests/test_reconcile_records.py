@@ -42,7 +42,7 @@ def test_a_task_that_never_reached_redis_is_active_with_pending_jobs_when_reconc
     task_id, jobs = create_task_rows(engine, 3)
     queue = Queue(redis_client, KEYS)
     # When reconcile runs, and no recorder
-    report = reconcile(engine, queue, operator="ops")
+    report = reconcile(engine, queue, nodes_wait_ms=0, operator="ops")
     assert report.tasks_recreated == 1 and sorted(report.requeued) == [j for j, _ in jobs]
     # Then SQL already says what Redis says: the task active, its jobs pending
     with engine.connect() as conn:
@@ -71,7 +71,7 @@ def test_a_job_running_when_redis_lost_everything_is_pending_in_sql_once_requeue
     assert job_states(engine, task_id)[running] == "running"
     # When Redis loses everything and reconcile puts the jobs back
     redis_client.flushall()
-    report = reconcile(engine, queue, operator="ops")
+    report = reconcile(engine, queue, nodes_wait_ms=0, operator="ops")
     assert sorted(report.requeued) == sorted(j for j, _ in jobs)
     # Then the running job's row is pending again at once, as in Redis
     assert job_states(engine, task_id) == {j: "pending" for j, _ in jobs}

@@ -14,7 +14,7 @@ import time
 import pytest
 import redis
 
-from scheduler.errors import BadArgumentError, ConfigError
+from scheduler.errors import BadArgumentError, Code, ConfigError
 from scheduler.queue.client import JobResult, JobSpec, Queue, TaskSpec
 from scheduler.queue.sharded import PLACE_RETRY_MS, ShardedQueue, check_shard_count, open_queue
 from scheduler.queue.shards import Shards
@@ -223,5 +223,20 @@ def test_sharding_a_queue_that_still_runs_tasks_is_refused(sclient):
         check_shard_count(sclient, SHARDS)
     assert sclient.get(SHARDS.count_key) is None  # nothing recorded: still an unsharded queue
     Queue(sclient, SHARDS.coord).cancel_task("4", "op")
+    check_shard_count(sclient, SHARDS)
+    assert sclient.get(SHARDS.count_key) == "3"
+
+
+def test_sharding_a_queue_whose_unsharded_tasks_all_ended_is_allowed(sclient):
+    """Task 4's hash stays `active` in Redis after its last job succeeded; its counters say it
+    is over, so the documented change from 1 to 3 shards goes ahead."""
+    unsharded = Queue(sclient, SHARDS.coord)
+    unsharded.create_task(TaskSpec("4"))
+    unsharded.enqueue("4", [JobSpec("4.0", "h0")])
+    with pytest.raises(ConfigError, match="still runs task 4 unsharded"):
+        check_shard_count(sclient, SHARDS)
+    job = unsharded.claim("w", 1).jobs[0]
+    assert unsharded.ack("w", [(job.job_id, job.token, JobResult(0))]) == [Code.OK]
+    assert sclient.hget(SHARDS.coord.task("4"), "state") == "active"
     check_shard_count(sclient, SHARDS)
     assert sclient.get(SHARDS.count_key) == "3"

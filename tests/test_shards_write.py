@@ -213,7 +213,7 @@ def test_reconcile_rebuilds_a_flushed_sharded_queue_in_the_right_shards(
         record_shard(redis_client, engine, keys)
     # When Redis loses everything and reconcile runs
     redis_client.flushall()
-    out = json.loads(cli.ok("reconcile", "-o", "json"))
+    out = json.loads(cli.ok("reconcile", "--nodes-stopped", "-o", "json"))
     # Then each task is back in its shard only, with its unfinished jobs
     assert out["tasks_recreated"] == 3 and out["jobs_requeued"] == 11
     for t in ids:
@@ -232,7 +232,7 @@ def test_reconcile_rebuilds_a_flushed_sharded_queue_in_the_right_shards(
     # and the group limit is back in shard 0
     assert [redis_client.hget(k.glimit, "db") for k in SHARDS.all] == ["1", None, None]
     # And a second reconcile finds nothing to do
-    again = json.loads(cli.ok("reconcile", "-o", "json"))
+    again = json.loads(cli.ok("reconcile", "--nodes-stopped", "-o", "json"))
     assert (again["tasks_recreated"], again["jobs_requeued"]) == (0, 0)
 
 
@@ -302,7 +302,7 @@ def test_the_write_side_of_a_sharded_queue_on_a_redis_cluster(
         assert [client.hget(k.host("web-01"), "limits") for k in SHARDS.all] == ["web"] * 3
         # When the cluster loses everything, reconcile puts the unfinished tasks back
         redis_cluster.flush()
-        cli.ok("reconcile")
+        cli.ok("reconcile", "--nodes-stopped")
         assert [task_state(client, t) for t in ids] == ["paused", None, "active"]
         assert client.zcard(home(ids[2]).due("normal")) == 4
         assert client.hget(SHARDS.coord.glimit, "web") == "2"

@@ -195,7 +195,7 @@ def test_redis_down_at_submit_fails_in_one_line_the_task_stays_accepted_and_reco
     assert {r.state for r in sql_rows(db, "SELECT state FROM jobs")} == {"accepted"}
     # When Redis is back and reconcile runs
     private_redis.start()
-    cli.ok("reconcile")
+    cli.ok("reconcile", "--nodes-stopped")
     # Then the task, its five jobs and its hosts are in Redis, with the spec as submitted
     client = redis.Redis.from_url(private_redis.url, decode_responses=True)
     try:
@@ -232,7 +232,7 @@ def test_a_fan_out_cut_off_halfway_is_finished_by_reconcile_without_doubling_a_j
         queue.ack("w", [(j.job_id, j.token, JobResult(0))
                         for j in first.jobs])
         # When reconcile runs
-        report = reconcile(engine, queue, operator="ops")
+        report = reconcile(engine, queue, nodes_wait_ms=0, operator="ops")
         # Then the other 150 jobs are queued, nothing ran twice, nothing is missing
         assert report.jobs_requeued == 150
         due = set(redis_client.zrange(KEYS.due("normal"), 0, -1))

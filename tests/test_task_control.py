@@ -160,7 +160,7 @@ def test_control_of_an_unknown_or_unqueued_task_is_one_line(
     (row,) = sql_rows(cli.database_url, "SELECT state, cancelled FROM tasks WHERE id = 1")
     assert (row.state, row.cancelled) == ("cancelled", 1)
     assert events(cli.database_url, 1, ("cancel",))[0].operator == "erin"
-    cli.ok("reconcile")
+    cli.ok("reconcile", "--nodes-stopped")
     assert not redis_client.exists(KEYS.task("1"))
 
 

@@ -126,7 +126,7 @@ def test_reconcile_after_redis_lost_everything_stages_the_later_waves_again(
     # When reconcile rebuilds Redis from SQL
     engine = make_engine(cli.database_url)
     try:
-        report = reconcile(engine, Queue(redis_client, KEYS), operator="ops")
+        report = reconcile(engine, Queue(redis_client, KEYS), nodes_wait_ms=0, operator="ops")
     finally:
         engine.dispose()
     # Then only wave 1 is due again; waves 2 and 3 are staged behind the controller, as before

@@ -98,3 +98,36 @@ def test_a_job_claimed_again_and_placed_on_another_child_is_not_among_the_old_ch
     # Then A's exit finds none of its runs (ending 1.0 would end the run on B), B finds it
     assert slots.of_child(a) == []
     assert [(r.job_id, r.token) for r in slots.of_child(b)] == [("1.0", 2)]
+
+
+def test_the_late_result_of_a_run_claimed_again_since_is_recorded_stale_and_frees_its_child(
+        redis_client: redis.Redis) -> None:
+    # Given a node whose master was stopped past its lease: it claimed its own job again
+    # (token 2, placed on child B) while the first run (token 1, on child A) still ran
+    from workers.protocol import Outcome
+
+    submit(redis_client, "32", 1, idempotent=True)
+    q = Queue(redis_client, KEYS)
+    first = q.claim("node-x", 1, lease_ms=1).jobs[0]
+    time.sleep(0.01)
+    second = q.claim("node-x", 1).jobs[0]
+    assert (first.job_id, second.token) == (second.job_id, first.token + 1)
+    config = NodeConfig(Settings(), slots=4, processes=1, worker_id="node-x", recorder=False)
+    slots = Slots(config.slots)
+    a, b = (ChildHandle(seq=n, proc=None, conn=None, capacity=2)  # type: ignore[arg-type]
+            for n in (1, 2))
+    slots.add([Running("32.0", first.token, "32", 0, True, 60.0, child=a)])
+    slots.add([Running("32.0", second.token, "32", 0, True, 60.0, child=b)])
+    finisher = Finisher(q, config, slots, None, NodeStats())
+    finisher.start()
+    # When the first run's outcome arrives
+    finisher.done(a, [Outcome("32.0", first.token, True, 0, 5, "first run", None, False, 0.0)])
+    finisher.stop()
+    # Then it is sent under its old token, refused, and recorded as stale with its result; the
+    # place it held on A is free; the second run is untouched
+    [stale] = events(redis_client, ("stale",))
+    assert (stale["job"], stale["verb"], stale["reason"], stale["token"], stale["exit_code"],
+            stale["output"]) == ("32.0", "ack", "stale_token", str(first.token), "0", "first run")
+    assert "32.0" not in a.jobs and "32.0" in b.jobs
+    assert slots.holds("32.0", second.token)
+    assert q.job_state("32.0")["state"] == "running"

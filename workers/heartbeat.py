@@ -5,13 +5,17 @@ Every ``heartbeat_ms`` (a third of the lease by default), one thread:
 1. renews every running job's lease with ``Queue.extend`` in batches of :data:`EXTEND_BATCH`,
    so the lease can stay short (tens of seconds) while a job runs for hours;
 2. marks a job whose lease could not be renewed (stale token: another worker claimed it after
-   this node missed its lease) so nobody renews it again; its late ack will be refused;
+   this node missed its lease) so nobody renews it again; its late ack will be refused. A job
+   Redis does not know (``UNKNOWN_JOB``: Redis lost its data) is renewed again at every beat:
+   reconcile brings it back under this node's token when the presence lists it;
 3. checks that the queue's shard count is still the node's (a node left running with another
    ``queue_shards`` stops, ``ConfigError``);
 4. sweeps the aborted tasks whose sweep nobody finished (``Queue.aborting``): the node that
    aborted a task sweeps it at once, but its reply may have been lost, or the node died;
 5. writes the node's presence into the workers hash (``P:workers``: worker id -> JSON with
-   node, pid, slots, busy, ms) for ``fleetsched top`` and status, and removes it on exit;
+   node, pid, slots, busy, ms, and ``running``: each running job's token) for ``fleetsched
+   top``, status and reconcile (which never queues again a job a live node runs), and removes
+   it on exit;
 6. watches the queue's epoch (``scheduler.record.epoch``; the one the node started on, else the
    first it reads): gone or another means Redis lost or replaced its data while the node ran.
    It logs one error line then (and one when reconcile has written the epoch back) and goes
@@ -35,7 +39,7 @@ from typing import Any
 
 import redis
 
-from scheduler.errors import QueueError
+from scheduler.errors import Code, QueueError
 from scheduler.queue.keys import Keys
 from scheduler.queue.presence import redis_now_ms
 from scheduler.queue.sharded import PartlyAnswered, recheck_shard_count
@@ -63,12 +67,14 @@ class Heartbeat:
         self.extra = extra or dict
         self.beats = 0
         self.lost_leases = 0
+        self._unknown: set[str] = set()  # running jobs Redis did not know at the last beat
         self.epoch: str | None = None  # the queue epoch this node runs on (step 6)
         self.epoch_lost = False
 
     def renew(self) -> int:
         """Extend every running job's lease; the number renewed."""
         leases = self.slots.leases()
+        self._unknown &= {job_id for job_id, _ in leases}
         renewed = 0
         partly: Exception | None = None
         for i in range(0, len(leases), EXTEND_BATCH):
@@ -91,6 +97,15 @@ class Heartbeat:
                 if int(code) < 0 and not self.slots.holds(job_id, token):
                     # It ended while the renewal was on its way: the finisher takes a job out
                     # of the slots before its ack deletes the job hash, so this is not a loss.
+                    continue
+                if code == Code.UNKNOWN_JOB:
+                    # Redis lost its data (or the job ended elsewhere): keep renewing, since
+                    # reconcile may bring it back under this token (the presence lists it)
+                    if job_id not in self._unknown:
+                        self._unknown.add(job_id)
+                        log.warning("job %s: Redis does not know it any more (did it lose its "
+                                    "data?); it runs on here, and its lease is renewed again "
+                                    "once reconcile brings it back", job_id)
                     continue
                 if int(code) < 0:
                     self.lost_leases += 1
@@ -124,7 +139,7 @@ class Heartbeat:
         snap = self.slots.snapshot()
         return {"node": socket.gethostname(), "pid": os.getpid(), "slots": snap["slots"],
                 "busy": snap["busy"], "ms": now_ms, "lease_ms": self.config.lease_ms,
-                **self.extra()}
+                "running": self.slots.tokens(), **self.extra()}
 
     def beat(self) -> None:
         failed: Exception | None = None

@@ -267,7 +267,8 @@ class Node:
                                 inp.task.spec, timeout_s, job.due_ms, job.attempt, now))
             runs.append(Running(job.job_id, job.token, job.task_id, job.due_ms,
                                 inp.task.idempotent, timeout_s, started=now,
-                                deadline=now + timeout_s + self.config.kill_margin_s))
+                                deadline=now + timeout_s + self.config.kill_margin_s,
+                                attempt=job.attempt))
         if not orders:
             return
         targets = self.pool.place([o.host for o in orders])

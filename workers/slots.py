@@ -34,6 +34,7 @@ class Running:
     # action to report the timeout itself.
     deadline: float = 0.0
     lease_lost: bool = False
+    attempt: int = 0  # the claim's attempt number (reported in the presence)
     # Set once its order is written to the child (under the child's send lock): a job not
     # delivered when its child dies never started, whatever the order of the two messages.
     delivered: bool = False
@@ -141,6 +142,12 @@ class Slots:
         with self.lock:
             runs = (self._running.get(j) for j in child.jobs)
             return [r for r in runs if r is not None and r.child is child]
+
+    def tokens(self) -> dict[str, list[int]]:
+        """Every job running here with [token, attempt] (lease lost or not): what the node
+        reports in its presence, so reconcile never runs a job again that runs here."""
+        with self.lock:
+            return {r.job_id: [r.token, r.attempt] for r in self._running.values()}
 
     def leases(self) -> list[tuple[str, int]]:
         with self.lock:

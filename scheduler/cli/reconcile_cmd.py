@@ -35,10 +35,14 @@ def _detector(settings: Any) -> Any:
 def reconcile(
     ctx: typer.Context,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only report what would be repaired.")] = False,
+    nodes_stopped: Annotated[bool, typer.Option(
+        "--nodes-stopped", help="Every worker node is stopped: do not wait up to a lease for "
+        "the live nodes to report the jobs they run.")] = False,
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="table, json or csv")] = output.OutputFormat.table,
 ) -> None:
     """Recreate missing task hashes and re-enqueue unfinished jobs Redis lost; never a job
-    SQL knows is finished, nor a started job of a non-idempotent task."""
+    SQL knows is finished, nor one a live worker node runs (it is asked first, for up to a
+    lease), nor a started job of a non-idempotent task (it ends as lost)."""
     if ctx.invoked_subcommand is not None:
         return
     from scheduler.cli.context import queue_client
@@ -55,9 +59,10 @@ def reconcile(
         client = queue_client(settings)
         try:
             shards = shards_of(settings)
-            report = run_reconcile(engine, Queue(client, shards.coord),
+            report = run_reconcile(engine, Queue(client, shards.coord, lease_ms=settings.lease_ms),
                                    operator=settings.operator, dry_run=dry_run,
-                                   on_batch=_detector(settings), shards=shards)
+                                   on_batch=_detector(settings), shards=shards,
+                                   nodes_wait_ms=0 if nodes_stopped else settings.lease_ms)
         finally:
             client.close()
     finally:
@@ -69,9 +74,14 @@ def reconcile(
     if report.group_limits_restored:
         output.info(f"{'would restore' if dry_run else 'restored'} "
                     f"{report.group_limits_restored} group limit(s) from SQL")
+    if report.adopted:
+        shown = ", ".join(report.adopted[:10]) + (" ..." if len(report.adopted) > 10 else "")
+        output.info(f"running on a live worker node, back under its lease (not run again): "
+                    f"{shown}")
     if report.not_rerun:
         shown = ", ".join(report.not_rerun[:10]) + (" ..." if len(report.not_rerun) > 10 else "")
-        output.info(f"not run again (started, non-idempotent; check the hosts): {shown}")
+        output.info(f"ended as lost, not run again (started, non-idempotent, no live node runs "
+                    f"them; check the hosts): {shown}")
     if report.in_stream:
         shown = ", ".join(report.in_stream[:10]) + (" ..." if len(report.in_stream) > 10 else "")
         output.info(f"skipped, their events are still on the way to SQL (a recorder holds them): "

@@ -148,6 +148,27 @@ class Queue:
             added += int(self.call("enqueue", keys, args)[0])
         return added
 
+    def restore(self, task_id: str, jobs: Sequence[tuple[str, str, str, int, int, str, int]]
+                ) -> int:
+        """Reconcile: put back jobs of a task that Redis lost and that may not simply be queued
+        again: ``(mode, job id, host, attempt, token, owner, due_ms)``, mode "run" (a live node
+        reports it running: back under its token and owner), "lost" (it may have run and
+        nobody runs it: failed as lost) or "cancel" (its task had ended: cancelled). How many
+        came back; see ``lua/restore.lua``."""
+        check_task_id(task_id)
+        entries = []
+        for mode, job_id, host, attempt, token, owner, due_ms in jobs:
+            check_job_id(job_id, task_id)
+            if mode not in ("run", "lost", "cancel"):
+                raise bad(f"restore mode must be 'run', 'lost' or 'cancel', not {mode!r}")
+            entries.append([mode, job_id, host, str(int(attempt)), str(int(token)), owner,
+                            str(int(due_ms))])
+        if not entries:
+            return 0
+        keys = [self.keys.task(task_id), *self.keys.all_due(), self.keys.dead, self.keys.events]
+        return int(self.call("restore", keys,
+                             [self.keys.tag, task_id, self.lease_ms, _json(entries)])[0])
+
     # ---------------------------------------------------------------- worker verbs
 
     def claim(self, worker: str, batch: int, *, lease_ms: int | None = None,

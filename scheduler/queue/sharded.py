@@ -35,6 +35,7 @@ from typing import Any
 import redis
 
 from scheduler.errors import Code, ConfigError
+from scheduler.progress import from_task_hash
 from scheduler.queue.client import Queue
 from scheduler.queue.shards import Shards
 from scheduler.queue.types import Claim, FailOutcome, JobResult, text
@@ -124,14 +125,18 @@ def recheck_shard_count(client: redis.Redis, shards: Shards, *, missing_ok: bool
 
 
 def _live_unsharded_task(client: redis.Redis, shards: Shards) -> str | None:
-    """A task of shard 0 still active or paused, before the queue was sharded (scanned once,
-    on the first sharded start: its id would route it to another shard from then on)."""
+    """A task of shard 0 with jobs still to end, before the queue was sharded (scanned once,
+    on the first sharded start: its id would route it to another shard from then on). A task
+    whose jobs have all ended keeps its hash `active` in Redis: its counters say it is over
+    (``scheduler.progress``, the one rule every view uses)."""
     prefix = f"{shards.coord.tag}:task:"
     for key in client.scan_iter(match=prefix + "*", count=1_000):
         name = text(key)
         task_id = name[len(prefix):]
-        if shards.index_of_task(task_id) != 0 and \
-                text(client.hget(name, "state") or "") in ("active", "paused"):
+        if shards.index_of_task(task_id) == 0:
+            continue
+        live = {text(k): text(v) for k, v in client.hgetall(name).items()}
+        if live.get("state") in ("active", "paused") and not from_task_hash(live).finished:
             return task_id
     return None
 

@@ -62,7 +62,7 @@ WAVE_KINDS = frozenset(("wave-release", "wave-wait", "wave-check", "wave-stop", 
 # A lost event's explicit ``outcome`` (claim.lua ``lose``) -> the job's state.
 LOST_OUTCOME_STATE = {"retry": "pending", "held": "held", "cancelled": "cancelled",
                       "failed": "lost"}
-_JOB_KINDS = frozenset(("enqueue", "release", "defer", "unpark", "claim", "ack", "fail",
+_JOB_KINDS = frozenset(("enqueue", "release", "defer", "unpark", "claim", "adopt", "ack", "fail",
                         "retry", "lost", "park", "cancel"))
 _NO_ATTEMPT_KINDS = frozenset(("enqueue", "cancel", "park", "unpark"))
 # How a field goes into the event's ``data``: 0 a column (not in data), 1 an int if it is one,
@@ -196,8 +196,12 @@ def _job_patch(kind: str, f: Mapping[str, str], ts: Any, to_ts: Ts) -> dict[str,
         due = _int(get("due"))
         if due is not None:
             patch["due_at"] = to_ts(due)
-    elif kind == "claim":
-        patch = {"state": "running", "started_at": ts, "finished_at": None}
+    elif kind in ("claim", "adopt"):
+        # adopt (reconcile): a live node runs the job under this token, as its claim said;
+        # the claim itself may never have reached the record (Redis lost it first)
+        patch = {"state": "running", "finished_at": None}
+        if kind == "claim":
+            patch["started_at"] = ts
         if get("worker"):
             patch["worker"] = get("worker")[:255]  # type: ignore[index]
     elif kind in ("ack", "fail", "retry"):

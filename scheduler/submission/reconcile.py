@@ -19,23 +19,31 @@ jobs. ``reconcile``:
    may hold it, read but not yet committed (mid-batch, retrying its database, or just killed
    with its entries pending), so SQL cannot yet know the job finished; the report lists them
    and says to run reconcile again once the recorders have caught up;
-6. re-enqueues the rest (``Queue.enqueue``; duplicates are skipped by the script; for a task
+6. asks the live worker nodes (``LiveNodes``): every node's heartbeat lists the jobs it runs,
+   with their tokens, in its presence; reconcile waits for a report of every job still in
+   question, for every node present at its start to beat again, or for ``nodes_wait_ms`` (a
+   lease: a node silent that long has lost its leases anyway), whichever comes first. A job a
+   live node runs comes back as running under that node's token (``Queue.restore`` "run"), so
+   the node's heartbeat renews it and its ack ends it: it is never queued again, whatever SQL
+   says of it (its claim may never have reached SQL);
+7. re-enqueues the rest (``Queue.enqueue``; duplicates are skipped by the script; for a task
    rolled out in waves, only the jobs of the waves released so far: the later waves' jobs are
    staged again, ``_requeue``), each going
    on from its recorded attempts and fencing token (plus ``TOKEN_GAP``), so ``max_attempts``
    does not restart and a stale worker's old token stays refused; except jobs
-   of non-idempotent tasks that had started running: they may have run, so they are reported
-   for the operator instead of being run again blindly;
-7. records in SQL at once what steps 2 and 6 wrote to the stream (``create``, ``enqueue``,
+   of non-idempotent tasks that had started running and no live node runs: they may have run,
+   so they end failed as lost (``Queue.restore`` "lost"), never run again blindly, and their
+   task can end;
+8. records in SQL at once what steps 2, 6 and 7 wrote to the stream (``create``, ``enqueue``,
    ``pause`` of the tasks it touched; ``record.now.record_now``, the recorder's own
    idempotent apply), so the re-enqueued job rows are ``pending`` and a recreated ``accepted``
    task ``active`` when reconcile returns, not when a recorder next runs;
-8. records a ``reconcile`` event in SQL with the counts (and the ids, capped);
-9. writes the queue's epoch back into Redis from SQL (``scheduler.record.epoch.restore``):
+9. records a ``reconcile`` event in SQL with the counts (and the ids, capped);
+10. writes the queue's epoch back into Redis from SQL (``scheduler.record.epoch.restore``):
    last, so Redis says it is the queue again only once it holds the queue's tasks again.
 
-Steps 3 to 6 never re-run a job SQL knows to be finished, nor one whose fate is still on its
-way from the stream to SQL.
+Steps 3 to 7 never re-run a job SQL knows to be finished, nor one whose fate is still on its
+way from the stream to SQL, nor one a live node runs.
 
 A queue of several shards (``shards``) is repaired shard by shard: each task is rebuilt in the
 shard of its id, with that shard's event stream drained and read; the group limits go to
@@ -44,6 +52,7 @@ shard 0 (the queue passed in) and the hosts' ``limits`` field to every shard's c
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -54,6 +63,7 @@ from sqlalchemy.engine import Engine
 
 from scheduler.errors import DatabaseUnavailableError
 from scheduler.queue.client import Carried, JobSpec, Queue, TaskSpec
+from scheduler.queue.presence import read_workers, redis_now_ms
 from scheduler.queue.shards import Shards
 from scheduler.record.audit import record_event
 from scheduler.record.epoch import restore as restore_epoch
@@ -65,12 +75,16 @@ from scheduler.submission import group_limits
 from scheduler.submission.fanout import host_conns, recorded_spec, recorded_waves, write_hosts
 
 UNFINISHED_TASK_STATES = ("accepted", "active", "paused")
+# Ended by an operator or a threshold: never recreated in Redis; their jobs that SQL still calls
+# unfinished and Redis lost end cancelled, as a claim ends a job of such a task
+ENDED_TASK_STATES = ("cancelled", "aborted")
 ID_LIST_CAP = 1_000  # job ids kept in the reconcile event
 DRAIN_LIMIT = 100_000  # batches; a stream that never drains means something else is wrong
 # A rebuilt job's token goes on from SQL's last one plus this gap: claims that Redis lost in
 # its last second (appendfsync everysec) may have handed out tokens SQL never heard of.
 TOKEN_GAP = 1_000
 STREAM_PAGE = 5_000  # stream entries read per XRANGE when looking for a job's events
+NODES_POLL_S = 0.1  # how often the workers hash is read while waiting for the nodes' reports
 
 
 @dataclass
@@ -81,7 +95,9 @@ class ReconcileReport:
     jobs_present: int = 0
     jobs_finished_meanwhile: int = 0
     jobs_requeued: int = 0
-    jobs_not_rerun: int = 0  # started, non-idempotent: left for the operator
+    jobs_not_rerun: int = 0  # started, non-idempotent, no live node runs it: ended as lost
+    jobs_adopted: int = 0  # a live node runs it: back as running under that node's token
+    jobs_cancelled: int = 0  # its task was cancelled or aborted: its lost end is a cancel
     jobs_in_stream: int = 0  # events still in the stream, not all in SQL: skipped this time
     jobs_queued_before: int = 0  # queued once by the task still in Redis: finished, not re-run
     group_limits_restored: int = 0  # groups whose limit Redis had lost (or kept after removal)
@@ -89,10 +105,49 @@ class ReconcileReport:
     requeued: list[str] = field(default_factory=list)
     not_rerun: list[str] = field(default_factory=list)
     in_stream: list[str] = field(default_factory=list)
+    adopted: list[str] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)  # of a task cancelled or aborted
 
     def counts(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items()
-                if k not in ("requeued", "not_rerun", "in_stream")}
+                if k not in ("requeued", "not_rerun", "in_stream", "adopted", "cancelled")}
+
+
+class LiveNodes:
+    """Step 6: the jobs the live worker nodes run, as their heartbeats report them in the
+    workers hash (``workers.heartbeat``: ``running`` maps each job to [token, attempt]).
+
+    Waited for once per reconcile, from the first question: until every job asked about is
+    reported, or every node present (not stale) at the start has beaten since, or ``wait_ms``
+    has passed. Only reports newer than the start count: a report from before a loss may list
+    jobs that ended since."""
+
+    def __init__(self, client: redis.Redis, prefix: str, wait_ms: int) -> None:
+        self.client, self.prefix, self.wait_ms = client, prefix, wait_ms
+        self.start_ms: int | None = None
+        self.deadline = 0.0
+        self.expected: set[str] = set()
+
+    def running(self, job_ids: set[str]) -> dict[str, tuple[str, int, int]]:
+        """job id -> (worker, token, attempt) of each of ``job_ids`` a live node runs."""
+        if self.start_ms is None:
+            self.start_ms = redis_now_ms(self.client)
+            self.deadline = time.monotonic() + self.wait_ms / 1000
+            self.expected = {r["worker"] for r in read_workers(self.client, self.prefix)
+                             if not r["stale"]}
+        while True:
+            rows = [r for r in read_workers(self.client, self.prefix)
+                    if int(r.get("ms") or 0) >= self.start_ms]
+            found: dict[str, tuple[str, int, int]] = {}
+            for row in rows:
+                for job_id, (token, attempt) in (row.get("running") or {}).items():
+                    if job_id in job_ids:
+                        found[job_id] = (row["worker"], int(token), int(attempt))
+            beaten = {r["worker"] for r in rows}
+            if len(found) == len(job_ids) or (self.expected and self.expected <= beaten) \
+                    or time.monotonic() >= self.deadline:
+                return found
+            time.sleep(NODES_POLL_S)
 
 
 def task_spec(task: Any, recorded: dict[str, Any] | None = None) -> TaskSpec:
@@ -115,9 +170,14 @@ def task_spec(task: Any, recorded: dict[str, Any] | None = None) -> TaskSpec:
 
 
 def _unfinished(engine: Engine) -> tuple[list[Any], dict[int, list[Any]]]:
+    """The tasks SQL calls unfinished, and the cancelled or aborted ones that still have
+    unfinished jobs (their ends were lost with Redis), with those jobs."""
     with engine.connect() as conn:
-        tasks = conn.execute(sa.select(Task).where(Task.state.in_(UNFINISHED_TASK_STATES))
-                             .order_by(Task.id)).all()
+        j = Job.__table__
+        open_jobs = sa.exists().where(j.c.task_id == Task.id, j.c.state.not_in(JOB_FINAL_STATES))
+        tasks = conn.execute(sa.select(Task).where(sa.or_(
+            Task.state.in_(UNFINISHED_TASK_STATES),
+            sa.and_(Task.state.in_(ENDED_TASK_STATES), open_jobs))).order_by(Task.id)).all()
         jobs: dict[int, list[Any]] = defaultdict(list)
         ids = [t.id for t in tasks]
         for start in range(0, len(ids), 500):
@@ -247,17 +307,22 @@ def _carried(engine: Engine, task: Any, operator: str) -> Carried:
     if task.state == "paused":
         paused_by = "rollout" if _paused_by_rollout(engine, task.id) else operator
     return Carried(ended=sum(counts.values()), succeeded=counts.get("succeeded", 0),
-                   failed=failed, cancelled=counts.get("cancelled", 0), failed_hosts=failed,
+                   failed=failed, cancelled=counts.get("cancelled", 0),
+                   failed_hosts=counts.get("failed", 0), lost_failed=counts.get("lost", 0),
                    paused_by=paused_by)
 
 
 def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
               dry_run: bool = False, on_batch: OnBatch | None = None,
-              shards: Shards | None = None) -> ReconcileReport:
-    """Repair Redis from SQL (see the module docstring); ``dry_run`` changes nothing.
-    ``on_batch``: the recorder's hook for the batches it drains (the notice detector).
-    ``queue``: shard 0's; ``shards``: the queue's shards (None: the queue's one shard)."""
+              shards: Shards | None = None, nodes_wait_ms: int | None = None) -> ReconcileReport:
+    """Repair Redis from SQL (see the module docstring); ``dry_run`` changes nothing (and waits
+    for no node). ``on_batch``: the recorder's hook for the batches it drains (the notice
+    detector). ``queue``: shard 0's; ``shards``: the queue's shards (None: the queue's one
+    shard). ``nodes_wait_ms``: longest wait for the live nodes' reports (step 6); None: the
+    queue's lease; 0 where no worker node can be running (nothing to wait for)."""
     report = ReconcileReport(dry_run=dry_run)
+    nodes = LiveNodes(queue.client, queue.keys.prefix,
+                      queue.lease_ms if nodes_wait_ms is None else nodes_wait_ms)
     tasks, jobs = _unfinished(engine)
     report.tasks_checked = len(tasks)
     if shards is None or not shards.sharded:
@@ -272,7 +337,7 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
     report.group_limits_restored = group_limits.push(engine, queue, operator, dry_run=dry_run,
                                                      shards=shards)
     for (q, part), (since, touched) in zip(parts, started):
-        _repair_jobs(engine, q, part, jobs, report, dry_run, on_batch, touched)
+        _repair_jobs(engine, q, part, jobs, report, dry_run, on_batch, touched, nodes)
         if not dry_run:
             record_now(q.client, engine, q.keys.events, since, touched)
     report.jobs_requeued = len(report.requeued) - report.jobs_queued_before
@@ -281,6 +346,7 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
             record_event(conn, "reconcile", operator=operator, data={
                 **report.counts(), "requeued": report.requeued[:ID_LIST_CAP],
                 "not_rerun": report.not_rerun[:ID_LIST_CAP],
+                "adopted": report.adopted[:ID_LIST_CAP],
                 "in_stream": report.in_stream[:ID_LIST_CAP]})
         restore_epoch(engine, queue.client, queue.keys)
     return report
@@ -293,7 +359,7 @@ def _recreate(engine: Engine, queue: Queue, tasks: list[Any], report: ReconcileR
     since = stream_tail(queue.client, queue.keys.events)
     touched: set[str] = set()
     for task in tasks:
-        if queue.task_state(str(task.id)):
+        if task.state in ENDED_TASK_STATES or queue.task_state(str(task.id)):
             continue
         report.tasks_recreated += 1
         if not dry_run:
@@ -306,8 +372,8 @@ def _recreate(engine: Engine, queue: Queue, tasks: list[Any], report: ReconcileR
 
 def _repair_jobs(engine: Engine, queue: Queue, tasks: list[Any], jobs: dict[int, list[Any]],
                  report: ReconcileReport, dry_run: bool, on_batch: OnBatch | None,
-                 touched: set[str]) -> None:
-    """Steps 3 to 6 in one shard (its tasks, its stream); adds to ``report``."""
+                 touched: set[str], nodes: LiveNodes) -> None:
+    """Steps 3 to 7 in one shard (its tasks, its stream); adds to ``report``."""
     client = queue.client
     candidates = [j for t in tasks for j in jobs.get(t.id, [])]
     report.jobs_checked += len(candidates)
@@ -324,29 +390,52 @@ def _repair_jobs(engine: Engine, queue: Queue, tasks: list[Any], jobs: dict[int,
     report.jobs_in_stream = len(report.in_stream)
     missing_set -= in_stream
     by_task = {t.id: t for t in tasks}
+    asked = {j.id for j in candidates if j.id in missing_set
+             and by_task[j.task_id].state not in ENDED_TASK_STATES}
+    live = nodes.running(asked) if asked and not dry_run else {}
     requeue: dict[int, list[JobSpec]] = defaultdict(list)
+    restore: dict[int, list[tuple[str, str, str, int, int, str, int]]] = defaultdict(list)
     for job in candidates:
         if job.id not in missing_set:
             continue
         task = by_task[job.task_id]
+        due = due_ms(job.due_at) if job.due_at is not None else 0
+        if task.state in ENDED_TASK_STATES:  # its end was lost with Redis: it ends now
+            restore[job.task_id].append(("cancel", job.id, job.host, job.attempts or 0,
+                                         (job.token or 0) + TOKEN_GAP, "", max(due, 0)))
+            report.cancelled.append(job.id)
+            continue
+        if job.id in live:  # a live node runs it: back under its token, never queued again
+            worker, token, attempt = live[job.id]
+            restore[job.task_id].append(("run", job.id, job.host, attempt, token, worker,
+                                         max(due, 0)))
+            report.adopted.append(job.id)
+            continue
         if not task.idempotent and (job.state == "running" or job.attempts > 0):
+            restore[job.task_id].append(("lost", job.id, job.host, job.attempts or 0,
+                                         (job.token or 0) + TOKEN_GAP, "", max(due, 0)))
             report.not_rerun.append(job.id)
             continue
-        due = due_ms(job.due_at) if job.due_at is not None else 0
         requeue[job.task_id].append(JobSpec(
             job.id, job.host, due_ms=max(due, 0), window=job.window,
             attempt=job.attempts or 0, token=(job.token or 0) + TOKEN_GAP))
         report.requeued.append(job.id)
     report.jobs_not_rerun = len(report.not_rerun)
+    report.jobs_adopted = len(report.adopted)
+    report.jobs_cancelled = len(report.cancelled)
     if dry_run:
         return
     names = {j.host for specs in requeue.values() for j in specs}
+    names |= {entry[2] for entries in restore.values() for entry in entries}
     if names:  # Redis may have lost the hosts' connection data too
         with engine.connect() as conn:
             write_hosts(client, queue.keys, host_conns(conn, names))
     added = 0
     for task_id, specs in requeue.items():
         added += _requeue(engine, queue, by_task[task_id], specs, jobs.get(task_id, []))
+        touched.add(str(task_id))
+    for task_id, entries in restore.items():  # after the enqueue: restore moves the span on
+        queue.restore(str(task_id), entries)
         touched.add(str(task_id))
     # enqueue skips a job its task queued once (finished since, its event gone): say so
     report.jobs_queued_before += sum(len(v) for v in requeue.values()) - added

@@ -299,6 +299,14 @@ def _judge_job(run: Run, job: str, evs: list[Ev], v: Verdict, problem: Any,
                 problem("early", job, f"claimed at {at}, due at {due}")
             pending_claim = e
             v.counts["claims"] += 1
+        elif kind == "adopt":
+            # reconcile put a job a live node runs back under its token: the same run as its
+            # claim, which the record may lack (Redis lost it before the recorder read it)
+            last = pending_claim or (starts[-1] if starts else None)
+            if last is None or str(last.f.get("token")) != str(e.f.get("token")):
+                settle_claim(True)
+                pending_claim = e
+            v.counts["adopted"] += 1
         elif kind == "retry-failed":
             starts.clear()
             ended = 0

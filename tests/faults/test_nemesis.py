@@ -10,6 +10,12 @@ Faults (seeded): kill -9 of a node master (restarted a moment later) and of a ch
 SIGSTOP of a master past its lease then SIGCONT, kill -9 of Redis and its restart (AOF
 always), a PostgreSQL cut through the TCP proxy the recorders use, and a reconcile run (on a
 direct connection) during such a cut, while the recorders hold entries they could not commit.
+The network class: every node reaches Redis through a TCP proxy of its own, which resets its
+connections, stalls them, or forwards a verb's request (claim, ack, fail, release, defer,
+extend) and drops its reply, so the verb ran and the node cannot know; the database proxy
+stalls, and drops the reply of a COMMIT (docs/reliability.md, "Ambiguous replies"). And a
+Redis that loses its data (killed, its files removed, started empty) followed by a reconcile
+while the nodes run: reconcile asks them what they run before it rebuilds anything.
 
 Then the faults stop, paused tasks are resumed, what still waits for a window that closed is
 cancelled, every node finishes, the stream is drained into SQL, and the checker judges the
@@ -19,8 +25,10 @@ be replayed; ``--soak`` runs the long variant (``FLEETSCHED_SOAK_SECONDS``, defa
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
+import shutil
 import signal
 import threading
 import time
@@ -33,6 +41,7 @@ import redis
 import sqlalchemy as sa
 
 from scheduler.queue.client import Queue
+from scheduler.queue.scripts import script_source
 from scheduler.record.migrate import upgrade
 from scheduler.submission.reconcile import reconcile
 from tests.faults.history import check
@@ -43,6 +52,10 @@ from tests.worker_support import WorkerProcess, alive, wait_until
 
 HOSTS = 24
 LEASE = "2s"
+LEASE_MS = 2_000
+# The verbs whose replies the network faults lose, by the SHA their EVALSHA carries.
+VERB_MARKERS = {verb: hashlib.sha1(script_source(verb).encode()).hexdigest().encode()
+                for verb in ("claim", "ack", "fail", "release", "defer", "extend")}
 
 
 def fleet() -> str:
@@ -64,6 +77,7 @@ class Nemesis:
         self.proxied = url.set(host=self.proxy.host, port=self.proxy.port).render_as_string(
             hide_password=False)
         self.cli = Cli(tmp, redis_server.url, db_url)
+        self.redis_proxies: dict[int, TcpProxy] = {}  # node slot -> its path to Redis
         self.nodes: list[WorkerProcess] = []
         self.generation = 0
         self.tasks: list[int] = []
@@ -79,7 +93,14 @@ class Nemesis:
         wid = f"node{slot}-{self.generation}"
         args = ["--id", wid, "--slots", "4", "--processes", "1", "--lease", LEASE,
                 "--grace", "1s"]
-        node = WorkerProcess(self.redis.url, self.tmp / wid, args,
+        proxy = self.redis_proxies.get(slot)
+        if proxy is None:
+            target = redis.connection.parse_url(self.redis.url)
+            proxy = self.redis_proxies[slot] = TcpProxy(target.get("host", "127.0.0.1"),
+                                                        int(target.get("port", 6379)))
+        url = redis.connection.parse_url(self.redis.url)
+        via = f"redis://{proxy.host}:{proxy.port}/{url.get('db', 0)}"
+        node = WorkerProcess(via, self.tmp / wid, args,
                              env={"FLEETSCHED_DATABASE_URL": self.proxied}).start()
         return node
 
@@ -173,10 +194,42 @@ class Nemesis:
     def fault(self) -> None:
         r = self.rng
         what = r.choice(["kill-master", "kill-child", "stop-master", "redis", "postgres",
-                         "reconcile", "kill-master", "kill-child"])
+                         "reconcile", "kill-master", "kill-child", "reply-lost", "reply-lost",
+                         "redis-reset", "redis-stall", "db-stall", "db-reply-lost",
+                         "redis-lost-data"])
         slot = r.randrange(len(self.nodes))
         node = self.nodes[slot]
-        if what == "kill-master":
+        path = self.redis_proxies[slot]
+        if what == "reply-lost":
+            # The next replies of a verb on this node's path: the verb ran, the node cannot know
+            verb = r.choice(sorted(VERB_MARKERS))
+            path.drop_reply_to(VERB_MARKERS[verb], times=r.randint(1, 3))
+            what = f"reply-lost:{verb}"
+        elif what == "redis-reset":
+            path.cut()
+            time.sleep(r.uniform(0.1, 1.0))
+            path.restore()
+        elif what == "redis-stall":  # shorter than the socket timeout: a slow path, not a dead one
+            path.freeze()
+            time.sleep(r.uniform(0.3, 1.5))
+            path.thaw()
+        elif what == "db-stall":
+            self.proxy.freeze()
+            time.sleep(r.uniform(0.3, 2.0))
+            self.proxy.thaw()
+        elif what == "db-reply-lost":  # a recorder's commit ran and its reply never came
+            self.proxy.drop_reply_to(b"COMMIT", times=r.randint(1, 2))
+        elif what == "redis-lost-data":
+            # Redis comes back empty (no AOF, a replaced server); the operator reconciles a
+            # moment later while every node runs
+            self.redis.kill()
+            for path in self.redis.dir.iterdir():
+                if path.name != "redis.log":
+                    shutil.rmtree(path) if path.is_dir() else path.unlink()
+            self.redis.start()
+            time.sleep(r.uniform(0.5, 2.0))
+            self.reconcile()
+        elif what == "kill-master":
             node.kill9()
             time.sleep(r.uniform(0.2, 1.5))
             self.replace(slot)
@@ -206,17 +259,38 @@ class Nemesis:
             # not queue those jobs again.
             self.proxy.cut()
             time.sleep(r.uniform(1.0, 2.5))
-            client = redis.Redis.from_url(self.redis.url, decode_responses=True)
-            engine = sa.create_engine(self.db)
             try:
-                reconcile(engine, Queue(client, KEYS), operator="nemesis")
-            except Exception as exc:  # noqa: BLE001 - Redis may be restarting
-                self.faults[f"reconcile failed:{type(exc).__name__}"] += 1
+                self.reconcile()
             finally:
-                engine.dispose()
-                client.close()
                 self.proxy.restore()
         self.faults[what] += 1
+
+    def reconcile(self) -> None:
+        """The operator's reconcile, on a direct connection, asking the live nodes first."""
+        client = redis.Redis.from_url(self.redis.url, decode_responses=True)
+        engine = sa.create_engine(self.db)
+        try:
+            reconcile(engine, Queue(client, KEYS, lease_ms=LEASE_MS), operator="nemesis")
+        except Exception as exc:  # noqa: BLE001 - Redis may be restarting
+            self.faults[f"reconcile failed:{type(exc).__name__}"] += 1
+        finally:
+            engine.dispose()
+            client.close()
+
+    def unended(self, engine: sa.Engine, client: redis.Redis) -> str:
+        """What a failed settle shows: each job not ended, its SQL row, Redis hash and events."""
+        lines = []
+        with engine.connect() as conn:
+            rows = conn.execute(sa.text(
+                "SELECT id, state, attempts, token, worker FROM jobs WHERE state NOT IN "
+                "('succeeded', 'failed', 'lost', 'cancelled') ORDER BY id LIMIT 10")).all()
+            for row in rows:
+                evs = conn.execute(sa.text(
+                    "SELECT id, kind, data FROM events WHERE job_id = :j ORDER BY id"),
+                    {"j": row.id}).all()
+                lines.append(f"{row}: redis {client.hgetall(KEYS.job(row.id))}")
+                lines += [f"    {e.id} {e.kind} {str(e.data)[:160]}" for e in evs]
+        return "\n".join(lines)
 
     def replace(self, slot: int) -> None:
         self.nodes[slot] = self.start_node(slot)
@@ -247,14 +321,20 @@ class Nemesis:
             for node in self.nodes:
                 node.stop()
             self.proxy.close()
+            for proxy in self.redis_proxies.values():
+                proxy.close()
 
     def settle(self) -> None:
         """No more faults: resume what is paused, let everything end, cancel what cannot."""
         self.proxy.restore()
+        self.proxy.thaw()
+        for proxy in self.redis_proxies.values():
+            proxy.restore()
+            proxy.thaw()
         client = redis.Redis.from_url(self.redis.url, decode_responses=True)
         engine = sa.create_engine(self.db)
         try:
-            reconcile(engine, Queue(client, KEYS), operator="nemesis")  # finish any fan-out
+            reconcile(engine, Queue(client, KEYS, lease_ms=LEASE_MS), operator="nemesis")
             for task in self.tasks:
                 self.cli("tasks", "resume", str(task))
             self.cli("schedules", "pause", "beat")
@@ -273,7 +353,7 @@ class Nemesis:
                     self.cli("tasks", "cancel", str(task))
                     self.actions["cancel at the end"] += 1
                 wait_until(lambda: not unfinished(), 45, "every job to end after the cancels",
-                           lambda: "\n".join(n.tail() for n in self.nodes))
+                           lambda: self.unended(engine, client))
             for node in self.nodes:
                 node.stop()
             drain(client, engine)
@@ -292,7 +372,8 @@ def run_nemesis(tmp_path: Path, db: str, seconds: float) -> None:
     try:
         nemesis.run(seconds)
         client = redis.Redis.from_url(server.url, decode_responses=True)
-        print(f"faults: {dict(nemesis.faults)}")
+        lost_replies = sum(p.dropped for p in nemesis.redis_proxies.values()) + nemesis.proxy.dropped
+        print(f"faults: {dict(nemesis.faults)} (replies lost: {lost_replies})")
         print(f"operator: {dict(nemesis.actions)}")
         verdict = check(db, client, logs=nemesis.logs())
         assert sum(nemesis.faults.values()) >= seconds // 4, nemesis.faults

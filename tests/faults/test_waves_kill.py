@@ -69,6 +69,7 @@ def test_a_node_killed_mid_wave_loses_its_jobs_and_the_rollout_goes_on_running_n
                    "running jobs to finish", b.tail, [b])
         drain(redis_client, cli.database_url)
         redis_client.flushall()
+        cli.env.update(FLEETSCHED_LEASE_MS="2000", FLEETSCHED_HEARTBEAT_MS="600")  # node-b's
         code, _, err = cli("reconcile")
         assert code == 0, err
         # Then the task is back paused: node-b takes nothing until the operator resumes

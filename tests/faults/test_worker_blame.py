@@ -66,3 +66,4 @@ def test_a_killed_child_does_not_count_against_max_failures(
     fails = [e for e in events(redis_client, ("fail", "retry")) if e["job"] in jobs[:2]]
     assert len(fails) == 2 and all(e.get("blame") == "worker" for e in fails)
     check_stream(redis_client)
+
