@@ -179,8 +179,8 @@ class Heartbeat:
             now = "no epoch" if have is None else f"another queue's epoch {have}"
             log.error("the queue lost its data: Redis holds %s at %s, this node started on %s "
                       "(Redis restarted empty or was replaced); nothing queued before runs "
-                      "again and the ends of the jobs running here are refused; check that no "
-                      "worker node still runs, then run fleetsched reconcile",
+                      "again until fleetsched reconcile, which puts the jobs running here back "
+                      "under this node's leases",
                       now, self.keys.epoch, self.epoch)
 
     def leave(self) -> None:

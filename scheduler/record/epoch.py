@@ -20,7 +20,7 @@ OK while the tasks SQL calls active never ran again. This module owns that ident
      each; SQL sets a task active only once Redis has it, and Redis never deletes a task
      hash), or lacks some: it lost its data, or its last writes (the epoch alone misses a
      Redis restored from an old snapshot, and a queue that had no epoch yet).
-   The fix for each: ``fleetsched reconcile`` once no worker node runs any more.
+   The fix for each: ``fleetsched reconcile`` (it asks the running worker nodes first).
 
 SQL is read with Core statements on light table clauses, not the models, so a worker node
 checks the epoch before its first claim without loading the ORM (tests/test_worker_startup.py).
@@ -48,8 +48,8 @@ __all__ = ["SAMPLE", "SqlSide", "Verdict", "check", "ensure", "ensure_intact", "
 SAMPLE = 20  # newest active tasks looked up in Redis per check: 20 EXISTS, one round trip
 ACTIVE = ("active", "paused")  # SQL states whose task hash Redis holds for sure
 
-FIX = ("check that no worker node still runs (fleetsched worker list), then run fleetsched "
-       "reconcile: it re-queues from SQL and writes the epoch back")
+FIX = ("run fleetsched reconcile: it asks the running worker nodes which jobs they run, "
+       "re-queues the rest from SQL and writes the epoch back")
 FIX_OTHER = f"if redis_url names this queue's Redis: {FIX}"
 
 _EPOCHS = sa.table("queue_epochs", sa.column("queue", sa.String),
