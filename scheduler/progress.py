@@ -1,31 +1,38 @@
-"""A task's progress, state and exit code, computed one way for every view, report and script.
+"""How a task's jobs are counted, its state and its exit code: one rule for every view, report,
+notice and script.
 
-``tasks show``, ``tasks watch``, ``tasks wait``, ``submit --wait``, ``top``, ``report`` and the
-demo's bars all build a :class:`Progress` from their source (the live task hash in Redis, or the
-SQL record) and print what it says; none of them adds counters up on its own.
+``tasks show``, ``tasks list``, ``tasks watch``, ``tasks wait``, ``submit --wait``, ``top``,
+``report`` (table, JSON, CSV, HTML), the notices, ``schedules show`` and the demo's bars all build
+a :class:`Progress` from their source and print what its :meth:`Progress.counts` and
+:meth:`Progress.sentence` say; none of them adds counters up on its own. The sources:
+:func:`from_task_hash` (the live task hash in Redis), :func:`from_job_states` (the SQL job rows)
+and :func:`from_task_row` (the SQL task row's counters, which the recorder keeps); for the same
+task they give the same numbers.
 
-The counts:
+The counts (docs/reliability.md, section 12): every job is counted once, by how it ended.
 
 - ``succeeded``, ``cancelled``, ``running``: jobs in that state;
-- ``failed``: jobs failed for good, **those lost with their worker included** (a lost job is a
-  failed job whose cause is known: its worker vanished while it ran);
-- ``lost``: of the failed, the ones lost with their worker, where the source knows it (the SQL
-  record does; the live Redis counters do not, and say ``None``);
-- ``done`` = succeeded + failed + cancelled; ``pending`` = the rest (due, parked, held, waiting
-  for a window, a start time or a retry).
+- ``failed``: jobs failed for good by their **host** (the action failed or timed out): what
+  ``max_failures`` and a wave's failure limit count;
+- ``lost``: jobs ended because their run was lost with its **worker** (a child killed, an
+  expired lease) and not run again: a job state of its own, shown beside ``failed`` and never
+  inside it (the task hash's ``lost_failed``; its ``failed`` counts them too and its ``lost``
+  counts every loss of a worker, retried ones included, so neither is used as it is);
+- ``done`` = succeeded + failed + lost + cancelled; ``pending`` = the rest (due, parked, held,
+  waiting for a window, a start time or a retry). ``total`` is the sum of them all.
 
 The state (:attr:`Progress.state`) is the recorded state where it says more than the counters
 (``accepted``, ``cancelled``, ``aborted``; ``paused`` while jobs remain), else what the jobs
-say once all have ended: ``succeeded`` when every job succeeded, ``failed`` when any failed, ``cancelled`` when
-the rest were cancelled; ``active`` before that.
+say once all have ended: ``succeeded`` when every job succeeded, ``failed`` when any failed or
+was lost, ``cancelled`` when the rest were cancelled; ``active`` before that.
 
 A rollout in waves that stopped (a wave's failures or its health check; ``rollout`` is the task
 hash's ``wave_state``) waits for an operator (``tasks continue`` or ``tasks cancel``): it has
 ended as far as waiting goes, state ``stopped``, once none of its jobs runs.
 
-The exit code of waiting for tasks (README, "Exit codes"): 3 when any job failed or a rollout
-stopped, 5 when a task was cancelled or aborted (or jobs were cancelled) and none failed, 0
-when every job succeeded.
+The exit code of waiting for tasks (README, "Exit codes"): 3 when any job failed or was lost or a
+rollout stopped, 5 when a task was cancelled or aborted (or jobs were cancelled) and none failed,
+0 when every job succeeded.
 """
 
 from __future__ import annotations
@@ -45,11 +52,11 @@ class Progress:
 
     total: int
     succeeded: int = 0
-    failed: int = 0
+    failed: int = 0  # by the host (max_failures counts these); lost ones are in ``lost``
     cancelled: int = 0
     running: int = 0
     recorded_state: str = "active"
-    lost: int | None = None
+    lost: int = 0
     rollout: str = ""  # wave_state of a task in waves ("" otherwise)
 
     @property
@@ -60,7 +67,7 @@ class Progress:
 
     @property
     def done(self) -> int:
-        return self.succeeded + self.failed + self.cancelled
+        return self.succeeded + self.failed + self.lost + self.cancelled
 
     @property
     def pending(self) -> int:
@@ -86,33 +93,48 @@ class Progress:
             return "stopped"
         if not self.finished:
             return "paused" if self.recorded_state == "paused" else "active"
-        if self.failed:
+        if self.unsuccessful:
             return "failed"
         return "cancelled" if self.cancelled else "succeeded"
+
+    @property
+    def unsuccessful(self) -> int:
+        """Jobs that ended without success and were not cancelled: failed plus lost (what makes
+        a finished task ``failed`` and its wait exit 3)."""
+        return self.failed + self.lost
 
     @property
     def exit_code(self) -> int:
         return exit_code([self])
 
     def counts(self) -> dict[str, Any]:
-        """The numbers every view prints, by name (``lost`` only where the source knows it)."""
-        out = {"state": self.state, "total": self.total, "succeeded": self.succeeded,
-               "failed": self.failed, "lost": self.lost, "cancelled": self.cancelled,
-               "running": self.running, "pending": self.pending, "done": self.done}
-        if self.lost is None:
-            del out["lost"]
-        return out
+        """The numbers every view prints, by name (the module docstring's rule)."""
+        return {"state": self.state, "total": self.total, "succeeded": self.succeeded,
+                "failed": self.failed, "lost": self.lost, "cancelled": self.cancelled,
+                "running": self.running, "pending": self.pending, "done": self.done}
 
-    def sentence(self) -> str:
-        """One line an operator reads: ``failed: 45 of 48 succeeded, 3 failed (1 lost) ...``."""
-        lost = f" ({self.lost} lost with their worker)" if self.lost else ""
-        text = (f"{self.state}: {self.succeeded} of {self.total} succeeded, {self.failed} failed"
-                f"{lost}, {self.cancelled} cancelled")
+    def outcome_text(self) -> str:
+        """The jobs that ended without success, in words, as the sentence and the notices say
+        them: ``1 failed, 2 lost with their worker, 0 cancelled`` (the lost ones named when
+        there are any)."""
+        lost = f"{self.lost} lost with their worker, " if self.lost else ""
+        return f"{self.failed} failed, {lost}{self.cancelled} cancelled"
+
+    def counts_text(self) -> str:
+        """The counts in words: ``45 of 48 succeeded, 1 failed, 2 lost with their worker, 0
+        cancelled`` (and ``, 3 running, 5 waiting`` while jobs remain): what ``tasks wait``,
+        ``tasks show`` and the notices say."""
+        text = f"{self.succeeded} of {self.total} succeeded, {self.outcome_text()}"
         if self.running:
             text += f", {self.running} running"
         if self.pending:
             text += f", {self.pending} waiting"
         return text
+
+    def sentence(self) -> str:
+        """One line an operator reads: ``failed: 45 of 48 succeeded, 1 failed, 2 lost with
+        their worker, 0 cancelled``."""
+        return f"{self.state}: {self.counts_text()}"
 
 
 def _int(value: Any) -> int:
@@ -123,22 +145,37 @@ def _int(value: Any) -> int:
 
 
 def from_task_hash(data: Mapping[str, Any]) -> Progress:
-    """From the live task hash in Redis (``{P}:task:<id>``), whose ``failed`` already counts
-    the lost jobs (its ``lost`` field counts losses of a worker, retried ones included, so it is
-    not a count of jobs and is not used here)."""
+    """From the live task hash in Redis (``{P}:task:<id>``): its ``failed`` counts the jobs
+    lost with their worker too, and its ``lost_failed`` says how many of them that was."""
+    lost = _int(data.get("lost_failed"))
     return Progress(total=_int(data.get("total")), succeeded=_int(data.get("succeeded")),
-                    failed=_int(data.get("failed")), cancelled=_int(data.get("cancelled")),
-                    running=_int(data.get("running")),
+                    failed=max(0, _int(data.get("failed")) - lost), lost=lost,
+                    cancelled=_int(data.get("cancelled")), running=_int(data.get("running")),
                     recorded_state=str(data.get("state") or "active"),
                     rollout=str(data.get("wave_state") or ""))
 
 
 def from_job_states(recorded_state: str, counts: Mapping[str, int]) -> Progress:
     """From the SQL record: the number of the task's jobs in each job state."""
-    lost = _int(counts.get("lost"))
     return Progress(total=sum(_int(n) for n in counts.values()),
-                    succeeded=_int(counts.get("succeeded")),
-                    failed=_int(counts.get("failed")) + lost, lost=lost,
+                    succeeded=_int(counts.get("succeeded")), failed=_int(counts.get("failed")),
+                    lost=_int(counts.get("lost")), cancelled=_int(counts.get("cancelled")),
+                    running=_int(counts.get("running")), recorded_state=recorded_state)
+
+
+def from_task_row(t: Any) -> Progress:
+    """From the SQL task row's counters (the recorder recounts them from the job rows: ``failed``
+    and ``lost`` are the job states, as :func:`from_job_states` counts them)."""
+    return Progress(total=_int(t.total), succeeded=_int(t.succeeded), failed=_int(t.failed),
+                    lost=_int(t.lost), cancelled=_int(t.cancelled),
+                    running=_int(getattr(t, "running", 0)), recorded_state=str(t.state),
+                    rollout=getattr(t, "wave_state", None) or "")
+
+
+def from_counts(counts: Mapping[str, Any], recorded_state: str = "active") -> Progress:
+    """Back from the numbers :meth:`Progress.counts` gave (a notice's ``counts``, a JSON row)."""
+    return Progress(total=_int(counts.get("total")), succeeded=_int(counts.get("succeeded")),
+                    failed=_int(counts.get("failed")), lost=_int(counts.get("lost")),
                     cancelled=_int(counts.get("cancelled")), running=_int(counts.get("running")),
                     recorded_state=recorded_state)
 
@@ -146,7 +183,7 @@ def from_job_states(recorded_state: str, counts: Mapping[str, int]) -> Progress:
 def exit_code(progresses: Iterable[Progress]) -> int:
     """The exit code of waiting for these tasks (see the module docstring)."""
     progresses = list(progresses)
-    if any(p.failed or p.stopped for p in progresses):
+    if any(p.unsuccessful or p.stopped for p in progresses):
         return EXIT_FAILED
     if any(p.cancelled or p.recorded_state in ENDED_BY_OPERATOR for p in progresses):
         return EXIT_CANCELLED
@@ -154,4 +191,4 @@ def exit_code(progresses: Iterable[Progress]) -> int:
 
 
 __all__ = ["EXIT_CANCELLED", "EXIT_FAILED", "EXIT_SUCCEEDED", "Progress", "exit_code",
-           "from_job_states", "from_task_hash"]
+           "from_counts", "from_job_states", "from_task_hash", "from_task_row"]

@@ -122,8 +122,8 @@ def test_tasks_watch_ends_with_the_task_and_exits_0_when_every_job_succeeded(fle
                               "--output", "json"], fleet["env"])
     assert code == 0, err
     assert json.loads(out) == [{"task": str(task), "state": "succeeded", "total": 6,
-                                "succeeded": 6, "failed": 0, "cancelled": 0, "running": 0,
-                                "pending": 0, "done": 6}]
+                                "succeeded": 6, "failed": 0, "lost": 0, "cancelled": 0,
+                                "running": 0, "pending": 0, "done": 6}]
     assert "6/6" in err  # the last frame of the bars (stderr: progress)
 
 

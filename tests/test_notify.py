@@ -99,8 +99,8 @@ def test_a_failed_task_is_told_once_by_webhook_and_once_by_mail(
     assert body["counts"] == {"total": 3, "succeeded": 2, "failed": 1, "lost": 0,
                               "cancelled": 0, "running": 0}
     assert body["failed_hosts"] == [jobs[1][1]]
-    assert body["text"] == (f"[fleetsched] task {task_id} failed: command by alice, 1 failed, "
-                            f"0 lost, 2 succeeded of 3; failed hosts: {jobs[1][1]}")
+    assert body["text"] == (f"[fleetsched] task {task_id} failed: command by alice, 2 of 3 "
+                            f"succeeded, 1 failed, 0 cancelled; failed hosts: {jobs[1][1]}")
     # and the mailbox exactly one mail, the same line as its subject
     assert len(smtp.mails) == 1
     sender_addr, to, mail = smtp.mails[0]

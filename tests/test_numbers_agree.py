@@ -4,7 +4,10 @@ compared, and ``tasks wait`` exits with the code its end calls for.
 
 Real redis-server and SQLite; jobs are claimed, acknowledged, failed, released and lost through
 the real ``Queue`` (as a worker would), the recorder folds the events into SQL, and the CLI
-reads both. One source for every number (``scheduler.progress``) is what this checks.
+reads both. One source for every number (``scheduler.progress``) is what this checks, and its
+rule (docs/reliability.md, section 12): each job is counted once, ``failed`` by its host and
+``lost`` with its worker side by side, in the live views (Redis), the record's views (SQL), the
+notices and ``schedules show``.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ HOSTS = 4
 
 @dataclass(frozen=True)
 class End:
-    """What every view must say at the end (``lost``: of the failed, lost with their worker)."""
+    """What every view must say at the end (``failed``: by the host; ``lost``: with the worker,
+    beside ``failed``, never in it)."""
 
     state: str
     succeeded: int
@@ -54,6 +58,17 @@ def _lost(q: Queue, cli: Cli, task: int) -> None:
     # The command action is not idempotent by default: the two jobs whose worker vanished fail as lost, never run again.
     jobs = q.claim("w1", HOSTS).jobs
     q.ack("w1", [(j.job_id, j.token, JobResult(0)) for j in jobs[:2]])
+    q.extend("w1", [(j.job_id, j.token) for j in jobs[2:]], lease_ms=1)
+    time.sleep(0.02)
+    assert q.claim("w2", HOSTS).jobs == []
+
+
+def _lost_and_failed(q: Queue, cli: Cli, task: int) -> None:
+    # One job succeeds, one fails on its host, two are lost with their worker (not idempotent).
+    jobs = q.claim("w1", HOSTS).jobs
+    q.ack("w1", [(jobs[0].job_id, jobs[0].token, JobResult(0))])
+    q.fail_job("w1", jobs[1].job_id, jobs[1].token, JobResult(1), error="exit 1",
+               retryable=False)
     q.extend("w1", [(j.job_id, j.token) for j in jobs[2:]], lease_ms=1)
     time.sleep(0.02)
     assert q.claim("w2", HOSTS).jobs == []
@@ -107,7 +122,8 @@ def _stale_acked(q: Queue, cli: Cli, task: int) -> None:
 SCENARIOS: dict[str, tuple[list[str], Callable[[Queue, Cli, int], None], End]] = {
     "succeeded": ([], _succeeded, End("succeeded", 4, 0, 0, 0)),
     "failed": ([], _failed, End("failed", 2, 2, 0, 3)),
-    "lost": ([], _lost, End("failed", 2, 2, 0, 3, lost=2)),
+    "lost": ([], _lost, End("failed", 2, 0, 0, 3, lost=2)),
+    "lost-and-failed": ([], _lost_and_failed, End("failed", 1, 1, 0, 3, lost=2)),
     "cancelled": ([], _cancelled, End("cancelled", 1, 0, 3, 5)),
     "aborted": (["--max-failures", "1"], _aborted, End("aborted", 1, 1, 2, 3)),
     "interrupted": ([], _interrupted, End("succeeded", 4, 0, 0, 0)),
@@ -131,7 +147,7 @@ def _json(cli: Cli, *args: str) -> tuple[int, object]:
     return code, json.loads(out)
 
 
-NUMBERS = ("state", "total", "succeeded", "failed", "cancelled", "running", "pending")
+NUMBERS = ("state", "total", "succeeded", "failed", "lost", "cancelled", "running", "pending")
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
@@ -144,14 +160,14 @@ def test_every_view_says_the_same_numbers(scenario: str, cli: Cli,
     drive(Queue(redis_client, KEYS, lease_ms=30_000), cli, task)
     drain(redis_client, cli.database_url)
     expected = {"state": end.state, "total": HOSTS, "succeeded": end.succeeded,
-                "failed": end.failed, "cancelled": end.cancelled, "running": 0, "pending": 0}
+                "failed": end.failed, "lost": end.lost, "cancelled": end.cancelled,
+                "running": 0, "pending": 0}
 
-    # The SQL record, counted here without fleetsched's code: a lost job is a failed one.
+    # The SQL record, counted here without fleetsched's code: each job in its one state.
     states = Counter(dict(sql_rows(cli.database_url, "SELECT state, COUNT(*) FROM jobs "
                                    "WHERE task_id = :t GROUP BY state", t=task)))
-    assert states["lost"] == end.lost
-    assert (states["succeeded"], states["failed"] + states["lost"], states["cancelled"],
-            sum(states.values())) == (end.succeeded, end.failed, end.cancelled, HOSTS)
+    assert (states["succeeded"], states["failed"], states["lost"], states["cancelled"],
+            sum(states.values())) == (end.succeeded, end.failed, end.lost, end.cancelled, HOSTS)
 
     # tasks show: live counters and the SQL job rows behind them agree
     _, shown = _json(cli, "tasks", "show", str(task))
@@ -170,7 +186,7 @@ def test_every_view_says_the_same_numbers(scenario: str, cli: Cli,
     assert {k: summary[k] for k in NUMBERS if k != "total"} == {
         k: v for k, v in expected.items() if k != "total"}
     assert summary["jobs"] == HOSTS and summary["lost"] == end.lost
-    assert report["totals"]["failed"] == end.failed
+    assert (report["totals"]["failed"], report["totals"]["lost"]) == (end.failed, end.lost)
     _, listed = _json(cli, "tasks", "list")
     [row] = [r for r in listed if r["id"] == task]
     assert {k: row[k] for k in NUMBERS} == expected
@@ -269,7 +285,7 @@ def test_wait_and_watch_read_the_record_of_a_task_redis_forgot(
     drain(redis_client, cli.database_url)
     _forget_in_redis(redis_client)
     expected = {"state": "failed", "total": HOSTS, "succeeded": HOSTS - 1, "failed": 1,
-                "cancelled": 0, "running": 0, "pending": 0}
+                "lost": 0, "cancelled": 0, "running": 0, "pending": 0}
 
     # When watch --once, watch and wait read it: the record's numbers, the exit code of its end
     code, [watched] = _json(cli, "tasks", "watch", str(task), "--once")
@@ -330,3 +346,188 @@ def test_show_list_and_report_say_when_the_record_is_behind_the_queue(
     for args in (("tasks", "list"), ("report", "--task", str(task))):
         code, _out, err = cli(*args)
         assert code == 0 and "behind" not in err, args
+
+
+# A task of 4 hosts, an occurrence of a schedule: 1 job succeeded, 1 failed on its host, 2 lost
+# with their worker. Every view, the notice and `schedules show` say these numbers.
+LOST_AND_FAILED = {"state": "failed", "total": HOSTS, "succeeded": 1, "failed": 1, "lost": 2,
+                   "cancelled": 0, "running": 0, "pending": 0}
+LOST_AND_FAILED_TEXT = "1 of 4 succeeded, 1 failed, 2 lost with their worker, 0 cancelled"
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    task: int
+    notices: list[dict]  # the outbox rows' payloads, oldest first
+
+
+@pytest.fixture
+def lost_occurrence(cli: Cli, redis_client: redis.Redis) -> Occurrence:
+    """The schedule `nightly` fires once; its task ends with 2 lost jobs and 1 failed one,
+    recorded by a recorder with the notice detector (a global webhook target)."""
+    import sqlalchemy as sa
+
+    from scheduler.notify import Detector, Policy, parse_targets
+    from scheduler.record.models import Notification
+    from scheduler.record.recorder import Recorder
+    from scheduler.schedules.entry import arm
+    from tests.schedule_support import fired
+
+    cli.ok("schedules", "add", "nightly", "--every", "1s", "command", "-t", "all", "-p",
+           "cmd=true", "--executor", "simulate")
+    occurrence = (int(time.time()) - 20) * 1000
+    arm(redis_client, KEYS, "nightly", occurrence, replace=True)
+    [fire] = fired(redis_client, cli.database_url, now_ms=occurrence + 100)
+    cli.ok("schedules", "pause", "nightly")  # no other occurrence is claimed with the jobs
+    [task] = fire.tasks
+    _lost_and_failed(Queue(redis_client, KEYS, lease_ms=30_000), cli, task)
+    engine = sa.create_engine(cli.database_url)
+    try:
+        policy = Policy(targets=parse_targets(["https://hooks.example.invalid/ops"]))
+        recorder = Recorder(redis_client, engine, KEYS, "r-notices", on_batch=Detector(policy))
+        while recorder.run_once(block_ms=None):
+            pass
+        with engine.connect() as conn:
+            notices = [r.payload for r in conn.execute(
+                sa.select(Notification.__table__).order_by(Notification.id))]
+    finally:
+        engine.dispose()
+    return Occurrence(int(task), notices)
+
+
+def _numbers(row: dict) -> dict:
+    return {k: row[k] for k in NUMBERS}
+
+
+def _cells(header: str, row: str) -> dict[str, str]:
+    """A row of an aligned text table by its header's column names: the row's words that
+    overlap each header word's span (left- or right-aligned cells alike)."""
+    import re
+
+    words = [(m.start(), m.end(), m.group()) for m in re.finditer(r"\S+", row)]
+    return {m.group().lower(): " ".join(w for a, b, w in words if a < m.end() and b > m.start())
+            for m in re.finditer(r"\S+", header)}
+
+
+def test_a_task_with_two_lost_jobs_and_one_failed_says_1_failed_2_lost_in_every_json_view(
+        cli: Cli, lost_occurrence: Occurrence) -> None:
+    task = lost_occurrence.task
+    # tasks show (live from Redis), tasks list (the SQL row), watch --once and top --once (Redis)
+    _, shown = _json(cli, "tasks", "show", str(task))
+    assert _numbers(shown) == LOST_AND_FAILED
+    assert shown["summary"] == f"failed: {LOST_AND_FAILED_TEXT}"
+    _, listed = _json(cli, "tasks", "list")
+    assert _numbers(next(r for r in listed if r["id"] == task)) == LOST_AND_FAILED
+    code, [watched] = _json(cli, "tasks", "watch", str(task), "--once")
+    assert (_numbers(watched), code) == (LOST_AND_FAILED, 3)
+    _, frame = _json(cli, "top", "--once")
+    assert _numbers(next(t for t in frame["tasks"] if t["task_id"] == str(task))) == \
+        LOST_AND_FAILED
+    # report: the task's summary and the totals (SQL job rows)
+    _, report = _json(cli, "report", "--task", str(task))
+    [summary] = report["tasks"]
+    assert {k: summary[k] for k in NUMBERS if k != "total"} == {
+        k: v for k, v in LOST_AND_FAILED.items() if k != "total"}
+    assert {k: report["totals"][k] for k in ("succeeded", "failed", "lost", "cancelled")} == {
+        "succeeded": 1, "failed": 1, "lost": 2, "cancelled": 0}
+
+
+def test_the_report_table_and_csv_of_that_task_count_the_lost_jobs_apart_from_the_failed(
+        cli: Cli, lost_occurrence: Occurrence) -> None:
+    import csv
+    import io
+
+    task = str(lost_occurrence.task)
+    table = cli.ok("report", "--task", task)
+    assert table.splitlines()[0].startswith(
+        "4 job(s) in 1 task(s): 1 succeeded, 1 failed, 2 lost with their worker")
+    header, row = table.split("Tasks\n", 1)[1].splitlines()[:2]
+    cells = _cells(header, row)
+    assert {k: cells[k] for k in ("state", "succeeded", "failed", "lost", "cancelled")} == {
+        "state": "failed", "succeeded": "1", "failed": "1", "lost": "2", "cancelled": "0"}
+    rows = list(csv.DictReader(io.StringIO(cli.ok("report", "--task", task, "--output", "csv"))))
+    assert Counter(r["state"] for r in rows) == {"succeeded": 1, "failed": 1, "lost": 2}
+
+
+def test_tasks_show_list_watch_and_top_tables_have_a_lost_column_beside_failed(
+        cli: Cli, lost_occurrence: Occurrence) -> None:
+    task = str(lost_occurrence.task)
+    shown = cli.ok("tasks", "show", task)
+    assert "total=4, succeeded=1, failed=1, lost=2, cancelled=0, running=0, pending=0" in shown
+    assert LOST_AND_FAILED_TEXT in " ".join(shown.split())
+    for args, first in ((("tasks", "list"), task), (("tasks", "watch", task, "--once"), task),
+                        (("top", "--once"), task)):
+        code, out, err = cli(*args)
+        assert code in (0, 3), err
+        lines = out.splitlines()
+        [header] = [ln for ln in lines if "failed" in ln.split() and "lost" in ln.split()]
+        names = header.split()
+        assert names.index("lost") == names.index("failed") + 1, (args, header)
+        [row] = [ln for ln in lines if ln.split()[:1] == [first]]
+        values = _cells(header, row)
+        assert (values["failed"], values["lost"]) == ("1", "2"), (args, out)
+
+
+def test_tasks_wait_exits_3_and_names_the_lost_jobs_beside_the_failed_one(
+        cli: Cli, lost_occurrence: Occurrence) -> None:
+    code, _out, err = cli("tasks", "wait", str(lost_occurrence.task), "--timeout", "10s")
+    assert code == 3, err
+    assert f"task {lost_occurrence.task}: failed: {LOST_AND_FAILED_TEXT}" in err
+
+
+def test_the_notice_of_that_task_counts_1_failed_and_2_lost_as_every_view_does(
+        lost_occurrence: Occurrence) -> None:
+    [failed] = [n for n in lost_occurrence.notices if n["kind"] == "failed"]
+    assert failed["counts"] == {k: LOST_AND_FAILED[k] for k in (
+        "total", "succeeded", "failed", "lost", "cancelled", "running")}
+    assert failed["text"].startswith(
+        f"[fleetsched] task {lost_occurrence.task} (schedule nightly) failed: command by tester, "
+        f"{LOST_AND_FAILED_TEXT}; failed hosts: ")
+    # The first job lost for good is told too, with the counts of that moment, in the same words
+    [lost] = [n for n in lost_occurrence.notices if n["kind"] == "lost"]
+    assert " has lost jobs: command by tester, 1 of 4 succeeded, 1 failed, 2 lost with their " \
+        "worker, 0 cancelled" in lost["text"]
+
+
+def test_schedules_show_counts_the_occurrences_lost_jobs_beside_its_failed_one(
+        cli: Cli, lost_occurrence: Occurrence) -> None:
+    _, info = _json(cli, "schedules", "show", "nightly")
+    [occurrence] = info["tasks"]
+    assert occurrence["task"] == lost_occurrence.task
+    assert _numbers(occurrence) == LOST_AND_FAILED
+    table = cli.ok("schedules", "show", "nightly")
+    lines = table.split("latest tasks", 1)[1].splitlines()
+    [header] = [ln for ln in lines if {"succeeded", "failed", "lost"} <= set(ln.split())]
+    [row] = [ln for ln in lines if ln.split()[:1] == [str(lost_occurrence.task)]]
+    values = _cells(header, row)
+    assert (values["succeeded"], values["failed"], values["lost"]) == ("1", "1", "2"), table
+
+
+def test_a_task_redis_forgot_counts_its_lost_jobs_apart_once_reconcile_recreates_it(
+        cli: Cli, redis_client: redis.Redis) -> None:
+    import sqlalchemy as sa
+
+    from scheduler.queue.types import TaskSpec
+    from scheduler.record.models import Task
+    from scheduler.submission.reconcile import _carried
+
+    # Given the task with 1 failed and 2 lost jobs, recorded, then forgotten by Redis
+    task = cli.submit("command", "-t", "all", "-p", "cmd=true", "--executor", "simulate")
+    q = Queue(redis_client, KEYS, lease_ms=30_000)
+    _lost_and_failed(q, cli, task)
+    drain(redis_client, cli.database_url)
+    _forget_in_redis(redis_client)
+    # When reconcile's step recreates its hash with what SQL says had ended
+    engine = sa.create_engine(cli.database_url)
+    try:
+        with engine.connect() as conn:
+            row = conn.execute(sa.select(Task.__table__).where(Task.id == task)).one()
+        carried = _carried(engine, row, "ops")
+    finally:
+        engine.dispose()
+    assert (carried.failed, carried.lost_failed, carried.failed_hosts) == (3, 2, 1)
+    assert q.create_task(TaskSpec(str(task)), carried)
+    # Then the live views count them as the record does, and no threshold counts the lost ones
+    code, [watched] = _json(cli, "tasks", "watch", str(task), "--once")
+    assert (_numbers(watched), code) == (LOST_AND_FAILED, 3)
+    assert q.task_state(str(task))["lost_failed"] == "2"

@@ -139,6 +139,7 @@ class MJob:
     failed_once: bool = False  # an attempt failed: its host counts in the task's failed_hosts
     waitq: str | None = None  # hostwait: the list it waits in (a host's or a group's)
     wave: int | None = None  # a rollout's job: its wave (waiting until the wave is released)
+    lost: bool = False  # failed for good because its worker lost it (the hash's `lost` mark)
 
 
 @dataclass
@@ -650,6 +651,7 @@ class QueueMachine(RuleBasedStateMachine):
                 self.bury(j)
                 t.failed += 1  # the worker's loss: no threshold counts it, nothing aborts
                 t.lost_failed += 1
+                j.lost = True
                 lost.append(j.id)
             if t.max_running > 0:
                 self.unpark(t, t.prio)  # into the task's class now, even mid-reprioritize
@@ -825,6 +827,7 @@ class QueueMachine(RuleBasedStateMachine):
                 COVERED["fail blamed on the worker"] += 1
                 t.failed += 1
                 t.lost_failed += 1
+                j.lost = True
                 aborted = False
             assert (outcome.outcome, outcome.due_ms, outcome.aborted) == ("failed", None, aborted)
         if t.max_running > 0:
@@ -1049,7 +1052,9 @@ class QueueMachine(RuleBasedStateMachine):
             return
         due = int(self.client.hget(KEYS.job(failed[0].id), "due"))
         assert before <= due <= self.now()
+        t.lost_failed -= sum(j.lost for j in failed)  # a lost job queued again is lost no more
         for j in failed:
+            j.lost = False
             j.attempt = 0  # a new attempt budget; the token is kept
             self.forget_failed_host(t, j)  # it counts again only when it fails again
             self.pend(j, due)
@@ -1211,6 +1216,7 @@ class QueueMachine(RuleBasedStateMachine):
                 == (j.state, j.token, j.attempt, j.due), f"{j.id}: {h}"
             assert h.get("owner") == j.owner, f"{j.id}: {h}"
             assert h.get("failed_once") == ("1" if j.failed_once else None), f"{j.id}: {h}"
+            assert h.get("lost") == ("1" if j.lost else None), f"{j.id}: {h}"
             assert h.get("waitq") == j.waitq, f"{j.id}: {h}"
             assert not (j.state == "pending" and j.zset != self.task_of(j).prio), \
                 f"{j.id} is pending outside its task's class"
@@ -1223,6 +1229,7 @@ class QueueMachine(RuleBasedStateMachine):
             fields = ("state", "prio", "total", "span", "running", "succeeded", "failed",
                       "cancelled", "lost", "overshoot", "failed_hosts")
             assert {f: h[f] for f in fields} == {f: str(getattr(t, f)) for f in fields}, t.id
+            assert int(h.get("lost_failed") or 0) == t.lost_failed, t.id
             r = t.rollout
             assert {f: h.get(f) for f in WAVE_FIELDS} == \
                 (r.fields() if r else dict.fromkeys(WAVE_FIELDS)), t.id
@@ -1233,6 +1240,7 @@ class QueueMachine(RuleBasedStateMachine):
             # from Redis alone: the counters agree with the job hashes
             assert int(h["running"]) == states["running"]
             assert int(h["failed"]) == states["failed"]
+            assert int(h.get("lost_failed") or 0) == sum(1 for jh in mine if jh.get("lost"))
             assert int(h["total"]) == \
                 int(h["succeeded"]) + int(h["cancelled"]) + sum(states.values())
             if t.max_running > 0:

@@ -108,7 +108,8 @@ def show_cmd(ctx: typer.Context, name: Name, fmt: OutputOption = output.OutputFo
         output.emit_object(info, fmt)
         return
     output.emit_object({k: v for k, v in info.items() if k not in ("tasks", "missed")}, fmt)
-    output.emit_rows(info["tasks"], ["task", "occurrence", "state", "total", "succeeded", "failed"],
+    output.emit_rows(info["tasks"], ["task", "occurrence", "state", "total", "succeeded", "failed",
+                                     "lost", "cancelled", "running", "pending"],
                      fmt, title="latest tasks")
     output.emit_rows(info["missed"], ["occurrence", "why", "recorded"], fmt, title="latest missed")
 

@@ -95,7 +95,8 @@ def warn_if_record_behind(ctx: typer.Context, recorded_done: dict[int, int]) -> 
         return
     settings = state(ctx).settings
     ids = sorted(recorded_done)
-    shards, fields = shards_of(settings), ("total", "succeeded", "failed", "cancelled")
+    shards = shards_of(settings)
+    fields = ("total", "succeeded", "failed", "lost_failed", "cancelled")
     try:
         if settings.redis_url is None:
             endpoint = Embedded.of(settings).read_endpoint()
@@ -133,6 +134,11 @@ def _live(ctx: typer.Context, task_id: int) -> dict[str, str] | None:
         return None
 
 
+# tasks show's table: the counts line (scheduler.progress), and the live hash's other fields
+COUNT_COLUMNS = ("total", "succeeded", "failed", "lost", "cancelled", "running", "pending")
+LIVE_SHOWN = ("state", "prio", "overshoot", "max_running", "max_failures")
+
+
 @tasks_app.command("show", epilog="Examples:\n\n  fleetsched tasks show 42\n\n"
                                   "  fleetsched tasks show 42 --events\n\n"
                                   "  fleetsched tasks show 42 -o json | jq .live.overshoot")
@@ -160,9 +166,13 @@ def show_cmd(ctx: typer.Context, task_id: TaskId, fmt: OutputOption = output.Out
                                  "finished_at")}
     head["params"] = params_text(info["params"])
     head["policy"] = policy_text(info["policy"])
+    # The counts, as every view says them (scheduler.progress); the live hash's own counters
+    # (its failed includes the lost jobs, its lost counts every loss of a worker) are in JSON.
+    head["counts"] = ", ".join(f"{k}={info[k]}" for k in COUNT_COLUMNS)
     head["jobs"] = ", ".join(f"{k}={v}" for k, v in info["jobs"].items())
     if info["live"]:
-        head["live"] = ", ".join(f"{k}={v}" for k, v in info["live"].items())
+        head["live"] = ", ".join(f"{k}={v}" for k, v in info["live"].items()
+                                 if k in LIVE_SHOWN)
     if info.get("waves"):
         w = info["waves"]
         head["waves"] = (f"wave {w['wave']} of {w['waves']} ({w['sizes']}, {w['order']} order), "
@@ -255,8 +265,8 @@ WATCH_EPILOG = """Examples:
 Exit codes: 0 every job succeeded, 3 some jobs failed or were lost, 4 no such task, 5 cancelled.
 """
 
-SUMMARY_COLUMNS = ["task", "state", "total", "succeeded", "failed", "cancelled", "running",
-                   "pending"]
+SUMMARY_COLUMNS = ["task", "state", "total", "succeeded", "failed", "lost", "cancelled",
+                   "running", "pending"]
 
 
 def summary_rows(tasks: list[Any]) -> list[dict[str, Any]]:
@@ -331,7 +341,8 @@ def from_record(ctx: typer.Context, ids: list[str]) -> dict[str, Any]:
                 out[tid] = TaskProgress(
                     task_id=tid, state=p.recorded_state, operator=row.operator or "",
                     action=row.action or "", total=p.total, running=p.running,
-                    succeeded=p.succeeded, failed=p.failed, cancelled=p.cancelled)
+                    succeeded=p.succeeded, failed=p.failed, lost=p.lost,
+                    cancelled=p.cancelled)
     finally:
         engine.dispose()
     return out
@@ -459,7 +470,8 @@ def wait_and_report(ctx: typer.Context, ids: list[str], timeout_s: float | None)
     tasks = follow(ctx, ids, interval_s=0.2, timeout_s=timeout_s, draw=False)
     engine = open_database(state(ctx).settings)
     try:
-        if any(t.failed for t in tasks) and not _recorded(engine, tasks, RECORD_WAIT_S):
+        if any(t.progress.unsuccessful for t in tasks) \
+                and not _recorded(engine, tasks, RECORD_WAIT_S):
             output.info("warning: the SQL record is behind (is a recorder running?): some "
                         "failed hosts may be missing below; see `fleetsched tasks output "
                         "TASK --failed` later")

@@ -36,6 +36,7 @@ import sqlalchemy as sa
 
 from scheduler.notify.message import FAILED_HOSTS_MAX, payload
 from scheduler.notify.targets import Policy
+from scheduler.progress import from_task_row
 from scheduler.record.fold import BatchResult, StreamEvent, sql_task_id
 from scheduler.record.models import Job, Notification, Schedule, Task, Window
 from scheduler.record.types import from_ms, to_ms, utcnow
@@ -43,6 +44,9 @@ from scheduler.record.types import from_ms, to_ms, utcnow
 __all__ = ["Detector", "enqueue", "scan_windows", "task_facts"]
 
 log = logging.getLogger(__name__)
+
+# A task notice's counts (scheduler.progress: failed by the host, lost with the worker)
+NOTICE_COUNTS = ("total", "succeeded", "failed", "lost", "cancelled", "running")
 
 
 class Detector:
@@ -141,15 +145,15 @@ def task_facts(conn: sa.Connection, row: Any) -> dict[str, Any]:
     bad = conn.execute(sa.select(j.c.host).where(
         j.c.task_id == row.id, j.c.state.in_(("failed", "lost")))
         .order_by(j.c.seq).limit(FAILED_HOSTS_MAX)).scalars().all()
-    more = row.failed + row.lost - len(bad)  # the counters were just recounted from the rows
+    progress = from_task_row(row)  # the counters were just recounted from the rows
+    more = progress.unsuccessful - len(bad)
     schedule = None
     if row.schedule_id is not None:
         schedule = conn.execute(sa.select(Schedule.name).where(
             Schedule.id == row.schedule_id)).scalar_one_or_none()
     return {"task_id": str(row.id), "name": row.name, "action": row.action,
             "operator": row.operator, "state": row.state, "target": row.target,
-            "counts": {"total": row.total, "succeeded": row.succeeded, "failed": row.failed,
-                       "lost": row.lost, "cancelled": row.cancelled, "running": row.running},
+            "counts": {k: v for k, v in progress.counts().items() if k in NOTICE_COUNTS},
             "failed_hosts": list(bad), "failed_hosts_more": more if more > 0 else None,
             "schedule": schedule, "occurrence": _iso(row.occurrence),
             "finished_at": _iso(row.finished_at)}

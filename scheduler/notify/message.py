@@ -1,9 +1,11 @@
 """What a notice says: the JSON a webhook receives and the e-mail a mailbox receives.
 
 :func:`payload` builds the JSON document from the facts the detector gathered (``kind``, the
-task's id, name, action, operator, state and counters, the first failed hosts; or the schedule,
-its occurrence and why it was missed; or the window awaiting approval). Its ``text`` field is
-one line Slack (and Mattermost, Rocket.Chat, Teams' Slack-compatible hooks) shows as the message.
+task's id, name, action, operator, state and counters (``scheduler.progress``: ``failed`` by
+the host and ``lost`` with the worker, side by side), the hosts of its first failed or lost
+jobs; or the schedule, its occurrence and why it was missed; or the window awaiting approval).
+Its ``text`` field is one line Slack (and Mattermost, Rocket.Chat, Teams' Slack-compatible
+hooks) shows as the message.
 :func:`email` turns the same document into a mail: the line as the subject, the document below.
 """
 
@@ -12,6 +14,8 @@ from __future__ import annotations
 import json
 from email.message import EmailMessage
 from typing import Any
+
+from scheduler.progress import from_counts
 
 __all__ = ["FAILED_HOSTS_MAX", "email", "payload", "text"]
 
@@ -35,9 +39,9 @@ def text(doc: dict[str, Any]) -> str:
                 f"{doc.get('wave')}: {doc.get('error') or 'no reason recorded'}; it waits for "
                 f"`fleetsched tasks continue {doc.get('task_id')}` or `tasks cancel`")
     name = f" ({doc['name']})" if doc.get("name") else ""
-    c = doc.get("counts") or {}
-    counts = (f"{c.get('failed', 0)} failed, {c.get('lost', 0)} lost, "
-              f"{c.get('succeeded', 0)} succeeded of {c.get('total', 0)}")
+    # The counts in the words every view uses (scheduler.progress: failed by the host, lost
+    # with the worker, each job once).
+    counts = from_counts(doc.get("counts") or {}).counts_text()
     hosts = doc.get("failed_hosts") or []
     more = doc.get("failed_hosts_more") or 0
     shown = f"; failed hosts: {', '.join(hosts)}" + (f" and {more} more" if more else "") \

@@ -182,20 +182,24 @@ class Carried:
     failed: int = 0  # lost jobs included, as the live counters count them
     cancelled: int = 0
     failed_hosts: int = 0  # what --max-failures counted so far (count_failures=attempts)
+    lost_failed: int = 0  # of ``failed``, the jobs lost with their worker (no threshold counts)
     paused_by: str = ""  # "" = active; "rollout" = a wave's failure limit (sets wave_held)
 
     def script_arg(self) -> str:
         """ARGV[14] of create_task.lua."""
-        counts = (self.ended, self.succeeded, self.failed, self.cancelled, self.failed_hosts)
+        counts = (self.ended, self.succeeded, self.failed, self.cancelled, self.failed_hosts,
+                  self.lost_failed)
         if not all(_is_int(n) and n >= 0 for n in counts):
             raise bad(f"carried counters must be non-negative integers, not {counts!r}")
-        if self.succeeded + self.failed + self.cancelled != self.ended:
+        if self.succeeded + self.failed + self.cancelled != self.ended \
+                or self.lost_failed > self.failed:
             raise bad(f"carried counters do not add up: {counts!r}")
         if not isinstance(self.paused_by, str):
             raise bad("paused_by must be a string")
         return json.dumps({"ended": self.ended, "succeeded": self.succeeded,
                            "failed": self.failed, "cancelled": self.cancelled,
-                           "failed_hosts": self.failed_hosts, "paused_by": self.paused_by})
+                           "failed_hosts": self.failed_hosts, "lost_failed": self.lost_failed,
+                           "paused_by": self.paused_by})
 
 
 @dataclass(frozen=True)

@@ -176,7 +176,8 @@ def _retried_jobs(engine: Engine, task_ids: list[int]) -> set[str]:
 
 def totals_of(jobs: list[dict[str, Any]]) -> dict[str, int]:
     """The report's totals over its jobs, counted as every view counts (``scheduler.progress``:
-    ``failed`` includes ``lost``); ``{"jobs": 0}`` for none."""
+    each job once, ``failed`` by its host, ``lost`` with its worker); ``{"jobs": 0}`` for
+    none."""
     if not jobs:
         return {"jobs": 0}
     counts = from_job_states("active", Counter(j["state"] for j in jobs)).counts()
@@ -184,13 +185,11 @@ def totals_of(jobs: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def totals_text(totals: dict[str, int]) -> str:
-    """``45 succeeded, 3 failed (1 lost with its worker), 2 not finished``."""
+    """``45 succeeded, 2 failed, 1 lost with their worker, 2 not finished``."""
     parts = []
-    for key in ("succeeded", "failed", "cancelled"):
+    for key in ("succeeded", "failed", "lost", "cancelled"):
         if totals.get(key):
-            lost = totals.get("lost") if key == "failed" else 0
-            parts.append(f"{totals[key]} {key}" + (f" ({lost} lost with its worker)"
-                                                   if lost else ""))
+            parts.append(f"{totals[key]} " + ("lost with their worker" if key == "lost" else key))
     unfinished = totals.get("running", 0) + totals.get("pending", 0)
     if unfinished:
         parts.append(f"{unfinished} not finished")
@@ -200,8 +199,8 @@ def totals_text(totals: dict[str, int]) -> str:
 def _task_summaries(engine: Engine, jobs: list[dict[str, Any]],
                     unfinished: dict[int, int]) -> list[dict[str, Any]]:
     """Per task: what it asked for (``taskinfo.request``), the counts of its jobs in the report
-    (``scheduler.progress``: ``failed`` includes the jobs lost with their worker, and ``lost``
-    says how many of them that was), and the state of the **whole** task: where the filters
+    (``scheduler.progress``: each job once, ``failed`` by its host, ``lost`` with its worker),
+    and the state of the **whole** task: where the filters
     leave out some of its jobs (``jobs`` < ``task_jobs``), the state comes from the task row's
     counters (``taskinfo.row_progress``), so a failed task never reads ``succeeded`` because
     its failed job was filtered out. ``unfinished`` gets the recorded done count of each task

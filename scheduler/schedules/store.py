@@ -36,6 +36,7 @@ from scheduler.calendar.cron import CronSchedule, parse_cron
 from scheduler.calendar.recurrence import as_utc, zone
 from scheduler.errors import FleetschedError, NotFoundError, ValidationError
 from scheduler.parse import format_duration, parse_limit
+from scheduler.progress import from_task_row
 from scheduler.queue.keys import Keys
 from scheduler.queue.route import Where
 from scheduler.record.audit import record_event
@@ -385,8 +386,10 @@ def show_schedule(session: Session, name: str, now: datetime | None = None,
     row = _row(session, name)
     t = timing_of(row.cron, row.tz)
     tk = Task.__table__
-    tasks = [{"task": r.id, "occurrence": r.occurrence, "state": r.state, "total": r.total,
-              "succeeded": r.succeeded, "failed": r.failed}
+    # Each occurrence's task counted as every view counts it (scheduler.progress: failed by
+    # the host, lost with the worker, each job once).
+    tasks = [{"task": r.id, "occurrence": r.occurrence,
+              **{k: v for k, v in from_task_row(r).counts().items() if k != "done"}}
              for r in session.execute(sa.select(tk).where(tk.c.schedule_id == row.id)
                                       .order_by(tk.c.occurrence.desc()).limit(limit))]
     e = Event.__table__

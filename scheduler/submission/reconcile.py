@@ -294,8 +294,9 @@ def _paused_by_rollout(engine: Engine, task_id: int) -> bool:
 
 def _carried(engine: Engine, task: Any, operator: str) -> Carried:
     """What the recreated task carries from SQL: its ended jobs, counted as the live counters
-    count them (lost ones as failed; each failed host once towards --max-failures), and its
-    pause (a rollout's own pause stays the rollout's: `tasks continue` resumes it)."""
+    count them (lost ones among the failed, and as lost_failed, so the views say them lost
+    and no threshold counts them; each host failed for good once towards --max-failures),
+    and its pause (a rollout's own pause stays the rollout's: `tasks continue` resumes it)."""
     j = Job.__table__
     with engine.connect() as conn:
         counts = dict(conn.execute(sa.select(j.c.state, sa.func.count())

@@ -22,14 +22,14 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from scheduler.errors import NotFoundError, ValidationError
-from scheduler.progress import Progress, from_job_states, from_task_hash
+from scheduler.progress import Progress, from_job_states, from_task_hash, from_task_row
 from scheduler.record.models import TASK_STATES, Event, Job, Schedule, Task
 
 __all__ = ["CONTROL_KINDS", "LIST_COLUMNS", "behind_note", "list_tasks", "params_text", "policy_text",
            "progress_of", "request", "show_task", "summary_line", "windows_text"]
 
 LIST_COLUMNS = ["id", "name", "action", "target", "operator", "priority", "state", "wave",
-                "total", "succeeded", "failed", "running", "created_at"]
+                "total", "succeeded", "failed", "lost", "running", "created_at"]
 CONTROL_KINDS = ("submit", "create", "pause", "resume", "cancel", "abort", "retry-failed",
                  "reprioritize", "reconcile", "wave-release", "wave-wait", "wave-check",
                  "wave-stop", "wave-done", "continue")
@@ -39,10 +39,9 @@ LIST_STATES = (*TASK_STATES, "stopped")
 
 
 def row_progress(t: Any) -> Progress:
-    """The progress the task row's counters (kept by the recorder) say."""
-    return Progress(total=t.total, succeeded=t.succeeded, failed=t.failed + t.lost, lost=t.lost,
-                    cancelled=t.cancelled, running=t.running, recorded_state=t.state,
-                    rollout=getattr(t, "wave_state", None) or "")
+    """The progress the task row's counters (kept by the recorder) say
+    (``scheduler.progress.from_task_row``)."""
+    return from_task_row(t)
 
 
 def _wave(t: Any) -> str:
@@ -213,8 +212,8 @@ def show_task(session: Session, task_id: int, live: dict[str, str] | None) -> di
     out["failures"] = [dict(r._mapping) for r in failed]
     if live:
         out["live"] = {k: live[k] for k in (
-            "state", "prio", "total", "running", "succeeded", "failed", "cancelled", "lost",
-            "overshoot", "max_running", "max_failures") if k in live}
+            "state", "prio", "total", "running", "succeeded", "failed", "lost_failed",
+            "cancelled", "lost", "overshoot", "max_running", "max_failures") if k in live}
     else:
         out["live"] = None
     trail = session.execute(sa.select(Event.ts, Event.kind, Event.operator, Event.data)

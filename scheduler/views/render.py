@@ -1,9 +1,11 @@
 """Drawing the live views with rich: per-task progress bars, the ``top`` frame.
 
-Bars are drawn from characters as well as colours (succeeded ``█``, failed ``x``, running
-``▒``, waiting ``·``), so they still read with ``NO_COLOR`` or in a log file. Host-provided
-text is always passed as ``rich.text.Text`` (never parsed as markup), its control characters
-shown (``scheduler.visible``).
+Bars are drawn from characters as well as colours (succeeded ``█``, failed ``x``, lost with
+the worker ``!``, cancelled ``-``, running ``▒``, waiting ``·``), so they still read with
+``NO_COLOR`` or in a log file. The task table's columns are ``scheduler.progress``'s counts:
+``failed`` (by the host) and ``lost`` (with the worker) side by side, each job in one of them.
+Host-provided text is always passed as ``rich.text.Text`` (never parsed as markup), its control
+characters shown (``scheduler.visible``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from scheduler.parse import format_duration
 from scheduler.views.snapshot import QueueSnapshot, RateMeter, TaskProgress
 from scheduler.visible import visible
 
-SEGMENTS = (("succeeded", "█", "green"), ("failed", "x", "red"),
+SEGMENTS = (("succeeded", "█", "green"), ("failed", "x", "red"), ("lost", "!", "magenta"),
             ("cancelled", "-", "bright_black"), ("running", "▒", "yellow"),
             ("pending", "·", "bright_black"))
 
@@ -26,15 +28,14 @@ SEGMENTS = (("succeeded", "█", "green"), ("failed", "x", "red"),
 def bar(task: TaskProgress, width: int = 30) -> Text:
     """A progress bar of ``width`` cells split by outcome (see the module docstring)."""
     total = max(task.total, 1)
-    counts = {"succeeded": task.succeeded, "failed": task.failed,
-              "cancelled": task.cancelled, "running": task.running, "pending": task.pending}
+    counts = task.progress.counts()
     text = Text()
     used = 0
     for i, (name, char, style) in enumerate(SEGMENTS):
         n = counts[name]
         cells = width - used if i == len(SEGMENTS) - 1 else round(n / total * width)
-        if n and cells == 0 and name == "failed":
-            cells = 1  # a failure is never invisible
+        if n and cells == 0 and name in ("failed", "lost"):
+            cells = 1  # a failure or a loss is never invisible
         cells = max(0, min(cells, width - used))
         text.append(char * cells, style=style)
         used += cells
@@ -50,7 +51,8 @@ def _eta(meter: RateMeter | None, task: TaskProgress) -> str:
     return "-" if eta is None else format_duration(eta)
 
 
-COLUMNS = ("task", "progress", "done", "ok", "failed", "running", "waiting", "rate/s", "eta")
+COLUMNS = ("task", "progress", "done", "ok", "failed", "lost", "running", "waiting", "rate/s",
+           "eta")
 
 
 def task_table(tasks: list[TaskProgress], meter: RateMeter | None = None, *,
@@ -64,11 +66,13 @@ def task_table(tasks: list[TaskProgress], meter: RateMeter | None = None, *,
     for t in tasks:
         label = (labels or {}).get(t.task_id) or f"{t.task_id} {t.operator} {t.action}".strip()
         rate = meter.rate(t.task_id) if meter else 0.0
-        bad = t.failed  # failed for good, lost ones included (scheduler.progress)
+        n = t.progress.counts()  # every number from scheduler.progress
         cells = {"task": Text(visible(label)), "progress": bar(t, width),
-                 "done": f"{t.done}/{t.total}",
-                 "ok": str(t.succeeded), "failed": Text(str(bad), style="red" if bad else ""),
-                 "running": str(t.running), "waiting": str(t.pending), "rate/s": f"{rate:.0f}",
+                 "done": f"{n['done']}/{n['total']}", "ok": str(n["succeeded"]),
+                 "failed": Text(str(n["failed"]), style="red" if n["failed"] else ""),
+                 "lost": Text(str(n["lost"]), style="magenta" if n["lost"] else ""),
+                 "running": str(n["running"]), "waiting": str(n["pending"]),
+                 "rate/s": f"{rate:.0f}",
                  "eta": _eta(meter, t)}
         table.add_row(*[cells[c] for c in columns])
     return table

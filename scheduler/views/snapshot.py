@@ -2,7 +2,8 @@
 event stream, the last fair-share reorder.
 
 1. ``read_tasks(client, keys, ids)``: each task's hash and parked list in one pipelined round
-   trip, as :class:`TaskProgress`, whose counts and state come from ``scheduler.progress``.
+   trip, as :class:`TaskProgress`, whose counts and state come from ``scheduler.progress``
+   (``from_task_hash``: ``failed`` by the host, ``lost`` with the worker, each job once).
 2. ``list_task_ids(client, keys)``: the tasks Redis holds (``SCAN`` over ``{P}:task:*``, in
    pages, so Redis is never blocked).
 3. ``task_totals`` (and ``scheduler.queue.depth.queue_counts``): the bounded reads a frame is
@@ -34,7 +35,7 @@ from typing import Any
 
 import redis
 
-from scheduler.progress import Progress
+from scheduler.progress import Progress, from_task_hash
 from scheduler.queue.depth import QueueCounts, ShardsAnswering, answering, as_shards, queue_counts
 from scheduler.queue.keys import Keys
 from scheduler.queue.shards import Shards
@@ -55,7 +56,8 @@ class TaskProgress:
     total: int = 0
     running: int = 0
     succeeded: int = 0
-    failed: int = 0
+    failed: int = 0  # failed by the host; the jobs lost with their worker are in `lost`
+    lost: int = 0
     cancelled: int = 0
     losses: int = 0  # times a worker was lost while running one of its jobs (not a count of jobs)
     parked: int = 0
@@ -69,7 +71,7 @@ class TaskProgress:
     def progress(self) -> Progress:
         """The counts and state every view prints (``scheduler.progress``)."""
         return Progress(total=self.total, succeeded=self.succeeded, failed=self.failed,
-                        cancelled=self.cancelled, running=self.running,
+                        lost=self.lost, cancelled=self.cancelled, running=self.running,
                         recorded_state=self.state, rollout=self.wave_state)
 
     def wave_line(self) -> str:
@@ -111,6 +113,7 @@ def progress_from(task_id: str, data: dict[str, str], parked: int) -> TaskProgre
         action = str(json.loads(data.get("spec") or "{}").get("action") or "")
     except (ValueError, AttributeError):
         action = ""
+    counts = from_task_hash(data)
     return TaskProgress(
         task_id=task_id, state=data.get("state", "unknown"), prio=data.get("prio", "normal"),
         operator=data.get("operator", ""), action=action, parked=parked,
@@ -118,15 +121,16 @@ def progress_from(task_id: str, data: dict[str, str], parked: int) -> TaskProgre
         losses=_int(data.get("lost")),
         wave=_int(data.get("wave")), waves=_int(data.get("waves")),
         wave_state=data.get("wave_state", ""), wave_why=data.get("wave_why", ""),
-        **{k: _int(data.get(k)) for k in ("total", "running", "succeeded", "failed",
-                                          "cancelled")})
+        total=counts.total, running=counts.running, succeeded=counts.succeeded,
+        failed=counts.failed, lost=counts.lost, cancelled=counts.cancelled)
 
 
 # The task hash fields progress_from reads, but the spec (the action's name is in it): what a
 # reader that needs no action name asks for, so a scrape of thousands of live tasks does not
 # carry their specs.
 PROGRESS_FIELDS = ("state", "prio", "operator", "created", "lost", "wave", "waves", "wave_state",
-                   "wave_why", "total", "running", "succeeded", "failed", "cancelled")
+                   "wave_why", "total", "running", "succeeded", "failed", "lost_failed",
+                   "cancelled")
 
 
 def read_tasks(client: redis.Redis, where: Keys | Shards, task_ids: list[str], *,

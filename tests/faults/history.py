@@ -21,7 +21,8 @@ from the Redis stream) and what is left in Redis, and judges:
 6. ``schedule``: every occurrence of an ``--every`` schedule between its first and last ran once
    (one task) or is recorded ``missed``, never both, never twice;
 7. ``counters``: SQL task counters equal the counts of their job rows, and the Redis task
-   hashes that are left agree with them (Redis ``failed`` counts lost-and-failed jobs too);
+   hashes that are left agree with them as every view counts (``scheduler.progress``: Redis
+   ``failed`` less ``lost_failed`` is ``failed``, ``lost_failed`` is ``lost``);
 8. ``stale``: every refused result is recorded: as many ``stale`` events as the workers logged
    refusals (when their logs are given), each with a token older than the job's.
 
@@ -42,6 +43,7 @@ from typing import Any
 import redis
 import sqlalchemy as sa
 
+from scheduler.progress import from_job_states, from_task_hash
 from scheduler.queue.keys import Keys
 from scheduler.queue.shards import Shards
 
@@ -387,11 +389,12 @@ def _judge_counters(run: Run, v: Verdict) -> None:
             v.problems.append(f"[counters] task {tid}: SQL counters {sql}, job rows {dict(c)}")
         h = run.redis_tasks.get(tid)
         if h and c:
-            redis_view = {"succeeded": int(h.get("succeeded") or 0),
-                          "failed": int(h.get("failed") or 0),
-                          "cancelled": int(h.get("cancelled") or 0)}
-            rows_view = {"succeeded": c["succeeded"], "failed": c["failed"] + c["lost"],
-                         "cancelled": c["cancelled"]}
+            # The views' one rule (scheduler.progress): each job once, failed by the host and
+            # lost with the worker, from Redis (failed less lost_failed) and from the job rows.
+            ended = ("succeeded", "failed", "lost", "cancelled")
+            live, rows = from_task_hash(h).counts(), from_job_states("active", c).counts()
+            redis_view = {k: live[k] for k in ended}
+            rows_view = {k: rows[k] for k in ended}
             if redis_view != rows_view:
                 v.problems.append(f"[counters] task {tid}: Redis {redis_view}, SQL rows "
                                   f"{rows_view}")

@@ -395,10 +395,13 @@ end
 
 -- A job failed for good because its run was lost with its worker (fail.lua blame worker; a
 -- non-idempotent job lost at a lease expiry, claim.lua): failed + 1 and lost_failed + 1. It
--- is no failure of its host: max_failures, wave limits and failed_hosts do not count it.
-local function fs_count_lost_failure(task_key)
+-- is no failure of its host: max_failures, wave limits and failed_hosts do not count it. The
+-- job's hash (jk, once buried) is marked `lost` = 1, so that retry_failed.lua takes it out of
+-- lost_failed again: the views' `lost` (scheduler.progress) stays the SQL record's.
+local function fs_count_lost_failure(task_key, jk)
   redis.call('HINCRBY', task_key, 'failed', 1)
   redis.call('HINCRBY', task_key, 'lost_failed', 1)
+  if jk then redis.call('HSET', jk, 'lost', 1) end
 end
 
 -- A job fails for good: it keeps its hash (state failed, error), leaves its due set and goes

@@ -334,7 +334,7 @@ local function lose(due, id, jk, j, t)
     redis.call('HINCRBY', jk, 'token', 1)
     emit('failed', why)
     fs_bury(jk, id, due, dead, now, why)
-    fs_count_lost_failure(t.key)  -- the worker's loss, not the host's failure: no threshold
+    fs_count_lost_failure(t.key, jk)  -- the worker's loss, not the host's failure: no threshold
     lost[#lost + 1] = id
   end
   -- The freed slot goes to a parked job, in the task's class now (not the class of the lost

@@ -19,8 +19,9 @@ ARGV[13] exclusive     (1 | 0): one job per host at a time across tasks (claim.l
          action safe to overlap
 ARGV[14] carried (JSON, or '' for a new task): what a task recreated from SQL by reconcile
          carries into its new hash in this same step: {ended, succeeded, failed, cancelled,
-         failed_hosts} (the jobs that had ended: counted in total and their counters, so
-         views and exit codes count them) and paused_by ('' | an operator | 'rollout': the
+         failed_hosts, lost_failed} (the jobs that had ended: counted in total and their
+         counters, so views and exit codes count them; lost_failed: of the failed, those lost
+         with their worker, which no threshold counts) and paused_by ('' | an operator | 'rollout': the
          task starts paused, event pause, before any job is queued again; 'rollout' sets
          wave_held so `tasks continue` resumes it)
 Returns  {1} created (event create; pause when carried says so) | {0} the task existed and is
@@ -58,7 +59,7 @@ if ARGV[12] ~= 'attempts' and ARGV[12] ~= 'final' then
 end
 
 local carried = {ended = 0, succeeded = 0, failed = 0, cancelled = 0, failed_hosts = 0,
-                 paused_by = ''}
+                 lost_failed = 0, paused_by = ''}
 if ARGV[14] and ARGV[14] ~= '' then
   local ok, decoded = pcall(cjson.decode, ARGV[14])
   if not ok or type(decoded) ~= 'table' or #decoded > 0 then
@@ -78,7 +79,8 @@ if ARGV[14] and ARGV[14] ~= '' then
       carried[name] = tonumber(v)
     end
   end
-  if carried.succeeded + carried.failed + carried.cancelled ~= carried.ended then
+  if carried.succeeded + carried.failed + carried.cancelled ~= carried.ended
+      or carried.lost_failed > carried.failed then
     return fs_err(FS_BAD_ARGUMENT, 'carried counters do not add up to ended')
   end
 end
@@ -101,7 +103,8 @@ local now = fs_now()
 local state = carried.paused_by ~= '' and 'paused' or 'active'
 redis.call('HSET', task_key, 'state', state, 'prio', prio,
   'total', carried.ended, 'span', 0, 'running', 0, 'succeeded', carried.succeeded,
-  'failed', carried.failed, 'cancelled', carried.cancelled, 'lost', 0,
+  'failed', carried.failed, 'lost_failed', carried.lost_failed, 'cancelled', carried.cancelled,
+  'lost', 0,
   'overshoot', 0, 'failed_hosts', carried.failed_hosts, 'count_failures', ARGV[12], 'exclusive', ARGV[13], 'max_running', ARGV[3], 'max_failures', ARGV[4], 'max_attempts', ARGV[5],
   'backoff_ms', ARGV[6], 'timeout_ms', ARGV[7], 'idempotent', ARGV[8], 'spec', ARGV[9],
   'operator', ARGV[10], 'share', ARGV[11], 'created', fs_int(now))

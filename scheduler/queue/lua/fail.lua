@@ -117,7 +117,7 @@ else
   fs_finish(task_key, nil)
   fs_emit(events, now, 'fail', fields)
   if not host_fault then
-    fs_count_lost_failure(task_key)
+    fs_count_lost_failure(task_key, jk)
   elseif fs_count_failure(task_key, task_id, events, now, jk, j[3]) then
     outcome = 3
   end

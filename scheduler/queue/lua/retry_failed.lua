@@ -13,8 +13,10 @@ ARGV[3+i]   job id i
 Returns     {requeued, event id}: jobs of this chunk that were failed for good (state failed,
             in the dead letter set) and are pending again now: attempt count reset, fencing
             token kept (it only grows), error cleared, failed - 1 each (and failed_hosts - 1
-            each: its host counts against max_failures again only when it fails again). One event
-            `retry-failed` (operator, count, jobs, due) per chunk that moved any; event id ''
+            each: its host counts against max_failures again only when it fails again;
+            lost_failed - 1 for each that had been lost with its worker, its hash marked
+            `lost`). One event `retry-failed` (operator, count, jobs, due) per chunk that moved
+            any; event id ''
             when none moved. A chunk that moves any job revives an aborted task (state active,
             overshoot 0): its failure budget counts again from the jobs still failed; a
             rollout in waves with staged waves left goes back into {P}:waving.
@@ -44,11 +46,13 @@ end
 local now = fs_now()
 local due = fs_due_of(due_keys, t[2])
 local ids = {}
+local lost = 0  -- of them, jobs lost with their worker (fs_count_lost_failure marked them)
 for i = 1, n do
   local jk, id = KEYS[6 + i], ARGV[3 + i]
   if redis.call('HGET', jk, 'state') == 'failed' then
+    if redis.call('HGET', jk, 'lost') then lost = lost + 1 end
     redis.call('HSET', jk, 'state', 'pending', 'due', fs_int(now))
-    redis.call('HDEL', jk, 'attempt', 'error', 'owner')
+    redis.call('HDEL', jk, 'attempt', 'error', 'owner', 'lost')
     -- Its host no longer counts against max_failures (count_failures = attempts) until it
     -- fails again.
     fs_forget_failed_host(task_key, jk)
@@ -71,6 +75,7 @@ if t[1] == 'aborted' and #ids > 0 then
 end
 if #ids == 0 then return {0, ''} end
 redis.call('HINCRBY', task_key, 'failed', -#ids)
+if lost > 0 then redis.call('HINCRBY', task_key, 'lost_failed', -lost) end
 local id = redis.call('XADD', events, '*', 'kind', 'retry-failed', 'ts', fs_int(now), 'task', task_id,
   'operator', operator, 'count', fs_int(#ids), 'jobs', table.concat(ids, ' '), 'due', fs_int(now))
 return {#ids, id}
