@@ -52,6 +52,10 @@ other shards poll at this pace instead (a wake across shards could be lost in a 
 DOWN_RETRY_MS = 500
 """A shard that did not answer is looked at again this soon (its master failing over)."""
 
+GIVE_BACK_FIRST_S = 0.05
+"""First pause before a claimed job that will not run is given back again after its shard did
+not answer; it doubles up to a second, for up to a lease (``ShardedQueue._give_back``)."""
+
 _placed: dict[str, int] = {}
 """Job id -> token of this process's running jobs that hold places in shard 0: their end frees
 them. Shared by every ShardedQueue of the process (the claim loop claims, the finisher acks)."""
@@ -290,14 +294,30 @@ class ShardedQueue:
             log.warning("shard %d answers again", i)
 
     def _give_back(self, worker: str, jobs: Sequence[Any]) -> None:
-        """Best effort: release claimed jobs that will not run (their lease ends otherwise)."""
-        if not jobs:
-            return
-        try:
-            self.release(worker, [(j.job_id, j.token) for j in jobs])
-        except REDIS_ERRORS as exc:
-            log.warning("could not give back %d claimed jobs (%s); their leases will run out",
-                        len(jobs), redact_exception(exc))
+        """Release claimed jobs that will not run now: they never started, so they must go back,
+        not run out as lost. A shard that does not answer (a cluster failing over refuses every
+        slot until a replica takes over) is asked again, with backoff, for up to a lease; only
+        then do their leases run out (a job found lost that never started)."""
+        todo = [(j.job_id, j.token) for j in jobs]
+        deadline = time.monotonic() + self.lease_ms / 1000
+        delay = GIVE_BACK_FIRST_S
+        while todo:
+            try:
+                self.release(worker, todo)
+                return
+            except PartlyAnswered as exc:
+                todo = [lease for lease, code in zip(todo, exc.codes) if code is None]
+                failed: BaseException = exc
+            except REDIS_ERRORS as exc:
+                if is_permanent(exc):
+                    raise
+                failed = exc
+            if time.monotonic() + delay > deadline:
+                log.warning("could not give back %d claimed jobs (%s); their leases will run "
+                            "out", len(todo), redact_exception(failed))
+                return
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
     def _take_places(self, worker: str, part: Claim, lease_ms: int | None) -> list[Any]:
         """Take in shard 0 the places of ``part``'s jobs that need them; defer the refused.
@@ -431,16 +451,16 @@ class ShardedQueue:
         return self._done_where_answered(done, lambda q, part: q.ack(worker, part))
 
     def fail_job(self, worker: str, job_id: str, token: int, result: JobResult, *, error: str,
-                 retryable: bool = True) -> FailOutcome:
+                 retryable: bool = True, blame: str = "host") -> FailOutcome:
         outcome = self.shard_of_job(job_id).fail_job(worker, job_id, token, result, error=error,
-                                                     retryable=retryable)
+                                                     retryable=retryable, blame=blame)
         self._free([(job_id, token)])
         return outcome
 
     def fail(self, worker: str, job_id: str, token: int, result: JobResult, *, error: str,
-             retryable: bool = True) -> str:
+             retryable: bool = True, blame: str = "host") -> str:
         return self.fail_job(worker, job_id, token, result, error=error,
-                             retryable=retryable).outcome
+                             retryable=retryable, blame=blame).outcome
 
     def defer(self, worker: str, job_id: str, token: int, due_ms: int, *, wclose_ms: int | None,
               reason: str) -> Code:
