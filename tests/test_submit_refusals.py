@@ -12,7 +12,8 @@ import redis
 
 from scheduler.queue.client import Queue
 from scheduler.record.migrate import upgrade
-from tests.submit_support import KEYS, Cli, inventory, redis_snapshot, sql_snapshot
+from tests.servers import start_redis
+from tests.submit_support import KEYS, Cli, inventory, redis_snapshot, sql_rows, sql_snapshot
 
 
 @pytest.fixture(scope="module")
@@ -226,3 +227,27 @@ def test_a_task_files_become_keys_are_checked(cli: Cli, redis_client: redis.Redi
     path = tmp_path / "task.yaml"
     path.write_text("action: command\ntarget: web-01\nparams: {cmd: 'true'}\n" + text)
     refused(cli, redis_client, ["-f", str(path)], 2, message)
+
+
+def test_a_redis_that_may_evict_keys_refuses_the_submit_before_the_task_is_recorded(
+    tmp_path: Path, template_db: Path,
+) -> None:
+    # Given a real redis-server that evicts keys when memory is full
+    (tmp_path / "lru").mkdir()
+    server = start_redis(tmp_path / "lru", maxmemory_policy="allkeys-lru")
+    client = redis.Redis.from_url(server.url)
+    try:
+        db = tmp_path / "fleetsched.db"
+        db.write_bytes(template_db.read_bytes())
+        cli = Cli(tmp_path, server.url, f"sqlite:///{db}")
+        inventory(cli, tmp_path, "[web]\nweb-[01:02]\n")
+        # When a task is submitted to it
+        err = refused(cli, client, ["command", "-t", "web-01", "-p", "cmd=true"], 1,
+                      "uses maxmemory-policy allkeys-lru, which may evict queued jobs")
+        # Then it is refused as it is, not as a recorded task waiting for a reconcile
+        assert "recorded" not in err and "reconcile" not in err
+        assert sql_rows(cli.database_url, "SELECT id FROM tasks") == []
+        assert sql_rows(cli.database_url, "SELECT id FROM jobs") == []
+    finally:
+        client.close()
+        server.kill()

@@ -242,7 +242,6 @@ def submit(
 ) -> None:
     """Submit a task: one job per target host, queued now, later, or in service windows."""
     from scheduler.cli.context import queue_client
-    from scheduler.errors import RedisUnavailableError
     from scheduler.queue.shards import shards_of
     from scheduler.record.session import open_database, transaction
     from scheduler.submission.submit import plan_task
@@ -281,14 +280,11 @@ def submit(
             output.info(f"dry run: {_blast_radius(plan)}; nothing was queued")
             return
         _confirm(plan, yes)
-        # Connect before recording: a queue with another shard count refuses here, before
-        # anything is written; Redis down is reported after the record, as "not queued".
-        try:
-            client = queue_client(settings)
-        except RedisUnavailableError:
-            client = None
-        done = run_submit(engine, (lambda: client) if client else (lambda: queue_client(settings)),
-                          request, operator=settings.operator, keys=shards_of(settings), plan=plan)
+        # run_submit connects before recording: a Redis that may evict keys or a queue with
+        # another shard count refuses before anything is written; Redis down is reported after
+        # the record, as "not queued".
+        done = run_submit(engine, lambda: queue_client(settings), request,
+                          operator=settings.operator, keys=shards_of(settings), plan=plan)
     finally:
         engine.dispose()
     if fmt is output.OutputFormat.table:

@@ -13,10 +13,12 @@ What it owns:
    percentages turned into counts (:class:`Plan`);
 3. :func:`record_task`: the task row (state ``accepted``), one job row per host and a ``submit``
    event holding the exact queue spec, in the caller's transaction: the record of what was asked;
-4. :func:`submit`: plan and record in one transaction, then fan out to Redis
-   (``scheduler.submission.fanout``), into the queue shard of the new task's id
-   (``scheduler.queue.route.task_keys``); when Redis fails the task stays ``accepted`` in SQL and
-   :class:`NotQueuedError` says so (``fleetsched reconcile`` finishes the fan-out later).
+4. :func:`submit`: connect to Redis first (a Redis that may evict keys, or holds another shard
+   count, refuses the task before anything is written), plan and record in one transaction,
+   then fan out to Redis (``scheduler.submission.fanout``), into the queue shard of the new
+   task's id (``scheduler.queue.route.task_keys``); when Redis is unreachable or fails the task
+   stays ``accepted`` in SQL and :class:`NotQueuedError` says so (``fleetsched reconcile``
+   finishes the fan-out later).
 
 Job ids are ``"<task id>.<n>"`` with ``n`` the host's index in the sorted host list.
 """
@@ -34,7 +36,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from scheduler.errors import FleetschedError, ValidationError
+from scheduler.errors import (FleetschedError, RedisUnavailableError, RedisUnsafeError,
+                              ValidationError)
 from scheduler.gcpause import gc_paused
 from scheduler.notify.targets import parse_target as parse_notify_target
 from scheduler.notify.targets import parse_targets
@@ -466,6 +469,26 @@ def record_task(session: Session, plan: Plan, *, now: datetime | None = None) ->
 # ---------------------------------------------------------------------------------- submit
 
 
+def _connect_first(connect: Callable[[], redis.Redis]) -> redis.Redis | Exception:
+    """A client, or why Redis cannot be reached now. A Redis that answers but refuses to
+    serve as this queue raises: waiting for it would not help."""
+    try:
+        return connect()
+    except RedisUnsafeError:
+        raise
+    except (RedisUnavailableError, redis.RedisError, OSError) as exc:
+        return exc
+
+
+def _reason(exc: BaseException) -> str:
+    """Why Redis did not take the task, in one line (no password)."""
+    from scheduler.config import redact_exception
+
+    reason = str(exc) if isinstance(exc, FleetschedError) else (
+        f"{type(exc).__name__}: {redact_exception(exc)}")
+    return reason.splitlines()[0] if reason else "Redis failed"
+
+
 @dataclass(frozen=True)
 class Submitted:
     task_id: int
@@ -476,30 +499,33 @@ class Submitted:
 @gc_paused()
 def submit(engine: Engine, connect: Callable[[], redis.Redis], request: TaskRequest, *,
            operator: str, keys: Where = Keys(), plan: Plan | None = None) -> Submitted:
-    """Plan and record the task in one transaction, then enqueue it (``scheduler.submission.fanout``).
+    """Connect, plan and record the task in one transaction, then enqueue it
+    (``scheduler.submission.fanout``).
 
+    ``connect`` is called once, before anything is written: a Redis that would lose jobs
+    (``RedisUnsafeError``: it may evict keys) or belongs to another queue (``ConfigError``: another
+    shard count) refuses the task unrecorded. An unreachable Redis does not: the task is
+    recorded and :class:`NotQueuedError` says so (``fleetsched reconcile`` queues it later).
     ``plan``: one the caller made already (and showed the operator) in this same database; it
     is recorded as it is. ``keys``: one shard's keys, or the queue's ``Shards`` (the task goes
-    to the shard of its id). Raises :class:`NotQueuedError` when Redis fails after the record.
+    to the shard of its id).
     """
     from scheduler.record.session import transaction
     from scheduler.submission.fanout import fan_out, mark_queued
 
+    client = _connect_first(connect)
     with transaction(engine) as session:
         if plan is None:
             plan = plan_task(session, request, operator=operator)
         task_id = record_task(session, plan)
+    if isinstance(client, Exception):
+        raise NotQueuedError(task_id, _reason(client))
     try:
-        client = connect()
         waves = plan.waves(task_id)
         fan_out(client, task_keys(keys, task_id), plan.task_spec(task_id), plan.hosts, plan.job_specs(task_id),
                 waves=waves, wave_policy=plan.wave_policy() if waves else None)
     except (FleetschedError, redis.RedisError, OSError) as exc:
-        from scheduler.config import redact_exception
-
-        reason = str(exc) if isinstance(exc, FleetschedError) else (
-            f"{type(exc).__name__}: {redact_exception(exc)}")
-        raise NotQueuedError(task_id, reason.splitlines()[0] if reason else "Redis failed") from None
+        raise NotQueuedError(task_id, _reason(exc)) from None
     with transaction(engine) as session:
         mark_queued(session, task_id)
     return Submitted(task_id=task_id, jobs=len(plan.jobs), plan=plan)
