@@ -63,6 +63,7 @@ OUTPUT_CAP = OUTPUT_MAX  # characters of job output one event carries (valid JSO
 ERROR_CAP = 8_192  # characters of an error or a deferral reason kept in an event
 SCAN_FACTOR = 4  # claim visits at most batch * SCAN_FACTOR + SCAN_EXTRA due entries per call
 SCAN_EXTRA = 64
+MEMO_CAP_MS = 300_000  # a reply memo lives a lease, at most 5 minutes (one key per ended job)
 
 
 
@@ -109,6 +110,13 @@ class Queue:
         self._pubsub: redis.client.PubSub | None = None
         self._pubsub_pid = 0
         self._claim_request: str | None = None  # a claim whose reply never came: replayed
+
+    @property
+    def memo_ms(self) -> int:
+        """How long ack, fail, release and defer remember their outcome for a repeat (their
+        reply lost): a lease, as long as a node retries a verb, capped by ``MEMO_CAP_MS`` so
+        a long lease does not keep a key per ended job for hours."""
+        return min(self.lease_ms, MEMO_CAP_MS)
 
     def call(self, verb: str, keys: list[str], args: list[Any]) -> Any:
         """Run a verb's script (``lua/<verb>.lua``); an error reply raises its typed error."""
@@ -247,7 +255,7 @@ class Queue:
         codes: list[Code] = []
         for start in range(0, len(entries), ACK_CHUNK):
             jobs = _json(entries[start:start + ACK_CHUNK])  # one argument: see ack.lua
-            args = [self.keys.tag, worker, self.keys.wake, jobs, self.lease_ms]
+            args = [self.keys.tag, worker, self.keys.wake, jobs, self.memo_ms]
             codes += [CODES[c] for c in self.call("ack", keys, args)]
         return codes
 
@@ -269,7 +277,7 @@ class Queue:
                 self.keys.parked(task_id), self.keys.dead, self.keys.events]
         args = [self.keys.tag, worker, self.keys.wake, job_id, token, 1 if retryable else 0,
                 error[:ERROR_CAP], *result.script_args(OUTPUT_CAP), random.random(), BACKOFF_CAP_MS,
-                self.lease_ms, blame]
+                self.memo_ms, blame]
         outcome, due_ms = self.call("fail", keys, args)
         return FailOutcome(outcome="retry" if outcome == 1 else "failed",
                            due_ms=int(due_ms) if outcome == 1 else None, aborted=outcome == 3)
@@ -292,7 +300,7 @@ class Queue:
         keys = [self.keys.job(job_id), self.keys.task(task_id), *self.keys.all_due(),
                 self.keys.parked(task_id), self.keys.events]
         args = [self.keys.tag, worker, self.keys.wake, job_id, token, due_ms,
-                "" if wclose_ms is None else wclose_ms, reason[:ERROR_CAP], self.lease_ms]
+                "" if wclose_ms is None else wclose_ms, reason[:ERROR_CAP], self.memo_ms]
         reply = self._scripts["defer"](keys=keys, args=args)
         if reply[0] == Code.BAD_ARGUMENT:
             raise error_for(reply[0], text(reply[1]))
@@ -306,7 +314,7 @@ class Queue:
         for start in range(0, len(leases), ACK_CHUNK):
             chunk = leases[start:start + ACK_CHUNK]
             keys = [self.keys.events, *self.keys.all_due()]
-            args: list[Any] = [self.keys.tag, worker, self.keys.wake, len(chunk), self.lease_ms]
+            args: list[Any] = [self.keys.tag, worker, self.keys.wake, len(chunk), self.memo_ms]
             for job_id, token in chunk:
                 keys += self._job_keys(job_id)
                 args += [job_id, token]

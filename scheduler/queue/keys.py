@@ -76,7 +76,7 @@ class Keys:
 
     def memo(self, job_id: str) -> str:
         """STRING "<token> <verb> <a> <b>": the outcome the last ack, fail, release or defer of
-        a job gave its token, kept for a lease, so the same token's repeat (its first reply was
+        a job gave its token, kept for a lease (at most 5 minutes), so the same token's repeat (its first reply was
         lost) answers it and writes nothing (_lib.lua fs_remember, fs_recall)."""
         return f"{self.tag}:memo:{job_id}"
 

@@ -69,10 +69,10 @@ end
 
 -- Reply memos (docs/reliability.md, "Ambiguous replies"). A verb that ends a job's run (ack,
 -- fail, release, defer) remembers its outcome under the token it was given, in
--- <tag>:memo:<job id> ("<token> <verb> <a> <b>"), for `memo_ms` (the caller's lease: a node
--- retries a verb for at most a lease). When the same token's same verb comes again (its first
--- reply was lost and the node, or redis-py, sent it again), fs_recall finds it: the verb
--- answers the first outcome and writes nothing. Only the refusal branches look, so a verb
+-- <tag>:memo:<job id> ("<token> <verb> <a> <b>"), for `memo_ms` (the caller's lease, at most
+-- 5 minutes, Queue.memo_ms: a node retries a verb for at most a lease). When the same token's
+-- same verb comes again (its first reply was lost and the node, or redis-py, sent it again),
+-- fs_recall finds it: the verb answers the first outcome and writes nothing. Only the refusal branches look, so a verb
 -- that takes effect pays one SET and no read.
 local function fs_remember(tag, id, token, verb, a, b, memo_ms)
   redis.call('SET', tag .. ':memo:' .. id, token .. ' ' .. verb .. ' ' .. a .. ' ' .. b,
