@@ -104,3 +104,30 @@ def test_retry_failed_during_an_aborts_cancel_sweep_is_not_undone_by_the_sweeps_
     due = set(qclient.zrange(KEYS.due("normal"), 0, -1))
     assert due == {job.job_id} | {f"t4.{k}" for k in range(500, 1_200)}
     assert queue.task_state("t4")["cancelled"] == "499"
+
+
+def test_retry_failed_on_an_aborted_task_counts_each_host_once_and_no_cancelled_one(
+        queue: Queue) -> None:
+    # Given a task that aborts at 2 hosts that failed an attempt: t.0 failed an attempt (it
+    # waits for its retry), then t.1 failed for good and aborted the task; the abort's sweep
+    # cancelled t.0 and t.2
+    make_task(queue, "t", 3, max_failures=2, max_attempts=2, backoff_ms=60_000)
+    a, b = queue.claim("w", 2).jobs
+    assert queue.fail("w", a.job_id, a.token, JobResult(1), error="boom") == "retry"
+    assert queue.fail_job("w", b.job_id, b.token, JobResult(1), error="boom",
+                          retryable=False).aborted
+    assert queue.sweep_aborted("t") == 2
+    t = queue.task_state("t")
+    # Then the cancelled t.0 no longer counts: one failed host, named once
+    assert (t["state"], t["failed_hosts"], t["failed_names"]) == ("aborted", "1", "host-t.1")
+    # When the operator retries the failed job (the budget counts again from the jobs still
+    # failed: none) and it fails once more
+    assert [j for _, ids in requeue_failed(queue, "t", "ops") for j in ids] == ["t.1"]
+    assert queue.task_state("t")["failed_hosts"] == "0"
+    again = queue.claim("w", 1).jobs[0]
+    outcome = queue.fail_job("w", again.job_id, again.token, JobResult(1), error="boom",
+                             retryable=False)
+    # Then the task is not aborted at once: one host failed, the limit is 2; named once
+    t = queue.task_state("t")
+    assert not outcome.aborted
+    assert (t["state"], t["failed_hosts"], t["failed_names"]) == ("active", "1", "host-t.1")
