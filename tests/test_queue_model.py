@@ -41,9 +41,10 @@ job is of a released wave.
 
 The model found four defects, fixed since, each with its regression test at the end of this
 file: a job unparked after a loss went into its task's old class mid-reprioritize; an abort by
-a lost job left parked and held jobs waiting forever (``Claim.aborted`` now tells the worker to
-sweep); the sweep after an abort cancelled a task that retry-failed had revived first; a claim
-whose lost job stopped a wave, pausing the task, went on claiming the task's pending jobs.
+a lost job left parked and held jobs waiting forever (since then a lost job never aborts: it is
+the worker's loss, docs/reliability.md section 12); the sweep after an abort cancelled a task
+that retry-failed had revived first; a claim whose lost job stopped a wave, pausing the task,
+went on claiming the task's pending jobs (a lost job no longer stops a wave either).
 
 300 examples by default, the same on every run (derandomized; about 9 s per Redis version); ``FLEETSCHED_MODEL_EXAMPLES=N``
 runs N random ones instead, for long runs.
