@@ -224,14 +224,18 @@ def test_a_running_node_logs_one_error_line_when_redis_loses_the_queue_and_one_w
     beat = Heartbeat(None, redis_client, KEYS, config, Slots(1))
     beat.expect_epoch("feedfacefeedface")
     caplog.set_level(logging.INFO, logger="workers.heartbeat")
+
+    def said() -> list[logging.LogRecord]:  # the node's lines (a loaded machine adds redis-py's)
+        return [r for r in caplog.records if r.name == "workers.heartbeat"]
+
     beat.watch_epoch()
-    assert not caplog.records
+    assert not said()
     # When Redis comes back empty, and the node beats on
     redis_client.flushall()
     for _ in range(3):
         beat.watch_epoch()
     # Then it said so once, as an error naming the fix
-    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    errors = [r for r in said() if r.levelno == logging.ERROR]
     assert len(errors) == 1 and beat.epoch_lost
     assert "the queue lost its data" in errors[0].getMessage()
     assert "fleetsched reconcile" in errors[0].getMessage()
@@ -241,5 +245,5 @@ def test_a_running_node_logs_one_error_line_when_redis_loses_the_queue_and_one_w
     beat.watch_epoch()
     # Then it says once that the queue is back
     assert not beat.epoch_lost
-    backs = [r for r in caplog.records if "is back" in r.getMessage()]
-    assert len(backs) == 1 and len(caplog.records) == 2
+    backs = [r for r in said() if "is back" in r.getMessage()]
+    assert len(backs) == 1 and len(said()) == 2

@@ -230,10 +230,11 @@ class QueueMachine(RuleBasedStateMachine):
         self.tasks: dict[str, MTask] = {}
         self.jobs: dict[str, MJob] = {}
         self.tickets: list[tuple[str, str, int]] = []  # (worker, job, token) of every claim
-        # job -> (token, verb, outcome) of the last ack, fail, release or defer that took
-        # effect (_lib.lua fs_remember): the same token's same verb again answers the outcome
-        # and writes nothing (the reply-lost repeat). Drawn tickets repeat verbs all the time.
-        self.memos: dict[str, tuple[int, str, Any]] = {}
+        # (job, token) -> (verb, outcome) of the ack, fail, release or defer that ended that
+        # run (_lib.lua fs_remember, one memo per run): the same token's same verb again
+        # answers the outcome and writes nothing (the reply-lost repeat). Drawn tickets repeat
+        # verbs all the time.
+        self.memos: dict[tuple[str, int], tuple[str, Any]] = {}
         self.busy: dict[str, str] = {}  # host -> the exclusive job running there
         self.waiting: dict[str, list[str]] = defaultdict(list)  # wait list key -> its jobs
         self.glimit: dict[str, int] = {}  # group -> most jobs running at once on its hosts
@@ -414,10 +415,10 @@ class QueueMachine(RuleBasedStateMachine):
         """fs_recall: (True, first outcome) when this is a refused call that repeats the verb
         that last took effect for the job under this token."""
         refused = j.state in ("succeeded", "cancelled") or j.token != token or j.state != "running"
-        memo = self.memos.get(j.id)
-        if refused and memo is not None and memo[:2] == (token, verb):
+        memo = self.memos.get((j.id, token))
+        if refused and memo is not None and memo[0] == verb:
             COVERED[f"repeat {verb}"] += 1
-            return True, memo[2]
+            return True, memo[1]
         return False, None
 
     @staticmethod
@@ -759,7 +760,7 @@ class QueueMachine(RuleBasedStateMachine):
             else:
                 want.append(Code.OK)
                 acked.add(job_id)
-                self.memos[job_id] = (token, "ack", None)
+                self.memos[(job_id, token)] = ("ack", None)
                 self.expect("ack", t.id, job_id, token, worker, j.attempt)
                 self.free_host(j)
                 j.state, j.owner, j.zset, j.score = "succeeded", None, None, None
@@ -805,7 +806,7 @@ class QueueMachine(RuleBasedStateMachine):
             return
         outcome = self.q.fail_job(worker, job_id, token, result, error="boom", retryable=retryable,
                                   blame=blame)
-        self.memos[job_id] = (token, "fail", (outcome.outcome, outcome.due_ms, outcome.aborted))
+        self.memos[(job_id, token)] = ("fail", (outcome.outcome, outcome.due_ms, outcome.aborted))
         t.running -= 1
         self.free_host(j)
         retry = retryable and j.attempt < t.max_attempts and t.state in ("active", "paused")
@@ -860,7 +861,7 @@ class QueueMachine(RuleBasedStateMachine):
             assert code == Code.NOT_RUNNING
         else:
             assert code == Code.OK
-            self.memos[job_id] = (token, "defer", None)
+            self.memos[(job_id, token)] = ("defer", None)
             j.attempt = max(j.attempt - 1, 0)
             self.expect("defer", t.id, job_id, token, j.attempt)
             self.free_host(j)
@@ -884,7 +885,7 @@ class QueueMachine(RuleBasedStateMachine):
                 continue
             want.append(self.answer(j, token))
             if want[-1] is Code.OK:
-                self.memos[job_id] = (token, "release", None)
+                self.memos[(job_id, token)] = ("release", None)
                 j.attempt = max(j.attempt - 1, 0)
                 self.expect("release", t.id, job_id, token, j.attempt)
                 self.free_host(j)

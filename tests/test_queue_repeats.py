@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from scheduler.errors import Code, StaleTokenError
-from scheduler.queue.client import JobResult, Queue
+from scheduler.queue.client import MEMO_CAP_MS, REPLY_WAIT_MS, JobResult, Queue
 from scheduler.queue.scripts import VERBS, script_source
 from tests.queue_support import KEYS, events, make_task, snapshot
 from tests.tcp_proxy import TcpProxy
@@ -88,13 +88,17 @@ def test_the_same_tokens_release_and_defer_again_answer_ok_and_record_nothing(
     assert queue.release("w", [(b.job_id, b.token)]) == [Code.NOT_RUNNING]
 
 
-def test_a_repeat_after_a_lease_is_refused_as_before(qclient: redis.Redis) -> None:
-    # The memo lasts the caller's lease: a node retries a verb for at most that long
-    queue = Queue(qclient, lease_ms=50)
+def test_a_repeat_after_its_memo_expired_is_refused_as_before(qclient: redis.Redis) -> None:
+    # The memo lasts a lease plus the time a node waits for a reply (Queue.memo_ms), at most
+    # MEMO_CAP_MS: one key per ended run, then gone
+    queue = Queue(qclient, lease_ms=2_000)
     make_task(queue, "t", 1)
     job = queue.claim("w", 1).jobs[0]
     assert queue.ack("w", [(job.job_id, job.token, JobResult(0))]) == [Code.OK]
-    time.sleep(0.15)
+    memo = KEYS.memo(job.job_id, job.token)
+    assert queue.lease_ms + REPLY_WAIT_MS - 1_000 < qclient.pttl(memo) <= queue.memo_ms
+    assert queue.memo_ms == min(queue.lease_ms + REPLY_WAIT_MS, MEMO_CAP_MS)
+    qclient.delete(memo)  # as its expiry does
     assert queue.ack("w", [(job.job_id, job.token, JobResult(0))]) == [Code.UNKNOWN_JOB]
     assert kinds(qclient)[-1] == "stale"
 
@@ -110,12 +114,33 @@ def test_a_claim_sent_again_with_its_request_id_gets_the_same_jobs(qclient: redi
     # When the same request id is sent again
     queue._claim_request = "r1"
     again = queue.claim("w", 2)
-    # Then it gets the same jobs under the same tokens, and nothing more is claimed
-    assert again.jobs == first.jobs and again.now_ms == first.now_ms
+    # Then it gets the same jobs under the same tokens, their leases renewed from now, and
+    # nothing more is claimed
+    assert again.jobs == first.jobs and again.now_ms >= first.now_ms
+    for job in again.jobs:
+        assert qclient.zscore(KEYS.leases, job.job_id) == again.now_ms + queue.lease_ms
     assert kinds(qclient) == stream
     assert queue.task_state("t")["running"] == "2"
     # And a new request claims the next jobs
     assert [j.job_id for j in queue.claim("w", 2).jobs] == ["t.2", "t.3"]
+
+
+def test_a_claim_replayed_late_leaves_out_a_job_that_ended_or_was_claimed_again(
+        qclient: redis.Redis) -> None:
+    queue = Queue(qclient)
+    make_task(queue, "t", 3)
+    queue._claim_request = "r2"
+    a, b = queue.claim("w", 2, lease_ms=1).jobs
+    # Meanwhile a's lease ran out and another node took it; b was acked (by this node's
+    # finisher, say, for a reply that did come through another path)
+    time.sleep(0.01)
+    assert [j.job_id for j in Queue(qclient).claim("w2", 1).jobs] == [a.job_id]
+    assert queue.ack("w", [(b.job_id, b.token, JobResult(0))]) == [Code.OK]
+    queue._claim_request = "r2"
+    # Then the replay hands out neither: a runs under w2's token, b is over; nothing is claimed
+    stream = kinds(qclient)
+    assert queue.claim("w", 2).jobs == []
+    assert kinds(qclient) == stream
 
 
 # -------------------------------------------------------------- replies lost on the wire

@@ -122,7 +122,13 @@ class Heartbeat:
         """Sweep every aborted task still waiting for its sweep; how many jobs it cancelled.
         Usually there is none: one SMEMBERS per shard."""
         cancelled = 0
-        for task_id in self.queue.aborting():
+        try:
+            aborting = self.queue.aborting()
+        except REDIS_ERRORS as exc:
+            if is_permanent(exc):
+                raise
+            return 0  # a shard that does not answer: its aborted tasks wait for the next beat
+        for task_id in aborting:
             try:
                 n = self.queue.sweep_aborted(task_id)
             except QueueError as exc:  # a refused sweep must not stop the heartbeat
@@ -150,11 +156,11 @@ class Heartbeat:
                 raise
             failed = exc  # some leases wait for the retry; the node is alive all the same
         recheck_shard_count(self.client, self.shards)  # ConfigError: the node stops
-        self.sweep_aborted()
         self.client.hset(self.keys.workers, self.config.worker_id,
                          json.dumps(self.presence(redis_now_ms(self.client, self.keys))))
         self.watch_epoch()
         self.beats += 1
+        self.sweep_aborted()  # after the presence: a silent shard must not make the node look dead
         if failed is not None:
             raise failed
 

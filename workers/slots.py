@@ -144,10 +144,13 @@ class Slots:
             return [r for r in runs if r is not None and r.child is child]
 
     def tokens(self) -> dict[str, list[int]]:
-        """Every job running here with [token, attempt] (lease lost or not): what the node
-        reports in its presence, so reconcile never runs a job again that runs here."""
+        """Every job running here with [token, attempt]: what the node reports in its
+        presence, so reconcile never runs a job again that runs here. A run whose lease was
+        lost (another node claimed the job since) is not reported: it is not this node's to
+        renew, and reconcile must not give the job back to it."""
         with self.lock:
-            return {r.job_id: [r.token, r.attempt] for r in self._running.values()}
+            return {r.job_id: [r.token, r.attempt] for r in self._running.values()
+                    if not r.lease_lost}
 
     def leases(self) -> list[tuple[str, int]]:
         with self.lock:

@@ -49,6 +49,7 @@ from scheduler.queue.types import (
     enqueue_entries,
     text,
 )
+from scheduler.redisdb.connect import SOCKET_TIMEOUT_S
 
 __all__ = ["Carried", "Claim", "ClaimedJob", "FailOutcome", "JobResult", "JobSpec", "Queue", "TaskSpec"]
 
@@ -63,7 +64,8 @@ OUTPUT_CAP = OUTPUT_MAX  # characters of job output one event carries (valid JSO
 ERROR_CAP = 8_192  # characters of an error or a deferral reason kept in an event
 SCAN_FACTOR = 4  # claim visits at most batch * SCAN_FACTOR + SCAN_EXTRA due entries per call
 SCAN_EXTRA = 64
-MEMO_CAP_MS = 300_000  # a reply memo lives a lease, at most 5 minutes (one key per ended job)
+MEMO_CAP_MS = 600_000  # a reply memo lives at most 10 minutes (one key per ended run)
+REPLY_WAIT_MS = int(2 * SOCKET_TIMEOUT_S * 1000)  # a node waits this long for a reply, and retries
 
 
 
@@ -113,10 +115,11 @@ class Queue:
 
     @property
     def memo_ms(self) -> int:
-        """How long ack, fail, release and defer remember their outcome for a repeat (their
-        reply lost): a lease, as long as a node retries a verb, capped by ``MEMO_CAP_MS`` so
-        a long lease does not keep a key per ended job for hours."""
-        return min(self.lease_ms, MEMO_CAP_MS)
+        """How long ack, fail, release and defer remember their outcome, and a claim its reply,
+        for a repeat (their reply lost): a lease (a node retries a verb for that long) plus
+        ``REPLY_WAIT_MS`` (a reply that stalled past the socket timeout is sent again after it),
+        capped by ``MEMO_CAP_MS`` so a long lease does not keep a key per ended run for hours."""
+        return min(self.lease_ms + REPLY_WAIT_MS, MEMO_CAP_MS)
 
     def call(self, verb: str, keys: list[str], args: list[Any]) -> Any:
         """Run a verb's script (``lua/<verb>.lua``); an error reply raises its typed error."""
@@ -156,21 +159,24 @@ class Queue:
             added += int(self.call("enqueue", keys, args)[0])
         return added
 
-    def restore(self, task_id: str, jobs: Sequence[tuple[str, str, str, int, int, str, int]]
-                ) -> int:
+    def restore(self, task_id: str, jobs: Sequence[tuple[Any, ...]]) -> int:
         """Reconcile: put back jobs of a task that Redis lost and that may not simply be queued
-        again: ``(mode, job id, host, attempt, token, owner, due_ms)``, mode "run" (a live node
-        reports it running: back under its token and owner), "lost" (it may have run and
-        nobody runs it: failed as lost) or "cancel" (its task had ended: cancelled). How many
-        came back; see ``lua/restore.lua``."""
+        again: ``(mode, job id, host, attempt, token, owner, due_ms[, result])``, mode "run" (a
+        live node reports it running: back under its token and owner), "lost" (it may have run
+        and nobody runs it: failed as lost), "ack" or "fail" (its late result, refused and
+        recorded, decides it; ``result``: exit_code, duration_ms, output, error) or "cancel"
+        (its task had ended: cancelled). How many came back; see ``lua/restore.lua``."""
         check_task_id(task_id)
-        entries = []
-        for mode, job_id, host, attempt, token, owner, due_ms in jobs:
+        entries: list[list[str]] = []
+        for mode, job_id, host, attempt, token, owner, due_ms, *result in jobs:
             check_job_id(job_id, task_id)
-            if mode not in ("run", "lost", "cancel"):
-                raise bad(f"restore mode must be 'run', 'lost' or 'cancel', not {mode!r}")
-            entries.append([mode, job_id, host, str(int(attempt)), str(int(token)), owner,
-                            str(int(due_ms))])
+            if mode not in ("run", "lost", "ack", "fail", "cancel"):
+                raise bad(f"restore mode must be run, lost, ack, fail or cancel, not {mode!r}")
+            entry = [mode, job_id, host, str(int(attempt)), str(int(token)), owner,
+                     str(int(due_ms))]
+            if mode in ("ack", "fail"):
+                entry.append(_json({k: str(v) for k, v in result[0].items()}))
+            entries.append(entry)
         if not entries:
             return 0
         keys = [self.keys.task(task_id), *self.keys.all_due(), self.keys.dead, self.keys.events]
@@ -199,7 +205,7 @@ class Queue:
             self._claim_request = secrets.token_hex(8)
         keys = [*self.keys.all_due(), self.keys.dead, self.keys.events]
         args = [self.keys.tag, worker, batch, lease, batch * SCAN_FACTOR + SCAN_EXTRA, self.keys.wake,
-                shard_mode, "1" if with_hosts else "", self._claim_request]
+                shard_mode, "1" if with_hosts else "", self._claim_request, self.memo_ms]
         try:
             now, next_due, claimed, lost, fires, *more = self.call("claim", keys, args)
         except (redis.ConnectionError, redis.TimeoutError):
@@ -209,6 +215,9 @@ class Queue:
             raise
         self._claim_request = None
         rows = json.loads(claimed) or []
+        if len(rows) > batch:  # a replay of a claim that asked for more: the rest go back
+            self.release(worker, [(row[0], int(row[3])) for row in rows[batch:]])
+            rows = rows[:batch]
         jobs = ClaimedJob.from_replies(rows)
         hosts = {job.job_id: dict(zip(flat[::2], flat[1::2])) if flat else {}  # {}: unknown
                  for job, flat in zip(jobs, json.loads(more[0]) or ())} if more else {}

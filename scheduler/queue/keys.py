@@ -74,15 +74,16 @@ class Keys:
         expired ones first, so a dead worker's jobs are found whatever the due backlog."""
         return f"{self.tag}:leases"
 
-    def memo(self, job_id: str) -> str:
-        """STRING "<token> <verb> <a> <b>": the outcome the last ack, fail, release or defer of
-        a job gave its token, kept for a lease (at most 5 minutes), so the same token's repeat (its first reply was
-        lost) answers it and writes nothing (_lib.lua fs_remember, fs_recall)."""
-        return f"{self.tag}:memo:{job_id}"
+    def memo(self, job_id: str, token: int) -> str:
+        """STRING "<verb> <a> <b>": the outcome the ack, fail, release or defer of one run (a
+        job and its token) gave, kept for ``Queue.memo_ms``, so the same token's repeat (its
+        first reply was lost) answers it and writes nothing (_lib.lua fs_remember, fs_recall)."""
+        return f"{self.tag}:memo:{job_id}:{token}"
 
     def claim_request(self, request_id: str) -> str:
-        """STRING: the reply of a claim that took or failed jobs, by its request id, kept for a
-        lease, so a claim sent again after a lost reply gets the same jobs (claim.lua)."""
+        """STRING: the reply of a claim that took or failed jobs, by its request id, kept for
+        ``Queue.memo_ms``, so a claim sent again after a lost reply gets the jobs that still run
+        under its tokens, their leases renewed (claim.lua)."""
         return f"{self.tag}:claimreq:{request_id}"
 
     @property

@@ -52,10 +52,6 @@ other shards poll at this pace instead (a wake across shards could be lost in a 
 DOWN_RETRY_MS = 500
 """A shard that did not answer is looked at again this soon (its master failing over)."""
 
-GIVE_BACK_FIRST_S = 0.05
-"""First pause before a claimed job that will not run is given back again after its shard did
-not answer; it doubles up to a second, for up to a lease (``ShardedQueue._give_back``)."""
-
 _placed: dict[str, int] = {}
 """Job id -> token of this process's running jobs that hold places in shard 0: their end frees
 them. Shared by every ShardedQueue of the process (the claim loop claims, the finisher acks)."""
@@ -206,7 +202,15 @@ class ShardedQueue:
         return self.shard_of_task(task_id).sweep_aborted(task_id)
 
     def aborting(self) -> list[str]:
-        return sorted(t for part in self.parts for t in part.aborting())
+        """Every answering shard's aborted tasks not swept yet (a silent shard's wait)."""
+        found: list[str] = []
+        for part in self.parts:
+            try:
+                found += part.aborting()
+            except REDIS_ERRORS as exc:
+                if is_permanent(exc):
+                    raise
+        return sorted(found)
 
     def reprioritize(self, task_id: str, priority: str, operator: str) -> int:
         return self.shard_of_task(task_id).reprioritize(task_id, priority, operator)
@@ -294,30 +298,14 @@ class ShardedQueue:
             log.warning("shard %d answers again", i)
 
     def _give_back(self, worker: str, jobs: Sequence[Any]) -> None:
-        """Release claimed jobs that will not run now: they never started, so they must go back,
-        not run out as lost. A shard that does not answer (a cluster failing over refuses every
-        slot until a replica takes over) is asked again, with backoff, for up to a lease; only
-        then do their leases run out (a job found lost that never started)."""
-        todo = [(j.job_id, j.token) for j in jobs]
-        deadline = time.monotonic() + self.lease_ms / 1000
-        delay = GIVE_BACK_FIRST_S
-        while todo:
-            try:
-                self.release(worker, todo)
-                return
-            except PartlyAnswered as exc:
-                todo = [lease for lease, code in zip(todo, exc.codes) if code is None]
-                failed: BaseException = exc
-            except REDIS_ERRORS as exc:
-                if is_permanent(exc):
-                    raise
-                failed = exc
-            if time.monotonic() + delay > deadline:
-                log.warning("could not give back %d claimed jobs (%s); their leases will run "
-                            "out", len(todo), redact_exception(failed))
-                return
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
+        """Best effort: release claimed jobs that will not run (their lease ends otherwise)."""
+        if not jobs:
+            return
+        try:
+            self.release(worker, [(j.job_id, j.token) for j in jobs])
+        except REDIS_ERRORS as exc:
+            log.warning("could not give back %d claimed jobs (%s); their leases will run out",
+                        len(jobs), redact_exception(exc))
 
     def _take_places(self, worker: str, part: Claim, lease_ms: int | None) -> list[Any]:
         """Take in shard 0 the places of ``part``'s jobs that need them; defer the refused.

@@ -52,6 +52,7 @@ shard 0 (the queue passed in) and the hosts' ``limits`` field to every shard's c
 
 from __future__ import annotations
 
+import json
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -98,6 +99,7 @@ class ReconcileReport:
     jobs_not_rerun: int = 0  # started, non-idempotent, no live node runs it: ended as lost
     jobs_adopted: int = 0  # a live node runs it: back as running under that node's token
     jobs_cancelled: int = 0  # its task was cancelled or aborted: its lost end is a cancel
+    jobs_decided: int = 0  # its node's late result (refused, recorded) ends it
     jobs_in_stream: int = 0  # events still in the stream, not all in SQL: skipped this time
     jobs_queued_before: int = 0  # queued once by the task still in Redis: finished, not re-run
     group_limits_restored: int = 0  # groups whose limit Redis had lost (or kept after removal)
@@ -107,10 +109,12 @@ class ReconcileReport:
     in_stream: list[str] = field(default_factory=list)
     adopted: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)  # of a task cancelled or aborted
+    decided: list[str] = field(default_factory=list)  # ended by a late result SQL holds
 
     def counts(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items()
-                if k not in ("requeued", "not_rerun", "in_stream", "adopted", "cancelled")}
+                if k not in ("requeued", "not_rerun", "in_stream", "adopted", "cancelled",
+                             "decided")}
 
 
 class LiveNodes:
@@ -118,34 +122,30 @@ class LiveNodes:
     workers hash (``workers.heartbeat``: ``running`` maps each job to [token, attempt]).
 
     Waited for once per reconcile, from the first question: until every job asked about is
-    reported, or every node present (not stale) at the start has beaten since, or ``wait_ms``
-    has passed. Only reports newer than the start count: a report from before a loss may list
-    jobs that ended since."""
+    reported, or ``wait_ms`` (a lease) has passed. Which nodes are alive cannot be known: Redis
+    lost their presence with the rest, and a node that has not beaten again yet may run any of
+    the jobs. Only reports newer than the start count: a report from before a loss may list
+    jobs that ended since. Two nodes reporting one job: the higher token is the current run."""
 
     def __init__(self, client: redis.Redis, prefix: str, wait_ms: int) -> None:
         self.client, self.prefix, self.wait_ms = client, prefix, wait_ms
         self.start_ms: int | None = None
         self.deadline = 0.0
-        self.expected: set[str] = set()
 
     def running(self, job_ids: set[str]) -> dict[str, tuple[str, int, int]]:
         """job id -> (worker, token, attempt) of each of ``job_ids`` a live node runs."""
         if self.start_ms is None:
             self.start_ms = redis_now_ms(self.client)
             self.deadline = time.monotonic() + self.wait_ms / 1000
-            self.expected = {r["worker"] for r in read_workers(self.client, self.prefix)
-                             if not r["stale"]}
         while True:
             rows = [r for r in read_workers(self.client, self.prefix)
                     if int(r.get("ms") or 0) >= self.start_ms]
             found: dict[str, tuple[str, int, int]] = {}
             for row in rows:
                 for job_id, (token, attempt) in (row.get("running") or {}).items():
-                    if job_id in job_ids:
+                    if job_id in job_ids and int(token) > found.get(job_id, ("", -1, 0))[1]:
                         found[job_id] = (row["worker"], int(token), int(attempt))
-            beaten = {r["worker"] for r in rows}
-            if len(found) == len(job_ids) or (self.expected and self.expected <= beaten) \
-                    or time.monotonic() >= self.deadline:
+            if len(found) == len(job_ids) or time.monotonic() >= self.deadline:
                 return found
             time.sleep(NODES_POLL_S)
 
@@ -221,6 +221,24 @@ def _drain(client: redis.Redis, engine: Engine, queue: Queue, on_batch: OnBatch 
             return
     raise DatabaseUnavailableError("the event stream did not drain into SQL",
                                    hint="check that the recorders are not failing")
+
+
+def _late_results(engine: Engine, job_ids: set[str]) -> dict[str, Any]:
+    """The last refused result of each of ``job_ids`` that SQL holds (a ``stale`` ack or fail
+    refused as ``unknown_job``: its node finished the run after Redis lost the job)."""
+    found: dict[str, Any] = {}
+    ids = sorted(job_ids)
+    with engine.connect() as conn:
+        for start in range(0, len(ids), 500):
+            rows = conn.execute(sa.select(Event.job_id, Event.worker, Event.data)
+                                .where(Event.kind == "stale",
+                                       Event.job_id.in_(ids[start:start + 500]))
+                                .order_by(Event.id))
+            for row in rows:
+                data = row.data or {}
+                if data.get("reason") == "unknown_job" and data.get("verb") in ("ack", "fail"):
+                    found[row.job_id] = row
+    return found
 
 
 def _in_stream(client: redis.Redis, queue: Queue, job_ids: set[str]) -> set[str]:
@@ -394,6 +412,7 @@ def _repair_jobs(engine: Engine, queue: Queue, tasks: list[Any], jobs: dict[int,
     asked = {j.id for j in candidates if j.id in missing_set
              and by_task[j.task_id].state not in ENDED_TASK_STATES}
     live = nodes.running(asked) if asked and not dry_run else {}
+    late = _late_results(engine, asked - set(live))
     requeue: dict[int, list[JobSpec]] = defaultdict(list)
     restore: dict[int, list[tuple[str, str, str, int, int, str, int]]] = defaultdict(list)
     for job in candidates:
@@ -412,6 +431,21 @@ def _repair_jobs(engine: Engine, queue: Queue, tasks: list[Any], jobs: dict[int,
                                          max(due, 0)))
             report.adopted.append(job.id)
             continue
+        result = late.get(job.id)
+        if result is not None and int(result.data.get("token") or 0) >= (job.token or 0):
+            # its run ended after the loss; the refused result decides it
+            data = result.data
+            output = data.get("output")  # the fold keeps JSON output parsed
+            restore[job.task_id].append((
+                data["verb"], job.id, job.host, int(data.get("attempt") or job.attempts or 1),
+                int(data.get("token") or 0), result.worker or "", max(due, 0),
+                {"exit_code": "" if data.get("exit_code") is None else str(data["exit_code"]),
+                 "duration_ms": str(data.get("duration_ms") or 0),
+                 "output": output if isinstance(output, str) else
+                 ("" if output is None else json.dumps(output)),
+                 "error": str(data.get("error") or "")}))
+            report.decided.append(job.id)
+            continue
         if not task.idempotent and (job.state == "running" or job.attempts > 0):
             restore[job.task_id].append(("lost", job.id, job.host, job.attempts or 0,
                                          (job.token or 0) + TOKEN_GAP, "", max(due, 0)))
@@ -424,6 +458,7 @@ def _repair_jobs(engine: Engine, queue: Queue, tasks: list[Any], jobs: dict[int,
     report.jobs_not_rerun = len(report.not_rerun)
     report.jobs_adopted = len(report.adopted)
     report.jobs_cancelled = len(report.cancelled)
+    report.jobs_decided = len(report.decided)
     if dry_run:
         return
     names = {j.host for specs in requeue.values() for j in specs}
@@ -432,14 +467,22 @@ def _repair_jobs(engine: Engine, queue: Queue, tasks: list[Any], jobs: dict[int,
         with engine.connect() as conn:
             write_hosts(client, queue.keys, host_conns(conn, names))
     added = 0
+    asked_back = sum(len(v) for v in requeue.values())
+    # The runs first: an adopted job holds its host again before a re-queued job of an
+    # exclusive task can be claimed onto it. restore moves a task's span on and enqueue skips
+    # ids below the span, so a task with both has its re-queued jobs queued just before its
+    # restore: the tasks with restores only go first, then those with both.
+    for task_id in sorted(restore, key=lambda t: t in requeue):
+        if task_id in requeue:
+            added += _requeue(engine, queue, by_task[task_id], requeue.pop(task_id),
+                              jobs.get(task_id, []))
+        queue.restore(str(task_id), restore[task_id])
+        touched.add(str(task_id))
     for task_id, specs in requeue.items():
         added += _requeue(engine, queue, by_task[task_id], specs, jobs.get(task_id, []))
         touched.add(str(task_id))
-    for task_id, entries in restore.items():  # after the enqueue: restore moves the span on
-        queue.restore(str(task_id), entries)
-        touched.add(str(task_id))
     # enqueue skips a job its task queued once (finished since, its event gone): say so
-    report.jobs_queued_before += sum(len(v) for v in requeue.values()) - added
+    report.jobs_queued_before += asked_back - added
 
 
 __all__ = ["ReconcileReport", "reconcile", "task_spec"]

@@ -101,3 +101,34 @@ def test_a_started_non_idempotent_job_no_live_node_runs_ends_as_lost_and_its_tas
     drain(redis_client, cli.database_url)
     assert sorted(job_states(cli.database_url, task).values()) == ["lost", "lost", "succeeded"]
     check(cli.database_url, redis_client)
+
+
+def test_a_run_that_ended_after_the_loss_is_decided_by_its_late_result(
+        tmp_path: Path, redis_url: str, redis_client: redis.Redis, start_worker) -> None:
+    cli = cli_with_inventory(tmp_path, redis_url, "[web]\nweb-01\n")
+    env = {"FLEETSCHED_DATABASE_URL": cli.database_url}
+    q = Queue(redis_client, KEYS)
+    # Given a non-idempotent 2 s job running on a node, recorded as running
+    task = cli.submit("command", "-t", "group:web", "-p", "cmd=true", "--executor", "simulate",
+                      "--executor-option", "duration_ms=2000", "--not-idempotent")
+    node = start_worker("node-a", slots=1, processes=1, lease="2s", env=env)
+    wait_until(lambda: q.task_state(str(task)).get("running") == "1", 15, "running",
+               node.tail, [node])
+    drain(redis_client, cli.database_url)
+    # When Redis loses everything, and the run ends before anyone reconciles: its ack is
+    # refused (Redis knows no such job) and recorded, with its exit code
+    redis_client.flushall()
+    wait_until(lambda: [e for e in redis_client.xrange(KEYS.events)
+                        if e[1].get("kind") == "stale"], 15, "the refused ack", node.tail, [node])
+    drain(redis_client, cli.database_url)
+    cli.env.update(FLEETSCHED_LEASE_MS="1000", FLEETSCHED_HEARTBEAT_MS="500")
+    code, out, err = cli("reconcile", "-o", "json")
+    assert code == 0, out + err
+    # Then the late result decides it: succeeded, never lost, never run again
+    assert '"jobs_decided": 1' in out and '"jobs_not_rerun": 0' in out, out + err
+    drain(redis_client, cli.database_url)
+    assert job_states(cli.database_url, task) == {f"{task}.0": "succeeded"}
+    assert len(events(cli.database_url, task, ("claim",))) == 1
+    code, out, err = cli("tasks", "wait", str(task), "--timeout", "10s")
+    assert code == 0, out + err
+    check(cli.database_url, redis_client)

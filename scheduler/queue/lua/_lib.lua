@@ -69,22 +69,26 @@ end
 
 -- Reply memos (docs/reliability.md, "Ambiguous replies"). A verb that ends a job's run (ack,
 -- fail, release, defer) remembers its outcome under the token it was given, in
--- <tag>:memo:<job id> ("<token> <verb> <a> <b>"), for `memo_ms` (the caller's lease, at most
--- 5 minutes, Queue.memo_ms: a node retries a verb for at most a lease). When the same token's
--- same verb comes again (its first reply was lost and the node, or redis-py, sent it again),
--- fs_recall finds it: the verb answers the first outcome and writes nothing. Only the refusal branches look, so a verb
--- that takes effect pays one SET and no read.
+-- <tag>:memo:<job id>:<token> ("<verb> <a> <b>"), for `memo_ms` (a lease and the time a node
+-- may wait for a reply, Queue.memo_ms). When the same token's same verb comes again (its first
+-- reply was lost and the node, or redis-py, sent it again), fs_recall finds it: the verb
+-- answers the first outcome and writes nothing. One memo per run (job and token): a later run
+-- of the job cannot overwrite it. Only the refusal branches look, so a verb that takes effect
+-- pays one SET and no read.
+local function fs_memo_key(tag, id, token)
+  return tag .. ':memo:' .. id .. ':' .. fs_int(tonumber(token))
+end
+
 local function fs_remember(tag, id, token, verb, a, b, memo_ms)
-  redis.call('SET', tag .. ':memo:' .. id, token .. ' ' .. verb .. ' ' .. a .. ' ' .. b,
-    'PX', memo_ms)
+  redis.call('SET', fs_memo_key(tag, id, token), verb .. ' ' .. a .. ' ' .. b, 'PX', memo_ms)
 end
 
 -- The first outcome {a, b} of `verb` under `token` for job `id`, or nil if there is none.
 local function fs_recall(tag, id, token, verb)
-  local memo = redis.call('GET', tag .. ':memo:' .. id)
+  local memo = redis.call('GET', fs_memo_key(tag, id, token))
   if not memo then return nil end
-  local t, v, a, b = string.match(memo, '^(%d+) (%S+) (%S*) (%S*)$')
-  if tonumber(t) ~= tonumber(token) or v ~= verb then return nil end
+  local v, a, b = string.match(memo, '^(%S+) (%S*) (%S*)$')
+  if v ~= verb then return nil end
   return {a, b}
 end
 

@@ -24,9 +24,14 @@ ARGV[8]     '1': also return each claimed job's host hash ({P}:host:<host>, what
             to reach the host), saving the worker a round trip between the claim and the start;
             optional (absent: not returned)
 ARGV[9]     request id (optional; '' or absent: none): a claim whose reply was lost is sent
-            again with the same id, and gets the first call's reply again, writing nothing
-            (docs/reliability.md, "Ambiguous replies"). A call that claimed or failed anything
-            keeps its reply in <tag>:claimreq:<request id> for one lease
+            again with the same id, and gets the first call's reply again (docs/reliability.md,
+            "Ambiguous replies"): its jobs that still run under the tokens it gave them, each
+            lease moved to now + lease (a replay late in the lease must not hand out a job about
+            to be found lost); one that ended or was claimed again since is left out. Nothing
+            else is written. A call that claimed or failed anything keeps its reply in
+            <tag>:claimreq:<request id> for ARGV[10] ms
+ARGV[10]    how long a request's reply is kept (ms; optional, default the lease): a lease and
+            the time a node may wait for a reply (Queue.memo_ms)
 Returns     {now_ms, next_due_ms or -1, claimed, lost, schedules, hosts}
             claimed: JSON text (one bulk reply parses faster than a nested array): a list with
                      one list per job, in the field order of scheduler.queue.types.ClaimedJob:
@@ -95,6 +100,7 @@ local tag, worker, wake = ARGV[1], ARGV[2], ARGV[6]
 local mode = ARGV[7] or ''
 local with_hosts = ARGV[8] == '1'
 local request = ARGV[9] or ''
+local keep_ms = fs_count(ARGV[10] or '')
 local remote = mode == 'remote'
 local batch, lease, scan_limit = fs_count(ARGV[3]), fs_count(ARGV[4]), fs_count(ARGV[5])
 fs_effects()
@@ -109,13 +115,30 @@ if mode ~= '' and mode ~= 'coord' and mode ~= 'remote' then
   return fs_err(FS_BAD_ARGUMENT, 'shard mode must be empty, coord or remote')
 end
 
--- A repeat of a claim whose reply was lost: the first reply again, nothing written.
+-- A repeat of a claim whose reply was lost: the first reply again, with the jobs that still
+-- run under its tokens, their leases renewed (see ARGV[9]).
 local request_key = request ~= '' and (tag .. ':claimreq:' .. request) or nil
 if request_key then
   local first = redis.call('GET', request_key)
   if first then
     local r = cjson.decode(first)
-    r[1], r[2] = tonumber(r[1]), tonumber(r[2])
+    local now0 = fs_now()
+    local renewed = fs_int(now0 + lease)
+    local rows, hosts = cjson.decode(r[3]), r[6] and cjson.decode(r[6])
+    local kept_rows, kept_hosts = {}, {}
+    for i, row in ipairs(rows) do
+      local f = redis.call('HMGET', tag .. ':job:' .. row[1], 'state', 'token')
+      if f[1] == 'running' and f[2] == row[4] then
+        local prio = redis.call('HGET', tag .. ':task:' .. row[2], 'prio')
+        local due = fs_due_holding(due_keys, due_keys[prio] or due_keys.normal, row[1])
+        redis.call('ZADD', due, 'XX', renewed, row[1])
+        redis.call('ZADD', fs_leases_of(due), renewed, row[1])
+        kept_rows[#kept_rows + 1] = row
+        if hosts then kept_hosts[#kept_hosts + 1] = hosts[i] end
+      end
+    end
+    r[1], r[2], r[3] = now0, tonumber(r[2]), cjson.encode(kept_rows)
+    if hosts then r[6] = cjson.encode(kept_hosts) end
     return r
   end
 end
@@ -504,6 +527,6 @@ if request_key and (taken > 0 or #lost > 0) then
   -- Numbers as text: cjson would print a ms epoch with too few digits.
   local kept = {fs_int(now), fs_int(next_due)}
   for i = 3, #reply do kept[i] = reply[i] end
-  redis.call('SET', request_key, cjson.encode(kept), 'PX', lease)
+  redis.call('SET', request_key, cjson.encode(kept), 'PX', keep_ms or lease)
 end
 return reply

@@ -4,11 +4,18 @@ queuing them again could run them twice (scheduler/submission/reconcile.py; docs
   'run'   a live node reports it running (the job is in its presence record, with its token):
           the hash comes back `running` under that node's token and owner, its lease entry at
           now + lease, so the node's heartbeat renews it and its ack or fail ends it as after
-          any claim; an exclusive task's job holds its host again. Event adopt.
+          any claim; an exclusive task's job holds its host again (unless a running job holds
+          it; on a sharded queue's shard >= 1 the hold is a place in shard 0, not taken here).
+          Event adopt.
   'lost'  a job of a non-idempotent task that had started, which no live node reports: it may
           have run, so it ends failed as lost (never re-run blindly; the token moves on so a
           late result is refused and recorded stale); failed + 1, lost_failed + 1 in its task;
           event lost, outcome failed.
+  'ack'    a job whose run ended after Redis lost it: its node's late ack was refused and
+  'fail'  recorded (a stale event with its result, which SQL now holds), and no live node runs
+          it any more. The late result decides it: succeeded (event ack), or failed for good
+          (event fail; the job hash kept, in the dead letter set), with that result and token;
+          total + 1 and succeeded or failed + 1 in its task.
   'cancel' a job of a task that was cancelled or aborted (SQL says so; reconcile does not
           recreate such a task) whose end was lost with Redis: it ends cancelled, as a claim
           ends a job of such a task (a live node's late result is refused and recorded stale);
@@ -25,7 +32,9 @@ ARGV[1]     tag ("{prefix}"): job i's hash is <tag>:job:<id>, its host hold in <
 ARGV[2]     task id
 ARGV[3]     lease (ms, >= 1) of an adopted job
 ARGV[4]     the jobs, as JSON text: a list of [mode, job id, host, attempt, token, owner, due],
-            strings; mode 'run', 'lost' or 'cancel'; owner the reporting node's worker id ('' else)
+            strings; mode 'run', 'lost', 'ack', 'fail' or 'cancel'; owner the reporting node's
+            worker id, or the worker of the late result ('' else); 'ack' and 'fail' add an 8th:
+            the result, a JSON object of strings {exit_code, duration_ms, output, error}
 Returns     {restored}: how many jobs came back (run or lost)
 Errors      {-3 UNKNOWN_TASK | -4 BAD_ARGUMENT, message}; nothing is written.
 ]]
@@ -45,8 +54,18 @@ local t = redis.call('HMGET', task_key, 'prio', 'exclusive', 'span')
 local prefix = task_id .. '.'
 for i = 1, #jobs do
   local j = jobs[i]
-  if type(j) ~= 'table' or #j ~= 7 or (j[1] ~= 'run' and j[1] ~= 'lost' and j[1] ~= 'cancel') then
-    return fs_err(FS_BAD_ARGUMENT, 'restore job ' .. i .. ' is not [run|lost|cancel, id, host, attempt, token, owner, due]')
+  local late = type(j) == 'table' and (j[1] == 'ack' or j[1] == 'fail')
+  if type(j) ~= 'table' or #j ~= (late and 8 or 7)
+      or (j[1] ~= 'run' and j[1] ~= 'lost' and j[1] ~= 'cancel' and not late) then
+    return fs_err(FS_BAD_ARGUMENT, 'restore job ' .. i .. ' is not [run|lost|ack|fail|cancel, id, host, attempt, token, owner, due(, result)]')
+  end
+  if late then
+    local ok, r = pcall(cjson.decode, j[8])
+    if not ok or type(r) ~= 'table' then return fs_err(FS_BAD_ARGUMENT, 'restore job ' .. i .. ': result is not a JSON object') end
+    for _, k in ipairs({'exit_code', 'duration_ms', 'output', 'error'}) do
+      if type(r[k]) ~= 'string' then return fs_err(FS_BAD_ARGUMENT, 'restore job ' .. i .. ': result ' .. k .. ' is not text') end
+    end
+    j[8] = r
   end
   if j[1] ~= 'cancel' and not t[1] then return fs_err(FS_UNKNOWN_TASK, 'no task ' .. task_id) end
   for k = 2, 7 do
@@ -69,7 +88,7 @@ local span = fs_num(t[3])
 local restored = 0
 local cancelled = {}
 for i = 1, #jobs do
-  local mode, id, host, attempt, token, owner, due_ms = unpack(jobs[i])
+  local mode, id, host, attempt, token, owner, due_ms, result = unpack(jobs[i])
   local jk = tag .. ':job:' .. id
   if mode == 'cancel' then
     if redis.call('EXISTS', jk) == 0 then
@@ -81,13 +100,34 @@ for i = 1, #jobs do
     local k = tonumber(string.sub(id, #prefix + 1))
     if k + 1 > span then span = k + 1 end
     redis.call('HINCRBY', task_key, 'total', 1)
-    if mode == 'run' then
+    if mode == 'ack' or mode == 'fail' then
+      local fields = {'task', task_id, 'job', id, 'host', host, 'attempt', attempt, 'token', token,
+        'worker', owner, 'exit_code', result.exit_code, 'duration_ms', result.duration_ms,
+        'output', result.output}
+      if mode == 'ack' then
+        redis.call('HINCRBY', task_key, 'succeeded', 1)
+        fs_emit(events, now, 'ack', fields)
+      else
+        redis.call('HSET', jk, 'host', host, 'state', 'failed', 'due', due_ms, 'attempt', attempt,
+          'token', token, 'error', result.error)
+        redis.call('ZADD', dead, now, id)
+        redis.call('HINCRBY', task_key, 'failed', 1)
+        fields[#fields + 1], fields[#fields + 2] = 'error', result.error
+        fs_emit(events, now, 'fail', fields)
+      end
+    elseif mode == 'run' then
       redis.call('HSET', jk, 'host', host, 'state', 'running', 'due', due_ms, 'attempt', attempt,
         'token', token, 'owner', owner)
       redis.call('ZADD', due, expiry, id)
       redis.call('ZADD', leases, expiry, id)
       redis.call('HINCRBY', task_key, 'running', 1)
-      if t[2] == '1' then redis.call('HSET', tag .. ':busy', host, id) end
+      -- its host again, unless a job still running holds it (never take a live hold)
+      if t[2] == '1' and redis.call('HSETNX', tag .. ':busy', host, id) == 0 then
+        local holder = redis.call('HGET', tag .. ':busy', host)
+        if redis.call('HGET', tag .. ':job:' .. holder, 'state') ~= 'running' then
+          redis.call('HSET', tag .. ':busy', host, id)
+        end
+      end
       fs_emit(events, now, 'adopt', {'task', task_id, 'job', id, 'host', host, 'attempt', attempt,
         'token', token, 'worker', owner})
     else
