@@ -102,7 +102,7 @@ PICK = st.integers(0, 63)  # an index into a list of the model's, taken modulo i
 # --max-failures as typed
 LATER_WAVES = st.one_of(st.just([]), st.lists(st.integers(1, 3), min_size=1, max_size=2)
                         .filter(lambda c: sum(c) <= 5))
-WAVE_LIMITS = st.sampled_from([None, "2", "34%", "34%", "50%", "50%", "100%"])  # a count: the task's
+WAVE_LIMITS = st.sampled_from([None, "1", "2", "34%", "34%", "50%", "50%", "100%"])  # a count: the task's
 WAVE_FIELDS = ("waves", "wave", "wave_state", "wave_size", "wave_limit", "wave_failures",
                "wave_failed_names", "wave_held", "wave_why", "wave_until")
 
@@ -772,7 +772,7 @@ class QueueMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.tickets)
     @rule(data=st.data(), retryable=st.booleans(), sweep=st.booleans(),
-          blame=st.sampled_from(["host", "host", "worker"]))
+          blame=st.sampled_from(["host", "host", "host", "worker"]))
     def fail(self, data: st.DataObject, retryable: bool, sweep: bool, blame: str) -> None:
         worker, [(job_id, token), *_] = self.pick_tickets(data, 1)
         j = self.jobs[job_id]
