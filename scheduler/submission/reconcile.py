@@ -62,7 +62,7 @@ import redis
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from scheduler.errors import DatabaseUnavailableError
+from scheduler.errors import DatabaseUnavailableError, RedisUnavailableError
 from scheduler.queue.client import Carried, JobSpec, Queue, TaskSpec
 from scheduler.queue.presence import read_workers, redis_now_ms
 from scheduler.queue.shards import Shards
@@ -103,6 +103,7 @@ class ReconcileReport:
     jobs_in_stream: int = 0  # events still in the stream, not all in SQL: skipped this time
     jobs_queued_before: int = 0  # queued once by the task still in Redis: finished, not re-run
     group_limits_restored: int = 0  # groups whose limit Redis had lost (or kept after removal)
+    windows_restored: int = 0  # window definitions copied into Redis again (freezes pushed too)
     dry_run: bool = False
     requeued: list[str] = field(default_factory=list)
     not_rerun: list[str] = field(default_factory=list)
@@ -355,6 +356,8 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
     started = [_recreate(engine, q, part, report, operator, dry_run) for q, part in parts]
     report.group_limits_restored = group_limits.push(engine, queue, operator, dry_run=dry_run,
                                                      shards=shards)
+    if not dry_run:
+        report.windows_restored = _restore_windows(engine, queue, shards)
     for (q, part), (since, touched) in zip(parts, started):
         _repair_jobs(engine, q, part, jobs, report, dry_run, on_batch, touched, nodes)
         if not dry_run:
@@ -369,6 +372,34 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
                 "in_stream": report.in_stream[:ID_LIST_CAP]})
         restore_epoch(engine, queue.client, queue.keys)
     return report
+
+
+class _Lent:
+    """The reconcile's client, lent to a helper that closes the client it is given."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def close(self) -> None:
+        pass
+
+
+def _restore_windows(engine: Engine, queue: Queue, shards: Shards | None) -> int:
+    """The service windows and the hosts' freezes, copied into Redis again from SQL (what the
+    claim path reads): a Redis that lost its data lost them too, and every job of a task in
+    windows would be deferred ("window ... is not in Redis") until a `windows sync`."""
+    from scheduler.windows.freezes import push as push_freezes
+    from scheduler.windows.store import sync_windows
+
+    where: Any = shards if shards is not None and shards.sharded else queue.keys
+    count, warning = sync_windows(engine, lambda: _Lent(queue.client), where)
+    if warning:
+        raise RedisUnavailableError(warning)
+    push_freezes(engine, queue.client, where)
+    return count
 
 
 def _recreate(engine: Engine, queue: Queue, tasks: list[Any], report: ReconcileReport,

@@ -293,7 +293,9 @@ def _judge_job(run: Run, job: str, evs: list[Ev], v: Verdict, problem: Any,
             not_run = kind == "defer" or (kind == "release" and not idempotent)
             settle_claim(not (same and not_run))
         if kind == "enqueue":
-            due = _ms(e.f.get("due")) if due is None else due
+            # an enqueue naming the job queued it (again, for reconcile) at its batch's
+            # earliest due or later: what the queue was told from then on
+            due = _ms(e.f.get("due"))
         elif kind == "claim":
             settle_claim(True)
             at = _ms(e.f.get("ts")) or e.ms

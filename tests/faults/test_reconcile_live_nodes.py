@@ -132,3 +132,19 @@ def test_a_run_that_ended_after_the_loss_is_decided_by_its_late_result(
     code, out, err = cli("tasks", "wait", str(task), "--timeout", "10s")
     assert code == 0, out + err
     check(cli.database_url, redis_client)
+
+
+def test_reconcile_copies_the_service_windows_back_into_a_redis_that_lost_them(
+        tmp_path: Path, redis_url: str, redis_client: redis.Redis) -> None:
+    # Given a window in SQL and in Redis, then a Redis that lost its data
+    cli = cli_with_inventory(tmp_path, redis_url, "[web]\nweb-01\n")
+    cli.ok("windows", "add", "tuesdays", "--rrule", "FREQ=WEEKLY;BYDAY=TU;BYHOUR=2",
+           "--duration", "2h", "--tz", "UTC")
+    assert redis_client.exists(KEYS.window("tuesdays"))
+    redis_client.flushall()
+    # When reconcile runs
+    out = cli.ok("reconcile", "--nodes-stopped", "-o", "json")
+    # Then the window is back where the claim path reads it (no job of a task in windows
+    # waits for a `windows sync` with "window ... is not in Redis")
+    assert '"windows_restored": 1' in out, out
+    assert redis_client.hget(KEYS.window("tuesdays"), "rrule")
