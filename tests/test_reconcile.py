@@ -205,3 +205,20 @@ def test_the_jobs_of_a_cancelled_task_whose_ends_redis_lost_end_cancelled(
     # And a second reconcile finds nothing more to do
     again = reconcile(engine, queue, nodes_wait_ms=0)
     assert (again.jobs_checked, again.cancelled) == (0, [])
+
+
+def test_a_task_redis_holds_cancelled_while_sql_does_not_know_yet_does_not_stop_the_repair(
+        engine: sa.Engine, redis_client: redis.Redis) -> None:
+    # Given two tasks whose jobs Redis lost; the first was cancelled in Redis, and its cancel
+    # event has not reached SQL (SQL still calls it active)
+    queue = Queue(redis_client, KEYS)
+    first, _ = submit(engine, queue, 2)
+    second, second_jobs = submit(engine, queue, 2)
+    record(redis_client, engine)
+    redis_client.flushall()
+    queue.create_task(TaskSpec(first))
+    redis_client.hset(KEYS.task(first), "state", "cancelled")
+    # When reconcile runs, it skips the first and repairs the second
+    report = reconcile(engine, queue, nodes_wait_ms=0)
+    assert report.tasks_ended_in_redis == [int(first)]
+    assert all(queue.job_state(j)["state"] == "pending" for j in second_jobs)

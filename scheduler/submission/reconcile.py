@@ -55,6 +55,8 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -62,7 +64,7 @@ import redis
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from scheduler.errors import DatabaseUnavailableError, RedisUnavailableError
+from scheduler.errors import DatabaseUnavailableError, RedisUnavailableError, TaskNotActiveError
 from scheduler.queue.client import Carried, JobSpec, Queue, TaskSpec
 from scheduler.queue.presence import read_workers, redis_now_ms
 from scheduler.queue.shards import Shards
@@ -111,11 +113,12 @@ class ReconcileReport:
     adopted: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)  # of a task cancelled or aborted
     decided: list[str] = field(default_factory=list)  # ended by a late result SQL holds
+    tasks_ended_in_redis: list[int] = field(default_factory=list)  # cancelled/aborted there
 
     def counts(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items()
                 if k not in ("requeued", "not_rerun", "in_stream", "adopted", "cancelled",
-                             "decided")}
+                             "decided", "tasks_ended_in_redis")}
 
 
 class LiveNodes:
@@ -374,6 +377,16 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
     return report
 
 
+@contextmanager
+def _ended_in_redis(task_id: int, report: ReconcileReport) -> Iterator[None]:
+    """A task SQL calls unfinished that Redis holds cancelled or aborted (its event is on its way
+    to SQL): it takes no job again; the rest of the repair goes on."""
+    try:
+        yield
+    except TaskNotActiveError:
+        report.tasks_ended_in_redis.append(task_id)
+
+
 class _Lent:
     """The reconcile's client, lent to a helper that closes the client it is given."""
 
@@ -504,13 +517,15 @@ def _repair_jobs(engine: Engine, queue: Queue, tasks: list[Any], jobs: dict[int,
     # ids below the span, so a task with both has its re-queued jobs queued just before its
     # restore: the tasks with restores only go first, then those with both.
     for task_id in sorted(restore, key=lambda t: t in requeue):
-        if task_id in requeue:
-            added += _requeue(engine, queue, by_task[task_id], requeue.pop(task_id),
-                              jobs.get(task_id, []))
-        queue.restore(str(task_id), restore[task_id])
+        with _ended_in_redis(task_id, report):
+            if task_id in requeue:
+                added += _requeue(engine, queue, by_task[task_id], requeue.pop(task_id),
+                                  jobs.get(task_id, []))
+            queue.restore(str(task_id), restore[task_id])
         touched.add(str(task_id))
     for task_id, specs in requeue.items():
-        added += _requeue(engine, queue, by_task[task_id], specs, jobs.get(task_id, []))
+        with _ended_in_redis(task_id, report):
+            added += _requeue(engine, queue, by_task[task_id], specs, jobs.get(task_id, []))
         touched.add(str(task_id))
     # enqueue skips a job its task queued once (finished since, its event gone): say so
     report.jobs_queued_before += asked_back - added
