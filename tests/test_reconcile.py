@@ -65,6 +65,10 @@ def test_after_flushall_every_unfinished_job_is_back_and_no_finished_one(
         ev = conn.execute(sa.select(Event).where(Event.kind == "reconcile")).one()
     assert ev.operator == "ops" and ev.data["jobs_requeued"] == 4
     assert running in ev.data["requeued"]
+    # and the run Redis lost is in the record as lost, run again (what explains its second run)
+    with engine.connect() as conn:
+        lost = conn.execute(sa.select(Event).where(Event.kind == "lost")).all()
+    assert [(e.job_id, e.data["outcome"]) for e in lost] == [(running, "retry")]
 
 
 def test_a_second_reconcile_changes_nothing(engine: sa.Engine, redis_client: redis.Redis) -> None:

@@ -170,8 +170,9 @@ class Queue:
         entries: list[list[str]] = []
         for mode, job_id, host, attempt, token, owner, due_ms, *result in jobs:
             check_job_id(job_id, task_id)
-            if mode not in ("run", "lost", "ack", "fail", "cancel"):
-                raise bad(f"restore mode must be run, lost, ack, fail or cancel, not {mode!r}")
+            if mode not in ("run", "lost", "ack", "fail", "retry", "cancel"):
+                raise bad(f"restore mode must be run, lost, ack, fail, retry or cancel, not "
+                          f"{mode!r}")
             entry = [mode, job_id, host, str(int(attempt)), str(int(token)), owner,
                      str(int(due_ms))]
             if mode in ("ack", "fail"):

@@ -499,6 +499,9 @@ def _repair_jobs(engine: Engine, queue: Queue, tasks: list[Any], jobs: dict[int,
             job.id, job.host, due_ms=max(due, 0), window=job.window,
             attempt=job.attempts or 0, token=(job.token or 0) + TOKEN_GAP))
         report.requeued.append(job.id)
+        if job.state == "running":  # its run was lost with Redis: say so, as a lease expiry does
+            restore[job.task_id].append(("retry", job.id, job.host, job.attempts or 0,
+                                         job.token or 0, "", max(due, 0)))
     report.jobs_not_rerun = len(report.not_rerun)
     report.jobs_adopted = len(report.adopted)
     report.jobs_cancelled = len(report.cancelled)

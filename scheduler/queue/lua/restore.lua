@@ -16,6 +16,10 @@ queuing them again could run them twice (scheduler/submission/reconcile.py; docs
           it any more. The late result decides it: succeeded (event ack), or failed for good
           (event fail; the job hash kept, in the dead letter set), with that result and token;
           total + 1 and succeeded or failed + 1 in its task.
+  'retry'  an idempotent job that was running when Redis lost it, which reconcile queues again
+          (enqueue, in the same repair): its run was lost, so it runs again; no job hash is
+          written here; lost + 1 in its task. Event lost, outcome retry (what explains the
+          second run in the record, as a lease expiry's does).
   'cancel' a job of a task that was cancelled or aborted (SQL says so; reconcile does not
           recreate such a task) whose end was lost with Redis: it ends cancelled, as a claim
           ends a job of such a task (a live node's late result is refused and recorded stale);
@@ -32,7 +36,7 @@ ARGV[1]     tag ("{prefix}"): job i's hash is <tag>:job:<id>, its host hold in <
 ARGV[2]     task id
 ARGV[3]     lease (ms, >= 1) of an adopted job
 ARGV[4]     the jobs, as JSON text: a list of [mode, job id, host, attempt, token, owner, due],
-            strings; mode 'run', 'lost', 'ack', 'fail' or 'cancel'; owner the reporting node's
+            strings; mode 'run', 'lost', 'ack', 'fail', 'retry' or 'cancel'; owner the reporting node's
             worker id, or the worker of the late result ('' else); 'ack' and 'fail' add an 8th:
             the result, a JSON object of strings {exit_code, duration_ms, output, error}
 Returns     {restored}: how many jobs came back (run or lost)
@@ -56,7 +60,7 @@ for i = 1, #jobs do
   local j = jobs[i]
   local late = type(j) == 'table' and (j[1] == 'ack' or j[1] == 'fail')
   if type(j) ~= 'table' or #j ~= (late and 8 or 7)
-      or (j[1] ~= 'run' and j[1] ~= 'lost' and j[1] ~= 'cancel' and not late) then
+      or (j[1] ~= 'run' and j[1] ~= 'lost' and j[1] ~= 'cancel' and j[1] ~= 'retry' and not late) then
     return fs_err(FS_BAD_ARGUMENT, 'restore job ' .. i .. ' is not [run|lost|ack|fail|cancel, id, host, attempt, token, owner, due(, result)]')
   end
   if late then
@@ -90,7 +94,13 @@ local cancelled = {}
 for i = 1, #jobs do
   local mode, id, host, attempt, token, owner, due_ms, result = unpack(jobs[i])
   local jk = tag .. ':job:' .. id
-  if mode == 'cancel' then
+  if mode == 'retry' then
+    restored = restored + 1
+    redis.call('HINCRBY', task_key, 'lost', 1)
+    fs_emit(events, now, 'lost', {'task', task_id, 'job', id, 'host', host, 'attempt', attempt,
+      'token', token, 'worker', 'reconcile', 'expired', '', 'outcome', 'retry', 'error',
+      'Redis lost this job while it ran (reconcile); run again because the action is idempotent'})
+  elseif mode == 'cancel' then
     if redis.call('EXISTS', jk) == 0 then
       restored = restored + 1
       cancelled[#cancelled + 1] = id
