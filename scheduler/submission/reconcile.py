@@ -519,7 +519,14 @@ def _repair_jobs(engine: Engine, queue: Queue, tasks: list[Any], jobs: dict[int,
     # exclusive task can be claimed onto it. restore moves a task's span on and enqueue skips
     # ids below the span, so a task with both has its re-queued jobs queued just before its
     # restore: the tasks with restores only go first, then those with both.
-    for task_id in sorted(restore, key=lambda t: t in requeue):
+    # A lost run's event first: it explains the second run of what is queued again just after
+    for task_id, entries in restore.items():
+        retries = [e for e in entries if e[0] == "retry"]
+        if retries:
+            with _ended_in_redis(task_id, report):
+                queue.restore(str(task_id), retries)
+            restore[task_id] = [e for e in entries if e[0] != "retry"]
+    for task_id in sorted((t for t in restore if restore[t]), key=lambda t: t in requeue):
         with _ended_in_redis(task_id, report):
             if task_id in requeue:
                 added += _requeue(engine, queue, by_task[task_id], requeue.pop(task_id),
