@@ -33,7 +33,7 @@ from tasks.host import Host
 from tests.servers import free_port, missing
 
 SSHD_CANDIDATES = ("/usr/sbin/sshd",)
-UNPRIVILEGED_LOGIN = "fleetsched-nopw"  # a login without sudo rights (tests/test_executor_ssh_become.py)
+UNPRIVILEGED_LOGIN = "fleetsched-nopw"  # a login without sudo rights (tests/workers/test_executor_ssh_become.py)
 
 
 def sshd_binary() -> str | None:

@@ -1,4 +1,4 @@
-"""Helpers for the schedule tests (tests/test_schedules*.py, tests/faults/test_schedules_*.py):
+"""Helpers for the schedule tests (tests/schedules/test_schedules*.py, tests/faults/test_schedules_*.py):
 reading what a schedule did from SQL (tasks by occurrence, ``missed`` events by occurrence) and
 firing a schedule entry by hand the way a worker does (``Queue.claim`` + ``fire_claimed``)."""
 

@@ -1,5 +1,5 @@
-"""Helpers for the submission, rollout and task-control tests (tests/test_submit*.py,
-tests/test_rollout*.py, tests/test_task_control*.py).
+"""Helpers for the submission, rollout and task-control tests (tests/submission/test_submit*.py,
+tests/rollouts/test_rollout*.py, tests/submission/test_task_control*.py).
 
 - :class:`Cli`: ``fleetsched`` through ``main()`` (the console script's real error handling)
   against a given Redis URL and database URL, as operator ``tester`` unless told otherwise;

@@ -127,7 +127,7 @@ class WorkerProcess:
             "FLEETSCHED_STATE_DIR": str(self.tmp / "state"),
             "XDG_CONFIG_HOME": str(self.tmp / "config"),  # no user config file
             "FLEETSCHED_LOG_LEVEL": "info",
-            "FLEETSCHED_LOG_FORMAT": "text",  # the tests read lines; tests/test_logs_json.py reads JSON
+            "FLEETSCHED_LOG_FORMAT": "text",  # the tests read lines; tests/workers/test_logs_json.py reads JSON
             "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [self.env.pop("PYTHONPATH", "")])]),
             **self.env,
         }

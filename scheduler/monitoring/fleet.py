@@ -56,7 +56,7 @@ LIVE_TASK_STATES = ("accepted", "active", "paused")
 LIVE_TASKS_MAX = 10_000  # a bound on one scrape's task reads, whatever the record holds
 
 # Every metric this collector can give: name -> (type, help). The alert rules and the dashboard
-# shipped in ansible/monitoring/ are checked against these names (tests/test_monitoring_rules.py).
+# shipped in ansible/monitoring/ are checked against these names (tests/monitoring/test_monitoring_rules.py).
 METRICS: dict[str, tuple[str, str]] = {
     "up": ("gauge", "1 if the exporter read Redis on this scrape, else 0."),
     "database_up": ("gauge", "1 if the exporter read the SQL record on this scrape, else 0."),

@@ -23,7 +23,7 @@ OK while the tasks SQL calls active never ran again. This module owns that ident
    The fix for each: ``fleetsched reconcile`` (it asks the running worker nodes first).
 
 SQL is read with Core statements on light table clauses, not the models, so a worker node
-checks the epoch before its first claim without loading the ORM (tests/test_worker_startup.py).
+checks the epoch before its first claim without loading the ORM (tests/workers/test_worker_startup.py).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ _ALEMBIC = threading.Lock()
 HEAD_REVISION = "0009"
 """The newest revision shipped, known without loading Alembic (``ensure_schema``'s fast path:
 a schema already current is confirmed with one SELECT, and Alembic, about 80 ms of imports, is
-loaded only to migrate or explain). tests/test_db_migrations.py checks it against the scripts:
+loaded only to migrate or explain). tests/record/test_db_migrations.py checks it against the scripts:
 bump it with every new migration."""
 
 FILE_TEMPLATE = "%%(year)d_%%(month).2d_%%(day).2d_%%(hour).2d%%(minute).2d-%%(rev)s_%%(slug)s"

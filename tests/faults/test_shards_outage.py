@@ -2,7 +2,7 @@
 twice or sharing its host (ShardedQueue.claim/extend/ack, Finisher, heartbeat).
 
 A queue of 3 shards on the real 3-master test cluster: each shard on its own master
-(tests/test_shards_claim.py checks the spread). Task ids pick the shard (id mod 3): task 3 in
+(tests/queue/test_shards_claim.py checks the spread). Task ids pick the shard (id mod 3): task 3 in
 shard 0, task 1 in shard 1, task 2 in shard 2. The master of shard 2 is killed -9 (the replica
 takes over about 2.5 s later, docs/architecture.md "Redis Cluster", or not at all:
 ``RedisCluster.down_for_good``); shards 0 and 1 answer all along. The cluster fixture heals the

@@ -1,0 +1,140 @@
+"""Waves from the command line, without workers: ``--dry-run`` lists the waves with their hosts,
+a task file's ``waves:`` keys submit the same rollout as the options, a bad spec is one line
+(exit code 2) and nothing is queued, and ``tasks show`` shows the waves of a queued task."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.submit_support import KEYS, Cli, cli_with_inventory, redis_snapshot, sql_snapshot
+
+
+@pytest.fixture
+def cli(tmp_path: Path, redis_url: str, redis_client: redis.Redis) -> Cli:
+    redis_client.flushall()
+    return cli_with_inventory(tmp_path, redis_url, "[web]\nweb-[01:04]\n[db]\ndb-[01:02]\n")
+
+
+def test_a_dry_run_lists_the_waves_with_their_hosts(cli: Cli) -> None:
+    out = cli.ok("submit", "command", "-t", "all", "-p", "cmd=true", "--waves", "1,50%",
+                 "--wave-order", "by-group", "--wave-gate", "approve", "--dry-run", "-o", "json")
+    plan = json.loads(out)
+    waves: dict[int, list[str]] = {}
+    for job in plan["jobs"]:
+        waves.setdefault(job["wave"], []).append(job["host"])
+    # 6 hosts: 1, then 3 (50%), then the 2 left; by-group spreads db and web
+    assert [len(waves[k]) for k in sorted(waves)] == [1, 3, 2]
+    assert {h[:2] for h in waves[2]} == {"db", "we"}
+    assert plan["plan"]["waves"].startswith("3: 1,50% in by-group order; between waves: "
+                                            "operator approval")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--waves", "1,,2"], "--waves '1,,2' must be sizes separated by commas"),
+    (["--waves", "0"], "--waves"),
+    (["--waves", "1", "--wave-order", "alphabetical"], "--wave-order 'alphabetical' must be"),
+    (["--wave-check", "true"], "--wave-check needs --waves"),
+    (["--waves", "1", "--wave-seed", "7"], "--wave-seed applies to --wave-order random only"),
+    (["--waves", "1", "--wave-order", "random", "--wave-seed", "-1"],
+     "--wave-seed '-1' must be a number from 0 to 2147483647"),
+    (["--wave-seed", "7"], "--wave-seed needs --waves"),
+])
+def test_a_bad_wave_option_is_one_line_and_nothing_is_queued(
+        cli: Cli, redis_client: redis.Redis, args: list[str], message: str) -> None:
+    before = (sql_snapshot(cli.database_url), redis_snapshot(redis_client))
+    code, out, err = cli("submit", "command", "-t", "group:web", "-p", "cmd=true", *args, "--yes")
+    assert code == 2, err
+    assert err.startswith("error: ") and message in err.splitlines()[0], err
+    assert (sql_snapshot(cli.database_url), redis_snapshot(redis_client)) == before
+
+
+def test_a_random_order_dry_run_names_its_seed_and_that_seed_submits_those_waves(
+        cli: Cli, redis_client: redis.Redis) -> None:
+    def waves_of(jobs: list[dict]) -> list[list[str]]:
+        by_wave: dict[int, list[str]] = {}
+        for job in jobs:
+            by_wave.setdefault(job["wave"], []).append(job["host"])
+        return [sorted(by_wave[k]) for k in sorted(by_wave)]
+
+    args = ["submit", "command", "-t", "all", "-p", "cmd=true", "--waves", "1,2,100%",
+            "--wave-order", "random"]
+    # Given a dry run of a random order: it says which draw it shows
+    code, out, err = cli(*args, "--dry-run", "-o", "json")
+    assert code == 0, err
+    seed = int(err.split("seed ", 1)[1].split(":", 1)[0])
+    assert f"submit with --wave-seed {seed} to roll out exactly these" in err
+    shown = waves_of(json.loads(out)["jobs"])
+    # When the operator submits with that seed, the task's waves are the ones shown
+    task = cli.submit(*args[1:], "--wave-seed", str(seed), "--yes")
+    staged = json.loads(cli.ok("tasks", "show", str(task), "-o", "json"))
+    assert staged["waves"]["order"] == "random"
+    members = redis_client.zrange(KEYS.waves(str(task)), 0, -1, withscores=True)
+    by_wave: dict[int, list[str]] = {}
+    for member, wave in members:
+        by_wave.setdefault(int(wave), []).append(member.split(" ", 1)[1])
+    assert [sorted(by_wave[k]) for k in sorted(by_wave)] == shown
+
+
+def test_a_task_file_with_waves_stages_the_later_waves_and_tasks_show_says_so(
+        cli: Cli, tmp_path: Path, redis_client: redis.Redis) -> None:
+    path = tmp_path / "task.yaml"
+    path.write_text("action: command\ntarget: group:web\nparams: {cmd: 'true'}\n"
+                    "waves: 1,2\nwave_pause: 5m\nwave_check: systemctl is-active nginx\n")
+    task = cli.submit("-f", str(path))
+    # Wave 1 is due, waves 2 and 3 are staged out of every due set
+    assert redis_client.zrange(KEYS.due("normal"), 0, -1) == [f"{task}.0"]
+    assert redis_client.zcard(KEYS.waves(str(task))) == 4
+    assert redis_client.hget(KEYS.job(f"{task}.3"), "state") == "waiting"
+    shown = json.loads(cli.ok("tasks", "show", str(task), "-o", "json"))
+    w = shown["waves"]
+    assert (w["wave"], w["waves"], w["state"], w["sizes"]) == (1, 3, "running", "1,2")
+    assert w["pause_ms"] == 300_000 and w["check"] == "systemctl is-active nginx"
+    assert w["waits_for"] == "wave 1's jobs to end"
+    # A task file key without waves: is refused with its line
+    path.write_text("action: command\ntarget: group:web\nparams: {cmd: 'true'}\n"
+                    "wave_gate: approve\n")
+    code, _, err = cli("submit", "-f", str(path), "--yes")
+    assert code == 2 and "task.yaml:4: wave_gate needs waves" in err, err
+
+
+def test_the_task_file_of_the_waves_guide_parses() -> None:
+    from scheduler.submission.taskfile import parse_task_text
+
+    guide = (Path(__file__).resolve().parents[2] / "docs/guides/submitting-tasks.md").read_text()
+    block = guide.split("# reload-in-waves.yaml\n", 1)[1].split("```", 1)[0]
+    request = parse_task_text(block, "reload-in-waves.yaml")
+    assert request.waves is not None
+    assert (request.waves.order, request.waves.gate, request.waves.pause_s) == ("by-group",
+                                                                                "approve", 300)
+    assert request.waves.describe().startswith("1,10%,100% in by-group order")
+
+
+def test_reconcile_after_redis_lost_everything_stages_the_later_waves_again(
+        cli: Cli, redis_client: redis.Redis) -> None:
+    from scheduler.queue.client import Queue
+    from scheduler.record.engine import make_engine
+    from scheduler.submission.reconcile import reconcile
+
+    # Given a task in waves 1,2 of 4 hosts, submitted, and Redis then losing everything
+    task = cli.submit("command", "-t", "group:web", "-p", "cmd=true", "--waves", "1,2",
+                      "--wave-gate", "approve")
+    redis_client.flushall()
+    # When reconcile rebuilds Redis from SQL
+    engine = make_engine(cli.database_url)
+    try:
+        report = reconcile(engine, Queue(redis_client, KEYS), nodes_wait_ms=0, operator="ops")
+    finally:
+        engine.dispose()
+    # Then only wave 1 is due again; waves 2 and 3 are staged behind the controller, as before
+    assert report.jobs_requeued == 4
+    assert redis_client.zrange(KEYS.due("normal"), 0, -1) == [f"{task}.0"]
+    assert [redis_client.hget(KEYS.job(f"{task}.{n}"), "state") for n in range(1, 4)] == [
+        "waiting"] * 3
+    t = redis_client.hgetall(KEYS.task(str(task)))
+    assert (t["wave"], t["waves"], t["wave_state"]) == ("1", "3", "running")
+    assert '"gate":"approve"' in t["wave_policy"]
+    assert redis_client.sismember(KEYS.waving, str(task))
