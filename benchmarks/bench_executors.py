@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.fleet import start_fleet  # noqa: E402
-from workers.executors import Host, build_executor  # noqa: E402
+from tasks.executors import Host, build_executor  # noqa: E402
 
 
 def sessions(executor, host: Host, n: int) -> float:

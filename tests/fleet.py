@@ -33,7 +33,7 @@ from tasks.host import Host
 from tests.servers import free_port, missing
 
 SSHD_CANDIDATES = ("/usr/sbin/sshd",)
-UNPRIVILEGED_LOGIN = "fleetsched-nopw"  # a login without sudo rights (tests/workers/test_executor_ssh_become.py)
+UNPRIVILEGED_LOGIN = "fleetsched-nopw"  # a login without sudo rights (tests/executors/test_executor_ssh_become.py)
 
 
 def sshd_binary() -> str | None:
@@ -283,7 +283,7 @@ class SshFleet:
 
     def executor(self, **options: Any):
         """A fresh ``ssh`` executor for this fleet (its own connection pool)."""
-        from workers.executors import build_executor
+        from tasks.executors import build_executor
 
         return build_executor("ssh", self.ssh_options(**options), self.settings())
 

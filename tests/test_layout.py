@@ -5,7 +5,8 @@ docs/architecture.md ("Module map") draws the layers; this test is what keeps th
 1. no import circle between modules (lazy imports inside functions count too);
 2. no upward import: a module imports only from its own package or from a lower layer;
 3. ``tasks`` never imports ``workers``; ``scheduler`` imports ``workers`` only from the commands
-   that start workers (``scheduler.cli.worker_cmd``).
+   that start workers (``scheduler.cli.worker_cmd``);
+4. SSH is one place: only ``tasks.executors.ssh`` imports paramiko.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ PACKAGES = ("scheduler", "workers", "tasks")
 LAYERS: list[tuple[str, ...]] = [
     ("scheduler.errors", "scheduler"),
     ("scheduler.config", "scheduler.gcpause", "scheduler.parse", "scheduler.progress"),
-    ("scheduler.calendar", "scheduler.redisdb", "scheduler.logs", "tasks"),
+    ("scheduler.calendar", "scheduler.redisdb", "scheduler.logs", "scheduler.principal", "tasks"),
     ("scheduler.queue",),
     ("scheduler.record",),
     ("scheduler.inventory",),
@@ -30,6 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("scheduler.schedules",),
     ("scheduler.views", "scheduler.reports", "scheduler.health"),
     ("scheduler.monitoring",),
+    ("scheduler.verbs",),
     ("workers",),
     ("scheduler.demo",),
     ("scheduler.cli",),
@@ -135,6 +137,22 @@ def test_imports_name_real_modules() -> None:
     missing = sorted(f"{name} -> {dep}" for name, deps in GRAPH.items() for dep in deps
                      if dep not in MODULES and dep.rsplit(".", 1)[0] not in MODULES)
     assert not missing, "\n".join(missing)
+
+
+def test_only_the_ssh_package_imports_paramiko() -> None:
+    outside = []
+    for name, path in MODULES.items():
+        if name.startswith("tasks.executors.ssh."):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                targets = [node.module]
+            else:
+                continue
+            outside += [name for t in targets if t.split(".")[0] == "paramiko"]
+    assert not outside, "paramiko imported outside tasks/executors/ssh/: " + ", ".join(outside)
 
 
 def test_plugins_written_against_the_old_contract_path_keep_working() -> None:

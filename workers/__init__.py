@@ -1,9 +1,9 @@
-"""Worker nodes: the node master, its child processes, heartbeats, and the executors.
+"""Worker nodes: the node master, its child processes and heartbeats.
 
 ``Node`` is one node's master (``workers.master``); ``workers.serve.serve`` runs it as a
 process with signal handling (``fleetsched worker``; not re-exported here: the name is its
-module's, which an import of ``workers.serve`` binds on the package); ``NodeConfig`` shapes it. ``workers.executors`` holds how a
-job reaches a host (ssh, local, simulate).
+module's, which an import of ``workers.serve`` binds on the package); ``NodeConfig`` shapes it.
+How a job reaches a host (ssh, local, simulate) is :mod:`tasks.executors`.
 
 The names are imported when first used (PEP 562), not with the package: a child process
 (``python -m workers.child``) imports ``workers`` too, and must not pay for the master's

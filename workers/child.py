@@ -179,9 +179,11 @@ def load_executors() -> None:
     """Load the executors now, not on the first due job."""
     import importlib
 
-    for name in ("simulate", "local", "ssh"):
+    modules = {"simulate": "tasks.executors.simulate", "local": "tasks.executors.local",
+               "ssh": "tasks.executors.ssh.executor"}
+    for name, module in modules.items():
         try:
-            importlib.import_module(f"workers.executors.{name}")
+            importlib.import_module(module)
         except ImportError as exc:  # reported by the first job that needs it
             logging.getLogger(__name__).warning("executor %s cannot be loaded: %s", name, exc)
 

@@ -105,7 +105,7 @@ class Runner:
         with self._lock:
             found = self._executors.get(key)
             if found is None:
-                from workers.executors import build_executor
+                from tasks.executors import build_executor
 
                 try:
                     found = build_executor(name, options, self.settings)

@@ -8,7 +8,7 @@
    the rollout, or nothing. Every node runs this loop; the lock keeps them from acting on one
    task at once, the compare-and-set scripts make a duplicate step a no-op.
 3. The health check between waves runs here: the command through the task's own executor
-   (``workers.executors.build_executor``, strict host keys as for every job) on each host of
+   (``tasks.executors.build_executor``, strict host keys as for every job) on each host of
    the finished wave, a few hosts at a time.
 4. A failure (Redis down, a bug) is logged and tried again next round: the state is in Redis,
    so a node that dies mid-step leaves nothing another node cannot pick up.
@@ -99,7 +99,7 @@ class Waver:
     def check(self, task: dict[str, str], hosts: list[str], command: str) -> list[str]:
         """Run ``command`` on every host; one line per host where it failed."""
         from tasks.host import Host
-        from workers.executors import build_executor
+        from tasks.executors import build_executor
 
         self.client.pexpire(self._lock, rollout.CHECK_LOCK_MS)  # held while the check runs
         spec = json.loads(task.get("spec") or "{}")

@@ -383,7 +383,7 @@ def check_cmd(
                                   hint="e.g. --executor-option identity_file=/path/to/key")
         options[key.strip()] = value
     if become_user:
-        from tasks.become import USER_HINT, is_user_name
+        from tasks.executors.ssh.become import USER_HINT, is_user_name
 
         if not is_user_name(become_user):
             raise ValidationError(f"--become-user {become_user!r} is not a user name",

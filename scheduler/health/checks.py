@@ -470,7 +470,7 @@ def _key_files(settings: Settings) -> list[Path]:
     if settings.ssh_identity_file:
         return [Path(p.strip()).expanduser() for p in settings.ssh_identity_file.split(",")
                 if p.strip()]
-    from tasks.executor_options import DEFAULT_KEY_FILES
+    from tasks.executors.options import DEFAULT_KEY_FILES
 
     return [p for p in (Path.home() / ".ssh" / n for n in DEFAULT_KEY_FILES) if p.exists()]
 

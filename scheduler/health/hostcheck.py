@@ -3,10 +3,11 @@
 1. select the hosts with a target expression, as ``submit`` does
    (``scheduler.submission.targets``); a malformed expression is a ``ValidationError``, one
    that matches nothing a ``NotFoundError``;
-2. read the ssh executor's options as a worker would (``tasks.ssh_connect.ssh_options``: the
-   same ``known_hosts``, ssh config and identity files), with the per-host timeout applied to
+2. read the ssh executor's options as a worker would
+   (``tasks.executors.ssh.connect.ssh_options``: the same ``known_hosts``, ssh config and
+   identity files), with the per-host timeout applied to
    connect, banner and authentication;
-3. probe every host in a thread pool of ``concurrency`` (``tasks.ssh_probe.probe_host``),
+3. probe every host in a thread pool of ``concurrency`` (``tasks.executors.ssh.probe.probe_host``),
    calling ``on_result`` as each one ends;
 4. count the verdicts for the summary line.
 """
@@ -23,7 +24,7 @@ from sqlalchemy.engine import Engine
 from scheduler.config import Settings
 from scheduler.errors import NotFoundError, ValidationError
 from tasks.host import Host
-from tasks.ssh_probe import STATUSES, Probe, probe_host
+from tasks.executors.ssh.probe import STATUSES, Probe, probe_host
 
 __all__ = ["SUMMARY_WORDS", "check_hosts", "select_hosts", "summarize"]
 
@@ -57,7 +58,7 @@ def check_hosts(hosts: list[Host], settings: Settings, *, options: Mapping[str, 
                 concurrency: int = 20, timeout: float = 10.0,
                 on_result: Callable[[Probe], None] | None = None) -> list[Probe]:
     """Probe ``hosts`` in parallel (points 2 and 3); the probes in the order of ``hosts``."""
-    from tasks.ssh_connect import ssh_options
+    from tasks.executors.ssh.connect import ssh_options
 
     given = dict(options or {})
     for name in ("connect_timeout", "banner_timeout", "auth_timeout"):

@@ -274,8 +274,8 @@ def _policy(request: TaskRequest, action: Any, hosts: int) -> Policy:
 
 
 def _executor(request: TaskRequest, action: Any) -> tuple[str, dict[str, Any]]:
-    from tasks.become import USER_HINT, is_user_name
-    from tasks.executor_options import EXECUTOR_DEFAULTS, EXECUTORS, read_options
+    from tasks.executors.options import EXECUTOR_DEFAULTS, EXECUTORS, read_options
+    from tasks.executors.ssh.become import USER_HINT, is_user_name
 
     name = request.executor or action.default_executor
     if name not in EXECUTORS:

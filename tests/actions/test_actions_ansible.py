@@ -18,7 +18,7 @@ import pytest
 import tasks
 from tasks.host import Host
 from tasks.secrets import MASK
-from workers.executors import build_executor
+from tasks.executors import build_executor
 
 FAKE = """#!{python}
 import json, os, sys

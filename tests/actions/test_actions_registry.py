@@ -18,7 +18,7 @@ import pytest
 import tasks
 from tasks import registry
 from tasks.host import Host
-from workers.executors import build_executor
+from tasks.executors import build_executor
 
 PLUGIN_MODULE = '''
 """A tiny third-party action: says hello to the host."""

@@ -205,7 +205,7 @@ def test_become_user_is_refused_twice_or_for_an_executor_without_it(
 ])
 def test_a_become_user_the_worker_would_refuse_is_refused_at_submit(
         cli: Cli, redis_client: redis.Redis, args: list[str], message: str) -> None:
-    # (the worker checks it with the same rule, tasks/become.py: refused here, nothing queued)
+    # (the worker checks it with the same rule, tasks/executors/ssh/become.py: refused here, nothing queued)
     refused(cli, redis_client, ["command", "-t", "web-01", "-p", "cmd=true", *args], 2, message)
 
 

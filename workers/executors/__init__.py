@@ -1,40 +1,4 @@
-"""Executors: how a job's operations reach a host (``ssh``, ``local``, ``simulate``).
+"""Old import path of the executor contract (``workers.executors.base``), kept for plugins.
 
-``build_executor(name, options, settings)`` is the one way in; the contract the actions code
-against is in :mod:`tasks.host`.
+The executors live with the actions in :mod:`tasks.executors`; the contract in :mod:`tasks.host`.
 """
-
-from __future__ import annotations
-
-from collections.abc import Mapping
-from typing import Any
-
-from scheduler.config import Settings
-from scheduler.errors import ValidationError
-from tasks.executor_options import EXECUTORS
-from tasks.host import CommandResult, Executor, Host, HostSession
-
-
-def build_executor(name: str, options: Mapping[str, Any] | None = None,
-                   settings: Settings | None = None) -> Executor:
-    """The executor called ``name``, configured by ``options`` (unknown options are an error)."""
-    settings = settings or Settings()
-    if name in ("local", "ssh"):
-        # The node's output cap, unless the task names its own capture_bytes.
-        options = {"capture_bytes": settings.output_cap_bytes, **(options or {})}
-    if name == "local":
-        from workers.executors.local import LocalExecutor
-
-        return LocalExecutor(options, settings)
-    if name == "ssh":
-        from workers.executors.ssh import SshExecutor
-
-        return SshExecutor(options, settings)
-    if name == "simulate":
-        from workers.executors.simulate import SimulateExecutor
-
-        return SimulateExecutor(options, settings)
-    raise ValidationError(f"unknown executor {name!r}", hint="choose one of: " + ", ".join(EXECUTORS))
-
-
-__all__ = ["EXECUTORS", "CommandResult", "Executor", "Host", "HostSession", "build_executor"]

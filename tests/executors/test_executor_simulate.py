@@ -8,8 +8,8 @@ import time
 import pytest
 
 from scheduler.errors import ValidationError
-from workers.executors import Host, build_executor
-from workers.executors import simulate as simulate_module
+from tasks.executors import Host, build_executor
+from tasks.executors import simulate as simulate_module
 
 HOST = Host(name="sim-01")
 

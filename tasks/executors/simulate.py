@@ -23,7 +23,7 @@ from typing import Any
 
 from scheduler.config import Settings
 from scheduler.errors import ValidationError
-from tasks.executor_options import EXECUTOR_DEFAULTS, read_options
+from tasks.executors.options import EXECUTOR_DEFAULTS, read_options
 from tasks.host import CommandResult, Host
 
 DEFAULTS = EXECUTOR_DEFAULTS["simulate"]

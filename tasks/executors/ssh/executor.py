@@ -5,7 +5,7 @@ What it owns:
 1. a session per job on a pooled, authenticated connection (``ssh_connect.connect`` checks the
    host key strictly before anything else happens);
 2. ``run``: an argv list (run through ``sudo -n -u USER --`` when the host or task asks for
-   become, ``tasks/become.py``) quoted with ``shlex.join``, stdout and stderr drained together with a
+   become, ``become.py``) quoted with ``shlex.join``, stdout and stderr drained together with a
    select on the channel (never ``recv_exit_status`` before draining), head and tail kept,
    stdin fed as the window allows; at the timeout the remote process group gets SIGKILL (the
    ``signal`` channel request), the channel is closed and the result says ``timed_out``;
@@ -37,9 +37,10 @@ from paramiko.message import Message
 
 from scheduler.config import Settings
 from scheduler.errors import HostUnreachableError
-from tasks.become import Become, become_of
-from tasks.host import CommandResult, Host
-from tasks.ssh_connect import (
+from tasks.executors.capture import Capture
+from tasks.executors.ssh import shellfiles
+from tasks.executors.ssh.become import Become, become_of
+from tasks.executors.ssh.connect import (
     Target,
     connect,
     file_transfer_of,
@@ -48,8 +49,7 @@ from tasks.ssh_connect import (
     ssh_options,
     start_sftp,
 )
-from workers.executors import shellfiles
-from workers.executors.capture import Capture
+from tasks.host import CommandResult, Host
 
 CHUNK = 64 * 1024
 POLL_S = 0.5  # longest wait between checks of the transport while a command runs

@@ -31,7 +31,7 @@ EXECUTOR_DEFAULTS: dict[str, dict[str, Any]] = {
         "capture_bytes": CAP_BYTES,  # size of the head and of the tail kept of each stream
         "become": False,  # run commands through sudo -n (also: the host's ansible_become)
         "become_user": "",  # sudo -u USER; set alone it turns become on ("" = the host's
-        #                     ansible_become_user, else root); tasks/become.py
+        #                     ansible_become_user, else root); tasks/executors/ssh/become.py
     },
     "local": {
         "cwd": "",  # working directory of the processes ("" = the worker's)

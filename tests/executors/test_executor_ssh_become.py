@@ -148,7 +148,7 @@ def test_the_command_action_reports_become_refusals_as_permanent(
 
 def test_a_timed_out_command_under_become_is_killed_with_its_children(
         ssh_fleet: SshFleet, sudo: str) -> None:
-    from tests.workers.test_executor_ssh import _gone
+    from tests.executors.test_executor_ssh import _gone
 
     # Given a command run as nobody whose grandchild prints its pid and sleeps for a minute
     executor = ssh_fleet.executor(become_user="nobody")

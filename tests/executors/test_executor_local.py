@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from scheduler.errors import ValidationError
-from workers.executors import Host, build_executor
-from workers.executors.capture import Capture
+from tasks.executors import Host, build_executor
+from tasks.executors.capture import Capture
 
 HOST = Host(name="web-07", address="127.0.10.7", port=2222, user="ops")
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tasks.executor_options import CAP_BYTES
+from tasks.executors.options import CAP_BYTES
 
 
 @dataclass

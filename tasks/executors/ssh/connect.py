@@ -39,9 +39,9 @@ from scheduler.errors import (
     HostUnreachableError,
     SftpUnavailableError,
 )
-from tasks.executor_options import DEFAULT_KEY_FILES, EXECUTOR_DEFAULTS, read_options
+from tasks.executors.options import DEFAULT_KEY_FILES, EXECUTOR_DEFAULTS, read_options
+from tasks.executors.ssh.known_hosts import KnownHosts, Verdict, fingerprint, host_key_name
 from tasks.host import Host
-from tasks.known_hosts import KnownHosts, Verdict, fingerprint, host_key_name
 
 
 @dataclass(frozen=True)
@@ -259,7 +259,7 @@ FILE_TRANSFERS = ("sftp", "shell")
 
 def file_transfer_of(host: Host) -> str:
     """How files reach ``host``: ``sftp`` (the default) or ``shell`` (exec channels, for a host
-    without SFTP: ``workers/executors/shellfiles.py``), from its ``fleetsched_files`` variable."""
+    without SFTP: ``shellfiles.py``), from its ``fleetsched_files`` variable."""
     value = host.vars.get(FILES_VAR) if host.vars else None
     chosen = str(value).strip().lower() if value not in (None, "") else "sftp"
     if chosen not in FILE_TRANSFERS:

@@ -11,7 +11,7 @@ import pytest
 
 from scheduler.errors import AuthenticationError, ConfigError, HostUnreachableError
 from tests.fleet import SshFleet
-from workers.executors import build_executor
+from tasks.executors import build_executor
 
 pytestmark = pytest.mark.sshd
 
@@ -241,7 +241,7 @@ def test_the_ssh_config_supplies_hostname_port_user_and_identity_file(
                       f"  User {real.host().user}\n  IdentityFile {ssh_fleet.identity}\n")
     executor = build_executor("ssh", {"allow_agent": False, "look_for_keys": False},
                               ssh_fleet.settings(ssh_config=config))
-    from workers.executors import Host
+    from tasks.executors import Host
 
     with executor.session(Host(name="db-alias")) as session:
         result = session.run(["hostname"], timeout=10)

@@ -25,7 +25,7 @@ from tasks.secrets import Redactor
 from tests.fleet import SshFleet, current_user
 from tests.submit_support import Cli, drain, inventory, sql_rows
 from tests.worker_support import KEYS, WorkerProcess, worker_args
-from workers.executors.capture import Capture
+from tasks.executors.capture import Capture
 from workers.results import output_json
 
 TEXT = "aé€😀" * 50  # 1, 2, 3 and 4-byte characters

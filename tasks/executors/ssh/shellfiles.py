@@ -1,5 +1,5 @@
 """Files through the shell: ``put``, ``rename`` and ``remove`` over exec channels, for hosts
-whose sshd offers no SFTP (the host variable ``fleetsched_files=shell``, ``tasks.ssh_connect``).
+whose sshd offers no SFTP (the host variable ``fleetsched_files=shell``, ``connect.py``).
 
 1. ``put``: one ``sh -c`` that creates (or truncates) the file with umask 077, sets its mode
    before any byte is written (as the SFTP ``put`` does), copies standard input into it with

@@ -1,7 +1,7 @@
 """Checking one host the way the ssh executor reaches it, without running a job
 (``fleetsched hosts check``, Ansible's ``ansible -m ping``).
 
-The same steps as ``tasks.ssh_connect.connect``, each one's verdict kept instead of raised:
+The same steps as ``connect.connect``, each one's verdict kept instead of raised:
 
 1. resolve the target from the host, the ssh options and ``~/.ssh/config``;
 2. TCP connect (``reachable``; ``latency_ms`` is the time the connect took);
@@ -10,11 +10,11 @@ The same steps as ``tasks.ssh_connect.connect``, each one's verdict kept instead
    (possible man-in-the-middle) or ``REVOKED``; strict: ``known_hosts`` is never written, and a
    host whose key is not ``ok`` is not logged in to;
 4. authentication with the same agent and key files as the executor (``auth``);
-5. ``id -un`` on the host (``remote_user``); with become (``tasks/become.py``) also
+5. ``id -un`` on the host (``remote_user``); with become (``become.py``) also
    ``sudo -n -u USER -- id -un`` (``become``), so a sudo that asks for a password shows here
    before a job finds it;
 6. how files reach the host (``files``): ``sftp`` when an SFTP session starts as the executor
-   starts it (``tasks.ssh_connect.start_sftp``), ``missing`` when sshd refuses it (a
+   starts it (``connect.start_sftp``), ``missing`` when sshd refuses it (a
    ``no-sftp`` host: it runs commands, but its ``copy``, ``script`` and ``firmware`` jobs
    fail), ``shell`` when the host's ``fleetsched_files=shell`` sends files through the shell
    (then ``cat``, ``sha256sum``, ``mv`` and ``rm`` must be there).
@@ -40,10 +40,8 @@ from scheduler.errors import (
     HostUnreachableError,
     SftpUnavailableError,
 )
-from tasks.become import become_of
-from tasks.host import CommandResult, Host
-from tasks.known_hosts import KnownHosts, Verdict, fingerprint
-from tasks.ssh_connect import (
+from tasks.executors.ssh.become import become_of
+from tasks.executors.ssh.connect import (
     authenticate,
     file_transfer_of,
     handshake,
@@ -52,6 +50,8 @@ from tasks.ssh_connect import (
     resolve,
     start_sftp,
 )
+from tasks.executors.ssh.known_hosts import KnownHosts, Verdict, fingerprint
+from tasks.host import CommandResult, Host
 
 # ssh-keyscan -t names of the host-key types paramiko reports (ecdsa-sha2-* are all "ecdsa").
 _KEYSCAN_TYPE = {"ssh-ed25519": "ed25519", "ssh-rsa": "rsa"}

@@ -31,9 +31,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from scheduler.config import Settings
-from tasks.executor_options import EXECUTOR_DEFAULTS, read_options
+from tasks.executors.capture import CAP_BYTES, Capture
+from tasks.executors.options import EXECUTOR_DEFAULTS, read_options
 from tasks.host import CommandResult, Host
-from workers.executors.capture import CAP_BYTES, Capture
 
 DEFAULTS = EXECUTOR_DEFAULTS["local"]
 CHUNK = 64 * 1024

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from scheduler.errors import HostKeyError
-from tasks.known_hosts import KnownHosts, Verdict
+from tasks.executors.ssh.known_hosts import KnownHosts, Verdict
 from tests.fleet import FleetHost, SshFleet
-from workers.executors import build_executor
+from tasks.executors import build_executor
 
 pytestmark = pytest.mark.sshd
 
@@ -130,7 +130,7 @@ def test_a_revoked_host_key_is_refused_even_when_also_listed(
 
 def test_wildcards_and_negations_match_like_openssh() -> None:
     known = KnownHosts(Path("kh"), [])
-    from tasks.known_hosts import parse
+    from tasks.executors.ssh.known_hosts import parse
 
     known.entries = list(parse("*.example.com,!bad.example.com ssh-ed25519 AAAA\n"
                                "[10.0.0.?]:2222 ssh-ed25519 BBBB\n"))

@@ -1,0 +1,11 @@
+"""SSH, in one place: how fleetsched reaches a host over SSH and checks it can.
+
+- ``connect``: one connection, in the order that makes it safe (target, TCP, host key, auth);
+- ``known_hosts``: strict host-key checking against an OpenSSH ``known_hosts`` file;
+- ``become``: whom a host's commands run as (``sudo -n -H -u USER --``);
+- ``executor``: the ``ssh`` executor (pooled connections, commands, SFTP);
+- ``shellfiles``: files through the shell for a host without SFTP;
+- ``probe``: checking one host step by step as the executor connects (``hosts check``).
+
+Nothing is imported here: ``hosts check`` and a submit's become check load only what they use.
+"""
