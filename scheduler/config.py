@@ -26,6 +26,12 @@ from scheduler.errors import ConfigError
 
 ENV_PREFIX = "FLEETSCHED_"
 
+# A claimed job is its worker's for this long unless a heartbeat renews it: the one default of
+# Settings.lease_ms, a node's lease (workers.config.NodeConfig) and a Queue's.
+LEASE_MS = 30_000
+# The shortest lease a node may hold (a shorter one is lost to one slow round trip).
+LEASE_MIN_MS = 1_000
+
 
 def _xdg(var: str, fallback: str, environ: Mapping[str, str] | None = None) -> Path:
     value = (os.environ if environ is None else environ).get(var)
@@ -70,7 +76,7 @@ class Settings:
     # machine crash (reconcile repairs that from SQL); "always" loses none.
     embedded_appendfsync: str = "everysec"
     # A claimed job is the worker's for this long unless a heartbeat renews it.
-    lease_ms: int = 30_000
+    lease_ms: int = LEASE_MS
     # Heartbeats renew leases this often (a third of the lease leaves two chances to miss).
     heartbeat_ms: int = 10_000
     # Jobs one worker node runs at once (SSH jobs mostly wait on the network).
@@ -265,16 +271,9 @@ def validate(settings: Settings) -> None:
             f"embedded_appendfsync must be 'everysec' or 'always', "
             f"not {settings.embedded_appendfsync!r}"
         )
-    if settings.lease_ms < 1000:
-        raise ConfigError(f"lease_ms = {settings.lease_ms} is too short (at least 1000 ms)")
     if settings.heartbeat_ms < 100:
         raise ConfigError(f"heartbeat_ms = {settings.heartbeat_ms} is too short (at least 100 ms)")
-    if settings.heartbeat_ms * 2 > settings.lease_ms:
-        raise ConfigError(
-            f"heartbeat_ms ({settings.heartbeat_ms}) must be at most half of lease_ms "
-            f"({settings.lease_ms}), or a single late heartbeat loses the lease",
-            hint="raise lease_ms or lower heartbeat_ms (a third of the lease is the default)",
-        )
+    check_lease(settings.lease_ms, settings.heartbeat_ms)
     if settings.worker_slots < 1:
         raise ConfigError("worker_slots must be at least 1")
     if not OUTPUT_CAP_MIN <= settings.output_cap_bytes <= OUTPUT_CAP_MAX:
@@ -318,6 +317,19 @@ def validate(settings: Settings) -> None:
 _PG_DRIVERS = {"postgresql": "psycopg", "postgresql+psycopg": "psycopg",
                "postgresql+psycopg2": "psycopg2", "postgresql+psycopg2cffi": "psycopg2cffi",
                "postgresql+pg8000": "pg8000", "postgresql+asyncpg": "asyncpg"}
+
+
+def check_lease(lease_ms: int, heartbeat_ms: int, *, lease: str = "lease_ms") -> None:
+    """The one rule of a lease, for the settings and for a node (whose ``--lease`` may differ):
+    at least ``LEASE_MIN_MS``, and at least two heartbeats long. ``lease`` names it in errors."""
+    if lease_ms < LEASE_MIN_MS:
+        raise ConfigError(f"{lease} = {lease_ms} is too short (at least {LEASE_MIN_MS} ms)")
+    if heartbeat_ms * 2 > lease_ms:
+        raise ConfigError(
+            f"heartbeat_ms ({heartbeat_ms}) must be at most half of {lease} "
+            f"({lease_ms}), or a single late heartbeat loses the lease",
+            hint=f"raise {lease} or lower heartbeat_ms (a third of the lease is the default)",
+        )
 
 
 def _check_database_driver(url: str) -> None:

@@ -6,12 +6,14 @@ docs/architecture.md ("Module map") draws the layers; this test is what keeps th
 2. no upward import: a module imports only from its own package or from a lower layer;
 3. ``tasks`` never imports ``workers``; ``scheduler`` imports ``workers`` only from the commands
    that start workers (``scheduler.cli.worker_cmd``);
-4. SSH is one place: only ``tasks.executors.ssh`` imports paramiko.
+4. SSH is one place: only ``tasks.executors.ssh`` imports paramiko;
+5. one home each: the lease default is written once (``scheduler.config.LEASE_MS``).
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -139,12 +141,19 @@ def test_imports_name_real_modules() -> None:
     assert not missing, "\n".join(missing)
 
 
+@functools.cache
+def _parsed(name: str) -> tuple[str, list[ast.AST]]:
+    """A module's source and every node of its tree, read once for the checks below."""
+    source = MODULES[name].read_text()
+    return source, list(ast.walk(ast.parse(source, str(MODULES[name]))))
+
+
 def test_only_the_ssh_package_imports_paramiko() -> None:
     outside = []
-    for name, path in MODULES.items():
+    for name in MODULES:
         if name.startswith("tasks.executors.ssh."):
             continue
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in _parsed(name)[1]:
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module:
@@ -153,6 +162,32 @@ def test_only_the_ssh_package_imports_paramiko() -> None:
                 continue
             outside += [name for t in targets if t.split(".")[0] == "paramiko"]
     assert not outside, "paramiko imported outside tasks/executors/ssh/: " + ", ".join(outside)
+
+
+def test_the_lease_default_is_written_once() -> None:
+    """Every other lease default names ``scheduler.config.LEASE_MS`` instead of its value."""
+    from scheduler.config import LEASE_MS
+
+    def is_lease_literal(node: ast.AST | None) -> bool:
+        return isinstance(node, ast.Constant) and node.value == LEASE_MS
+
+    found = []
+    for name in MODULES:
+        source, nodes = _parsed(name)
+        for node in nodes:
+            if isinstance(node, ast.arguments):
+                params = [*node.posonlyargs, *node.args]
+                pairs = [*zip(params[len(params) - len(node.defaults):], node.defaults),
+                         *zip(node.kwonlyargs, node.kw_defaults)]
+                found += [f"{name}:{d.lineno}" for a, d in pairs
+                          if "lease" in a.arg.lower() and is_lease_literal(d)]
+            elif isinstance(node, ast.stmt) and not hasattr(node, "body") and any(
+                    is_lease_literal(n) for n in ast.walk(node)):
+                text = ast.get_source_segment(source, node) or ""
+                if "lease" in text.lower() and "LEASE_MS =" not in text:
+                    found.append(f"{name}:{node.lineno}")
+    assert not found, "a lease default written again (use scheduler.config.LEASE_MS): " + \
+        ", ".join(found)
 
 
 def test_plugins_written_against_the_old_contract_path_keep_working() -> None:

@@ -10,7 +10,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 
-from scheduler.config import Settings
+from scheduler.config import LEASE_MS, Settings, check_lease
 from scheduler.errors import ConfigError
 
 
@@ -29,7 +29,7 @@ class NodeConfig:
     # Child processes at most; each runs up to ceil(slots / processes) jobs in threads.
     processes: int = 4
     # A claimed job is this node's for this long unless a heartbeat renews it.
-    lease_ms: int = 30_000
+    lease_ms: int = LEASE_MS
     # Heartbeats renew the leases of running jobs this often.
     heartbeat_ms: int = 10_000
     # SIGTERM: running jobs get this long to finish before their leases are given back.
@@ -56,14 +56,7 @@ class NodeConfig:
                 f"--processes ({self.processes}) is more than --slots ({self.slots})",
                 hint="each child process runs at least one job; use fewer processes",
             )
-        if self.lease_ms < 1000:
-            raise ConfigError(f"--lease {self.lease_ms} ms is too short (at least 1s)")
-        if self.heartbeat_ms * 2 > self.lease_ms:
-            raise ConfigError(
-                f"the heartbeat ({self.heartbeat_ms} ms) must be at most half the lease "
-                f"({self.lease_ms} ms), or a single late heartbeat loses the lease",
-                hint="use a longer --lease or set heartbeat_ms lower",
-            )
+        check_lease(self.lease_ms, self.heartbeat_ms, lease="--lease")
         if self.grace_s < 0:
             raise ConfigError(f"--grace must not be negative, not {self.grace_s}")
         if not self.worker_id or any(c.isspace() for c in self.worker_id):

@@ -25,6 +25,7 @@ from typing import Any
 
 import redis
 
+from scheduler.config import LEASE_MS
 from scheduler.errors import Code, error_for
 from scheduler.queue.keys import PRIORITY_CLASSES, Keys
 from scheduler.queue.scripts import raise_if_error, scripts_for
@@ -102,16 +103,23 @@ class Queue:
     5. apply fair-share reorder chunks (``reorder_chunk``; the reorder is scheduler/queue/fairshare.py).
     """
 
-    def __init__(self, client: redis.Redis, keys: Keys = Keys(), *, lease_ms: int = 30_000) -> None:
-        check_ms("lease_ms", lease_ms, minimum=1)
+    def __init__(self, client: redis.Redis, keys: Keys = Keys(), *,
+                 lease_ms: int = LEASE_MS) -> None:
         self.client = client
         self.keys = keys
-        self.lease_ms = lease_ms
+        self.lease_ms = self._lease(lease_ms)
         self._scripts = scripts_for(client)
         self._task_key_cache: dict[str, list[str]] = {}
         self._pubsub: redis.client.PubSub | None = None
         self._pubsub_pid = 0
         self._claim_request: str | None = None  # a claim whose reply never came: replayed
+
+    def _lease(self, lease_ms: int | None) -> int:
+        """A verb's lease: ``lease_ms``, else this queue's; an integer of ms like every ms
+        argument (how long a lease must be is the rule of ``scheduler.config.check_lease``)."""
+        lease = self.lease_ms if lease_ms is None else lease_ms
+        check_ms("lease_ms", lease, minimum=1)
+        return lease
 
     @property
     def memo_ms(self) -> int:
@@ -200,8 +208,7 @@ class Queue:
         check_worker(worker)
         if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
             raise bad(f"batch must be an integer from 1 to {MAX_BATCH}, not {batch!r}")
-        lease = self.lease_ms if lease_ms is None else lease_ms
-        check_ms("lease_ms", lease, minimum=1)
+        lease = self._lease(lease_ms)
         if self._claim_request is None:
             self._claim_request = secrets.token_hex(8)
         keys = [*self.keys.all_due(), self.keys.dead, self.keys.events]
@@ -234,8 +241,7 @@ class Queue:
         (scheduler/queue/lua/places.lua); one result per entry."""
         if not entries:
             return []
-        lease = self.lease_ms if lease_ms is None else lease_ms
-        check_ms("lease_ms", lease, minimum=1)
+        lease = self._lease(lease_ms)
         reply = self.call("places", [self.keys.events],
                           [self.keys.tag, self.keys.wake, mode, lease, _json(list(entries))])
         return json.loads(reply) or []
@@ -245,8 +251,7 @@ class Queue:
         """Renew leases (heartbeat): one code per job; STALE_TOKEN means the lease is gone."""
         check_worker(worker)
         check_leases(leases)
-        lease = self.lease_ms if lease_ms is None else lease_ms
-        check_ms("lease_ms", lease, minimum=1)
+        lease = self._lease(lease_ms)
         codes: list[Code] = []
         for start in range(0, len(leases), ACK_CHUNK):
             chunk = leases[start:start + ACK_CHUNK]

@@ -16,6 +16,7 @@ from typing import Any
 
 import redis
 
+from scheduler.config import LEASE_MS
 from scheduler.queue.keys import Keys
 
 __all__ = ["read_workers", "redis_now_ms"]
@@ -46,6 +47,6 @@ def read_workers(client: redis.Redis, prefix: str) -> list[dict[str, Any]]:
         except ValueError:
             data = {}
         age = max(0, now_ms - int(data.get("ms") or 0)) / 1000
-        lease = int(data.get("lease_ms") or 30_000) / 1000
+        lease = int(data.get("lease_ms") or LEASE_MS) / 1000
         rows.append({"worker": worker, **data, "age_s": round(age, 1), "stale": age > 2 * lease})
     return rows

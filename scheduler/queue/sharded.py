@@ -39,7 +39,7 @@ from scheduler.progress import from_task_hash
 from scheduler.queue.client import Queue
 from scheduler.queue.shards import Shards
 from scheduler.queue.types import Claim, FailOutcome, JobResult, text
-from scheduler.config import redact_exception
+from scheduler.config import LEASE_MS, redact_exception
 from scheduler.redisdb.connect import REDIS_ERRORS, is_permanent
 
 log = logging.getLogger(__name__)
@@ -141,7 +141,7 @@ def _live_unsharded_task(client: redis.Redis, shards: Shards) -> str | None:
     return None
 
 
-def open_queue(client: redis.Redis, shards: Shards, *, lease_ms: int = 30_000,
+def open_queue(client: redis.Redis, shards: Shards, *, lease_ms: int = LEASE_MS,
                check: bool = True) -> Any:
     """The queue to use: a ``Queue`` for one shard, else a ``ShardedQueue``."""
     if check:
@@ -154,7 +154,7 @@ def open_queue(client: redis.Redis, shards: Shards, *, lease_ms: int = 30_000,
 class ShardedQueue:
     """The verbs of ``Queue`` over the shards of one queue (see the module docstring)."""
 
-    def __init__(self, client: redis.Redis, shards: Shards, *, lease_ms: int = 30_000) -> None:
+    def __init__(self, client: redis.Redis, shards: Shards, *, lease_ms: int = LEASE_MS) -> None:
         self.client = client
         self.shards = shards
         self.lease_ms = lease_ms
