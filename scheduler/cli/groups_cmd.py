@@ -1,9 +1,10 @@
 """``fleetsched groups list|limit|remove``: the groups hosts belong to (imported or made by
 hand), and the limits that hold across tasks.
 
-Thin commands over ``scheduler.inventory``: one row per group with its limit, its direct host
-count, its host count including child groups, its children, parents and source; ``limit``
-records a group's limit in SQL, then tells the queue (``Queue.set_group_limit``) and writes
+Thin commands: ``list`` reads ``scheduler.inventory``: one row per group with its limit, its
+direct host count, its host count including child groups, its children, parents and source;
+``remove`` and ``limit`` are verbs of ``scheduler.verbs.inventory``. ``limit`` records a
+group's limit in SQL, then tells the queue (``Queue.set_group_limit``) and writes
 each of its hosts' limited groups into their Redis hashes, which claim.lua reads (the limit in
 queue shard 0, the hosts' field in every shard's copy of the host).
 """
@@ -16,7 +17,7 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import database, push_group_limits, state
+from scheduler.cli.context import database, verbs_of
 from scheduler.cli.output import OutputOption
 
 groups_app = typer.Typer(help="Groups of hosts (from inventories or `hosts add --group`).",
@@ -60,14 +61,12 @@ def remove_cmd(ctx: typer.Context,
                name: Annotated[str, typer.Argument(help="The group's name.")]) -> None:
     """Remove a group: its memberships, its links to other groups and its window assignments.
     Its hosts stay; an inventory that still lists the group brings it back at its next import."""
-    from scheduler.inventory import group_limits, remove_group
-    from scheduler.record.session import transaction
+    from scheduler.verbs.inventory import remove_group
 
-    with database(ctx) as (engine, operator):
-        with transaction(engine) as session:
-            limited = name in group_limits(session)
-            hosts = remove_group(session, name, operator=operator)
-        push_group_limits(ctx, engine, operator, always=limited)  # its limit goes too
+    done = remove_group(*verbs_of(ctx), name)
+    for line in done.notes:
+        output.info(line)
+    hosts = done.count
     output.info(f"removed group {name} ({hosts} hosts were in it; they stay)")
 
 
@@ -79,33 +78,14 @@ def limit_cmd(
     remove: Annotated[bool, typer.Option("--remove", help="Remove the group's limit.")] = False,
 ) -> None:
     """Limit how many jobs run at once on a group's hosts, across all tasks."""
-    from scheduler.cli.context import queue_client
     from scheduler.errors import ValidationError
-    from scheduler.inventory import set_group_limit
-    from scheduler.queue.client import Queue
-    from scheduler.queue.shards import shards_of
-    from scheduler.record.session import transaction
-    from scheduler.submission import group_limits
+    from scheduler.verbs.inventory import limit_group
 
     if (max_busy is None) == (not remove):
         raise ValidationError("give --max-busy N|P% or --remove",
                               hint="fleetsched groups limit db --max-busy 1")
-    if max_busy is not None:  # a bad value is refused before anything is written
-        from scheduler.parse import parse_limit
-
-        max_busy = str(parse_limit(max_busy, "--max-busy"))  # as SQL keeps it: " 5" -> "5"
-    settings = state(ctx).settings
-    with database(ctx) as (engine, operator):
-        with transaction(engine) as session:
-            count, members = set_group_limit(session, name, max_busy, operator=operator)
-        client = queue_client(settings)
-        shards = shards_of(settings)
-        queue = Queue(client, shards.coord)
-        try:
-            group_limits.push(engine, queue, operator, shards=shards)
-        finally:
-            queue.close()
-            client.close()
+    done = limit_group(*verbs_of(ctx), name, max_busy)
+    count, members, operator = done.count, done.members, done.by
     if count is None:
         output.info(f"group {name}: no limit any more ({len(members)} hosts), by {operator}")
     else:

@@ -1,11 +1,11 @@
 """``fleetsched hosts import|export|list|show|add|remove|history|check``: the fleet's hosts.
 
-Thin commands over ``scheduler.inventory``: each opens the database (``open_database``), runs
-one library call in one transaction, and renders the result through ``scheduler.cli.output``
-(data on stdout, messages on stderr); ``export`` writes the stored inventory back out as an
+Thin commands: the changes (import, add, remove, check) are verbs of
+``scheduler.verbs.inventory``; the reads call ``scheduler.inventory`` in one transaction; each
+renders through ``scheduler.cli.output`` (data on stdout, messages on stderr); ``export`` writes the stored inventory back out as an
 Ansible inventory (``scheduler.inventory.export``). A bad inventory file is one line
-``file:line:col: problem`` and exit code 2, with nothing written. ``check`` selects hosts and
-probes them over SSH through ``scheduler.health.hostcheck``.
+``file:line:col: problem`` and exit code 2, with nothing written. ``check`` probes the selected
+hosts over SSH (``scheduler.health.hostcheck``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import database, push_group_limits, push_host_freezes, state, stores
+from scheduler.cli.context import database, state, verbs_of
 from scheduler.cli.output import OutputOption
 from scheduler.errors import ValidationError
 
@@ -25,42 +25,6 @@ hosts_app = typer.Typer(help="The fleet's hosts: import an Ansible inventory, li
                         no_args_is_help=True)
 
 LIST_COLUMNS = ["name", "address", "port", "user", "groups", "source"]
-
-
-def _short(value: Any) -> str:
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, sort_keys=True)
-    return "" if value is None else str(value)
-
-
-def _describe_change(field: str, old: Any, new: Any) -> str:
-    if field == "vars" and isinstance(old, dict) and isinstance(new, dict):
-        added = sorted(set(new) - set(old))
-        removed = sorted(set(old) - set(new))
-        changed = sorted(k for k in set(old) & set(new) if old[k] != new[k])
-        parts = [f"+{k}" for k in added] + [f"-{k}" for k in removed] + [f"~{k}" for k in changed]
-        return "vars: " + " ".join(parts)
-    if field == "groups":
-        return f"groups: {','.join(old) or '-'} -> {','.join(new) or '-'}"
-    return f"{field}: {_short(old) or '-'} -> {_short(new) or '-'}"
-
-
-def _import_rows(plan: Any) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    for r in plan.added:
-        where = r.address or r.name
-        rows.append({"change": "added", "host": r.name,
-                     "details": (f"[{where}]" if ":" in where else where) + f":{r.port}"
-                                + (f" as {r.user}" if r.user else "")
-                                + (f" in {','.join(r.groups)}" if r.groups else "")})
-    for c in plan.updated:
-        rows.append({"change": "updated", "host": c.name, "fields": sorted(c.changes),
-                     "details": "; ".join(_describe_change(k, *v)
-                                          for k, v in sorted(c.changes.items()))})
-    rows += [{"change": "removed", "host": n, "details": ""} for n in plan.removed]
-    rows += [{"change": "left", "host": n, "details": "no longer in the source; kept "
-                                                     "(--prune removes it)"} for n in plan.left]
-    return rows
 
 
 @hosts_app.command("import")
@@ -77,25 +41,21 @@ def import_cmd(
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
     """Add and update hosts and groups from an Ansible inventory, matched by name."""
-    from scheduler.inventory import FORMATS, import_inventory, load_inventory
+    from scheduler.inventory import FORMATS
+    from scheduler.verbs.inventory import import_hosts
 
     if fmt_in is not None and fmt_in not in FORMATS:
         raise ValidationError(f"--format {fmt_in!r} is not one of {', '.join(FORMATS)}")
-    # Parse before touching the database: a bad file fails fast and opens nothing.
-    inventory = load_inventory(path, fmt_in)
-    with database(ctx) as (engine, operator):
-        result = import_inventory(engine, path, operator=operator, prune=prune,
-                                  dry_run=dry_run, inventory=inventory)
-        if not dry_run:
-            push_group_limits(ctx, engine, operator, always=bool(result.plan.groups_removed))
-            push_host_freezes(ctx, engine)  # a host may have joined a frozen group
+    done = import_hosts(*verbs_of(ctx), path, fmt=fmt_in, prune=prune, dry_run=dry_run)
+    _notes(done.notes)
+    result = done.result
     plan = result.plan
     if plan.skipped_secrets:
         output.info(f"warning: skipped {len(plan.skipped_secrets)} secret variable(s) "
                     f"({', '.join(plan.skipped_secrets[:5])}"
                     f"{', ...' if len(plan.skipped_secrets) > 5 else ''}): "
                     "fleetsched never stores secrets")
-    rows = _import_rows(plan)
+    rows = done.changes
     if fmt is output.OutputFormat.json:
         output.emit_object({
             "path": result.path, "format": result.format, "dry_run": dry_run, "prune": prune,
@@ -207,8 +167,14 @@ def show_cmd(
         row = show_host(session, name)
     if fmt is output.OutputFormat.table:
         row = {k: (", ".join(v) if k in ("groups", "all_groups") else
-                   _short(v) if isinstance(v, (dict, list)) else v) for k, v in row.items()}
+                   json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v)
+               for k, v in row.items()}
     output.emit_object(row, fmt)
+
+
+def _notes(lines: list[str]) -> None:
+    for line in lines:
+        output.info(line)
 
 
 def _parse_vars(items: list[str]) -> dict[str, Any]:
@@ -237,17 +203,13 @@ def add_cmd(
         "--var", help="KEY=VALUE host variable (repeatable)")] = None,
 ) -> None:
     """Add one host by hand (an import never prunes it)."""
-    from scheduler.inventory import add_host
-    from scheduler.record.session import transaction
+    from scheduler.verbs.inventory import add_host
 
     host_vars = _parse_vars(var or [])
-    with database(ctx) as (engine, operator):
-        with transaction(engine) as session:
-            created = add_host(session, name, address=address, port=port, user=user,
-                               groups=group or [], host_vars=host_vars, operator=operator)
-        if group:
-            push_group_limits(ctx, engine, operator)  # it may count in a limited group now
-            push_host_freezes(ctx, engine)  # or be in a frozen one
+    done = add_host(*verbs_of(ctx), name, address=address, port=port, user=user,
+                    groups=group or [], host_vars=host_vars)
+    _notes(done.notes)
+    created = done.created
     if created:
         output.info(f"created group(s) {', '.join(created)}")
     output.info(f"added host {name}")
@@ -260,28 +222,9 @@ def remove_cmd(
 ) -> None:
     """Remove one host and its group memberships, and its connection data in Redis (a job of
     it still queued then fails at its claim: the host is unknown)."""
-    import redis
+    from scheduler.verbs.inventory import remove_host
 
-    from scheduler.errors import FleetschedError
-    from scheduler.inventory import remove_host
-    from scheduler.queue.route import every_shard
-    from scheduler.record.session import transaction
-
-    with stores(ctx) as (engine, connect, shards, operator):
-        with transaction(engine) as session:
-            remove_host(session, name, operator=operator)
-        try:
-            client = connect()
-            try:
-                for keys in every_shard(shards):  # a copy in the shard of each task it ran
-                    client.delete(keys.host(name))
-            finally:
-                client.close()
-        except (FleetschedError, redis.RedisError, OSError) as exc:
-            output.info(f"warning: removed from the record, but Redis did not answer "
-                        f"({str(exc).splitlines()[0]}): its copy of the host's connection data "
-                        "stays there; no new task can target the host")
-        push_group_limits(ctx, engine, operator)  # a P% limit of its groups follows
+    _notes(remove_host(*verbs_of(ctx), name).notes)
     output.info(f"removed host {name}")
 
 
@@ -369,12 +312,11 @@ def check_cmd(
     """Check SSH to each host as the workers would (like ansible -m ping): reachable, host key
     known and matching, login, the remote user, and how files get there (SFTP, or the shell
     where the host sets fleetsched_files=shell). Strict: never adds a host key."""
-    from scheduler.health.hostcheck import SUMMARY_WORDS, check_hosts, select_hosts, summarize
+    from scheduler.health.hostcheck import SUMMARY_WORDS
     from scheduler.parse import parse_duration
+    from scheduler.verbs.inventory import check_hosts
 
     per_host = parse_duration(timeout, "--timeout").total_seconds()
-    if per_host <= 0:
-        raise ValidationError("--timeout must be more than 0s")
     options: dict[str, Any] = {}
     for item in executor_option or []:
         key, eq, value = item.partition("=")
@@ -382,20 +324,10 @@ def check_cmd(
             raise ValidationError(f"--executor-option {item!r} is not NAME=VALUE",
                                   hint="e.g. --executor-option identity_file=/path/to/key")
         options[key.strip()] = value
-    if become_user:
-        from tasks.executors.ssh.become import USER_HINT, is_user_name
-
-        if not is_user_name(become_user):
-            raise ValidationError(f"--become-user {become_user!r} is not a user name",
-                                  hint=USER_HINT)
-        options["become_user"] = become_user
-    settings = state(ctx).settings
-    with database(ctx) as (engine, _operator):
-        hosts = select_hosts(engine, target)
-    output.info(f"checking {len(hosts)} host(s), {min(concurrency, len(hosts))} at a time")
-    probes = check_hosts(hosts, settings, options=options, concurrency=concurrency,
-                         timeout=per_host)
-    counts = summarize(probes)
+    stores, _principal = verbs_of(ctx)
+    done = check_hosts(stores, target, options=options, concurrency=concurrency,
+                       timeout_s=per_host, become_user=become_user, note=output.info)
+    probes, counts, settings = done.probes, done.counts, stores.settings
     if fmt is output.OutputFormat.json:
         output.emit_object({"target": target, "known_hosts": str(settings.known_hosts),
                             "hosts": [p.as_dict() for p in probes], "summary": counts,

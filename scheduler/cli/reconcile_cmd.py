@@ -1,34 +1,21 @@
 """``fleetsched reconcile``: re-enqueue what Redis lost, from the SQL record.
 
-Thin: connect to Redis and SQL, call ``scheduler.submission.reconcile.reconcile``, print the counts.
+Thin: call the ``scheduler.verbs.reconcile`` verb, print the counts.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import state
+from scheduler.cli.context import verbs_of
 
 reconcile_app = typer.Typer(
     help="Repair the queue from SQL after Redis lost data (a crash, or a server started empty).",
     invoke_without_command=True,
 )
-
-
-def _detector(settings: Any) -> Any:
-    """The notice detector for the events reconcile records; a bad notify setting must not
-    stand in the way of a repair: then only the tasks' and schedules' own targets are told."""
-    from scheduler.errors import ConfigError
-    from scheduler.notify import Detector, Policy
-
-    try:
-        return Detector(Policy.from_settings(settings))
-    except ConfigError as exc:
-        output.info(f"warning: {exc}; notifying only the tasks' own targets")
-        return Detector(Policy())
 
 
 @reconcile_app.callback()
@@ -45,28 +32,10 @@ def reconcile(
     lease), nor a started job of a non-idempotent task (it ends as lost)."""
     if ctx.invoked_subcommand is not None:
         return
-    from scheduler.cli.context import queue_client
-    from scheduler.queue.client import Queue
-    from scheduler.queue.shards import shards_of
-    from scheduler.record.engine import make_engine
-    from scheduler.record.migrate import ensure_schema
-    from scheduler.submission.reconcile import reconcile as run_reconcile
+    from scheduler.verbs.reconcile import reconcile as reconcile_verb
 
-    settings = state(ctx).settings
-    engine = make_engine(settings.effective_database_url)
-    try:
-        ensure_schema(settings, engine)
-        client = queue_client(settings)
-        try:
-            shards = shards_of(settings)
-            report = run_reconcile(engine, Queue(client, shards.coord, lease_ms=settings.lease_ms),
-                                   operator=settings.operator, dry_run=dry_run,
-                                   on_batch=_detector(settings), shards=shards,
-                                   nodes_wait_ms=0 if nodes_stopped else settings.lease_ms)
-        finally:
-            client.close()
-    finally:
-        engine.dispose()
+    report = reconcile_verb(*verbs_of(ctx), dry_run=dry_run, nodes_stopped=nodes_stopped,
+                            note=output.info)
     output.emit_object(report.counts(), fmt)
     verb = "would re-enqueue" if dry_run else "re-enqueued"
     output.info(f"{verb} {report.jobs_requeued} jobs and "

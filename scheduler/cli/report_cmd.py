@@ -1,7 +1,7 @@
 """``fleetsched report``: the jobs of the SQL record, filtered, as a table, JSON, CSV or HTML.
 
-Thin: parse the filters into a ``scheduler.reports.ReportFilter``, call ``build_report``,
-render. ``--html PATH`` writes one self-contained file (atomically: a temporary file renamed
+Thin: parse the filters into a ``scheduler.reports.ReportFilter``, call the
+``scheduler.verbs.reports.report`` verb, render. ``--html PATH`` writes one self-contained file (atomically: a temporary file renamed
 into place, so a failed run leaves nothing half-written).
 """
 
@@ -17,7 +17,8 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import state as cli_state
+from scheduler.cli.context import verbs_of
+from scheduler.cli.waiting import note_record_behind
 
 EPILOG = """Examples:
 
@@ -89,21 +90,16 @@ def report(
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="table, json or csv (csv: one row per job)")] = output.OutputFormat.table,
 ) -> None:
     """Audit report of jobs: who ran what, where, when, with what outcome."""
-    from scheduler.record.session import open_database
-    from scheduler.reports import ReportFilter, build_report, render_html
+    from scheduler.reports import ReportFilter, render_html
     from scheduler.reports.text import write_csv, write_json, write_table
+    from scheduler.verbs.reports import report as report_verb
 
     filters = ReportFilter(since=_when(since, "--since"), until=_when(until, "--until"),
                            task=task, host=host, group=group, action=action, state=state,
                            operator=operator)
-    engine = open_database(cli_state(ctx).settings)
-    try:
-        data = build_report(engine, filters)
-    finally:
-        engine.dispose()
-    from scheduler.cli.tasks_cmd import warn_if_record_behind
-
-    warn_if_record_behind(ctx, data.unfinished)
+    stores, _principal = verbs_of(ctx)
+    data = report_verb(stores, filters)
+    note_record_behind(stores, data.unfinished)
     if html is not None:
         _write_atomically(html, render_html(data))
         output.info(f"wrote {html}: {data.totals.get('jobs', 0)} job(s) in {len(data.tasks)} task(s)")

@@ -1,7 +1,7 @@
 """``fleetsched schedules add|list|show|pause|resume|remove|next``: recurring tasks.
 
-Thin: the task options are parsed exactly as ``fleetsched submit`` parses them (its
-``_request``), then ``scheduler.schedules.store`` checks, records and arms the schedule. Workers fire
+Thin: the task options are parsed exactly as ``fleetsched submit`` parses them
+(``scheduler.cli.task_options``), then ``scheduler.schedules.store`` checks, records and arms the schedule. Workers fire
 it (no leader process). Rules: docs/guides/windows-and-schedules.md.
 """
 
@@ -62,7 +62,7 @@ def add_cmd(
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
     """Add a schedule: the task is checked as `submit` would, then armed for its next occurrence."""
-    from scheduler.cli.submit_cmd import _request
+    from scheduler.cli.task_options import request_of
     from scheduler.parse import parse_duration
     from scheduler.schedules.store import ScheduleSpec, add_schedule
 
@@ -71,7 +71,7 @@ def add_cmd(
                "timeout": timeout, "retries": retries,
                "backoff": None, "name": None, "priority": priority, "executor": executor,
                "executor_option": executor_option, "idempotent": None, "notify": notify}
-    request = _request(action, target, param, None, None, options)
+    request = request_of(action, target, param, None, None, options)
     window = parse_duration(catch_up_window, "--catch-up-window")
     spec = ScheduleSpec(name=name, request=request, tz=tz, cron=cron, every=every,
                         catchup=catch_up, catchup_window_s=int(window.total_seconds()),

@@ -1,8 +1,9 @@
 """``fleetsched submit``: fan a task out to hosts, from options or a YAML task file.
 
-Thin: parse the options into a ``scheduler.submission.submit.TaskRequest`` (or read one with
-``scheduler.submission.taskfile``), plan it (``plan_task``), show the plan (``--dry-run``) or the blast
-radius of a fleet-wide task and ask for confirmation, then ``submit``. The task id goes to
+Thin: parse the options into a ``scheduler.submission.submit.TaskRequest`` (``task_options``,
+or a task file through ``scheduler.submission.taskfile``), call the ``scheduler.verbs.submit``
+verb, which plans it, lets this command show the plan (``--dry-run``) or ask for confirmation
+of a fleet-wide task's blast radius, then records and queues it. The task id goes to
 stdout (``id=$(fleetsched submit ...)``); messages go to stderr.
 """
 
@@ -10,13 +11,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import state
+from scheduler.cli.context import verbs_of
+from scheduler.cli.task_options import request_of
+from scheduler.cli.waiting import report_wait
 from scheduler.errors import DeclinedError, ValidationError
+
+if TYPE_CHECKING:
+    from scheduler.verbs.stores import Stores
 
 EPILOG = """Examples:
 
@@ -47,70 +53,6 @@ terminal). With --wait, once the task has ended: 0 every job succeeded, 3 some f
 cancelled or aborted, 1 infrastructure trouble or --wait-timeout; a rollout in waves that
 stopped (a wave's failures or its --wave-check) has ended for --wait: exit 3.
 """
-
-
-def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for raw in values or []:
-        key, sep, value = raw.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ValidationError(f"{option} {raw!r} is not NAME=VALUE",
-                                  hint=f"e.g. {option} cmd='uptime'")
-        if key in out:
-            raise ValidationError(f"{option} {key} is given twice")
-        out[key] = value
-    return out
-
-
-def _request(action: str | None, target: str | None, params: list[str] | None, at: str | None,
-             in_: str | None, options: dict[str, Any]) -> Any:
-    from scheduler.parse import parse_duration, parse_limit, parse_time
-    from scheduler.submission.submit import TaskRequest
-    from scheduler.submission.waves import wave_spec
-
-    if not action:
-        raise ValidationError("no action given", hint="fleetsched submit ACTION --target EXPR, "
-                                                      "or fleetsched submit -f task.yaml")
-    if not target:
-        raise ValidationError("no --target given", hint="e.g. --target group:web,!web-07")
-    if at and in_:
-        raise ValidationError("give --at or --in, not both")
-    limit = options["max_concurrency"]
-    fails = options["max_failures"]
-    return TaskRequest(
-        action=action, target=target, params=_pairs(params, "--param"),
-        at=parse_time(at) if at else None,
-        delay=parse_duration(in_, "--in") if in_ else None,
-        in_window=options["in_window"], ignore_windows=bool(options.get("ignore_windows")),
-        break_glass=options.get("break_glass"),
-        max_concurrency=parse_limit(limit, "--max-concurrency") if limit else None,
-        max_failures=parse_limit(fails, "--max-failures") if fails else None,
-        count_failures=options.get("count_failures") or "attempts",
-        timeout_s=parse_duration(options["timeout"], "--timeout").total_seconds()
-        if options["timeout"] else None,
-        retries=options["retries"],
-        backoff_s=(0.0 if options["backoff"] in ("0", "0s") else
-                   parse_duration(options["backoff"], "--backoff").total_seconds())
-        if options["backoff"] else None,
-        name=options["name"], priority=options["priority"], executor=options["executor"],
-        executor_options=_executor_options(options),
-        idempotent=options["idempotent"], allow_overlap=options.get("allow_overlap"),
-        notify=tuple(options.get("notify") or ()),
-        waves=wave_spec(options.get("waves"), order=options.get("wave_order"),
-                        pause=options.get("wave_pause"), gate=options.get("wave_gate"),
-                        check=options.get("wave_check"), seed=options.get("wave_seed")))
-
-
-def _executor_options(options: dict[str, Any]) -> dict[str, Any]:
-    """``--executor-option`` pairs, with ``--become-user`` as the ssh option ``become_user``."""
-    pairs: dict[str, Any] = _pairs(options["executor_option"], "--executor-option")
-    if options.get("become_user"):
-        if "become_user" in pairs:
-            raise ValidationError("give --become-user or --executor-option become_user, "
-                                  "not both")
-        pairs["become_user"] = options["become_user"]
-    return pairs
 
 
 def _when(job: Any) -> str:
@@ -181,24 +123,15 @@ def _confirm(plan: Any, yes: bool) -> None:
         raise DeclinedError("not submitted")
 
 
-def _warn_without_workers(settings: Any) -> None:
+def _warn_without_workers(stores: Stores) -> None:
     """Say on stderr when no live worker serves the queue: the task is accepted and waits."""
-    from scheduler.cli.context import queue_client
-    from scheduler.errors import FleetschedError
-    from scheduler.queue.presence import read_workers
+    from scheduler.verbs.submit import worker_presence
 
-    try:
-        client = queue_client(settings)
-        try:
-            workers = read_workers(client, settings.queue_prefix)
-        finally:
-            client.close()
-    except FleetschedError:
+    presence = worker_presence(stores)
+    if presence is None or presence.live:
         return  # the task is queued; whatever is wrong with Redis now, status will say
-    if any(not w["stale"] for w in workers):
-        return
-    seen = (f" (the last one was seen {min(w['age_s'] for w in workers):.0f}s ago)"
-            if workers else "")
+    seen = (f" (the last one was seen {presence.last_seen_s:.0f}s ago)"
+            if presence.last_seen_s is not None else "")
     output.info(f"warning: no live worker serves this queue{seen}: the task waits until one "
                 "starts (`fleetsched worker`; `fleetsched status` shows the workers)")
 
@@ -241,11 +174,7 @@ def submit(
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="table, json or csv")] = output.OutputFormat.table,
 ) -> None:
     """Submit a task: one job per target host, queued now, later, or in service windows."""
-    from scheduler.cli.context import queue_client
-    from scheduler.queue.shards import shards_of
-    from scheduler.record.session import open_database, transaction
-    from scheduler.submission.submit import plan_task
-    from scheduler.submission.submit import submit as run_submit
+    from scheduler.verbs.submit import submit as submit_verb
 
     options = {"in_window": in_window, "ignore_windows": ignore_windows,
                "break_glass": break_glass, "max_concurrency": max_concurrency,
@@ -269,40 +198,30 @@ def submit(
                                   f"({given[0]} with --file)")
         request = load_task_file(file)  # a bad file fails before the database is opened
     else:
-        request = _request(action, target, param, at, in_, options)
-    settings = state(ctx).settings
-    engine = open_database(settings)
-    try:
-        with transaction(engine, commit=False) as session:
-            plan = plan_task(session, request, operator=settings.operator)
-        if dry_run:
-            _show_plan(plan, fmt)
-            output.info(f"dry run: {_blast_radius(plan)}; nothing was queued")
-            return
-        _confirm(plan, yes)
-        # run_submit connects before recording: a Redis that may evict keys or a queue with
-        # another shard count refuses before anything is written; Redis down is reported after
-        # the record, as "not queued".
-        done = run_submit(engine, lambda: queue_client(settings), request,
-                          operator=settings.operator, keys=shards_of(settings), plan=plan)
-    finally:
-        engine.dispose()
+        request = request_of(action, target, param, at, in_, options)
+    stores, principal = verbs_of(ctx)
+    done = submit_verb(stores, principal, request, dry_run=dry_run,
+                       confirm=lambda plan: _confirm(plan, yes))
+    plan = done.plan
+    if done.task_id is None:
+        _show_plan(plan, fmt)
+        output.info(f"dry run: {_blast_radius(plan)}; nothing was queued")
+        return
     if fmt is output.OutputFormat.table:
         output.stdout.print(str(done.task_id))
     else:
         output.emit_object({"task_id": done.task_id, "jobs": done.jobs, "state": "queued",
                             "action": plan.action, "hosts": len(plan.hosts),
                             "groups": len(plan.groups)}, fmt)
-    output.info(f"task {done.task_id} queued: {_blast_radius(plan)}, as {settings.operator}")
+    output.info(f"task {done.task_id} queued: {_blast_radius(plan)}, as {principal.name}")
     waves = plan.waves(done.task_id)
     if waves:
         output.info(f"in {len(waves)} waves ({plan.request.waves.describe()}): wave 1 is "
                     f"{len(waves[0])} host(s); `fleetsched tasks show {done.task_id}` follows it")
-    _warn_without_workers(settings)
+    _warn_without_workers(stores)
     if wait:
-        from scheduler.cli.tasks_cmd import wait_and_report
         from scheduler.parse import parse_duration
 
         limit_s = parse_duration(wait_timeout, "--wait-timeout").total_seconds() \
             if wait_timeout else None
-        raise typer.Exit(wait_and_report(ctx, [str(done.task_id)], limit_s))
+        raise typer.Exit(report_wait(stores, [str(done.task_id)], limit_s))

@@ -44,17 +44,12 @@ from typing import Any
 import yaml
 
 from scheduler.errors import ValidationError
-from scheduler.parse import parse_duration, parse_limit, parse_time
+from scheduler.submission.request import KEYS, WAVE_KEYS, task_request
 from scheduler.submission.submit import TaskRequest
 
 __all__ = ["KEYS", "MAX_BYTES", "load_task_file", "parse_task_text"]
 
 MAX_BYTES = 1 << 20  # a task file is small; anything bigger is a mistake
-KEYS = ("action", "target", "params", "name", "at", "in", "in_window", "ignore_windows",
-        "break_glass", "max_concurrency",
-        "max_failures", "count_failures", "timeout", "retries", "backoff", "priority", "executor",
-        "executor_options", "become", "become_user", "idempotent", "allow_overlap", "notify",
-        "waves", "wave_order", "wave_pause", "wave_gate", "wave_check", "wave_seed")
 REQUIRED = ("action", "target")
 _LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MAPPING = "tag:yaml.org,2002:map"
@@ -177,16 +172,6 @@ def _notify(fields: dict, where: _Where) -> tuple[str, ...]:
     return tuple(items)
 
 
-def _checked(fields: dict, key: str, where: _Where, parse: Any) -> Any:
-    text = _text(fields, key, where)
-    if text is None:
-        return None
-    try:
-        return parse(text)
-    except ValidationError as exc:
-        raise where(fields[key][1], str(exc), exc.hint) from None
-
-
 def _executor_options(fields: dict, where: _Where) -> dict[str, Any]:
     """``executor_options`` with the ``become`` and ``become_user`` keys moved into it."""
     options = _mapping(fields, "executor_options", where)
@@ -204,6 +189,7 @@ def _executor_options(fields: dict, where: _Where) -> dict[str, Any]:
 
 
 def _request(fields: dict, where: _Where) -> TaskRequest:
+    """The file's values, type-checked here, mapped as every front end's by ``task_request``."""
     retries = None
     if "retries" in fields:
         retries = _value(fields["retries"][1], where)
@@ -211,49 +197,31 @@ def _request(fields: dict, where: _Where) -> TaskRequest:
             raise where(fields["retries"][1], "retries must be a whole number from 0 to 100")
     at = None
     if "at" in fields:
-        node = fields["at"][1]
-        value = _value(node, where)
-        if isinstance(value, (datetime, date)):
-            value = value.isoformat()
-        try:
-            at = parse_time(str(value))
-        except ValidationError as exc:
-            raise where(node, str(exc), exc.hint) from None
-    timeout = _checked(fields, "timeout", where, lambda t: parse_duration(t, "timeout"))
-    backoff = None
-    if "backoff" in fields:
-        text = _text(fields, "backoff", where)
-        backoff = 0.0 if text in ("0", "0s") else _checked(
-            fields, "backoff", where, lambda t: parse_duration(t, "backoff")).total_seconds()
+        value = _value(fields["at"][1], where)
+        at = str(value.isoformat() if isinstance(value, (datetime, date)) else value)
     priority = _text(fields, "priority", where) or "normal"
     if priority not in ("urgent", "normal", "bulk"):
         raise where(fields["priority"][1], f"priority {priority!r} is not urgent, normal or bulk")
-    return TaskRequest(
-        action=_text(fields, "action", where) or "",
-        target=_text(fields, "target", where) or "",
-        params=_mapping(fields, "params", where),
-        name=_text(fields, "name", where),
-        at=at,
-        delay=_checked(fields, "in", where, lambda t: parse_duration(t, "in")),
-        in_window=bool(_bool(fields, "in_window", where)),
-        ignore_windows=bool(_bool(fields, "ignore_windows", where)),
+    texts = ("action", "target", "name", "in", "max_concurrency", "max_failures",
+             "count_failures", "timeout", "backoff", "executor") + WAVE_KEYS
+    given: dict[str, Any] = {key: _text(fields, key, where) for key in texts}
+    given.update(
+        retries=retries, at=at, priority=priority, params=_mapping(fields, "params", where),
+        in_window=_bool(fields, "in_window", where),
+        ignore_windows=_bool(fields, "ignore_windows", where),
         break_glass=_reason(fields, where),
-        max_concurrency=_checked(fields, "max_concurrency", where,
-                                 lambda t: parse_limit(t, "max_concurrency")),
-        max_failures=_checked(fields, "max_failures", where,
-                              lambda t: parse_limit(t, "max_failures")),
-        count_failures=_text(fields, "count_failures", where) or "attempts",
-        timeout_s=None if timeout is None else timeout.total_seconds(),
-        retries=retries,
-        backoff_s=backoff,
-        priority=priority,
-        executor=_text(fields, "executor", where),
         executor_options=_executor_options(fields, where),
         idempotent=_bool(fields, "idempotent", where),
         allow_overlap=_bool(fields, "allow_overlap", where),
-        notify=_notify(fields, where),
-        waves=_waves(fields, where),
-    )
+        notify=_notify(fields, where))
+
+    def locate(key: str, exc: ValidationError) -> ValidationError:
+        node = fields[key][1] if key in fields else None
+        if key == "waves":  # the wave key the message names, else waves itself
+            node = next((fields[k][1] for k in WAVE_KEYS if k in fields and k in str(exc)), node)
+        return exc if node is None else where(node, str(exc), exc.hint)
+
+    return task_request(given, flag="", locate=locate)
 
 
 def _reason(fields: dict, where: _Where) -> str | None:
@@ -266,20 +234,3 @@ def _reason(fields: dict, where: _Where) -> str | None:
         raise where(node, "break_glass must be the reason, as text",
                     'e.g. break_glass: "INC-4711: DNS down, fix during the freeze"')
     return value
-
-
-def _waves(fields: dict, where: _Where) -> Any:
-    from scheduler.submission.waves import wave_spec
-
-    keys = ("waves", "wave_order", "wave_pause", "wave_gate", "wave_check", "wave_seed")
-    values = {k: _text(fields, k, where) for k in keys}
-    try:
-        return wave_spec(values["waves"], order=values["wave_order"],
-                         pause=values["wave_pause"], gate=values["wave_gate"],
-                         check=values["wave_check"], seed=values["wave_seed"], flag="")
-    except ValidationError as exc:
-        node = next((fields[k][1] for k in keys if k in fields and k in str(exc)),
-                    fields.get("waves", (None, None))[1])
-        if node is None:
-            raise
-        raise where(node, str(exc), exc.hint) from None

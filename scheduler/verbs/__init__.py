@@ -1,0 +1,17 @@
+"""The operator verbs: one function per thing an operator can ask, for every front end.
+
+The CLI (and the HTTP API to come) parses, calls one of these, and renders; each verb takes
+typed arguments and the acting ``scheduler.principal.Principal``, opens what it needs through
+``stores.Stores``, and returns a typed result. The rule, the check and the audit event of a
+verb live below it (``scheduler.submission``, ``scheduler.inventory``, ``scheduler.windows``,
+``scheduler.schedules``, ``scheduler.record``), so each is enforced in one place.
+
+- ``stores``: the record and the queue a verb opens;
+- ``submit``: submit (plan, confirm, record and queue), the workers' presence;
+- ``tasks``: list, show, output, pause, resume, cancel, continue, retry-failed, reprioritize;
+- ``follow``: the tasks' progress now, follow (watch), wait, the record behind the queue;
+- ``reconcile``: repair the queue from the record;
+- ``reports``: the audit report.
+"""
+
+__all__ = ["follow", "reconcile", "reports", "stores", "submit", "tasks"]

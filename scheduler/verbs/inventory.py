@@ -1,0 +1,271 @@
+"""The inventory's verbs: hosts import, add, remove and check; groups remove and limit.
+
+1. Each change is written to the record by ``scheduler.inventory`` as the principal's.
+2. Then the queue follows it: a P% group limit follows its group's size and a removed group's
+   limit goes (``submission.group_limits.push``), a host that joined a frozen group holds its
+   queued jobs (``windows.freezes.push_or_warn``), a removed host's connection data leaves
+   every shard (``inventory.queue_copies``). Redis being down is not a failure of the verb:
+   the record is right, and the result's ``notes`` say what Redis did not take.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scheduler.errors import ValidationError
+from scheduler.principal import Principal
+from scheduler.verbs.stores import Stores
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from scheduler.health.hostcheck import Probe
+    from scheduler.inventory import ImportResult
+
+__all__ = ["Changed", "Checked", "Imported", "Limited", "add_host", "check_hosts",
+           "import_hosts", "limit_group", "remove_group", "remove_host"]
+
+
+@dataclass(frozen=True)
+class Changed:
+    """An inventory change: ``count`` (hosts in a removed group, ...), the groups it created,
+    and the lines saying what Redis did or did not take."""
+
+    count: int = 0
+    created: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Imported:
+    """An import's result (its plan: what changed) and the lines about Redis."""
+
+    result: ImportResult
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changes(self) -> list[dict[str, Any]]:
+        """One row per host changed: ``change``, ``host``, ``details`` (and an update's
+        ``fields``)."""
+        return _change_rows(self.result.plan)
+
+
+def import_hosts(stores: Stores, principal: Principal, path: Path, *, fmt: str | None = None,
+                 prune: bool = False, dry_run: bool = False) -> Imported:
+    """Add and update hosts and groups from an Ansible inventory file, matched by name."""
+    from scheduler.inventory import import_inventory, load_inventory
+
+    # Parse before touching the database: a bad file fails fast and opens nothing.
+    inventory = load_inventory(path, fmt)
+    notes: list[str] = []
+    with stores.database() as engine:
+        result = import_inventory(engine, path, operator=principal.name, prune=prune,
+                                  dry_run=dry_run, inventory=inventory)
+        if not dry_run:
+            notes += _push_limits(stores, engine, principal,
+                                  always=bool(result.plan.groups_removed))
+            notes += _push_freezes(stores, engine)  # a host may have joined a frozen group
+    return Imported(result=result, notes=notes)
+
+
+def add_host(stores: Stores, principal: Principal, name: str, *, address: str | None = None,
+             port: int | None = None, user: str | None = None, groups: list[str] | None = None,
+             host_vars: dict[str, Any] | None = None) -> Changed:
+    """Add one host by hand (an import never prunes it)."""
+    from scheduler.inventory import add_host as add
+    from scheduler.record.session import transaction
+
+    notes: list[str] = []
+    with stores.database() as engine:
+        with transaction(engine) as session:
+            created = add(session, name, address=address, port=port, user=user,
+                          groups=groups or [], host_vars=host_vars or {},
+                          operator=principal.name)
+        if groups:
+            notes += _push_limits(stores, engine, principal)  # it may count in a limit now
+            notes += _push_freezes(stores, engine)  # or be in a frozen group
+    return Changed(created=list(created or []), notes=notes)
+
+
+def remove_host(stores: Stores, principal: Principal, name: str) -> Changed:
+    """Remove one host, its memberships, and its connection data in every shard (a job of it
+    still queued then fails at its claim: the host is unknown)."""
+    import redis
+
+    from scheduler.errors import FleetschedError
+    from scheduler.inventory import remove_host as remove
+    from scheduler.inventory.queue_copies import drop_host
+    from scheduler.record.session import transaction
+
+    notes: list[str] = []
+    with stores.database() as engine:
+        with transaction(engine) as session:
+            remove(session, name, operator=principal.name)
+        try:
+            client = stores.connect()
+            try:
+                drop_host(client, stores.shards, name)
+            finally:
+                client.close()
+        except (FleetschedError, redis.RedisError, OSError) as exc:
+            notes.append(f"warning: removed from the record, but Redis did not answer "
+                         f"({str(exc).splitlines()[0]}): its copy of the host's connection "
+                         "data stays there; no new task can target the host")
+        notes += _push_limits(stores, engine, principal)  # a P% limit of its groups follows
+    return Changed(notes=notes)
+
+
+def remove_group(stores: Stores, principal: Principal, name: str) -> Changed:
+    """Remove a group (its hosts stay); ``count``: the hosts that were in it."""
+    from scheduler.inventory import group_limits
+    from scheduler.inventory import remove_group as remove
+    from scheduler.record.session import transaction
+
+    with stores.database() as engine:
+        with transaction(engine) as session:
+            limited = name in group_limits(session)
+            hosts = remove(session, name, operator=principal.name)
+        notes = _push_limits(stores, engine, principal, always=limited)  # its limit goes too
+    return Changed(count=hosts, notes=notes)
+
+
+@dataclass(frozen=True)
+class Limited:
+    """A group's limit now (None: no limit), its member hosts, and by whom."""
+
+    count: int | None
+    members: list[str]
+    by: str
+
+
+def limit_group(stores: Stores, principal: Principal, name: str,
+                max_busy: str | None) -> Limited:
+    """Set (N or P%) or remove (None) a group's limit across all tasks, in the record and then
+    in the queue (Redis down: the error, after the record)."""
+    from scheduler.inventory import set_group_limit
+    from scheduler.record.session import transaction
+    from scheduler.submission import group_limits
+
+    if max_busy is not None:  # a bad value is refused before anything is written
+        from scheduler.parse import parse_limit
+
+        max_busy = str(parse_limit(max_busy, "--max-busy"))  # as SQL keeps it: " 5" -> "5"
+    with stores.database() as engine:
+        with transaction(engine) as session:
+            count, members = set_group_limit(session, name, max_busy, operator=principal.name)
+        with stores.queue(coord=True) as queue:
+            group_limits.push(engine, queue, principal.name, shards=stores.shards)
+    return Limited(count=count, members=list(members), by=principal.name)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """Each host's probe, and the counts by status (``hostcheck.summarize``)."""
+
+    probes: list[Probe]
+    counts: dict[str, int]
+
+
+def check_hosts(stores: Stores, target: str, *, options: dict[str, Any], concurrency: int,
+                timeout_s: float, become_user: str | None = None,
+                note: Any = None) -> Checked:
+    """Check SSH to the ``target`` hosts as the workers would; strict: never adds a host key.
+    ``note`` gets the line saying how many hosts are checked, before they are."""
+    from scheduler.health.hostcheck import check_hosts as check
+    from scheduler.health.hostcheck import select_hosts, summarize
+
+    if timeout_s <= 0:
+        raise ValidationError("--timeout must be more than 0s")
+    options = dict(options)
+    if become_user:
+        from tasks.executors.ssh.become import USER_HINT, is_user_name
+
+        if not is_user_name(become_user):
+            raise ValidationError(f"--become-user {become_user!r} is not a user name",
+                                  hint=USER_HINT)
+        options["become_user"] = become_user
+    with stores.database() as engine:
+        hosts = select_hosts(engine, target)
+    if note is not None:
+        note(f"checking {len(hosts)} host(s), {min(concurrency, len(hosts))} at a time")
+    probes = check(hosts, stores.settings, options=options, concurrency=concurrency,
+                   timeout=timeout_s)
+    return Checked(probes=probes, counts=summarize(probes))
+
+
+def _push_limits(stores: Stores, engine: Engine, principal: Principal, *,
+                 always: bool = False) -> list[str]:
+    """After the inventory changed: group limits to Redis (``group_limits.push``), only when a
+    group has a limit or ``always``; Redis being down is one warning line."""
+    import redis
+
+    from scheduler.errors import FleetschedError
+    from scheduler.inventory import group_limits as limits_in_sql
+    from scheduler.queue.client import Queue
+    from scheduler.record.session import transaction
+    from scheduler.submission import group_limits
+
+    with transaction(engine, commit=False) as session:
+        if not limits_in_sql(session) and not always:
+            return []
+    try:
+        client = stores.connect()
+        shards = stores.shards
+        queue = Queue(client, shards.coord)
+        try:
+            changed = group_limits.push(engine, queue, principal.name, shards=shards)
+        finally:
+            queue.close()
+            client.close()
+    except (redis.RedisError, OSError, FleetschedError) as exc:
+        return [f"warning: group limits not updated in Redis ({type(exc).__name__}): run "
+                "`fleetsched reconcile` when it is back"]
+    return [f"group limits: {changed} updated in Redis"] if changed else []
+
+
+def _push_freezes(stores: Stores, engine: Engine) -> list[str]:
+    """After the inventory changed: the hosts' freezes to Redis, only when a freeze exists."""
+    from scheduler.windows.freezes import push_or_warn
+
+    warning = push_or_warn(engine, stores.connect, stores.shards, if_any=True)
+    return [f"warning: {warning}"] if warning else []
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return "" if value is None else str(value)
+
+
+def _describe_change(key: str, old: Any, new: Any) -> str:
+    if key == "vars" and isinstance(old, dict) and isinstance(new, dict):
+        added = sorted(set(new) - set(old))
+        removed = sorted(set(old) - set(new))
+        changed = sorted(k for k in set(old) & set(new) if old[k] != new[k])
+        parts = [f"+{k}" for k in added] + [f"-{k}" for k in removed] + [f"~{k}" for k in changed]
+        return "vars: " + " ".join(parts)
+    if key == "groups":
+        return f"groups: {','.join(old) or '-'} -> {','.join(new) or '-'}"
+    return f"{key}: {_short(old) or '-'} -> {_short(new) or '-'}"
+
+
+def _change_rows(plan: Any) -> list[dict[str, Any]]:
+    """One row per host an import added, updated, removed or left (what it would do)."""
+    rows: list[dict[str, Any]] = []
+    for r in plan.added:
+        where = r.address or r.name
+        rows.append({"change": "added", "host": r.name,
+                     "details": (f"[{where}]" if ":" in where else where) + f":{r.port}"
+                                + (f" as {r.user}" if r.user else "")
+                                + (f" in {','.join(r.groups)}" if r.groups else "")})
+    for c in plan.updated:
+        rows.append({"change": "updated", "host": c.name, "fields": sorted(c.changes),
+                     "details": "; ".join(_describe_change(k, *v)
+                                          for k, v in sorted(c.changes.items()))})
+    rows += [{"change": "removed", "host": n, "details": ""} for n in plan.removed]
+    rows += [{"change": "left", "host": n, "details": "no longer in the source; kept "
+                                                     "(--prune removes it)"} for n in plan.left]
+    return rows

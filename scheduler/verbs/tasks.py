@@ -1,0 +1,135 @@
+"""A submitted task's verbs: list, show, output, and the controls (pause, resume, cancel,
+continue, retry-failed, reprioritize).
+
+1. Each control opens the record, then the queue of the task's shard, and hands both to
+   ``scheduler.submission.control`` (or ``rollout.continue_rollout``), which checks the task,
+   makes the transition and records it with the principal's name before it returns.
+2. ``show`` reads the live counters from Redis where it answers (a ``note`` says when not),
+   then the record; ``output`` reads the record's last attempt of every job.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.errors import FleetschedError, ValidationError
+from scheduler.principal import Principal
+from scheduler.verbs.stores import Stores
+
+__all__ = ["CONTROLS", "TaskChange", "cancel", "continue_", "control", "list_", "output",
+           "pause", "reprioritize", "resume", "retry_failed", "show"]
+
+Note = Callable[[str], None]
+CONTROLS = ("pause", "resume", "cancel", "continue", "retry-failed", "reprioritize")
+
+
+@dataclass(frozen=True)
+class TaskChange:
+    """What a control verb did: ``count`` jobs held, released, cancelled, queued again or moved
+    (``continue``: the wave it passed); the task's ``state`` after; ``by`` whom."""
+
+    task_id: int
+    verb: str
+    count: int
+    state: str
+    by: str
+    priority: str | None = None  # reprioritize: the class moved to
+
+
+def control(stores: Stores, principal: Principal, task_id: int, verb: str,
+            priority: str | None = None) -> TaskChange:
+    """One of :data:`CONTROLS` on task ``task_id``, recorded as ``principal``'s."""
+    from scheduler.submission import control as ctl
+    from scheduler.submission import rollout
+
+    fn: Callable[..., Any] = {
+        "continue": rollout.continue_rollout, "pause": ctl.pause, "resume": ctl.resume,
+        "cancel": ctl.cancel, "retry-failed": ctl.retry_failed,
+        "reprioritize": ctl.reprioritize}[verb]
+    extra = (priority,) if verb == "reprioritize" else ()
+    with stores.database() as engine, stores.queue(task_id) as queue:
+        result = fn(engine, queue, task_id, *extra, principal.name)
+    return TaskChange(task_id=task_id, verb=verb, count=result.count, state=result.state,
+                      by=principal.name, priority=priority)
+
+
+def pause(stores: Stores, principal: Principal, task_id: int) -> TaskChange:
+    """Hold the task's pending jobs, in order; running jobs finish."""
+    return control(stores, principal, task_id, "pause")
+
+
+def resume(stores: Stores, principal: Principal, task_id: int) -> TaskChange:
+    """Release a paused task's jobs in their order."""
+    return control(stores, principal, task_id, "resume")
+
+
+def cancel(stores: Stores, principal: Principal, task_id: int) -> TaskChange:
+    """Cancel the jobs that have not started; running ones finish."""
+    return control(stores, principal, task_id, "cancel")
+
+
+def continue_(stores: Stores, principal: Principal, task_id: int) -> TaskChange:
+    """Pass a rollout's gate, or go on with a stopped one."""
+    return control(stores, principal, task_id, "continue")
+
+
+def retry_failed(stores: Stores, principal: Principal, task_id: int) -> TaskChange:
+    """Queue the task's failed jobs again, each with a new attempt budget."""
+    return control(stores, principal, task_id, "retry-failed")
+
+
+def reprioritize(stores: Stores, principal: Principal, task_id: int,
+                 priority: str) -> TaskChange:
+    """Move the task's pending jobs to another priority class."""
+    return control(stores, principal, task_id, "reprioritize", priority)
+
+
+def list_(stores: Stores, *, state: str | None = None, operator: str | None = None,
+          action: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+    """Tasks of the record, newest first (``taskinfo.list_tasks``)."""
+    from scheduler.record.session import transaction
+    from scheduler.submission.taskinfo import list_tasks
+
+    with stores.database() as engine, transaction(engine, commit=False) as session:
+        return list_tasks(session, state=state, operator=operator, action=action, limit=limit)
+
+
+def show(stores: Stores, task_id: int, *, events: bool = False,
+         note: Note | None = None) -> dict[str, Any]:
+    """One task as ``taskinfo.show_task`` describes it, with the live counters where Redis
+    answers (``note`` gets one warning line when not) and, with ``events``, its event trail."""
+    live = None
+    try:
+        with stores.database(), stores.queue(task_id) as queue:
+            live = queue.task_state(str(task_id)) or None
+    except FleetschedError as exc:
+        if note is not None:
+            note(f"warning: live counters unavailable ({exc})")
+    from scheduler.record.session import transaction
+    from scheduler.submission.taskinfo import show_task
+
+    with stores.database() as engine:
+        with transaction(engine, commit=False) as session:
+            info = show_task(session, task_id, live)
+        if events:
+            from scheduler.reports import event_trail
+
+            info["events"] = event_trail(engine, task=task_id)
+    return info
+
+
+def output(stores: Stores, task_id: int, *, host: str | None = None, failed: bool = False,
+           grep: str | None = None) -> list[dict[str, Any]]:
+    """Every job's output of its last attempt (``reports.attempts.task_outputs``)."""
+    from scheduler.reports.attempts import task_outputs
+
+    if grep is not None:
+        try:
+            re.compile(grep)
+        except re.error as exc:
+            raise ValidationError(f"--grep {grep!r} is not a regular expression: {exc}") from None
+    with stores.database() as engine:
+        return task_outputs(engine, task_id, host=host, failed=failed, grep=grep)
