@@ -45,12 +45,12 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scheduler.config import redact_url  # noqa: E402
 from scheduler.queue.keys import Keys  # noqa: E402
 from scheduler.record import migrate  # noqa: E402
 from scheduler.record.engine import make_engine  # noqa: E402
 from scheduler.record.fold import StreamEvent, event_row  # noqa: E402
 from scheduler.record.recorder import Recorder  # noqa: E402
+from scheduler.redact import redact_url  # noqa: E402
 from tests.recorder_events import create_task_rows, job_lifecycle, xadd_all  # noqa: E402
 from tests.servers import RedisServer, redis_server_binary, start_postgres  # noqa: E402
 

@@ -5,24 +5,23 @@ variables > the TOML config file (``$FLEETSCHED_CONFIG``, else
 ``$XDG_CONFIG_HOME/fleetsched/config.toml``) > the defaults below. The object is passed
 explicitly to whatever needs it; there is no global instance.
 
-URLs may carry passwords: print them only through :func:`redact_url`, and print error text
-from drivers (redis-py, SQLAlchemy) only through :func:`redact_text` / :func:`redact_exception`.
+URLs may carry passwords: print them only through ``scheduler.redact`` (``redact_url``), as
+``Settings.redacted`` does.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import getpass
-import logging
 import os
 import re
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
-from urllib.parse import unquote, urlsplit
 
 from scheduler.errors import ConfigError
+from scheduler.redact import MASK, mask_url_rest, redact_url
 
 ENV_PREFIX = "FLEETSCHED_"
 
@@ -358,116 +357,3 @@ def replace(settings: Settings, **changes: Any) -> Settings:
     validate(new)
     return new
 
-
-# ------------------------------------------------------------------------------- redaction
-
-MASK = "***"
-# What may be shown of a URL-like value whose path or query may be its secret (a webhook's):
-# the scheme and host (or what comes before the first / ? #), then "/...".
-_URL_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
-_URL_REST_IN_TEXT_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/?#\s'\"<>]*)[/?#][^\s'\"<>]*")
-# Query parameters that carry a secret (redis-py ``?password=``, libpq ``?password=`` ...).
-_SECRET_PARAMS = ("password", "passwd", "pwd", "sslpassword", "secret", "token", "access_token")
-_URL_NETLOC_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<netloc>[^/?#\s'\"<>]*)")
-_SECRET_PARAM_RE = re.compile(
-    r"(?P<key>[?&;](?:" + "|".join(_SECRET_PARAMS) + r")=)[^&#\s'\"]*", re.IGNORECASE)
-# libpq keyword/value strings: password=secret or password='sec ret'
-_KV_PASSWORD_RE = re.compile(r"\b(?P<key>password\s*=\s*)(?:'(?:[^'\\]|\\.)*'|[^\s'\"]+)",
-                             re.IGNORECASE)
-
-
-def _mask_netloc(match: re.Match[str]) -> str:
-    netloc = match.group("netloc")
-    userinfo, at, host = netloc.rpartition("@")
-    if not at or ":" not in userinfo:
-        return match.group(0)
-    user = userinfo.split(":", 1)[0]
-    return f"{match.group('scheme')}{user}:{MASK}@{host}"
-
-
-def mask_url_rest(value: str) -> str:
-    """``htps://hooks.example/T0/B0/secret?token=x`` -> ``htps://hooks.example/...``: a
-    URL-like value (any scheme, or none) without its path, query and fragment, which may hold
-    its secret (a webhook's). ``mailto:ADDRESS`` and a bare host are returned unchanged."""
-    if not isinstance(value, str):
-        return "<not a url>"
-    if value[:7].lower() == "mailto:":
-        return value
-    scheme = _URL_SCHEME_RE.match(value)
-    start = scheme.end() if scheme else 0
-    cut = min((i for i in (value.find(c, start) for c in "/?#") if i >= 0), default=-1)
-    if cut < 0 or value[cut:] == "/":
-        return value
-    return value[:cut] + "/..."
-
-
-def mask_urls_rest(text: str) -> str:
-    """Every ``scheme://host/rest`` in free text shown as ``scheme://host/...``."""
-    return _URL_REST_IN_TEXT_RE.sub(r"\1/...", text)
-
-
-def redact_url(url: str) -> str:
-    """``redis://:secret@host:6379/0`` -> ``redis://:***@host:6379/0``.
-
-    Also masks secret query parameters (``unix:///run/redis.sock?password=secret``). The host,
-    port (even an invalid one) and IPv6 brackets are kept as written; URLs without a secret are
-    returned unchanged.
-    """
-    if not isinstance(url, str):
-        return "<not a url>"
-    out = _URL_NETLOC_RE.sub(_mask_netloc, url, count=1)
-    return _SECRET_PARAM_RE.sub(lambda m: m.group("key") + MASK, out)
-
-
-def _password_of(url: str) -> str | None:
-    try:
-        password = urlsplit(url).password
-    except ValueError:
-        match = _URL_NETLOC_RE.search(url)
-        userinfo = match.group("netloc").rpartition("@")[0] if match else ""
-        password = userinfo.split(":", 1)[1] if ":" in userinfo else None
-    return password or None
-
-
-def redact_text(text: str, *urls: str | None, one_line: bool = True) -> str:
-    """Mask every credential in free text: URLs with a password, secret query parameters,
-    libpq ``password=...`` pairs, and the passwords of ``urls`` wherever they appear verbatim
-    (an error message may quote a password on its own). With ``one_line`` newlines are folded
-    into ``; `` so the result fits the one-line error rule."""
-    out = _URL_NETLOC_RE.sub(_mask_netloc, str(text))
-    out = _SECRET_PARAM_RE.sub(lambda m: m.group("key") + MASK, out)
-    out = _KV_PASSWORD_RE.sub(lambda m: m.group("key") + MASK, out)
-    for url in urls:
-        password = _password_of(url) if url else None
-        if password and len(password) >= 3:
-            for form in {password, unquote(password)}:
-                out = out.replace(form, MASK)
-    if not one_line:
-        return out
-    return "; ".join(line.strip() for line in out.splitlines() if line.strip())
-
-
-class UrlRedactingFilter(logging.Filter):
-    """A logging filter masking credentials (see :func:`redact_text`) in every record and its
-    traceback, including the passwords of the settings' URLs. Attach it to handlers (a logger's
-    filter does not see its children's records)."""
-
-    def __init__(self, settings: Settings | None = None) -> None:
-        super().__init__()
-        self.urls = (settings.redis_url, settings.database_url) if settings else ()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = redact_text(record.getMessage(), *self.urls, one_line=False)
-        record.args = None
-        if record.exc_info and not record.exc_text:
-            record.exc_text = logging.Formatter().formatException(record.exc_info)
-        if record.exc_text:
-            record.exc_text = redact_text(record.exc_text, *self.urls, one_line=False)
-        return True
-
-
-def redact_exception(exc: BaseException, *urls: str | None) -> str:
-    """One printable line for an exception from redis-py, SQLAlchemy or a driver, with every
-    credential masked (SQLAlchemy's ArgumentError, for one, quotes the whole URL)."""
-    message = redact_text(str(exc), *urls) or type(exc).__name__
-    return message

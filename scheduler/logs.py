@@ -12,8 +12,8 @@ What it owns:
    whole process (``worker``).
 3. One handler on stderr for every logger, the root's: paramiko's and SQLAlchemy's records
    propagate to it, so they get the same format and pass the same filters. The caller passes
-   the filters (credential and secret masking, ``scheduler.config.UrlRedactingFilter`` and
-   ``tasks.secrets.RedactingFilter``); formatting runs after them, so a masked message is what
+   the filters (credential and secret masking, ``scheduler.redact.UrlRedactingFilter`` and
+   ``scheduler.redact.RedactingFilter``); formatting runs after them, so a masked message is what
    is written, in either format.
 """
 
@@ -148,7 +148,7 @@ def configure_logging(settings: Any, worker: str | None = None) -> None:
     passwords of the Redis and database URLs (and any URL's credentials) are masked before a
     line is written. Filters go on the handler, not loggers (a logger's filter misses its
     children's records)."""
-    from scheduler.config import UrlRedactingFilter
+    from scheduler.redact import UrlRedactingFilter
 
     configure(settings.log_level, settings.log_format, [UrlRedactingFilter(settings)],
               static={"worker": worker} if worker else None)

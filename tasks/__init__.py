@@ -4,6 +4,7 @@ plugins), their declared parameters, and secret references.
 See docs/actions.md for each action and for writing a plugin.
 """
 
+from scheduler.redact import RedactingFilter, Redactor
 from tasks.base import Action, ActionContext, ActionResult, BaseAction, Step, StepFailed, Steps
 from tasks.params import (
                           Argv,
@@ -23,7 +24,7 @@ from tasks.params import (
                           validate_params,
 )
 from tasks.registry import GROUP, describe_action, get_action, list_actions, reload
-from tasks.secrets import RedactingFilter, Redactor, SecretError, SecretRef, resolve
+from tasks.secrets import SecretError, SecretRef, resolve
 
 __all__ = [
     "Action", "ActionContext", "ActionResult", "Argv", "BaseAction", "Boolean", "Choice",

@@ -6,7 +6,7 @@ What it owns:
    ``idempotent``, ``requires_window``, ``expected_ms``, ``default_executor``, ``validate()``
    and ``run()``;
 2. :class:`ActionResult` and :class:`ActionContext` (the run-time extras: a way to reconnect
-   to the host, the job's secret :class:`~tasks.secrets.Redactor`);
+   to the host, the job's secret :class:`~scheduler.redact.Redactor`);
 3. :class:`BaseAction`, the usual way to write one: declare ``params``, implement
    ``execute(steps, host, params, ctx)``; the base validates, resolves secrets, turns failures
    into results, and redacts every result before it is returned;
@@ -29,10 +29,11 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from scheduler.errors import BecomeError, SftpUnavailableError, ValidationError
+from scheduler.redact import Redactor
 from tasks.argv import PlaceholderError, render
 from tasks.host import CommandResult, Host, HostSession
 from tasks.params import Param, validate_params
-from tasks.secrets import Redactor, SecretError, resolve
+from tasks.secrets import SecretError, resolve
 
 __all__ = [
     "Action", "ActionContext", "ActionResult", "BaseAction", "Step", "StepFailed", "Steps",
@@ -94,7 +95,7 @@ class ActionContext:
     ``reconnect`` opens a fresh session on the same host (the worker passes
     ``lambda: executor.session(host)``); actions that reboot a host use it to come back.
     ``redactor`` learns the job's secret values; the worker attaches a
-    :class:`~tasks.secrets.RedactingFilter` with it to its log handlers.
+    :class:`~scheduler.redact.RedactingFilter` with it to its log handlers.
     """
 
     reconnect: Callable[[], AbstractContextManager[HostSession]] | None = None

@@ -33,11 +33,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 
-from scheduler.config import Settings, UrlRedactingFilter
+from scheduler.config import Settings
 from scheduler.logs import configure
-from tasks.secrets import RedactingFilter
+from scheduler.redact import LockedRedactor, RedactingFilter, UrlRedactingFilter
 from workers.protocol import DONE, INIT, READY, RUN, STOP, Order, Outcome
-from workers.runner import LockedRedactor, Runner
+from workers.runner import Runner
 
 PR_SET_PDEATHSIG = 1
 

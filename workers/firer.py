@@ -69,7 +69,7 @@ class Firer:
                          result.tasks, result.missed, result.next_at)
             except Exception as exc:  # noqa: BLE001 - the lease expiry is the retry
                 self.failed += 1
-                from scheduler.config import redact_exception
+                from scheduler.redact import redact_exception
 
                 log.error("schedule %s could not fire (%s: %s); it fires again when its lease "
                           "runs out", entry.name, type(exc).__name__, redact_exception(exc))

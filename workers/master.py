@@ -42,7 +42,6 @@ from typing import Any
 
 import redis
 
-from scheduler.config import redact_exception
 from scheduler.errors import ConfigError
 from scheduler.logs import job_context
 from scheduler.queue import fairshare
@@ -50,6 +49,7 @@ from scheduler.queue.client import JobResult
 from scheduler.queue.keys import Keys
 from scheduler.queue.sharded import check_shard_count, open_queue
 from scheduler.queue.shards import Shards, shards_of
+from scheduler.redact import redact_exception
 from scheduler.redisdb.connect import REDIS_ERRORS, is_permanent
 from scheduler.windows.wire import HOST_FREEZES
 from workers.config import NodeConfig

@@ -2,7 +2,7 @@
 
 The queue's ``output`` field is JSON of the captured head and tail of each command's stdout
 and stderr, with the bytes cut between them (docs/architecture.md, "Events"). The action has already masked every secret value it
-resolved (``tasks.secrets.Redactor``) in the results it returns.
+resolved (``scheduler.redact.Redactor``) in the results it returns.
 
 An action that reports its steps (``tasks.base.Step``: every ``BaseAction``) gets one record
 per step, commands and file operations alike, each with its ``step`` name; the step that

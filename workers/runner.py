@@ -29,8 +29,8 @@ from scheduler.errors import (
     ValidationError,
 )
 from scheduler.logs import job_context
+from scheduler.redact import LockedRedactor, Redactor, SharedRedactor
 from tasks.host import Executor, Host
-from tasks.secrets import Redactor
 from workers.protocol import Order, Outcome
 from workers.results import job_outcome
 
@@ -49,34 +49,6 @@ class JobError(Exception):
     def __init__(self, message: str, retryable: bool) -> None:
         super().__init__(message)
         self.retryable = retryable
-
-
-class SharedRedactor(Redactor):
-    """A job's redactor that also teaches the child-wide one (which masks the child's logs)."""
-
-    def __init__(self, node: LockedRedactor) -> None:
-        super().__init__()
-        self._node = node
-
-    def add(self, value: str) -> None:
-        super().add(value)
-        self._node.add(value)
-
-
-class LockedRedactor(Redactor):
-    """The child-wide redactor: job threads add to it while the log filter reads it."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        super().__init__()
-
-    def add(self, value: str) -> None:
-        with self._lock:
-            super().add(value)
-
-    def redact(self, text: str, *, head: bool = False, tail: bool = False) -> str:
-        with self._lock:
-            return super().redact(text, head=head, tail=tail)
 
 
 def host_from(name: str, data: dict[str, str]) -> Host:

@@ -33,9 +33,10 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from scheduler.config import Settings, redact_exception
+from scheduler.config import Settings
 from scheduler.errors import ConfigError, FleetschedError
 from scheduler.logs import configure_logging
+from scheduler.redact import redact_exception
 from workers.config import NodeConfig
 
 if TYPE_CHECKING:

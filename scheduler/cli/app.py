@@ -138,7 +138,7 @@ def main(args: list[str] | None = None) -> None:
         if type(exc).__module__.split(".")[0] in ("redis", "sqlalchemy", "psycopg"):
             # A driver error that no command turned into a FleetschedError: one line, and
             # never a password (SQLAlchemy quotes whole URLs in some messages).
-            from scheduler.config import redact_exception
+            from scheduler.redact import redact_exception
 
             output.error(f"{type(exc).__name__}: {redact_exception(exc)}")
             sys.exit(1)

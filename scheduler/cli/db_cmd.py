@@ -25,7 +25,7 @@ def _settings(ctx: typer.Context):  # noqa: ANN202
 
 
 def _shown(url: str) -> str:
-    from scheduler.config import redact_url
+    from scheduler.redact import redact_url
 
     return redact_url(url)
 

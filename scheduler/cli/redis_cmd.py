@@ -13,8 +13,9 @@ import typer
 from scheduler.cli import output
 from scheduler.cli.context import state
 from scheduler.cli.output import OutputOption
-from scheduler.config import Settings, redact_url
+from scheduler.config import Settings
 from scheduler.errors import ConfigError
+from scheduler.redact import redact_url
 from scheduler.redisdb import embedded
 from scheduler.redisdb.connect import connect, server_status
 

@@ -40,10 +40,11 @@ from typing import Any
 
 import redis
 
-from scheduler.config import Settings, redact_exception, redact_url
+from scheduler.config import Settings
 from scheduler.errors import FleetschedError, RedisUnavailableError
 from scheduler.queue.depth import ShardsAnswering, answering
 from scheduler.queue.shards import Shards, shards_of
+from scheduler.redact import redact_exception, redact_url
 
 __all__ = ["Finding", "LEVELS", "status", "doctor", "healthy", "open_redis"]
 

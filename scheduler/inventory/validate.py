@@ -167,7 +167,7 @@ def public_vars(values: Mapping[str, Any], found: set[str] | None = None,
     says secret (``db: {password: ...}`` too) are dropped, and credentials inside text (a URL's
     password, ``password=`` pairs, secret query parameters, a private key block) are masked.
     The dotted names of what was dropped or masked are added to ``found``."""
-    from scheduler.config import MASK, redact_text
+    from scheduler.redact import MASK, redact_text
 
     def clean(value: Any, where: str) -> Any:
         if isinstance(value, Mapping):

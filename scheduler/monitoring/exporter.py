@@ -17,10 +17,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
 
-from scheduler.config import Settings, UrlRedactingFilter
+from scheduler.config import Settings
 from scheduler.errors import ConfigError
 from scheduler.logs import configure
 from scheduler.monitoring.fleet import FleetCollector
+from scheduler.redact import UrlRedactingFilter
 
 log = logging.getLogger(__name__)
 

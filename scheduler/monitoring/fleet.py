@@ -41,9 +41,10 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from scheduler.config import Settings, redact_exception
+from scheduler.config import Settings
 from scheduler.queue.keys import PRIORITY_CLASSES
 from scheduler.queue.shards import shards_of
+from scheduler.redact import redact_exception
 
 if TYPE_CHECKING:
     from scheduler.record.epoch import SqlSide

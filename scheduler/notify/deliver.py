@@ -19,10 +19,10 @@ import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
 
-from scheduler.config import MASK, mask_urls_rest, redact_text
 from scheduler.errors import FleetschedError
 from scheduler.notify.message import email
 from scheduler.notify.targets import Smtp, Target
+from scheduler.redact import MASK, mask_urls_rest, redact_text
 
 __all__ = ["TIMEOUT_S", "DeliveryError", "send"]
 

@@ -17,8 +17,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from scheduler.config import Settings, mask_url_rest, redact_url
+from scheduler.config import Settings
 from scheduler.errors import ConfigError, ValidationError
+from scheduler.redact import mask_url_rest, redact_url
 
 __all__ = ["KINDS", "MAX_TARGETS", "Policy", "Smtp", "Target", "parse_target", "parse_targets"]
 

@@ -22,10 +22,10 @@ from typing import Any
 
 import redis
 
-from scheduler.config import redact_exception
 from scheduler.queue.keys import Keys
 from scheduler.queue.presence import redis_now_ms
 from scheduler.queue.shards import Shards
+from scheduler.redact import redact_exception
 from scheduler.redisdb.connect import REDIS_ERRORS
 
 __all__ = ["QueueCounts", "ShardsAnswering", "answering", "as_shards", "queue_counts"]

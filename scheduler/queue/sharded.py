@@ -34,12 +34,13 @@ from typing import Any
 
 import redis
 
+from scheduler.config import LEASE_MS
 from scheduler.errors import Code, ConfigError
 from scheduler.progress import from_task_hash
 from scheduler.queue.client import Queue
 from scheduler.queue.shards import Shards
 from scheduler.queue.types import Claim, FailOutcome, JobResult, text
-from scheduler.config import LEASE_MS, redact_exception
+from scheduler.redact import redact_exception
 from scheduler.redisdb.connect import REDIS_ERRORS, is_permanent
 
 log = logging.getLogger(__name__)

@@ -22,9 +22,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 import scheduler
-from scheduler.config import Settings, redact_url
+from scheduler.config import Settings
 from scheduler.errors import DatabaseUnavailableError, FleetschedError, ValidationError
 from scheduler.record.engine import make_engine
+from scheduler.redact import redact_url
 
 # Alembic's `context` is a module-level proxy: one command at a time per process. Nodes are
 # separate processes and are kept apart by the database lock taken in env.py.

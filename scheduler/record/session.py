@@ -17,9 +17,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from scheduler.config import Settings, redact_exception
+from scheduler.config import Settings
 from scheduler.errors import DatabaseUnavailableError, FleetschedError
 from scheduler.record.engine import make_engine, session_factory
+from scheduler.redact import redact_exception
 
 __all__ = ["open_database", "transaction"]
 

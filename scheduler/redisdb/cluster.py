@@ -26,8 +26,8 @@ from urllib.parse import unquote
 import redis
 from redis.cluster import ClusterNode, RedisCluster
 
-from scheduler.config import redact_url
 from scheduler.errors import ConfigError
+from scheduler.redact import redact_url
 
 __all__ = ["ClusterUrl", "cluster_client", "is_cluster_client", "is_cluster_url", "masters",
            "node_client", "nodes", "parse_cluster_url"]

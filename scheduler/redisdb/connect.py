@@ -20,8 +20,9 @@ from typing import Any
 
 import redis
 
-from scheduler.config import Settings, redact_exception, redact_url
+from scheduler.config import Settings
 from scheduler.errors import ConfigError, RedisUnavailableError, RedisUnsafeError
+from scheduler.redact import redact_exception, redact_url
 from scheduler.redisdb import cluster, embedded
 
 __all__ = ["REDIS_ERRORS", "check_eviction_policy", "connect", "display_url", "eviction_policy",

@@ -482,7 +482,7 @@ def _connect_first(connect: Callable[[], redis.Redis]) -> redis.Redis | Exceptio
 
 def _reason(exc: BaseException) -> str:
     """Why Redis did not take the task, in one line (no password)."""
-    from scheduler.config import redact_exception
+    from scheduler.redact import redact_exception
 
     reason = str(exc) if isinstance(exc, FleetschedError) else (
         f"{type(exc).__name__}: {redact_exception(exc)}")

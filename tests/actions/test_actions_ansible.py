@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.redact import MASK
 import tasks
-from tasks.host import Host
-from tasks.secrets import MASK
 from tasks.executors import build_executor
+from tasks.host import Host
 
 FAKE = """#!{python}
 import json, os, sys

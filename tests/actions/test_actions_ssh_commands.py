@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.redact import MASK
 import tasks
 from tasks import ActionContext, RedactingFilter, Redactor
-from tasks.secrets import MASK
 from tests.actions_support import run_action
 from tests.fleet import SshFleet
 

@@ -9,17 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.redact import MASK, RedactingFilter, Redactor
 from tasks.host import CommandResult
-from tasks.secrets import (
-    MASK,
-    RedactingFilter,
-    Redactor,
-    SecretError,
-    SecretRef,
-    SecretValue,
-    parse_ref,
-    resolve,
-)
+from tasks.secrets import SecretError, SecretRef, SecretValue, parse_ref, resolve
 
 CANARY = "canary-7f3a'9\"$x"
 

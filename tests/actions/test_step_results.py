@@ -139,8 +139,8 @@ def test_output_over_its_budget_drops_early_steps_but_never_the_deciding_one() -
 
 def test_a_secret_in_a_steps_command_and_error_is_masked_in_the_result() -> None:
     # Given a step that failed with the secret in its command and its error
+    from scheduler.redact import Redactor
     from tasks.base import ActionResult, Step
-    from tasks.secrets import Redactor
 
     redactor = Redactor(["hunter2"])
     result = ActionResult(ok=False, results=[], error="failed: hunter2", steps=(

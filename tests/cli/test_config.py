@@ -12,16 +12,9 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from scheduler.cli.app import main
-from scheduler.config import (
-    Settings,
-    load_settings,
-    load_settings_explained,
-    redact_exception,
-    redact_text,
-    redact_url,
-    replace,
-)
+from scheduler.config import Settings, load_settings, load_settings_explained, replace
 from scheduler.errors import ConfigError
+from scheduler.redact import redact_exception, redact_text, redact_url
 
 
 def write_toml(path: Path, text: str) -> Path:
@@ -240,7 +233,7 @@ def test_logs_through_the_redacting_filter_never_show_a_url_password(tmp_path: P
     import io
     import logging
 
-    from scheduler.config import UrlRedactingFilter
+    from scheduler.redact import UrlRedactingFilter
 
     # Given a handler with the filter, and settings whose URLs carry passwords
     settings = load_settings({"redis_url": "redis://:log-s3cret@cache:6379/0",

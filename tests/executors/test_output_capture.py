@@ -20,12 +20,12 @@ from scheduler.queue.client import JobResult, Queue
 from scheduler.queue.output import output_lines
 from scheduler.queue.types import OUTPUT_MAX, capped_output, stored_output
 from scheduler.record.migrate import upgrade
+from scheduler.redact import Redactor
+from tasks.executors.capture import Capture
 from tasks.host import CommandResult
-from tasks.secrets import Redactor
 from tests.fleet import SshFleet, current_user
 from tests.submit_support import Cli, drain, inventory, sql_rows
 from tests.worker_support import KEYS, WorkerProcess, worker_args
-from tasks.executors.capture import Capture
 from workers.results import output_json
 
 TEXT = "aé€😀" * 50  # 1, 2, 3 and 4-byte characters

@@ -1,5 +1,5 @@
 """Worker logs never carry the password of the Redis (or database) URL: the node master's and
-each child's log handler pass every record through ``scheduler.config.UrlRedactingFilter``
+each child's log handler pass every record through ``scheduler.redact.UrlRedactingFilter``
 (the children's also through the jobs' secrets ``RedactingFilter``). A real worker process on a
 password-protected private redis-server, at debug level."""
 
