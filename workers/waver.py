@@ -25,13 +25,13 @@ from typing import Any
 
 import redis
 
-from scheduler.config import redact_exception
 from scheduler.queue.client import Queue
 from scheduler.queue.keys import Keys
 from scheduler.queue.presence import redis_now_ms
-from scheduler.redisdb.connect import REDIS_ERRORS
 from scheduler.queue.shards import Shards
 from scheduler.queue.types import text
+from scheduler.redact import redact_exception
+from scheduler.redisdb.connect import REDIS_ERRORS
 from scheduler.submission import rollout
 
 log = logging.getLogger(__name__)
