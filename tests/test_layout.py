@@ -7,8 +7,7 @@ docs/architecture.md ("Module map") draws the layers; this test is what keeps th
 3. ``tasks`` never imports ``workers``; ``scheduler`` imports ``workers`` only from the commands
    that start workers (``scheduler.cli.worker_cmd``);
 4. SSH is one place: only ``tasks.executors.ssh`` imports paramiko;
-5. one home each: the lease default is written once (``scheduler.config.LEASE_MS``); masking
-   is ``scheduler.redact``'s alone.
+5. one home each: the lease default is written once (``scheduler.config.LEASE_MS``).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ PACKAGES = ("scheduler", "workers", "tasks")
 
 # Lowest first. A module may import its own unit or any unit of a lower layer.
 LAYERS: list[tuple[str, ...]] = [
-    ("scheduler.errors", "scheduler", "scheduler.redact"),
+    ("scheduler.errors", "scheduler"),
     ("scheduler.config", "scheduler.gcpause", "scheduler.parse", "scheduler.progress"),
     ("scheduler.calendar", "scheduler.redisdb", "scheduler.logs", "scheduler.principal", "tasks"),
     ("scheduler.queue",),
@@ -191,25 +190,58 @@ def test_the_lease_default_is_written_once() -> None:
         ", ".join(found)
 
 
-def test_masking_lives_in_scheduler_redact() -> None:
-    """No other module spells the mask or filters log records to mask them."""
-    from scheduler.redact import MASK
-
-    found = []
-    for name in MODULES:
-        if name == "scheduler.redact":
-            continue
-        for node in _parsed(name)[1]:
-            if isinstance(node, ast.Constant) and node.value == MASK:
-                found.append(f"{name}:{node.lineno}: the mask spelled again")
-            elif isinstance(node, ast.ClassDef) and "redact" in node.name.lower():
-                found.append(f"{name}:{node.lineno}: class {node.name}")
-    assert not found, "redaction outside scheduler/redact.py:\n" + "\n".join(found)
-
-
 def test_plugins_written_against_the_old_contract_path_keep_working() -> None:
     import tasks.host
     from workers.executors import base
 
     assert (base.Host, base.HostSession, base.CommandResult, base.Executor) == (
         tasks.host.Host, tasks.host.HostSession, tasks.host.CommandResult, tasks.host.Executor)
+
+
+# The CLI parses, calls one verb (scheduler.verbs) and renders: issue 27 section 2.
+CLI_MAX_LINES = 350
+# redis-py methods that name or touch keys (not get, set, keys, exists, unlink: dicts and
+# paths have them).
+REDIS_KEY_CALLS = {
+    "delete", "pipeline", "transaction", "execute", "execute_command", "eval",
+    "evalsha", "register_script", "hget", "hmget", "hset", "hgetall", "hdel", "hincrby",
+    "zadd", "zrem", "zrange", "zrangebyscore", "zcard", "zscore", "lpush", "rpush", "lrange",
+    "llen", "lrem", "sadd", "srem", "smembers", "xadd", "xrange", "xread", "xreadgroup",
+    "expire", "pexpire", "incr", "incrby", "scan", "scan_iter", "rename", "getdel", "mget",
+}
+# The modules that spell key names: a command that needs one is doing a verb's work.
+KEY_MODULES = {"scheduler.queue.keys", "scheduler.queue.route"}
+
+
+def _cli_modules() -> dict[str, Path]:
+    return {name: path for name, path in MODULES.items() if name.startswith("scheduler.cli.")}
+
+
+def test_every_cli_module_is_at_most_350_lines() -> None:
+    long = [f"{name}: {n} lines" for name, path in _cli_modules().items()
+            if (n := len(path.read_text().splitlines())) > CLI_MAX_LINES]
+    assert not long, f"CLI modules over {CLI_MAX_LINES} lines (move the work into a verb):\n" \
+        + "\n".join(sorted(long))
+
+
+def test_no_cli_command_module_imports_another() -> None:
+    """Shared helpers live in context, output and the like, never in a ``*_cmd`` module."""
+    def command(name: str) -> bool:
+        return name.startswith("scheduler.cli.") and name.endswith("_cmd")
+
+    crossed = [f"{name} -> {dep}" for name, deps in GRAPH.items() if command(name)
+               for dep in deps if command(dep)]
+    assert not crossed, "\n".join(sorted(crossed))
+
+
+def test_the_cli_never_touches_redis_keys_itself() -> None:
+    """No Redis key command called in scheduler/cli, nor a key name spelled there."""
+    found = [f"{name} -> {dep}" for name in _cli_modules() for dep in GRAPH[name]
+             if dep in KEY_MODULES]
+    for name, path in _cli_modules().items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in REDIS_KEY_CALLS:
+                found.append(f"{name}:{node.lineno}: .{node.func.attr}(")
+    assert not found, "Redis keys touched in the CLI (a verb's work):\n" + \
+        "\n".join(sorted(found))

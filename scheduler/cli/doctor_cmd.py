@@ -13,8 +13,8 @@ import typer
 
 from scheduler.cli import output
 from scheduler.cli.context import state
+from scheduler.cli.findings import render_findings
 from scheduler.cli.output import OutputOption
-from scheduler.cli.status_cmd import render_findings
 
 EPILOG = """Examples:
 

@@ -7,14 +7,11 @@ Thin: ``scheduler.health.checks.status`` does the checks; this renders them (a t
 from __future__ import annotations
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from scheduler.cli import output
 from scheduler.cli.context import state
+from scheduler.cli.findings import render_findings
 from scheduler.cli.output import OutputOption
-
-STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
 
 EPILOG = """Examples:
 
@@ -24,28 +21,6 @@ EPILOG = """Examples:
 
 Exit codes: 0 healthy (warnings allowed), 1 a check failed.
 """
-
-
-def render_findings(findings: list, fmt: output.OutputFormat, extra: dict | None = None) -> None:
-    """Findings as a table (level, check, message, hint) or JSON/CSV rows on stdout."""
-    from scheduler.health.checks import healthy
-
-    rows = [f.as_dict() for f in findings]
-    if fmt is output.OutputFormat.json:
-        output.emit_object({"healthy": healthy(findings), **(extra or {}), "checks": rows}, fmt)
-        return
-    if fmt is output.OutputFormat.csv:
-        output.emit_rows(rows, ["check", "level", "message", "hint"], fmt)
-        return
-    table = Table(show_edge=False, show_header=False, box=None, pad_edge=False)
-    for _ in range(3):
-        table.add_column()
-    for f in findings:
-        table.add_row(Text(f.level.upper(), style=STYLE.get(f.level, "")), Text(f.check),
-                      Text(f.message))
-        if f.hint:
-            table.add_row(Text(""), Text(""), Text(f"hint: {f.hint}", style="dim"))
-    output.stdout.print(table)
 
 
 def status(
