@@ -7,7 +7,8 @@ docs/architecture.md ("Module map") draws the layers; this test is what keeps th
 3. ``tasks`` never imports ``workers``; ``scheduler`` imports ``workers`` only from the commands
    that start workers (``scheduler.cli.worker_cmd``);
 4. SSH is one place: only ``tasks.executors.ssh`` imports paramiko;
-5. one home each: the lease default is written once (``scheduler.config.LEASE_MS``).
+5. one home each: the lease default is written once (``scheduler.config.LEASE_MS``); masking
+   is ``scheduler.redact``'s alone; only ``scheduler.queue`` calls a Lua script.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ PACKAGES = ("scheduler", "workers", "tasks")
 
 # Lowest first. A module may import its own unit or any unit of a lower layer.
 LAYERS: list[tuple[str, ...]] = [
-    ("scheduler.errors", "scheduler"),
+    ("scheduler.errors", "scheduler", "scheduler.redact"),
     ("scheduler.config", "scheduler.gcpause", "scheduler.parse", "scheduler.progress"),
     ("scheduler.calendar", "scheduler.redisdb", "scheduler.logs", "scheduler.principal", "tasks"),
     ("scheduler.queue",),
@@ -188,6 +189,44 @@ def test_the_lease_default_is_written_once() -> None:
                     found.append(f"{name}:{node.lineno}")
     assert not found, "a lease default written again (use scheduler.config.LEASE_MS): " + \
         ", ".join(found)
+
+
+def test_masking_lives_in_scheduler_redact() -> None:
+    """No other module spells the mask or filters log records to mask them."""
+    from scheduler.redact import MASK
+
+    found = []
+    for name in MODULES:
+        if name == "scheduler.redact":
+            continue
+        for node in _parsed(name)[1]:
+            if isinstance(node, ast.Constant) and node.value == MASK:
+                found.append(f"{name}:{node.lineno}: the mask spelled again")
+            elif isinstance(node, ast.ClassDef) and "redact" in node.name.lower():
+                found.append(f"{name}:{node.lineno}: class {node.name}")
+    assert not found, "redaction outside scheduler/redact.py:\n" + "\n".join(found)
+
+
+def test_only_the_queue_packs_lua_arguments() -> None:
+    """Scripts are called, their KEYS and ARGV packed, in ``scheduler/queue/`` alone."""
+    from scheduler.queue.scripts import VERBS
+
+    script_calls = {"run_script", "scripts_for", "register_script", "eval", "evalsha",
+                    "script_load", "fcall"}
+    found = []
+    for name in MODULES:
+        if name == "scheduler.queue" or name.startswith("scheduler.queue."):
+            continue
+        for node in _parsed(name)[1]:
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            verb = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) \
+                else None
+            if called in script_calls or (called == "call" and verb in VERBS):
+                found.append(f"{name}:{node.lineno}: {called}({verb or ''})")
+    assert not found, "Lua scripts called outside scheduler/queue/:\n" + "\n".join(found)
 
 
 def test_plugins_written_against_the_old_contract_path_keep_working() -> None:

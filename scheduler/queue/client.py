@@ -58,6 +58,7 @@ __all__ = ["Carried", "Claim", "ClaimedJob", "FailOutcome", "JobResult", "JobSpe
 ENQUEUE_CHUNK = 1_000  # jobs per enqueue script call: one call stays well under a millisecond
 ACK_CHUNK = 200  # jobs per ack / extend / release call
 CANCEL_CHUNK = 500  # job ids per cancel call
+RETRY_CHUNK = 500  # job ids per retry_failed call
 RESUME_CHUNK = 1_000  # held jobs moved back per resume call
 REPRIORITIZE_CHUNK = 500  # job ids walked per reprioritize call
 BACKOFF_CAP_MS = 3_600_000  # exponential retry backoff never waits longer than an hour
@@ -98,7 +99,8 @@ class Queue:
     1. create tasks and enqueue their jobs (``create_task``, ``enqueue``);
     2. hand due jobs to workers with a fencing token (``claim``), renew (``extend``) and end
        their leases (``ack``, ``fail``, ``defer``, ``release``); a stale token changes nothing;
-    3. operator verbs on a task (``pause``, ``resume``, ``cancel_task``, ``reprioritize``);
+    3. operator verbs on a task (``pause``, ``resume``, ``cancel_task``, ``reprioritize``,
+       ``retry_failed``);
     4. tell workers when to look again (``next_due``, ``wait_for_work``);
     5. apply fair-share reorder chunks (``reorder_chunk``; the reorder is scheduler/queue/fairshare.py).
     """
@@ -381,7 +383,7 @@ class Queue:
     def set_group_limit(self, group: str, limit: int | None, operator: str) -> None:
         """Most jobs running at once on ``group``'s hosts, across all tasks (None: no limit);
         the jobs waiting for the group go back to their due sets. Hosts name their limited
-        groups in their hash's ``limits`` field (``write_hosts``)."""
+        groups in their hash's ``limits`` field (``scheduler.queue.hosts``)."""
         if not isinstance(group, str) or not group or "," in group:
             raise bad(f"group name {group!r} must be non-empty text without a comma")
         if limit is not None and (type(limit) is not int or limit < 1):
@@ -427,6 +429,24 @@ class Queue:
                               [task_id, priority, operator, 0, self.keys.wake, *ids])
             moved += int(reply[0])
         return int(moved)
+
+    def retry_failed(self, task_id: str, operator: str) -> list[tuple[str, list[str]]]:
+        """Queue the task's failed jobs again, each with a new attempt budget, walking its job
+        ids in chunks (see retry_failed.lua); an aborted task becomes active again. Returns
+        (event id, job ids) for each chunk that queued any failed job again."""
+        span = int(self.task_state(task_id).get("span") or 0)
+        fixed = [self.keys.task(task_id), *self.keys.all_due(), self.keys.dead, self.keys.events]
+        moved: list[tuple[str, list[str]]] = []
+        for start in range(0, max(span, 1), RETRY_CHUNK):
+            ids = [f"{task_id}.{k}" for k in range(start, min(start + RETRY_CHUNK, span))]
+            reply = self.call("retry_failed", fixed + [self.keys.job(i) for i in ids],
+                              [task_id, operator, self.keys.wake, *ids])
+            if int(reply[0]):
+                event_id = text(reply[1])
+                entry = self.client.xrange(self.keys.events, min=event_id, max=event_id)
+                jobs = text(entry[0][1].get("jobs", "")).split() if entry else []
+                moved.append((event_id, jobs))
+        return moved
 
     def reorder_chunk(self, priority: str, token: str, lock_ms: int,
                       moves: Sequence[tuple[str, float, float]]) -> int | None:

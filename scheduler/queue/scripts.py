@@ -10,7 +10,8 @@
    integers, which may well start with a negative one) by its shape, never by its values.
 
 ``scheduler.queue.client.Queue`` calls every script through :func:`run_script`; so do the
-schedule entry's verbs (``scheduler.schedules.entry``), which take a client rather than a queue.
+schedule entry's verbs (``scheduler.queue.schedules``) and the host hashes
+(``scheduler.queue.hosts``), which take a client rather than a queue.
 """
 
 from __future__ import annotations

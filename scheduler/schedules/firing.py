@@ -17,7 +17,7 @@ claimed ``sched:<name>`` (``Claim.schedules``), in this order:
    jobs enqueued, never those already queued, which may have run and finished meanwhile);
    an occurrence whose task cannot be planned (its target now empty ...) is ``missed`` with
    the reason;
-4. ``scheduler.schedules.entry.fire``: token-checked, the ``fire`` and ``missed`` events and the
+4. ``scheduler.queue.schedules.fire``: token-checked, the ``fire`` and ``missed`` events and the
    move to the next occurrence in one atomic step. A stale token writes nothing: the worker
    that holds the entry now records the outcome (the tasks are in SQL already).
 
@@ -44,11 +44,11 @@ from sqlalchemy.engine import Engine
 from scheduler.calendar.catchup import catch_up
 from scheduler.errors import Code, FleetschedError
 from scheduler.queue.route import Where, coord, task_keys
+from scheduler.queue.schedules import fire
 from scheduler.queue.types import ClaimedSchedule
 from scheduler.record.engine import session_factory
 from scheduler.record.models import TASK_FINAL_STATES, Job, Schedule, Task
 from scheduler.record.types import due_ms, from_ms, to_ms
-from scheduler.schedules.entry import fire
 from scheduler.schedules.store import MISSED_LIMIT, as_cron, grace, request_of, timing_of
 
 log = logging.getLogger(__name__)

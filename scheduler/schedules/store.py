@@ -14,7 +14,7 @@ A schedule is a task template (an action, its parameters, a target and the task 
 
 Every change is written to SQL first (with an event: ``schedule-add``, ``schedule-pause``,
 ``schedule-resume``, ``schedule-remove``), then the schedule's due entry is armed or disarmed in
-Redis (``scheduler.schedules.entry``). Occurrences that fall while a schedule is paused are
+Redis (``scheduler.queue.schedules``). Occurrences that fall while a schedule is paused are
 recorded as ``missed`` events when it resumes: none is dropped silently.
 """
 
@@ -218,7 +218,7 @@ class NotArmedError(FleetschedError):
 
 
 def _arm(connect: Any, keys: Where, name: str, at: datetime | None, replace: bool) -> None:
-    from scheduler.schedules.entry import arm, disarm
+    from scheduler.queue.schedules import arm, disarm
 
     try:
         client = connect()
@@ -273,7 +273,7 @@ def pause_schedule(engine: Engine, connect: Any, name: str, *, operator: str,
                    keys: Where = Keys()) -> bool:
     """Pause: no occurrence fires until resume. False: it was paused already."""
     from scheduler.record.session import transaction
-    from scheduler.schedules.entry import disarm
+    from scheduler.queue.schedules import disarm
 
     with transaction(engine) as session:
         row = _row(session, name)

@@ -3,9 +3,9 @@
 What it owns, for every verb:
 
 1. checking the task exists (SQL first: the system of record; ``NotFoundError``, exit code 4);
-2. the queue transition in Redis (``Queue.pause``/``resume``/``cancel_task``, the
-   ``retry_failed.lua`` script here, ``Queue.reprioritize`` where the fair-share part provides
-   it): the script appends the event with the operator's name in the same atomic step;
+2. the queue transition in Redis (``Queue.pause``/``resume``/``cancel_task``/
+   ``retry_failed``, ``Queue.reprioritize`` where the fair-share part provides it): the
+   script appends the event with the operator's name in the same atomic step;
 3. recording at once in SQL what the transition did: the new stream entries of this task are
    applied with the recorder's own idempotent ``apply_events`` (keyed by stream id, so when the
    recorder meets them later it inserts nothing twice) and, in the same transaction,
@@ -37,17 +37,13 @@ from sqlalchemy.engine import Engine
 from scheduler.errors import FleetschedError, NotFoundError, ValidationError
 from scheduler.queue.client import Queue
 from scheduler.queue.keys import PRIORITY_CLASSES
-from scheduler.queue.types import text
 from scheduler.record.audit import record_event
 from scheduler.record.fold import fold_priority
 from scheduler.record.models import Job, Task
 from scheduler.record.now import record_now, stream_tail
 from scheduler.record.types import utcnow
 
-__all__ = ["ControlResult", "RETRY_CHUNK", "cancel", "pause", "reprioritize", "requeue_failed",
-           "resume", "retry_failed"]
-
-RETRY_CHUNK = 500  # job ids per retry_failed.lua call
+__all__ = ["ControlResult", "cancel", "pause", "reprioritize", "resume", "retry_failed"]
 
 
 @dataclass(frozen=True)
@@ -145,32 +141,13 @@ def _cancel_unqueued(engine: Engine, task_id: int, operator: str) -> ControlResu
     return ControlResult(task_id, "cancel", count, "cancelled")
 
 
-def requeue_failed(queue: Queue, task_id: str, operator: str) -> list[tuple[str, list[str]]]:
-    """Run ``retry_failed.lua`` over the task's job ids in chunks (Redis only); returns
-    (event id, job ids) for each chunk that queued any failed job again."""
-    keys = queue.keys
-    span = int(queue.task_state(task_id).get("span") or 0)
-    fixed = [keys.task(task_id), *keys.all_due(), keys.dead, keys.events]
-    moved: list[tuple[str, list[str]]] = []
-    for start in range(0, max(span, 1), RETRY_CHUNK):
-        ids = [f"{task_id}.{k}" for k in range(start, min(start + RETRY_CHUNK, span))]
-        reply = queue.call("retry_failed", fixed + [keys.job(i) for i in ids],
-                           [task_id, operator, keys.wake, *ids])
-        if int(reply[0]):
-            event_id = text(reply[1])
-            entry = queue.client.xrange(keys.events, min=event_id, max=event_id)
-            jobs = text(entry[0][1].get("jobs", "")).split() if entry else []
-            moved.append((event_id, jobs))
-    return moved
-
-
 def retry_failed(engine: Engine, queue: Queue, task_id: int, operator: str) -> ControlResult:
     """Queue the task's failed jobs again, each with a new attempt budget (see
     ``scheduler/queue/lua/retry_failed.lua``); an aborted task becomes active again."""
     moved: list[tuple[str, list[str]]] = []
 
     def call() -> int:
-        moved.extend(requeue_failed(queue, str(task_id), operator))
+        moved.extend(queue.retry_failed(str(task_id), operator))
         return sum(len(jobs) for _, jobs in moved)
 
     return _run(engine, queue, task_id, "retry-failed", call)

@@ -2,14 +2,13 @@
 
 What it owns:
 
-1. :func:`write_hosts`: each host's connection data into ``Keys.host`` (address, port, user,
-   vars as JSON, limited groups), a batch per script call; workers read it at claim time;
-2. :func:`fan_out`: host hashes, then ``Queue.create_task`` (a no-op if the task exists), then
-   ``Queue.enqueue`` in batches (duplicates are skipped by the script), so running it again
-   after a failure finishes the job instead of doubling it;
-3. :func:`mark_queued`: once Redis has every job, the SQL task leaves ``accepted`` (it becomes
+1. :func:`fan_out`: host hashes (``scheduler.queue.hosts.write_hosts``: each host's
+   connection data, which workers read at claim time), then ``Queue.create_task`` (a no-op if
+   the task exists), then ``Queue.enqueue`` in batches (duplicates are skipped by the
+   script), so running it again after a failure finishes the job instead of doubling it;
+2. :func:`mark_queued`: once Redis has every job, the SQL task leaves ``accepted`` (it becomes
    ``active``: queued) and its ``accepted`` job rows become ``pending``;
-4. the pieces ``scheduler.submission.reconcile`` needs to finish a fan-out from SQL alone:
+3. the pieces ``scheduler.submission.reconcile`` needs to finish a fan-out from SQL alone:
    :func:`recorded_spec` (the exact queue spec kept in the task's ``submit`` event),
    :func:`recorded_waves` (its waves' job ids) and :func:`host_conns` (connection data of
    stored hosts).
@@ -32,33 +31,11 @@ from sqlalchemy.orm import Session
 
 from scheduler.gcpause import gc_paused
 from scheduler.queue.client import JobSpec, Queue, TaskSpec
+from scheduler.queue.hosts import write_hosts
 from scheduler.queue.keys import Keys
-from scheduler.queue.scripts import run_script
 from scheduler.record.models import Event, Host, Job, Task
 
-__all__ = ["HOST_BATCH", "fan_out", "host_conns", "mark_queued", "recorded_spec",
-           "recorded_waves", "write_hosts"]
-
-HOST_BATCH = 1_000  # host hashes per pipeline round trip
-
-
-def write_hosts(client: redis.Redis, keys: Keys, hosts: Iterable[Any]) -> int:
-    """Write ``Keys.host`` for each host (objects with name, address, port, user, vars,
-    optionally limits), ``HOST_BATCH`` hosts per script call (``lua/hosts.lua``)."""
-    rows = [[host.name, host.address or "", str(int(host.port or 22)), host.user or "",
-             _vars_json(host.vars),
-             # the limited groups claim.lua counts the host's jobs in (`groups limit`)
-             ",".join(getattr(host, "limits", ()))] for host in hosts]
-    for start in range(0, len(rows), HOST_BATCH):
-        chunk = rows[start:start + HOST_BATCH]
-        run_script(client, "hosts", [keys.host(chunk[0][0])],
-                   [keys.tag, json.dumps(chunk, ensure_ascii=False, separators=(",", ":"))])
-    return len(rows)
-
-
-def _vars_json(vars_: Any) -> str:
-    """A host's vars as the JSON text the workers read (sorted keys; ``{}`` for none)."""
-    return json.dumps(vars_, sort_keys=True) if vars_ else "{}"
+__all__ = ["fan_out", "host_conns", "mark_queued", "recorded_spec", "recorded_waves"]
 
 
 @gc_paused()

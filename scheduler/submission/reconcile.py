@@ -66,6 +66,7 @@ from sqlalchemy.engine import Engine
 
 from scheduler.errors import DatabaseUnavailableError, RedisUnavailableError, TaskNotActiveError
 from scheduler.queue.client import Carried, JobSpec, Queue, TaskSpec
+from scheduler.queue.hosts import write_hosts
 from scheduler.queue.presence import read_workers, redis_now_ms
 from scheduler.queue.shards import Shards
 from scheduler.record.audit import record_event
@@ -75,7 +76,7 @@ from scheduler.record.now import record_now, stream_tail
 from scheduler.record.recorder import OnBatch, Recorder
 from scheduler.record.types import due_ms
 from scheduler.submission import group_limits
-from scheduler.submission.fanout import host_conns, recorded_spec, recorded_waves, write_hosts
+from scheduler.submission.fanout import host_conns, recorded_spec, recorded_waves
 
 UNFINISHED_TASK_STATES = ("accepted", "active", "paused")
 # Ended by an operator or a threshold: never recreated in Redis; their jobs that SQL still calls

@@ -62,8 +62,7 @@ def test_retry_failed_gives_the_requeued_hosts_their_budget_back(queue: Queue) -
     [a, *_] = queue.claim("w", 3).jobs
     assert _fail(queue, a).aborted
     queue.sweep_aborted("t")
-    from scheduler.submission.control import requeue_failed
 
-    requeue_failed(queue, "t", "ops")
+    queue.retry_failed("t", "ops")
     task = queue.task_state("t")
     assert (task["state"], task["failed_hosts"], task["failed"]) == ("active", "0", "0")

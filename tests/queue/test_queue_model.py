@@ -6,7 +6,7 @@ idempotent or not; backoff_ms 1), enqueue (due a minute ago or now), claim (batc
 three workers, under a long lease or a 1-2 ms one that has run out when the rule ends), extend,
 ack, fail (retryable or not; after an abort, sometimes the worker's sweep
 ``cancel_task(task, "")``), a late sweep of an aborted task, defer, release, and the operator's
-pause, resume, cancel_task, retry-failed (``scheduler.submission.control.requeue_failed``),
+pause, resume, cancel_task, retry-failed (``Queue.retry_failed``),
 reprioritize and create_task again. A created task is sometimes rolled out in waves, as submit
 does it (``scheduler.queue.waves.stage``: 1-2 later waves of 1-3 hosts staged ``waiting``, a
 wave failure limit as typed: none, a count or a percentage); rules for its controller and
@@ -77,7 +77,6 @@ from scheduler.errors import Code, QueueError, StaleTokenError, UnknownJobError
 from scheduler.queue.client import JobResult, JobSpec, Queue, TaskSpec
 from scheduler.queue.keys import PRIORITY_CLASSES
 from scheduler.queue.waves import move, release_wave, stage
-from scheduler.submission.control import requeue_failed
 from tests.queue_support import KEYS, events, make_task, redis_now_ms
 
 WORKERS = ("w1", "w2", "w3")
@@ -1042,11 +1041,11 @@ class QueueMachine(RuleBasedStateMachine):
     def op_retry_failed(self, t: MTask, data: st.DataObject) -> None:
         if t.state == "cancelled":
             with pytest.raises(QueueError) as refused:
-                requeue_failed(self.q, t.id, "ops")
+                self.q.retry_failed(t.id, "ops")
             assert refused.value.code == Code.TASK_NOT_ACTIVE
             return
         before = self.now()
-        moved = requeue_failed(self.q, t.id, "ops")
+        moved = self.q.retry_failed(t.id, "ops")
         failed = [j for j in self.jobs.values() if j.task == t.id and j.state == "failed"]
         failed.sort(key=lambda j: int(j.id.rpartition(".")[2]))
         assert [ids for _, ids in moved] == ([[j.id for j in failed]] if failed else [])
@@ -1337,7 +1336,7 @@ def test_the_sweep_after_an_abort_leaves_a_task_revived_by_retry_failed_alone(
                              retryable=False)
     assert outcome.aborted
     # When an operator's retry-failed comes first, then the worker's sweep (workers/finisher.py)
-    assert [ids for _, ids in requeue_failed(queue, "t", "ops")] == [["t.0"]]
+    assert [ids for _, ids in queue.retry_failed("t", "ops")] == [["t.0"]]
     assert queue.task_state("t")["state"] == "active"
     assert queue.sweep_aborted("t") == 0
     # Then the revived task and its jobs are left alone, as they are when retry-failed comes

@@ -351,7 +351,6 @@ def test_resume_of_a_stopped_rollout_is_refused_until_continue(
 
 def test_retry_failed_after_an_abort_gives_the_rollout_back_to_the_controllers(
         queue: Queue, qclient: redis.Redis) -> None:
-    from scheduler.submission.control import requeue_failed
 
     # Given a rollout aborted by its first wave, dropped by the controller before the sweep
     make_waves(queue, "t16", [[0], [1, 2]], max_failures=1)
@@ -360,7 +359,7 @@ def test_retry_failed_after_an_abort_gives_the_rollout_back_to_the_controllers(
                           retryable=False).aborted
     assert rollout.step(queue, "t16", 0, no_check) == "left"
     # When the operator retries the failed job and it succeeds
-    requeue_failed(queue, "t16", "ops")
+    queue.retry_failed("t16", "ops")
     assert qclient.sismember(KEYS.waving, "t16")
     assert run_all(queue) == ["t16.0"]
     # Then the rollout goes on: wave 2 is released, not stranded

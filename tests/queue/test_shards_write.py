@@ -18,10 +18,10 @@ import sqlalchemy as sa
 
 from scheduler.queue.client import JobResult, Queue
 from scheduler.queue.keys import Keys
+from scheduler.queue.schedules import arm
 from scheduler.queue.shards import Shards
 from scheduler.record.migrate import upgrade
 from scheduler.record.recorder import Recorder
-from scheduler.schedules.entry import arm
 from scheduler.schedules.firing import fire_claimed
 from scheduler.submission.submit import TaskRequest, submit
 from scheduler.windows.wire import REMOVED

@@ -14,8 +14,8 @@ import redis
 
 from scheduler.errors import Code
 from scheduler.queue.client import JobResult, Queue
+from scheduler.queue.schedules import arm
 from scheduler.record.migrate import upgrade
-from scheduler.schedules.entry import arm
 from scheduler.schedules.firing import _create, fire_claimed
 from scheduler.schedules.store import request_of
 from scheduler.submission.fanout import fan_out

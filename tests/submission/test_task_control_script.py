@@ -1,4 +1,4 @@
-"""``retry_failed.lua`` called directly (through ``control.requeue_failed``), on Redis 7 and 6.2:
+"""``retry_failed.lua`` called directly (through ``Queue.retry_failed``), on Redis 7 and 6.2:
 only failed jobs move, with a new attempt budget and the same growing fencing token; an aborted
 task is revived; a cancelled task and bad arguments change nothing."""
 
@@ -10,7 +10,6 @@ import redis
 from scheduler.errors import Code, QueueError, UnknownTaskError
 from scheduler.queue.client import JobResult, Queue
 from scheduler.queue.scripts import script_source
-from scheduler.submission.control import requeue_failed
 from tests.queue_support import KEYS, events, make_task, snapshot
 
 
@@ -30,7 +29,7 @@ def test_failed_jobs_are_pending_again_now_with_a_new_attempt_budget_and_the_sam
     pending = ({f"t1.{k}" for k in range(5)} - set(failed) - {running}).pop()
     tokens = {j: queue.job_state(j)["token"] for j in failed}
     # When an operator retries the failed jobs
-    moved = requeue_failed(queue, "t1", "ops")
+    moved = queue.retry_failed("t1", "ops")
     # Then exactly the failed ones are pending again, due now, attempt 0, token unchanged
     assert [sorted(jobs) for _, jobs in moved] == [sorted(failed)]
     for job in failed:
@@ -57,7 +56,7 @@ def test_an_aborted_task_is_revived_and_its_cancelled_jobs_stay_cancelled(
     queue.cancel_task("t2", "sweeper")
     assert queue.task_state("t2")["state"] == "aborted"
     # When the failed jobs are retried
-    requeue_failed(queue, "t2", "ops")
+    queue.retry_failed("t2", "ops")
     # Then the task is active again, only the two failed jobs come back
     live = queue.task_state("t2")
     assert (live["state"], live["failed"], live["overshoot"]) == ("active", "0", "0")
@@ -72,9 +71,9 @@ def test_a_cancelled_task_an_unknown_task_and_a_foreign_job_id_change_nothing(
     make_task(queue, "t5", 1)
     before = snapshot(qclient)
     with pytest.raises(QueueError, match="t3 is cancelled; its failed jobs stay failed"):
-        requeue_failed(queue, "t3", "ops")
+        queue.retry_failed("t3", "ops")
     with pytest.raises(UnknownTaskError):
-        requeue_failed(queue, "nope", "ops")
+        queue.retry_failed("nope", "ops")
     script = qclient.register_script(script_source("retry_failed"))
     reply = script(keys=[KEYS.task("t5"), *KEYS.all_due(), KEYS.dead, KEYS.events,
                          KEYS.job("t4.0")], args=["t5", "ops", KEYS.wake, "t4.0"])
@@ -95,7 +94,7 @@ def test_retry_failed_during_an_aborts_cancel_sweep_is_not_undone_by_the_sweeps_
     first = [f"t4.{k}" for k in range(500)]
     assert queue.call("cancel", keys + [KEYS.job(i) for i in first], ["t4", "", 0, 0, *first])[0] == 499
     # When the operator runs retry-failed before the sweep's next chunk
-    requeue_failed(queue, "t4", "ops")
+    queue.retry_failed("t4", "ops")
     rest = [f"t4.{k}" for k in range(500, 1_000)]
     reply = queue.call("cancel", keys + [KEYS.job(i) for i in rest], ["t4", "", 0, 0, *rest])
     # Then the later chunk cancels nothing and says the sweep is over
@@ -122,7 +121,7 @@ def test_retry_failed_on_an_aborted_task_counts_each_host_once_and_no_cancelled_
     assert (t["state"], t["failed_hosts"], t["failed_names"]) == ("aborted", "1", "host-t.1")
     # When the operator retries the failed job (the budget counts again from the jobs still
     # failed: none) and it fails once more
-    assert [j for _, ids in requeue_failed(queue, "t", "ops") for j in ids] == ["t.1"]
+    assert [j for _, ids in queue.retry_failed("t", "ops") for j in ids] == ["t.1"]
     assert queue.task_state("t")["failed_hosts"] == "0"
     again = queue.claim("w", 1).jobs[0]
     outcome = queue.fail_job("w", again.job_id, again.token, JobResult(1), error="boom",

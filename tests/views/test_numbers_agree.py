@@ -368,9 +368,9 @@ def lost_occurrence(cli: Cli, redis_client: redis.Redis) -> Occurrence:
     import sqlalchemy as sa
 
     from scheduler.notify import Detector, Policy, parse_targets
+    from scheduler.queue.schedules import arm
     from scheduler.record.models import Notification
     from scheduler.record.recorder import Recorder
-    from scheduler.schedules.entry import arm
     from tests.schedule_support import fired
 
     cli.ok("schedules", "add", "nightly", "--every", "1s", "command", "-t", "all", "-p",

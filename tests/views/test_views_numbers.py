@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 
 from scheduler.queue.client import JobResult, Queue
-from scheduler.submission.control import requeue_failed
 from scheduler.views.render import task_table
 from scheduler.views.snapshot import read_tasks
 from tests.queue_support import KEYS, make_task
@@ -76,7 +75,7 @@ def test_a_lost_job_queued_again_by_retry_failed_is_lost_no_more_in_redis(queue:
     # Given the task with 1 failed and 2 lost jobs
     _two_lost_one_failed(queue)
     # When the operator queues its failed jobs again (the lost ones are among them)
-    [(_event, moved)] = requeue_failed(queue, "t", "ops")
+    [(_event, moved)] = queue.retry_failed("t", "ops")
     assert len(moved) == 3
     # Then Redis counts none of them failed or lost any more, as SQL's job rows will not
     h = queue.task_state("t")

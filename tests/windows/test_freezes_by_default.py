@@ -13,8 +13,8 @@ import pytest
 import redis
 
 from scheduler.queue.client import ClaimedJob, Queue
+from scheduler.queue.schedules import arm
 from scheduler.record.migrate import upgrade
-from scheduler.schedules.entry import arm
 from scheduler.windows.wire import BREAK_GLASS, unpublish
 from tests.schedule_support import fired
 from tests.submit_support import (

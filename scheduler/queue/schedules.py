@@ -13,7 +13,8 @@ the lease runs out, another worker claims the entry again and finds the task alr
 4. :func:`entry`: what Redis holds for a schedule (``schedules show``).
 
 Entries live in shard 0 of a queue of several shards (``Shards.coord``): each function takes
-one shard's ``Keys`` or the queue's ``Shards`` (``scheduler.queue.route.coord``).
+one shard's ``Keys`` or the queue's ``Shards`` (``scheduler.queue.route.coord``). The schedules
+themselves (their rows, firing an occurrence) are ``scheduler.schedules``.
 """
 
 from __future__ import annotations
