@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
-from scheduler.config import LOG_FORMATS
+from scheduler.config import LOG_FORMATS, Settings
 from scheduler.visible import visible
 
 FORMATS = LOG_FORMATS
@@ -141,7 +141,7 @@ __all__ = ["announce", "FORMATS", "JOB_FIELDS", "JsonFormatter", "TextFormatter"
            "job_context", "resolved"]
 
 
-def configure_logging(settings: Any, worker: str | None = None) -> None:
+def configure_logging(settings: Settings, worker: str | None = None) -> None:
     """A fleetsched process's logging (a worker node's master, its recorder process): stderr at
     the configured level and format (text or JSON lines, the worker id on each), every record
     of every library (paramiko, SQLAlchemy included) passing through ``UrlRedactingFilter``: the

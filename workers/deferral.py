@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -45,6 +45,9 @@ from scheduler.calendar.windows import Window, is_open, next_opening
 from scheduler.errors import FleetschedError
 from scheduler.queue.keys import Keys
 from scheduler.windows.wire import REMOVED, breaks_glass, parse_window_field, window_from_hash
+
+if TYPE_CHECKING:
+    from scheduler.queue.types import ClaimedJob
 
 RECHECK_MS = 300_000
 """A job whose window cannot be evaluated (missing, corrupt, no opening) looks again this late."""
@@ -117,7 +120,7 @@ def _s(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def window_deferral(client: redis.Redis, keys: Keys, job: Any, now_ms: int,
+def window_deferral(client: redis.Redis, keys: Keys, job: ClaimedJob, now_ms: int,
                     expected_ms: int, host_freezes: str = "") -> Deferral | None:
     """Whether ``job`` (a ``ClaimedJob``) must wait for its window's next opening or the end
     of a freeze (see above).

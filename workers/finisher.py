@@ -29,7 +29,7 @@ import logging
 import queue
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scheduler.errors import QueueError
 from scheduler.logs import job_context
@@ -44,14 +44,18 @@ from workers.protocol import Outcome
 from workers.slots import Running, Slots
 from workers.stats import NodeStats
 
+if TYPE_CHECKING:
+    from scheduler.queue.sharded import AnyQueue
+    from workers.metrics import NodeMetrics
+
 log = logging.getLogger(__name__)
 
 DONE, TIMEOUT, EXIT, UNDELIVERED, STOP = "done", "timeout", "exit", "undelivered", "stop"
 
 
 class Finisher:
-    def __init__(self, queue_: Any, config: NodeConfig, slots: Slots, pool: Pool | None,
-                 stats: NodeStats, metrics: Any = NO_METRICS) -> None:
+    def __init__(self, queue_: AnyQueue, config: NodeConfig, slots: Slots, pool: Pool | None,
+                 stats: NodeStats, metrics: NodeMetrics = NO_METRICS) -> None:
         self.metrics = metrics
         self.queue = queue_
         self.config = config

@@ -14,12 +14,18 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
 from scheduler.queue.keys import Keys
 from scheduler.queue.shards import Shards
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from scheduler.config import Settings
+    from scheduler.queue.types import Claim
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +33,8 @@ log = logging.getLogger(__name__)
 class Firer:
     """A thread that fires claimed schedule entries, started on the first one."""
 
-    def __init__(self, settings: Any, client: redis.Redis, keys: Keys | Shards, worker: str,
-                 engine: Any = None) -> None:
+    def __init__(self, settings: Settings, client: redis.Redis, keys: Keys | Shards, worker: str,
+                 engine: Engine | None = None) -> None:
         self.settings = settings
         self.client = client
         self.keys = keys
@@ -40,7 +46,7 @@ class Firer:
         self.fired = 0
         self.failed = 0
 
-    def submit(self, claim: Any) -> None:
+    def submit(self, claim: Claim) -> None:
         """Queue every schedule entry of ``claim`` for firing."""
         for entry in claim.schedules:
             self._todo.put((entry, claim.now_ms))

@@ -35,7 +35,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -49,13 +49,16 @@ from scheduler.redisdb.connect import REDIS_ERRORS, is_permanent
 from workers.config import NodeConfig
 from workers.slots import Slots
 
+if TYPE_CHECKING:
+    from scheduler.queue.sharded import AnyQueue
+
 log = logging.getLogger(__name__)
 
 EXTEND_BATCH = 500
 
 
 class Heartbeat:
-    def __init__(self, queue: Any, client: redis.Redis, keys: Keys, config: NodeConfig,
+    def __init__(self, queue: AnyQueue, client: redis.Redis, keys: Keys, config: NodeConfig,
                  slots: Slots, extra: Callable[[], dict[str, Any]] | None = None,
                  shards: Shards | None = None) -> None:
         self.queue = queue

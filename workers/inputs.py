@@ -18,11 +18,14 @@ import json
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
 from scheduler.queue.shards import Shards
+
+if TYPE_CHECKING:
+    from scheduler.queue.sharded import AnyQueue
 
 TASK_CACHE = 10_000
 """Tasks whose spec a node remembers (a few KiB each at most)."""
@@ -77,7 +80,7 @@ def task_info_from(task_id: str, state: dict[str, str]) -> TaskInfo | str:
 class InputReader:
     """Reads specs and hosts for claimed jobs; used by the master's claim loop only."""
 
-    def __init__(self, client: redis.Redis, shards: Shards, queue: Any) -> None:
+    def __init__(self, client: redis.Redis, shards: Shards, queue: AnyQueue) -> None:
         self.client = client
         self.shards = shards
         self.queue = queue

@@ -38,7 +38,7 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -66,6 +66,12 @@ from workers.stats import NodeStats
 from workers.watchdog import Watchdog
 from workers.waver import Waver
 
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from scheduler.queue.types import Claim, ClaimedJob
+    from scheduler.record.recorder import Recorder
+
 log = logging.getLogger(__name__)
 
 WAIT_CAP_S = 0.5
@@ -79,7 +85,7 @@ class Node:
     """One worker node's master. ``run()`` blocks until ``stop()`` and the shutdown are done."""
 
     def __init__(self, config: NodeConfig, client: redis.Redis, keys: Keys | None = None,
-                 *, recorder: Any = None, pool: Pool | None = None) -> None:
+                 *, recorder: Recorder | None = None, pool: Pool | None = None) -> None:
         """``pool``: children booted before the node (``workers.serve``); its lock must be
         the one its ``Slots`` share."""
         self.config = config
@@ -120,7 +126,7 @@ class Node:
         """A queue object of this thread's own (a ``ShardedQueue`` for a sharded queue)."""
         return open_queue(self.client, self.shards, lease_ms=self.config.lease_ms, check=False)
 
-    def use_engine(self, engine: Any) -> None:
+    def use_engine(self, engine: Engine) -> None:
         """The SQL engine the schedule firer records occurrences with (before ``run``)."""
         self.firer = Firer(self.config.settings, self.client, self.shards, self.config.worker_id,
                            engine)
@@ -247,7 +253,7 @@ class Node:
                 log.warning("waiting for work failed (%s); retrying", redact_exception(exc))
                 self._stopping.wait(0.5)
 
-    def _start(self, claim: Any) -> None:
+    def _start(self, claim: Claim) -> None:
         jobs = self._defer_outside_windows(claim)
         if self._stopping.is_set():
             # Stopped while claiming: give these back before anything runs.
@@ -293,7 +299,7 @@ class Node:
             if not self.pool.dispatch(child, [orders[i] for i in idx], delivered):
                 self.finisher.undelivered(batch, f"child pid {child.pid} is gone")
 
-    def _give_back(self, claim: Any, exc: Exception) -> None:
+    def _give_back(self, claim: Claim, exc: Exception) -> None:
         """Redis failed between the claim and the start: none of these jobs has started."""
         leases = [(j.job_id, j.token) for j in claim.jobs if not self.slots.has(j.job_id)]
         log.warning("could not start %d claimed jobs (%s); giving them back", len(leases), exc)
@@ -304,7 +310,7 @@ class Node:
             log.error("could not give %d jobs back either; their leases will expire",
                       len(leases))
 
-    def _defer_outside_windows(self, claim: Any) -> list[Any]:
+    def _defer_outside_windows(self, claim: Claim) -> list[ClaimedJob]:
         keep = []
         for job in claim.jobs:
             frozen = claim.hosts.get(job.job_id, {}).get(HOST_FREEZES, "")  # freezes since
@@ -326,11 +332,11 @@ class Node:
             self.stats.add(deferred=1)
         return keep
 
-    def _fail_now(self, job: Any, problem: str) -> None:
+    def _fail_now(self, job: ClaimedJob, problem: str) -> None:
         with job_context(task=job.task_id, job=job.job_id, host=job.host, attempt=job.attempt):
             self._fail_job_now(job, problem)
 
-    def _fail_job_now(self, job: Any, problem: str) -> None:
+    def _fail_job_now(self, job: ClaimedJob, problem: str) -> None:
         try:
             self._claimq.fail(self.config.worker_id, job.job_id, job.token, JobResult(),
                               error=problem, retryable=False)

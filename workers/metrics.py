@@ -22,7 +22,10 @@ prometheus_client is imported only when it is on (a node's start-up does not pay
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from workers.slots import Slots
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +47,7 @@ CLAIM_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 class NodeMetrics:
     """The node's metrics in a registry of their own (nothing global, one per node)."""
 
-    def __init__(self, slots: Any) -> None:
+    def __init__(self, slots: Slots) -> None:
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
         self.registry = CollectorRegistry()

@@ -40,6 +40,8 @@ from scheduler.redact import redact_exception
 from workers.config import NodeConfig
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
     from workers.master import Node
     from workers.pool import Pool
     from workers.stats import NodeStats
@@ -61,7 +63,7 @@ def record_engine(settings: Settings) -> Any:
     return engine
 
 
-def start_sender(settings: Settings, engine: Any) -> tuple[threading.Thread, threading.Event]:
+def start_sender(settings: Settings, engine: Engine) -> tuple[threading.Thread, threading.Event]:
     """The notification sender's thread (``scheduler.notify.outbox.Sender``) and its stop."""
     from scheduler.notify import Policy, Sender
 

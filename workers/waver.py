@@ -21,7 +21,7 @@ import logging
 import secrets
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING
 
 import redis
 
@@ -34,6 +34,9 @@ from scheduler.redact import redact_exception
 from scheduler.redisdb.connect import REDIS_ERRORS
 from scheduler.submission import rollout
 
+if TYPE_CHECKING:
+    from scheduler.config import Settings
+
 log = logging.getLogger(__name__)
 
 INTERVAL_S = 1.0  # between rounds
@@ -43,7 +46,7 @@ CHECK_THREADS = 8  # hosts checked at once
 class Waver:
     """The wave controller thread of one node (see the module docstring)."""
 
-    def __init__(self, settings: Any, client: redis.Redis, keys: Keys) -> None:
+    def __init__(self, settings: Settings, client: redis.Redis, keys: Keys) -> None:
         """``keys``: shard 0's (the queue prefix); the other shards follow from
         ``settings.queue_shards``."""
         self.settings = settings

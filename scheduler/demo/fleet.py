@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
 __all__ = ["CUSTOMERS", "REGIONS", "WINDOWS", "add_windows", "write_inventory"]
 
@@ -51,7 +54,7 @@ def write_inventory(path: Path, hosts: int) -> list[str]:
     return [f"customer-{c}" for c in CUSTOMERS]
 
 
-def add_windows(engine: Any) -> list[str]:
+def add_windows(engine: Engine) -> list[str]:
     """The demo's service windows, assigned to customer groups (rows of the SQL record)."""
     from scheduler.record.models import Group, Window, WindowAssignment
     from scheduler.record.session import transaction

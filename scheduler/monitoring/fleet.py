@@ -47,6 +47,8 @@ from scheduler.queue.shards import shards_of
 from scheduler.redact import redact_exception
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
     from scheduler.record.epoch import SqlSide
 
 log = logging.getLogger(__name__)
@@ -99,7 +101,8 @@ def _family(name: str, value: float | None = None, labels: list[str] | None = No
 class FleetCollector(Collector):
     """Fleet-wide gauges for one exporter (see the module docstring)."""
 
-    def __init__(self, settings: Settings, timeout_s: float = 3.0, engine: Any = None) -> None:
+    def __init__(self, settings: Settings, timeout_s: float = 3.0,
+                 engine: Engine | None = None) -> None:
         self.settings = settings
         self.shards = shards_of(settings)
         self.timeout_s = timeout_s

@@ -39,7 +39,7 @@ from scheduler.errors import Code, ConfigError
 from scheduler.progress import from_task_hash
 from scheduler.queue.client import Queue
 from scheduler.queue.shards import Shards
-from scheduler.queue.types import Claim, FailOutcome, JobResult, text
+from scheduler.queue.types import Carried, Claim, FailOutcome, JobResult, TaskSpec, text
 from scheduler.redact import redact_exception
 from scheduler.redisdb.connect import REDIS_ERRORS, is_permanent
 
@@ -143,7 +143,7 @@ def _live_unsharded_task(client: redis.Redis, shards: Shards) -> str | None:
 
 
 def open_queue(client: redis.Redis, shards: Shards, *, lease_ms: int = LEASE_MS,
-               check: bool = True) -> Any:
+               check: bool = True) -> AnyQueue:
     """The queue to use: a ``Queue`` for one shard, else a ``ShardedQueue``."""
     if check:
         check_shard_count(client, shards)
@@ -184,7 +184,7 @@ class ShardedQueue:
             groups[self.shards.index_of_task(job_id(item).rpartition(".")[0])].append(i)
         return groups
 
-    def create_task(self, spec: Any, carried: Any = None) -> bool:
+    def create_task(self, spec: TaskSpec, carried: Carried | None = None) -> bool:
         return self.shard_of_task(spec.task_id).create_task(spec, carried)
 
     def enqueue(self, task_id: str, jobs: Sequence[Any]) -> int:
@@ -573,3 +573,7 @@ class ShardedQueue:
         self._pubsub = None
         for part in self.parts:
             part.close()
+
+
+# What ``open_queue`` returns: one shard's ``Queue``, or the ``ShardedQueue`` over several.
+AnyQueue = Queue | ShardedQueue

@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 import sqlalchemy as sa
@@ -50,6 +50,9 @@ from scheduler.record.engine import session_factory
 from scheduler.record.models import TASK_FINAL_STATES, Job, Schedule, Task
 from scheduler.record.types import due_ms, from_ms, to_ms
 from scheduler.schedules.store import MISSED_LIMIT, as_cron, grace, request_of, timing_of
+
+if TYPE_CHECKING:
+    from scheduler.submission.submit import Plan
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +155,8 @@ def _complete(engine: Engine, client: redis.Redis, keys: Where, task_id: int) ->
         mark_queued(session, task_id)
 
 
-def _queue(engine: Engine, client: redis.Redis, keys: Where, task_id: int, plan: Any) -> None:
+def _queue(engine: Engine, client: redis.Redis, keys: Where, task_id: int,
+           plan: Plan | None) -> None:
     from scheduler.record.session import transaction
     from scheduler.submission.fanout import fan_out, mark_queued
 

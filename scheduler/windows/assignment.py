@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session
 from scheduler.calendar.windows import (
     Assignment,
     EffectiveWindows,
+    Opening,
     Window,
     effective_window,
     next_opening,
@@ -181,7 +182,7 @@ def _check_field(host: str, field: str) -> None:
                               f"({len(field)} characters of names, at most {MAX_FIELD})")
 
 
-def _later(found: Any, unfrozen: Any) -> datetime | None:
+def _later(found: Opening | None, unfrozen: Opening | None) -> datetime | None:
     """The start a freeze imposed: ``found`` (with freezes) later than without them."""
     if found is None or unfrozen is None or found.start_utc <= unfrozen.start_utc:
         return None

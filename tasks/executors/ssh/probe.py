@@ -50,7 +50,7 @@ from tasks.executors.ssh.connect import (
     resolve,
     start_sftp,
 )
-from tasks.executors.ssh.known_hosts import KnownHosts, Verdict, fingerprint
+from tasks.executors.ssh.known_hosts import Entry, KnownHosts, Verdict, fingerprint
 from tasks.host import CommandResult, Host
 
 # ssh-keyscan -t names of the host-key types paramiko reports (ecdsa-sha2-* are all "ecdsa").
@@ -170,7 +170,7 @@ def probe_host(host: Host, settings: Settings, options: dict[str, Any], timeout:
         transport.close()
 
 
-def _key_problem(probe: Probe, verdict: Verdict, entry: Any, key: paramiko.PKey,
+def _key_problem(probe: Probe, verdict: Verdict, entry: Entry | None, key: paramiko.PKey,
                  settings: Settings) -> Probe:
     path = settings.known_hosts
     if verdict is Verdict.UNKNOWN:
