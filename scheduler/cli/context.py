@@ -5,9 +5,7 @@
 - :func:`database`: the database engine and the operator's name (hosts, groups);
 - :func:`verbs_of`: the ``Stores`` and the acting ``Principal`` an operator verb takes
   (``scheduler.verbs``);
-- :func:`stores`: the same plus a way to connect to Redis and the queue's shards (windows go
-  to every shard, schedules to shard 0), for commands that write SQL and then arm or sync
-  something in the queue.
+- :func:`queue_client`: a Redis client, for the commands that run a node or the recorder.
 
 Every command module imports what it needs from here at the top; nothing imports
 ``scheduler.cli.app`` but the entry points, so the CLI has no import circle.
@@ -15,7 +13,7 @@ Every command module imports what it needs from here at the top; nothing imports
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +26,6 @@ if TYPE_CHECKING:  # SQLAlchemy loads when a command opens the database, not wit
     from sqlalchemy.engine import Engine
 
     from scheduler.principal import Principal
-    from scheduler.queue.shards import Shards
     from scheduler.verbs.stores import Stores
 
 class State:
@@ -84,13 +81,3 @@ def queue_client(settings: Any, **options: Any) -> Any:
 
     return Stores(settings).connect(**options)
 
-
-@contextmanager
-def stores(ctx: typer.Context) -> Iterator[tuple[Engine, Callable[[], Any], Shards, str]]:
-    """(engine, connect, shards, operator): ``connect()`` opens a Redis client only when
-    called; ``shards``: the queue's (``scheduler.queue.route`` sends each write where it goes)."""
-    from scheduler.queue.shards import shards_of
-
-    settings = state(ctx).settings
-    with database(ctx) as (engine, operator):
-        yield engine, (lambda: queue_client(settings)), shards_of(settings), operator

@@ -1,8 +1,8 @@
 """``fleetsched schedules add|list|show|pause|resume|remove|next``: recurring tasks.
 
 Thin: the task options are parsed exactly as ``fleetsched submit`` parses them
-(``scheduler.cli.task_options``), then ``scheduler.schedules.store`` checks, records and arms the schedule. Workers fire
-it (no leader process). Rules: docs/guides/windows-and-schedules.md.
+(``scheduler.cli.task_options``), then one verb of ``scheduler.verbs.schedules`` checks,
+records and arms the schedule. Workers fire it (no leader process). Rules: docs/guides/windows-and-schedules.md.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import stores
+from scheduler.cli.context import verbs_of
 from scheduler.cli.output import OutputOption
 
 schedules_app = typer.Typer(help="Recurring schedules: tasks created at cron times, exactly once.",
@@ -64,7 +64,8 @@ def add_cmd(
     """Add a schedule: the task is checked as `submit` would, then armed for its next occurrence."""
     from scheduler.cli.task_options import request_of
     from scheduler.parse import parse_duration
-    from scheduler.schedules.store import ScheduleSpec, add_schedule
+    from scheduler.schedules.store import ScheduleSpec
+    from scheduler.verbs.schedules import add
 
     options = {"in_window": in_window, "ignore_windows": ignore_windows,
                "max_concurrency": max_concurrency, "max_failures": max_failures,
@@ -76,34 +77,31 @@ def add_cmd(
     spec = ScheduleSpec(name=name, request=request, tz=tz, cron=cron, every=every,
                         catchup=catch_up, catchup_window_s=int(window.total_seconds()),
                         overlap=overlap)
-    with stores(ctx) as (engine, connect, keys, operator):
-        done = add_schedule(engine, connect, spec, operator=operator, keys=keys)
+    done = add(*verbs_of(ctx), spec)
     if fmt is not output.OutputFormat.table:
-        output.emit_object(done, fmt)
-    nxt = done["next"]
-    output.info(f"schedule {name} armed: {done['explain']} ({done['tz']}), {done['hosts']} hosts; "
+        output.emit_object(done.as_dict(), fmt)
+    nxt = done.next
+    output.info(f"schedule {name} armed: {done.explain} ({done.tz}), {done.hosts} hosts; "
                 f"next {nxt.isoformat() if nxt else 'never'}")
 
 
 @schedules_app.command("list", epilog="Example:\n\n  fleetsched schedules list -o json")
 def list_cmd(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) -> None:
     """List schedules with their last and next occurrence."""
-    from scheduler.record.session import transaction
-    from scheduler.schedules.store import LIST_COLUMNS, list_schedules
+    from scheduler.schedules.store import LIST_COLUMNS
+    from scheduler.verbs.schedules import list_
 
-    with stores(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
-        rows = list_schedules(session)
-    output.emit_rows(rows, LIST_COLUMNS, fmt)
+    stores, _principal = verbs_of(ctx)
+    output.emit_rows(list_(stores), LIST_COLUMNS, fmt)
 
 
 @schedules_app.command("show", epilog="Example:\n\n  fleetsched schedules show dnssec-roll")
 def show_cmd(ctx: typer.Context, name: Name, fmt: OutputOption = output.OutputFormat.table) -> None:
     """One schedule: definition, options, latest tasks, latest missed occurrences."""
-    from scheduler.record.session import transaction
-    from scheduler.schedules.store import show_schedule
+    from scheduler.verbs.schedules import show
 
-    with stores(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
-        info = show_schedule(session, name)
+    stores, _principal = verbs_of(ctx)
+    info = show(stores, name)
     if fmt is not output.OutputFormat.table:
         output.emit_object(info, fmt)
         return
@@ -117,33 +115,30 @@ def show_cmd(ctx: typer.Context, name: Name, fmt: OutputOption = output.OutputFo
 @schedules_app.command("pause", epilog="Example:\n\n  fleetsched schedules pause dnssec-roll")
 def pause_cmd(ctx: typer.Context, name: Name) -> None:
     """Stop firing until resume (occurrences meanwhile are recorded as missed at resume)."""
-    from scheduler.schedules.store import pause_schedule
+    from scheduler.verbs.schedules import pause
 
-    with stores(ctx) as (engine, connect, keys, operator):
-        changed = pause_schedule(engine, connect, name, operator=operator, keys=keys)
-    output.info(f"schedule {name} {'paused' if changed else 'was paused already'}")
+    done = pause(*verbs_of(ctx), name)
+    output.info(f"schedule {name} {'paused' if done.changed else 'was paused already'}")
 
 
 @schedules_app.command("resume", epilog="Example:\n\n  fleetsched schedules resume dnssec-roll")
 def resume_cmd(ctx: typer.Context, name: Name) -> None:
     """Fire again from the next occurrence (also re-arms a schedule Redis lost)."""
-    from scheduler.schedules.store import resume_schedule
+    from scheduler.verbs.schedules import resume
 
-    with stores(ctx) as (engine, connect, keys, operator):
-        done = resume_schedule(engine, connect, name, operator=operator, keys=keys)
-    nxt = done["next"]
-    output.info(f"schedule {name} {'resumed' if done['resumed'] else 'armed'}: "
-                f"{done['missed']} occurrences recorded as missed; next "
+    done = resume(*verbs_of(ctx), name)
+    nxt = done.next
+    output.info(f"schedule {name} {'resumed' if done.changed else 'armed'}: "
+                f"{done.missed} occurrences recorded as missed; next "
                 f"{nxt.isoformat() if nxt else 'never'}")
 
 
 @schedules_app.command("remove", epilog="Example:\n\n  fleetsched schedules remove dnssec-roll")
 def remove_cmd(ctx: typer.Context, name: Name) -> None:
     """Remove a schedule; the tasks it created stay, with their record."""
-    from scheduler.schedules.store import remove_schedule
+    from scheduler.verbs.schedules import remove
 
-    with stores(ctx) as (engine, connect, keys, operator):
-        remove_schedule(engine, connect, name, operator=operator, keys=keys)
+    remove(*verbs_of(ctx), name)
     output.info(f"schedule {name} removed")
 
 
@@ -152,9 +147,7 @@ def next_cmd(ctx: typer.Context, name: Name,
              count: Annotated[int, typer.Option("--count", "-n", help="How many occurrences.")] = 5,
              fmt: OutputOption = output.OutputFormat.table) -> None:
     """The next occurrences, in the schedule's zone and in UTC."""
-    from scheduler.record.session import transaction
-    from scheduler.schedules.store import upcoming_rows
+    from scheduler.verbs.schedules import next_
 
-    with stores(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
-        rows = upcoming_rows(session, name, count)
-    output.emit_rows(rows, ["local", "tz", "utc"], fmt)
+    stores, _principal = verbs_of(ctx)
+    output.emit_rows(next_(stores, name, count), ["local", "tz", "utc"], fmt)

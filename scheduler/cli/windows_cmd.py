@@ -1,6 +1,7 @@
 """``fleetsched windows add|list|show|assign|unassign|approve|remove|next|sync``: service windows.
 
-Thin: parse, call ``scheduler.windows.store``, render through ``scheduler.cli.output``.
+Thin: parse, call one verb of ``scheduler.verbs.windows``, render through
+``scheduler.cli.output``.
 Rules and DST behaviour: docs/guides/windows-and-schedules.md.
 """
 
@@ -11,7 +12,7 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import stores
+from scheduler.cli.context import verbs_of
 from scheduler.cli.output import OutputOption
 
 windows_app = typer.Typer(help="Service windows and freeze periods: when hosts may be worked on.",
@@ -20,9 +21,9 @@ windows_app = typer.Typer(help="Service windows and freeze periods: when hosts m
 Name = Annotated[str, typer.Argument(help="The window's name.")]
 
 
-def _warn(warning: str | None) -> None:
-    if warning:
-        output.info(f"warning: {warning}")
+def _notes(lines: list[str]) -> None:
+    for line in lines:
+        output.info(line)
 
 
 @windows_app.command("add", epilog="""Examples:
@@ -50,18 +51,18 @@ def add_cmd(
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
     """Add a recurring or one-off window (or a freeze period); nothing is written if it is invalid."""
-    from scheduler.windows.store import WindowSpec, add_window
+    from scheduler.verbs.windows import add
+    from scheduler.windows.store import WindowSpec
 
     spec = WindowSpec(name=name, tz=tz, rrule=rrule, cron=cron, duration=duration,
                       end_time=end_time, start=start, end=end, freeze=freeze,
                       requires_approval=requires_approval, description=description)
-    with stores(ctx) as (engine, connect, keys, operator):
-        summary, warning = add_window(engine, connect, spec, operator=operator, keys=keys)
+    done = add(*verbs_of(ctx), spec)
     if fmt is not output.OutputFormat.table:
-        output.emit_object(summary, fmt)
-    _warn(warning)
-    nxt = summary["next_open_utc"]
-    output.info(f"window {name} added ({summary['kind']}); next opening "
+        output.emit_object(done.as_dict(), fmt)
+    _notes(done.notes)
+    nxt = done.next_open_utc
+    output.info(f"window {name} added ({done.kind}); next opening "
                 f"{nxt.isoformat() if nxt else 'none'}"
                 + ("; unused until approved (fleetsched windows approve)" if requires_approval else ""))
 
@@ -69,22 +70,20 @@ def add_cmd(
 @windows_app.command("list", epilog="Example:\n\n  fleetsched windows list -o json")
 def list_cmd(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) -> None:
     """List windows: rule, length, zone, approval, assignments, next opening."""
-    from scheduler.record.session import transaction
-    from scheduler.windows.store import LIST_COLUMNS, list_windows
+    from scheduler.verbs.windows import list_
+    from scheduler.windows.store import LIST_COLUMNS
 
-    with stores(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
-        rows = list_windows(session)
-    output.emit_rows(rows, LIST_COLUMNS, fmt)
+    stores, _principal = verbs_of(ctx)
+    output.emit_rows(list_(stores), LIST_COLUMNS, fmt)
 
 
 @windows_app.command("show", epilog="Example:\n\n  fleetsched windows show sun-night")
 def show_cmd(ctx: typer.Context, name: Name, fmt: OutputOption = output.OutputFormat.table) -> None:
     """One window: definition, approval, assignments, next openings."""
-    from scheduler.record.session import transaction
-    from scheduler.windows.store import show_window
+    from scheduler.verbs.windows import show
 
-    with stores(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
-        info = show_window(session, name)
+    stores, _principal = verbs_of(ctx)
+    info = show(stores, name)
     if fmt is not output.OutputFormat.table:
         output.emit_object(info, fmt)
         return
@@ -102,14 +101,11 @@ def assign_cmd(
     group: Annotated[list[str] | None, typer.Option("--group", help="A group (repeatable).")] = None,
 ) -> None:
     """Assign a window to hosts or groups (a host's own assignment beats its groups')."""
-    from scheduler.windows.freezes import push_or_warn
-    from scheduler.windows.store import assign_window
+    from scheduler.verbs.windows import assign
 
-    with stores(ctx) as (engine, connect, keys, operator):
-        added = assign_window(engine, name, hosts=host or [], groups=group or [], operator=operator)
-        warning = push_or_warn(engine, connect, keys)  # a freeze holds queued jobs at once
-    _warn(warning)
-    output.info(f"window {name}: {added} new assignments (by {operator})")
+    done = assign(*verbs_of(ctx), name, hosts=host, groups=group)
+    _notes(done.notes)
+    output.info(f"window {name}: {done.count} new assignments (by {done.by})")
 
 
 @windows_app.command("unassign", epilog="Examples:\n\n  fleetsched windows unassign sun-night --group customer-acme\n\n"
@@ -120,37 +116,29 @@ def unassign_cmd(
     group: Annotated[list[str] | None, typer.Option("--group", help="A group (repeatable).")] = None,
 ) -> None:
     """Remove a window's assignment to hosts or groups (jobs already queued keep their window)."""
-    from scheduler.windows.freezes import push_or_warn
-    from scheduler.windows.store import unassign_window
+    from scheduler.verbs.windows import unassign
 
-    with stores(ctx) as (engine, connect, keys, operator):
-        removed, warning = unassign_window(engine, connect, name, hosts=host or [],
-                                           groups=group or [], operator=operator, keys=keys)
-        warning = warning or push_or_warn(engine, connect, keys)
-    _warn(warning)
-    output.info(f"window {name}: {removed} assignments removed (by {operator})")
+    done = unassign(*verbs_of(ctx), name, hosts=host, groups=group)
+    _notes(done.notes)
+    output.info(f"window {name}: {done.count} assignments removed (by {done.by})")
 
 
 @windows_app.command("approve", epilog="Example:\n\n  fleetsched --as alice windows approve acme-weekly")
 def approve_cmd(ctx: typer.Context, name: Name) -> None:
     """Record a customer's approval (who and when); jobs may run in the window from now on."""
-    from scheduler.windows.store import approve_window
+    from scheduler.verbs.windows import approve
 
-    with stores(ctx) as (engine, connect, keys, operator):
-        when, warning = approve_window(engine, connect, name, operator=operator, keys=keys)
-    _warn(warning)
-    output.info(f"window {name} approved by {operator} at {when.isoformat()}")
+    done = approve(*verbs_of(ctx), name)
+    _notes(done.notes)
+    output.info(f"window {name} approved by {done.by} at {done.at.isoformat()}")
 
 
 @windows_app.command("remove", epilog="Example:\n\n  fleetsched windows remove dc-move")
 def remove_cmd(ctx: typer.Context, name: Name) -> None:
     """Remove a window and its assignments (queued jobs naming it wait; cancel them)."""
-    from scheduler.windows.freezes import push_or_warn
-    from scheduler.windows.store import remove_window
+    from scheduler.verbs.windows import remove
 
-    with stores(ctx) as (engine, connect, keys, operator):
-        _warn(remove_window(engine, connect, name, operator=operator, keys=keys)
-              or push_or_warn(engine, connect, keys))
+    _notes(remove(*verbs_of(ctx), name).notes)
     output.info(f"window {name} removed")
 
 
@@ -159,24 +147,16 @@ def next_cmd(ctx: typer.Context, name: Name,
              count: Annotated[int, typer.Option("--count", "-n", help="How many openings.")] = 5,
              fmt: OutputOption = output.OutputFormat.table) -> None:
     """The next openings, in the window's zone and in UTC (approved or not)."""
-    from scheduler.record.session import transaction
-    from scheduler.windows.store import next_openings
+    from scheduler.verbs.windows import next_
 
-    with stores(ctx) as (engine, _c, _k, _o), transaction(engine, commit=False) as session:
-        rows = next_openings(session, name, count)
-    output.emit_rows(rows, ["start_local", "end_local", "tz", "start_utc", "end_utc"], fmt)
+    stores, _principal = verbs_of(ctx)
+    output.emit_rows(next_(stores, name, count), ["start_local", "end_local", "tz", "start_utc", "end_utc"], fmt)
 
 
 @windows_app.command("sync", epilog="Example:\n\n  fleetsched windows sync")
 def sync_cmd(ctx: typer.Context) -> None:
     """Copy every window definition into Redis again (after Redis lost them)."""
-    from scheduler.errors import RedisUnavailableError
-    from scheduler.windows.freezes import push_or_warn
-    from scheduler.windows.store import sync_windows
+    from scheduler.verbs.windows import sync
 
-    with stores(ctx) as (engine, connect, keys, _o):
-        n, warning = sync_windows(engine, connect, keys)
-        warning = warning or push_or_warn(engine, connect, keys)
-    if warning:
-        raise RedisUnavailableError(warning)
-    output.info(f"{n} window definitions copied to Redis")
+    stores, _principal = verbs_of(ctx)
+    output.info(f"{sync(stores)} window definitions copied to Redis")

@@ -10,8 +10,12 @@ verb live below it (``scheduler.submission``, ``scheduler.inventory``, ``schedul
 - ``submit``: submit (plan, confirm, record and queue), the workers' presence;
 - ``tasks``: list, show, output, pause, resume, cancel, continue, retry-failed, reprioritize;
 - ``follow``: the tasks' progress now, follow (watch), wait, the record behind the queue;
+- ``windows``: service windows and freezes: add, assign, unassign, approve, remove, sync, and
+  list, show, next;
+- ``schedules``: recurring schedules: add, pause, resume, remove, and list, show, next;
 - ``reconcile``: repair the queue from the record;
 - ``reports``: the audit report.
 """
 
-__all__ = ["follow", "reconcile", "reports", "stores", "submit", "tasks"]
+__all__ = ["follow", "reconcile", "reports", "schedules", "stores", "submit", "tasks",
+           "windows"]

@@ -1,22 +1,28 @@
 """The operator verbs called directly, as the HTTP API will call them: typed arguments and a
-principal in, a typed result out, and the principal's name on the record's events. Real
-redis-server and SQLite; no CLI in between."""
+principal in, a typed result out, and the principal's name on the record's events; a refused
+input is the error the CLI shows. Real redis-server and SQLite; no CLI in between but for that
+comparison."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
 from scheduler.config import load_settings
+from scheduler.errors import FleetschedError, NotFoundError, ValidationError
 from scheduler.principal import LOCAL_CLI, Principal
 from scheduler.record.migrate import upgrade
+from scheduler.schedules.store import ScheduleSpec
 from scheduler.submission.request import task_request
 from scheduler.submission.taskfile import parse_task_text
-from scheduler.verbs import inventory, submit, tasks
+from scheduler.verbs import inventory, schedules, submit, tasks, windows
 from scheduler.verbs.stores import Stores
-from tests.submit_support import KEYS, events, sql_rows
+from scheduler.windows.store import WindowSpec
+from tests.submit_support import KEYS, Cli, events, sql_rows
 
 ALICE = Principal("alice")
 
@@ -101,3 +107,120 @@ def test_the_cli_options_and_a_task_file_map_to_the_same_request() -> None:
         "waves: 1,50%\nwave_gate: approve\n")
     assert from_options == from_file
     assert from_options.timeout_s == 300.0 and from_options.backoff_s == 0.0
+
+
+def kind_events(url: str, kind: str) -> list[Any]:
+    return sql_rows(url, "SELECT operator, data FROM events WHERE kind = :k", k=kind)
+
+
+def test_a_customer_approves_a_window_through_the_verb_and_the_record_names_the_approver(
+        fleet: Stores, redis_client: redis.Redis) -> None:
+    # Given a weekly window that needs approval, added and assigned to the web group by alice
+    spec = WindowSpec(name="acme", rrule="FREQ=WEEKLY;BYDAY=SA;BYHOUR=22", duration="4h",
+                      tz="America/New_York", requires_approval=True)
+    added = windows.add(fleet, ALICE, spec)
+    assert (added.name, added.kind, added.requires_approval, added.by, added.notes) == (
+        "acme", "recurring", True, "alice", [])
+    assert added.as_dict() == {"name": "acme", "kind": "recurring",
+                               "next_open_utc": added.next_open_utc}
+    assigned = windows.assign(fleet, ALICE, "acme", groups=["web"])
+    assert assigned == windows.WindowChange(window="acme", verb="assign", by="alice", count=1)
+    assert redis_client.hget(KEYS.window("acme"), "approved") == "0"
+    # When carol, the customer's approver, approves it through the verb
+    approval = windows.approve(fleet, Principal("carol"), "acme")
+    # Then the result, the window's row, its event and the queue's copy all say carol approved
+    assert (approval.window, approval.by, approval.notes) == ("acme", "carol", [])
+    url = fleet.settings.database_url
+    (row,) = sql_rows(url, "SELECT approved_by, created_by FROM windows WHERE name = 'acme'")
+    assert (row.approved_by, row.created_by) == ("carol", "alice")
+    (event,) = kind_events(url, "window-approve")
+    assert event.operator == "carol"
+    assert [e.operator for e in kind_events(url, "window-assign")] == ["alice"]
+    assert redis_client.hget(KEYS.window("acme"), "approved") == "1"
+    assert windows.show(fleet, "acme")["approved_by"] == "carol"
+
+
+def test_schedules_add_and_pause_through_the_verbs_record_each_principal(fleet: Stores) -> None:
+    # Given a nightly command on the four web hosts
+    request = task_request({"action": "command", "target": "group:web",
+                            "params": {"cmd": "true"}, "executor": "simulate"})
+    spec = ScheduleSpec(name="nightly", request=request, cron="0 3 * * *", tz="Europe/Berlin")
+    # When alice adds it
+    added = schedules.add(fleet, ALICE, spec)
+    # Then it is armed for its next occurrence, for the four hosts, as alice's
+    assert (added.name, added.cron, added.tz, added.hosts, added.by) == (
+        "nightly", "0 3 * * *", "Europe/Berlin", 4, "alice")
+    assert added.next is not None and list(added.as_dict()) == [
+        "name", "cron", "tz", "explain", "next", "hosts"]
+    # When bob pauses it, and then pauses it again
+    paused = schedules.pause(fleet, Principal("bob"), "nightly")
+    again = schedules.pause(fleet, Principal("bob"), "nightly")
+    # Then the first changed it and the second found nothing to do; the events name each one
+    assert paused == schedules.ScheduleChange(schedule="nightly", verb="pause", by="bob")
+    assert again.changed is False
+    url = fleet.settings.database_url
+    assert [e.operator for e in kind_events(url, "schedule-add")] == ["alice"]
+    assert [e.operator for e in kind_events(url, "schedule-pause")] == ["bob"]
+    (row,) = sql_rows(url, "SELECT created_by, paused FROM schedules WHERE name = 'nightly'")
+    assert row.created_by == "alice" and row.paused
+    assert schedules.show(fleet, "nightly")["paused"]
+
+
+def _sun(stores: Stores) -> None:
+    """A weekly window that needs no approval."""
+    windows.add(stores, ALICE, WindowSpec(name="sun", rrule="FREQ=WEEKLY;BYDAY=SU;BYHOUR=1",
+                                          duration="3h"))
+
+
+def _approve_a_window_that_needs_none(stores: Stores) -> None:
+    _sun(stores)
+    windows.approve(stores, ALICE, "sun")
+
+
+def _assign_a_window_to_nothing(stores: Stores) -> None:
+    _sun(stores)
+    windows.assign(stores, ALICE, "sun")
+
+
+def _assign_a_window_to_an_unknown_group(stores: Stores) -> None:
+    _sun(stores)
+    windows.assign(stores, ALICE, "sun", groups=["nope"])
+
+
+def _add_a_schedule_with_a_bad_cron(stores: Stores) -> None:
+    request = task_request({"action": "command", "target": "group:web",
+                            "params": {"cmd": "true"}, "executor": "simulate"})
+    schedules.add(stores, ALICE, ScheduleSpec(name="bad", request=request, cron="61 * * * *"))
+
+
+def _pause_an_unknown_schedule(stores: Stores) -> None:
+    schedules.pause(stores, ALICE, "nope")
+
+
+# (the verb's refused call, its error, the same input to the CLI)
+REFUSED: list[tuple[Callable[[Stores], None], type[FleetschedError], list[str]]] = [
+    (_approve_a_window_that_needs_none, ValidationError, ["windows", "approve", "sun"]),
+    (_assign_a_window_to_nothing, ValidationError, ["windows", "assign", "sun"]),
+    (_assign_a_window_to_an_unknown_group, NotFoundError,
+     ["windows", "assign", "sun", "--group", "nope"]),
+    (_add_a_schedule_with_a_bad_cron, ValidationError,
+     ["schedules", "add", "bad", "command", "--cron", "61 * * * *", "-t", "group:web",
+      "-p", "cmd=true", "--executor", "simulate"]),
+    (_pause_an_unknown_schedule, NotFoundError, ["schedules", "pause", "nope"]),
+]
+
+
+@pytest.mark.parametrize(("call", "error", "argv"), REFUSED,
+                         ids=[call.__name__.strip("_") for call, _e, _a in REFUSED])
+def test_a_refused_input_raises_the_error_the_cli_shows(
+        fleet: Stores, tmp_path: Path, redis_url: str, call: Callable[[Stores], None],
+        error: type[FleetschedError], argv: list[str]) -> None:
+    # When the verb is called with the refused input
+    with pytest.raises(error) as refused:
+        call(fleet)
+    exc = refused.value
+    # Then the CLI, given the same input on the same record, shows that error and its hint and
+    # exits with its code
+    code, out, err = Cli(tmp_path, redis_url, fleet.settings.database_url)(*argv)
+    shown = f"error: {exc}\n" + (f"hint: {exc.hint}\n" if exc.hint else "")
+    assert (code, out, err) == (exc.exit_code, "", shown)

@@ -1,0 +1,185 @@
+"""The service windows' verbs: add, assign, unassign, approve, remove, sync; list, show, next.
+
+1. Each change is checked and recorded by ``scheduler.windows.store`` as the principal's
+   (``window-add``, ``window-assign`` ...), then the definition is copied to every shard of the
+   queue. ``approve`` is the customer's verb: its event names the principal that approved.
+2. After an assignment changes (or a window goes), the hosts' freezes follow in Redis
+   (``windows.freezes.push_or_warn``), so a freeze holds queued jobs at once.
+3. Redis being down is not a failure of a change: the record is right, and the result's
+   ``notes`` say what Redis did not take. ``sync`` is the exception: copying to Redis is all it
+   does, so there it is ``RedisUnavailableError``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from scheduler.principal import Principal
+from scheduler.verbs.stores import Stores
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from scheduler.windows.store import WindowSpec
+
+__all__ = ["Approval", "WindowAdded", "WindowChange", "add", "approve", "assign", "list_", "next_",
+           "remove", "show", "sync", "unassign"]
+
+
+@dataclass(frozen=True)
+class WindowAdded:
+    """A window added: its kind (recurring, one-off or freeze), its next opening in UTC (None:
+    it never opens again), whether it waits for an approval, by whom; ``notes``: what Redis
+    did not take."""
+
+    name: str
+    kind: str
+    next_open_utc: datetime | None
+    requires_approval: bool
+    by: str
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The summary ``windows add --output json`` prints."""
+        return {"name": self.name, "kind": self.kind, "next_open_utc": self.next_open_utc}
+
+
+@dataclass(frozen=True)
+class WindowChange:
+    """What a window verb did: ``count`` assignments added or removed, ``by`` whom;
+    ``notes``: what Redis did not take."""
+
+    window: str
+    verb: str
+    by: str
+    count: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Approval:
+    """A window's approval as recorded: ``by`` whom, ``at`` when (UTC); ``notes``: what Redis
+    did not take (then the workers see it once the copy is made: ``windows sync``)."""
+
+    window: str
+    by: str
+    at: datetime
+    notes: list[str] = field(default_factory=list)
+
+
+def add(stores: Stores, principal: Principal, spec: WindowSpec) -> WindowAdded:
+    """Add a recurring or one-off window, or a freeze; nothing is written if it is invalid."""
+    from scheduler.windows.store import add_window
+
+    with stores.database() as engine:
+        summary, warning = add_window(engine, stores.connect, spec, operator=principal.name,
+                                      keys=stores.shards)
+    return WindowAdded(name=summary["name"], kind=summary["kind"],
+                       next_open_utc=summary["next_open_utc"],
+                       requires_approval=spec.requires_approval, by=principal.name,
+                       notes=_notes(warning))
+
+
+def assign(stores: Stores, principal: Principal, name: str, *, hosts: list[str] | None = None,
+           groups: list[str] | None = None) -> WindowChange:
+    """Assign window ``name`` to hosts and groups (a host's own assignment beats its groups');
+    ``count``: the new assignments."""
+    from scheduler.windows.store import assign_window
+
+    with stores.database() as engine:
+        added = assign_window(engine, name, hosts=hosts or [], groups=groups or [],
+                              operator=principal.name)
+        warning = _push_freezes(stores, engine)  # a freeze holds queued jobs at once
+    return WindowChange(window=name, verb="assign", by=principal.name, count=added,
+                        notes=_notes(warning))
+
+
+def unassign(stores: Stores, principal: Principal, name: str, *,
+             hosts: list[str] | None = None, groups: list[str] | None = None) -> WindowChange:
+    """Remove window ``name``'s assignments to hosts and groups (each must hold one, or nothing
+    is removed); jobs already queued keep their window. ``count``: the assignments removed."""
+    from scheduler.windows.store import unassign_window
+
+    with stores.database() as engine:
+        removed, warning = unassign_window(engine, stores.connect, name, hosts=hosts or [],
+                                           groups=groups or [], operator=principal.name,
+                                           keys=stores.shards)
+        warning = warning or _push_freezes(stores, engine)
+    return WindowChange(window=name, verb="unassign", by=principal.name, count=removed,
+                        notes=_notes(warning))
+
+
+def approve(stores: Stores, principal: Principal, name: str) -> Approval:
+    """Record ``principal``'s approval of window ``name`` (who and when): jobs may run in it
+    from now on. A window that does not require approval is refused (``ValidationError``)."""
+    from scheduler.windows.store import approve_window
+
+    with stores.database() as engine:
+        when, warning = approve_window(engine, stores.connect, name, operator=principal.name,
+                                       keys=stores.shards)
+    return Approval(window=name, by=principal.name, at=when, notes=_notes(warning))
+
+
+def remove(stores: Stores, principal: Principal, name: str) -> WindowChange:
+    """Remove window ``name`` and its assignments (queued jobs naming it wait; cancel them)."""
+    from scheduler.windows.store import remove_window
+
+    with stores.database() as engine:
+        warning = remove_window(engine, stores.connect, name, operator=principal.name,
+                                keys=stores.shards) or _push_freezes(stores, engine)
+    return WindowChange(window=name, verb="remove", by=principal.name, notes=_notes(warning))
+
+
+def sync(stores: Stores) -> int:
+    """Copy every window definition, and the hosts' freezes, into Redis again (after Redis
+    lost them); returns how many definitions. Redis failing is ``RedisUnavailableError``."""
+    from scheduler.errors import RedisUnavailableError
+    from scheduler.windows.store import sync_windows
+
+    with stores.database() as engine:
+        count, warning = sync_windows(engine, stores.connect, stores.shards)
+        warning = warning or _push_freezes(stores, engine)
+    if warning:
+        raise RedisUnavailableError(warning)
+    return count
+
+
+def list_(stores: Stores) -> list[dict[str, Any]]:
+    """Every window: rule, length, zone, approval, assignments, next opening
+    (``windows.store.list_windows``; its columns: ``LIST_COLUMNS``)."""
+    from scheduler.record.session import transaction
+    from scheduler.windows.store import list_windows
+
+    with stores.database() as engine, transaction(engine, commit=False) as session:
+        return list_windows(session)
+
+
+def show(stores: Stores, name: str) -> dict[str, Any]:
+    """One window: definition, approval, assignments, next three openings."""
+    from scheduler.record.session import transaction
+    from scheduler.windows.store import show_window
+
+    with stores.database() as engine, transaction(engine, commit=False) as session:
+        return show_window(session, name)
+
+
+def next_(stores: Stores, name: str, count: int = 5) -> list[dict[str, Any]]:
+    """The next ``count`` openings (1 to 1000), in the window's zone and in UTC, approved or
+    not."""
+    from scheduler.record.session import transaction
+    from scheduler.windows.store import next_openings
+
+    with stores.database() as engine, transaction(engine, commit=False) as session:
+        return next_openings(session, name, count)
+
+
+def _push_freezes(stores: Stores, engine: Engine) -> str | None:
+    from scheduler.windows.freezes import push_or_warn
+
+    return push_or_warn(engine, stores.connect, stores.shards)
+
+
+def _notes(warning: str | None) -> list[str]:
+    return [f"warning: {warning}"] if warning else []
