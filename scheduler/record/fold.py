@@ -1,38 +1,32 @@
-"""The event fold: the one module that applies stream events to SQL rows, idempotently.
+"""The event fold: what a batch of stream events means for the rows, as plain values.
 
-:func:`record_batch` is its entry point, for every writer of the stream into SQL (the recorder,
-``scheduler.record.now.record_now`` for operator commands and reconcile): the event rows and
-their effects on the ``jobs`` and ``tasks`` rows, in the caller's transaction, committed
-together. It is :func:`apply_events`, then :func:`fold_operator_events` for the operator events
-among them.
+It writes nothing: ``scheduler.record.state`` (the record's one writer) applies what it folds,
+in one transaction with the event rows. :func:`fold_batch` folds the batch in one pass, in
+stream order (:class:`Folded`):
 
-:func:`apply_events` folds the batch in one pass, in stream order, into plain values
-(``scheduler.record.bulk`` writes them per dialect):
-
-1. one events-table row per event, keyed by its stream id, inserted ``ON CONFLICT DO NOTHING``
-   (a replayed batch inserts nothing twice);
+1. one events-table row per event, keyed by its stream id (inserted ``ON CONFLICT DO
+   NOTHING``: a replayed batch inserts nothing twice);
 2. one patch per job: all of the batch's events of a job merged, newest last, applied as one
    update guarded by the row's ``last_event_pos``, so a replay or a late batch from another
    consumer never moves a job backwards (the events table still gets every event);
-3. task-level transitions (create, pause, resume, cancel, abort) the same way;
-4. the counters (and the finished state) of every task touched, recomputed from its job rows
-   with one aggregate query, under a row lock on the task on PostgreSQL, so concurrent
-   recorders cannot overwrite each other's counts.
+3. task-level transitions (create, pause, resume, cancel, abort, the rollout's waves) the same
+   way;
+4. every task touched, whose counters (and finished state) are then recomputed from its job
+   rows, and the time of each task's first claim.
 
 Rows that do not exist (the queue used without SQL fan-out, or task ids that are not SQL ids)
 are simply not updated; their events are recorded all the same.
 
-:func:`fold_operator_events` applies what ``apply_events`` leaves alone; both folds are
-idempotent and independent of the order events arrive in:
+:func:`operator_events` picks out what ``fold_batch`` leaves alone; both folds are idempotent
+and independent of the order events arrive in:
 
 1. ``retry-failed`` (the job ids in ``jobs``): those job rows become ``pending`` again
    (attempts 0, no error, not finished) unless a newer event already moved them
    (``last_event_pos``); the task becomes ``active`` again unless it is cancelled; its counters
    are recounted from its job rows.
-2. ``reprioritize``: under a row lock on the task, its ``priority`` becomes the ``to`` of the
-   task's latest ``reprioritize`` event in the events table (stream order), so overlapping
-   reprioritizes end, in SQL, in the class the last script left in Redis, whichever command
-   commits last.
+2. ``reprioritize``: the task's ``priority`` becomes the ``to`` of the task's latest
+   ``reprioritize`` event in the events table (stream order), so overlapping reprioritizes end,
+   in SQL, in the class the last script left in Redis, whichever command commits last.
 """
 
 from __future__ import annotations
@@ -43,12 +37,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import sqlalchemy as sa
-
-from scheduler.queue.keys import PRIORITY_CLASSES
 from scheduler.queue.types import OUTPUT_MAX, stored_output
 from scheduler.record import bulk
-from scheduler.record.models import JOB_FINAL_STATES, TASK_FINAL_STATES, Event, Job, Task
+from scheduler.record.models import JOB_FINAL_STATES
 from scheduler.record.types import from_ms
 
 INT_FIELDS = ("attempt", "token", "due", "count", "exit_code", "duration_ms", "expired")
@@ -246,8 +237,10 @@ def sql_task_id(value: str | None) -> int | None:
     return None
 
 
-class _Fold:
-    """A batch folded into rows and patches (see the module docstring)."""
+class Folded:
+    """A batch folded into rows and patches (see the module docstring): ``rows`` the
+    events-table rows, ``jobs`` and ``tasks`` one patch per row ``{id: (pos, {column: value})}``,
+    ``started`` the first claim's time per task, ``task_ids`` every task touched."""
 
     def __init__(self, ts: Ts) -> None:
         self.ts = ts
@@ -317,115 +310,37 @@ class _Fold:
             self.task_ids.add(tid)
 
 
-def apply_events(conn: sa.Connection, events: Iterable[StreamEvent]) -> BatchResult:
-    """Write ``events`` into the open transaction on ``conn`` (see the module docstring)."""
-    events = sorted(events, key=_by_pos)
-    result = BatchResult(events=len(events))
-    if not events:
-        return result
-    writer = bulk.writer(conn)
-    fold = _Fold(writer.ts)
-    for ev in events:
-        fold.add(ev)
-    writer.lock(fold.jobs, fold.task_ids)
-    result.inserted = writer.insert_events(fold.rows)
-    result.jobs_updated = writer.update_rows(Job.__table__, fold.jobs)
-    writer.update_rows(Task.__table__, fold.tasks)
-    result.task_ids = fold.task_ids
-    result.tasks_updated = writer.refresh_tasks(sorted(fold.task_ids), fold.started)
-    return result
-
-
-# ------------------------------------------------------------------ operator events
-
-UPDATE_CHUNK = 500  # job ids per UPDATE ... WHERE id IN (...)
+def fold_batch(events: Iterable[StreamEvent], ts: Ts) -> Folded:
+    """Fold ``events`` in stream order (``ts``: the stored value of a ms epoch)."""
+    folded = Folded(ts)
+    for ev in sorted(events, key=_by_pos):
+        folded.add(ev)
+    return folded
 
 
 OPERATOR_KINDS = frozenset({"retry-failed", "reprioritize"})
-"""The event kinds :func:`fold_operator_events` applies (``apply_events`` leaves them alone)."""
+"""The event kinds :func:`operator_events` picks out (``fold_batch`` leaves them alone)."""
 
 
-def record_batch(conn: sa.Connection, events: list[StreamEvent]) -> BatchResult:
-    """Everything stream entries change in SQL, in the open transaction on ``conn``:
-    ``apply_events``, then :func:`fold_operator_events` for the operator events among them.
-    The one entry point of every writer of the stream into SQL (the recorder, ``record_now``)."""
-    result = apply_events(conn, events)
-    ops = [e for e in events if e.fields.get("kind") in OPERATOR_KINDS]
-    if ops:
-        fold_operator_events(conn, ops)
-    return result
-
-
-def fold_operator_events(conn: sa.Connection, events: Iterable[StreamEvent]) -> None:
-    """Apply the ``retry-failed`` and ``reprioritize`` events among ``events`` to the job and
-    task rows, in the open transaction on ``conn`` (see the module docstring)."""
+def operator_events(events: Iterable[StreamEvent]) -> tuple[dict[int, list[StreamEvent]],
+                                                            set[int]]:
+    """The batch's ``retry-failed`` events with job ids, by SQL task id in stream order, and
+    the SQL task ids it ``reprioritize``s (see the module docstring)."""
     retried: dict[int, list[StreamEvent]] = {}
     reprioritized: set[int] = set()
-    for ev in sorted(events, key=lambda e: e.pos):
+    for ev in sorted(events, key=_by_pos):
+        kind = ev.fields.get("kind")
+        if kind not in OPERATOR_KINDS:
+            continue
         task_id = sql_task_id(ev.fields.get("task"))
         if task_id is None:
             continue
-        kind = ev.fields.get("kind")
         if kind == "retry-failed" and ev.fields.get("jobs"):
             retried.setdefault(task_id, []).append(ev)
         elif kind == "reprioritize":
             reprioritized.add(task_id)
-    for task_id, evs in sorted(retried.items()):
-        _fold_retry(conn, task_id, evs)
-    for task_id in sorted(reprioritized):
-        fold_priority(conn, task_id)
+    return retried, reprioritized
 
 
-def _fold_retry(conn: sa.Connection, task_id: int, evs: list[StreamEvent]) -> None:
-    t, j = Task.__table__, Job.__table__
-    for ev in evs:
-        jobs = ev.fields["jobs"].split()
-        for start in range(0, len(jobs), UPDATE_CHUNK):
-            conn.execute(sa.update(j).where(
-                j.c.id.in_(jobs[start:start + UPDATE_CHUNK]),
-                sa.or_(j.c.last_event_pos.is_(None), j.c.last_event_pos < ev.pos))
-                .values(state="pending", error=None, finished_at=None, attempts=0,
-                        last_event_pos=ev.pos))
-    last = evs[-1].pos
-    # The task's row lock before the recount (job rows were locked first, the recorder's order):
-    # a concurrent recorder recounting the same task commits first, and this count sees it.
-    # Without it the later commit wrote counters counted before the other's (found by the soak).
-    conn.execute(sa.select(t.c.id).where(t.c.id == task_id).with_for_update())
-    counts = dict(conn.execute(sa.select(j.c.state, sa.func.count()).where(
-        j.c.task_id == task_id).group_by(j.c.state)).all())
-    conn.execute(sa.update(t).where(t.c.id == task_id).values(
-        failed=counts.get("failed", 0), succeeded=counts.get("succeeded", 0),
-        cancelled=counts.get("cancelled", 0), lost=counts.get("lost", 0)))
-    conn.execute(sa.update(t).where(
-        t.c.id == task_id, t.c.state.in_((*TASK_FINAL_STATES, "active")),
-        t.c.state != "cancelled",
-        sa.or_(t.c.last_event_pos.is_(None), t.c.last_event_pos < last))
-        .values(state="active", finished_at=None, last_event_pos=last))
-
-
-def fold_priority(conn: sa.Connection, task_id: int) -> None:
-    """Set the task's ``priority`` to the ``to`` of its latest recorded ``reprioritize``
-    event (unchanged if it has none)."""
-    t = Task.__table__
-    # The row lock first: a concurrent fold of the same task waits, then sees this one's event.
-    if conn.execute(sa.select(t.c.id).where(t.c.id == task_id).with_for_update()).first() is None:
-        return
-    latest: tuple[int, str] | None = None
-    rows = conn.execute(sa.select(Event.id, Event.data).where(
-        Event.task_id == str(task_id), Event.kind == "reprioritize"))
-    for event_id, data in rows:
-        detail = (data or {}).get("detail") if isinstance(data, dict) else None
-        to = detail.get("to") if isinstance(detail, dict) else None
-        try:
-            pos = StreamEvent(event_id, {}).pos
-        except ValueError:  # not a stream id: not a queue event
-            continue
-        if to in PRIORITY_CLASSES and (latest is None or pos > latest[0]):
-            latest = (pos, to)
-    if latest is not None:
-        conn.execute(sa.update(t).where(t.c.id == task_id).values(priority=latest[1]))
-
-
-__all__ = ["BatchResult", "LOST_OUTCOME_STATE", "OPERATOR_KINDS", "StreamEvent", "apply_events",
-           "event_row", "fold_operator_events", "fold_priority", "record_batch", "sql_task_id",
-           "stream_shard"]
+__all__ = ["BatchResult", "Folded", "LOST_OUTCOME_STATE", "OPERATOR_KINDS", "StreamEvent",
+           "event_row", "fold_batch", "operator_events", "sql_task_id", "stream_shard"]

@@ -3,9 +3,9 @@
 :func:`record_now` (used by ``scheduler.submission.control`` and
 ``scheduler.submission.reconcile``) reads the entries of the given tasks appended after a
 stream id (:func:`stream_tail`, taken before the command) and applies them in one transaction
-with the fold's one entry point (``scheduler.record.fold.record_batch``), so the command's
+through the record's one writer (``scheduler.record.state.apply`` of a ``Stream``), so the command's
 effect is in SQL when it returns, not when a recorder next runs. Keyed by stream id: the
-recorders' later pass, through the same ``record_batch``, inserts nothing twice and still
+recorders' later pass, through the same ``Stream`` change, inserts nothing twice and still
 applies an operator event whose command died before its SQL step.
 """
 
@@ -17,7 +17,8 @@ import redis
 from sqlalchemy.engine import Engine
 
 from scheduler.queue.types import text
-from scheduler.record.fold import StreamEvent, record_batch, stream_shard
+from scheduler.record.fold import StreamEvent, stream_shard
+from scheduler.record.state import Stream, apply
 
 __all__ = ["record_now", "stream_tail"]
 
@@ -33,7 +34,7 @@ def stream_tail(client: redis.Redis, stream: str) -> str:
 def record_now(client: redis.Redis, engine: Engine, stream: str, since: str,
                task_ids: Collection[str]) -> list[StreamEvent]:
     """Apply the entries of ``task_ids`` appended to ``stream`` after ``since`` to SQL now,
-    in one transaction (``record_batch``); returns them."""
+    in one transaction (a ``Stream`` change); returns them."""
     mine: list[StreamEvent] = []
     wanted = set(task_ids)
     shard = stream_shard(stream)  # the events-table keys the recorders give this stream's entries
@@ -49,5 +50,5 @@ def record_now(client: redis.Redis, engine: Engine, stream: str, since: str,
         start = "(" + text(batch[-1][0])
     if mine:
         with engine.begin() as conn:
-            record_batch(conn, mine)
+            apply(conn, Stream(mine))
     return mine

@@ -14,8 +14,8 @@ each entry to one of them. Each ``run_once``:
    ``linger_ms`` and reads what came meanwhile into the same batch, so its SQL work does not
    compete with that job's start for the CPU (on 2 cores it made a due job start 2 ms later at
    the median: docs/benchmarks.md, "Peers", W3); a full batch (a backlog) is written at once;
-2. writes the batch in one SQL transaction (``scheduler.record.fold``): events keyed by stream
-   id with ON CONFLICT DO NOTHING, then job and task rows;
+2. writes the batch in one SQL transaction (a ``Stream`` change of ``scheduler.record.state``):
+   events keyed by stream id with ON CONFLICT DO NOTHING, then job and task rows;
 3. acknowledges the batch (XACK) only after the commit;
 4. trims the stream (XTRIM MINID, approximate) below the oldest entry any consumer group still
    has pending, or its last delivered entry when nothing is pending: never what is unread or
@@ -47,7 +47,8 @@ from sqlalchemy.engine import Engine
 
 from scheduler.queue.keys import Keys
 from scheduler.queue.presence import read_workers
-from scheduler.record.fold import BatchResult, StreamEvent, record_batch, stream_shard
+from scheduler.record.fold import BatchResult, StreamEvent, stream_shard
+from scheduler.record.state import Stream, apply
 from scheduler.redisdb.connect import REDIS_ERRORS
 
 log = logging.getLogger(__name__)
@@ -248,7 +249,7 @@ class Recorder:
         return result
 
     def _fold(self, conn: sa.Connection, events: list[StreamEvent]) -> BatchResult:
-        result = record_batch(conn, events)
+        result = apply(conn, Stream(events))
         if self.on_batch is not None:
             self.on_batch(conn, events, result)
         return result
@@ -261,7 +262,7 @@ class Recorder:
                     total.inserted += self._fold(conn, [ev]).inserted
             except (sa.exc.IntegrityError, sa.exc.DataError) as exc:
                 with self.engine.begin() as conn:
-                    total.inserted += record_batch(conn, [quarantined(ev, exc)]).inserted
+                    total.inserted += apply(conn, Stream([quarantined(ev, exc)])).inserted
         return total
 
     def trim(self) -> int:

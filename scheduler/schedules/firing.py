@@ -102,6 +102,7 @@ def _still_running(engine: Engine, client: redis.Redis, keys: Where, schedule_id
 
 def _create(engine: Engine, row: Any, at: datetime, now: datetime) -> tuple[int, Any]:
     """(task id, plan) of the occurrence: a new task, or (id, None) if one exists already."""
+    from scheduler.record.state import Scheduled, apply
     from scheduler.submission.submit import plan_task, record_task
 
     t = Task.__table__
@@ -116,8 +117,7 @@ def _create(engine: Engine, row: Any, at: datetime, now: datetime) -> tuple[int,
                 plan = plan_task(session, request_of(row),
                                  operator=row.created_by or f"schedule:{row.name}", now=now)
                 task_id = record_task(session, plan, now=now)
-                session.execute(sa.update(t).where(t.c.id == task_id)
-                                .values(schedule_id=row.id, occurrence=at))
+                apply(session, Scheduled(task_id, row.id, at))
                 s = Schedule.__table__
                 session.execute(sa.update(s).where(
                     s.c.id == row.id, sa.or_(s.c.last_occurrence.is_(None),

@@ -346,11 +346,11 @@ def remove_schedule(engine: Engine, connect: Any, name: str, *, operator: str,
                     keys: Where = Keys()) -> None:
     """Remove the schedule (its tasks stay, with their record); the entry leaves Redis."""
     from scheduler.record.session import transaction
+    from scheduler.record.state import Unscheduled, apply
 
     with transaction(engine) as session:
         row = _row(session, name)
-        t = Task.__table__
-        session.execute(sa.update(t).where(t.c.schedule_id == row.id).values(schedule_id=None))
+        apply(session, Unscheduled(row.id))
         session.delete(row)
         _event(session, "schedule-remove", operator, {"schedule": name})
     try:

@@ -6,12 +6,11 @@ What it owns, for every verb:
 2. the queue transition in Redis (``Queue.pause``/``resume``/``cancel_task``/
    ``retry_failed``, ``Queue.reprioritize`` where the fair-share part provides it): the
    script appends the event with the operator's name in the same atomic step;
-3. recording at once in SQL what the transition did: the new stream entries of this task are
-   applied with the recorder's own idempotent ``apply_events`` (keyed by stream id, so when the
-   recorder meets them later it inserts nothing twice) and, in the same transaction,
-   ``fold_operator_events`` (what ``retry-failed`` and ``reprioritize`` change in the job and
-   task rows), both through ``scheduler.record.now.record_now``, so ``tasks show`` is right the moment the command returns, with the operator on
-   the event.
+3. recording at once in SQL what the transition did: ``scheduler.record.now.record_now``
+   applies the new stream entries of this task as the recorders do (one ``Stream`` change of
+   ``scheduler.record.state``, the one writer of task and job rows, keyed by stream id, so when
+   a recorder meets them later it inserts nothing twice), so ``tasks show`` is right the moment
+   the command returns, with the operator on the event.
 
 A verb the task's state refuses is a ``ValidationError`` (exit code 2, nothing changed): a
 task that has ended and left Redis, a state the queue script refuses (``TaskNotActiveError``:
@@ -20,7 +19,8 @@ cancelled its pending jobs, and Redis keeps ``aborted`` (``retry-failed`` is the
 SQL must not say ``cancelled``.
 
 A task still ``accepted`` in SQL and absent from Redis (its fan-out never happened) can only be
-cancelled; that is recorded in SQL directly (``cancel`` event) so reconcile leaves it alone.
+cancelled; that is recorded in SQL alone (``CancelUnqueued`` and a ``cancel`` event) so
+reconcile leaves it alone.
 Pause keeps the pending jobs' order (they wait in ``{P}:held:<task>`` at their due time), resume
 puts them back, cancel stops pending jobs and lets running ones finish.
 """
@@ -38,9 +38,9 @@ from scheduler.errors import FleetschedError, NotFoundError, ValidationError
 from scheduler.queue.client import Queue
 from scheduler.queue.keys import PRIORITY_CLASSES
 from scheduler.record.audit import record_event
-from scheduler.record.fold import fold_priority
-from scheduler.record.models import Job, Task
+from scheduler.record.models import Task
 from scheduler.record.now import record_now, stream_tail
+from scheduler.record.state import CancelUnqueued, KeepAborted, Reprioritized, apply
 from scheduler.record.types import utcnow
 
 __all__ = ["ControlResult", "cancel", "pause", "reprioritize", "resume", "retry_failed"]
@@ -107,10 +107,8 @@ def cancel(engine: Engine, queue: Queue, task_id: int, operator: str) -> Control
     if result.state == "aborted":
         # A failure aborted it between the check and the script: Redis keeps "aborted" (the
         # script cancels jobs only), so SQL does too, whatever the cancel events said.
-        t = Task.__table__
         with engine.begin() as conn:
-            conn.execute(sa.update(t).where(t.c.id == task_id, t.c.state == "cancelled")
-                         .values(state="aborted"))
+            apply(conn, KeepAborted(task_id))
         raise _already_aborted(task_id)
     return result
 
@@ -123,17 +121,10 @@ def _already_aborted(task_id: int) -> ValidationError:
 
 
 def _cancel_unqueued(engine: Engine, task_id: int, operator: str) -> ControlResult:
-
     now = utcnow()
-    t, j = Task.__table__, Job.__table__
     with engine.begin() as conn:
-        # Job rows before the task row, the recorder's lock order (no deadlock with it).
-        count = conn.execute(sa.update(j).where(j.c.task_id == task_id,
-                                                j.c.state.in_(("accepted", "pending")))
-                             .values(state="cancelled", finished_at=now)).rowcount
-        done = conn.execute(sa.update(t).where(t.c.id == task_id, t.c.state == "accepted")
-                            .values(state="cancelled", finished_at=now, cancelled=count)).rowcount
-        if not done:  # rolls the job rows back too
+        count = apply(conn, CancelUnqueued(task_id, now))
+        if count is None:  # rolls the job rows back too
             raise ValidationError(f"task {task_id} changed meanwhile; look again",
                                   hint=f"fleetsched tasks show {task_id}")
         record_event(conn, "cancel", operator=operator, task_id=task_id, at=now,
@@ -163,11 +154,11 @@ def reprioritize(engine: Engine, queue: Queue, task_id: int, priority: str,
         raise FleetschedError("reprioritize is not available in this build yet",
                               hint="cancel the task and submit it again with --priority")
     # SQL tasks.priority follows the task's latest reprioritize event, folded in the
-    # transaction that records it (fold_operator_events): one writer, and overlapping calls end
-    # where Redis ends. Folded again when this call wrote no event (same class), which heals a
-    # row an interrupted earlier call left behind once the recorder has its event.
+    # transaction that records it (record_now): one writer, and overlapping calls end where
+    # Redis ends. Folded again when this call wrote no event (same class), which heals a row an
+    # interrupted earlier call left behind once the recorder has its event.
     result = _run(engine, queue, task_id, "reprioritize",
                   lambda: int(move(str(task_id), priority, operator) or 0))
     with engine.begin() as conn:
-        fold_priority(conn, task_id)
+        apply(conn, Reprioritized(task_id))
     return result

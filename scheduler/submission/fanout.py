@@ -33,7 +33,8 @@ from scheduler.gcpause import gc_paused
 from scheduler.queue.client import JobSpec, Queue, TaskSpec
 from scheduler.queue.hosts import write_hosts
 from scheduler.queue.keys import Keys
-from scheduler.record.models import Event, Host, Job, Task
+from scheduler.record.models import Event, Host
+from scheduler.record.state import Queued, apply
 
 __all__ = ["fan_out", "host_conns", "mark_queued", "recorded_spec", "recorded_waves"]
 
@@ -66,19 +67,9 @@ def fan_out(client: redis.Redis, keys: Keys, spec: TaskSpec, hosts: Iterable[Any
 
 
 def mark_queued(session: Session, task_id: int) -> bool:
-    """Redis has every job of the task: ``accepted`` -> ``active``; False if it had moved on."""
-    t, j = Task.__table__, Job.__table__
-    # Job rows before the task row, each in id order: the order the recorder locks them in
-    # (record.bulk), or the two deadlock on PostgreSQL (found by the nemesis for the tables'
-    # order, by benchmarks/fleet_day.py for the rows': an UPDATE alone locks in scan order,
-    # and a recorder folding the first claims of these jobs already holds some of them).
-    session.execute(sa.select(j.c.id).where(j.c.task_id == task_id, j.c.state == "accepted")
-                    .order_by(j.c.id).with_for_update())
-    session.execute(sa.update(j).where(j.c.task_id == task_id, j.c.state == "accepted")
-                    .values(state="pending"))
-    done = session.execute(sa.update(t).where(t.c.id == task_id, t.c.state == "accepted")
-                           .values(state="active")).rowcount
-    return bool(done)
+    """Redis has every job of the task: ``accepted`` -> ``active`` (``scheduler.record.state``,
+    ``Queued``); False if it had moved on."""
+    return apply(session, Queued(task_id))
 
 
 def _submit_data(conn: sa.Connection | Session, task_id: int | str) -> dict[str, Any]:

@@ -11,8 +11,9 @@ What it owns:
    by default for an action that requires windows, unless ``--ignore-windows``; in every case
    after its host's freezes, unless ``--break-glass REASON``) and the rollout policy with
    percentages turned into counts (:class:`Plan`);
-3. :func:`record_task`: the task row (state ``accepted``), one job row per host and a ``submit``
-   event holding the exact queue spec, in the caller's transaction: the record of what was asked;
+3. :func:`record_task`: the task row (state ``accepted``) and one job row per host (through
+   ``scheduler.record.state``, the record's one writer) and a ``submit`` event holding the
+   exact queue spec, in the caller's transaction: the record of what was asked;
 4. :func:`submit`: connect to Redis first (a Redis that may evict keys, or holds another shard
    count, refuses the task before anything is written), plan and record in one transaction,
    then fan out to Redis (``scheduler.submission.fanout``), into the queue shard of the new
@@ -47,7 +48,8 @@ from scheduler.queue.keys import PRIORITY_CLASSES, Keys
 from scheduler.queue.route import Where, task_keys
 from scheduler.queue.types import COUNT_FAILURES
 from scheduler.record.audit import record_event
-from scheduler.record.models import Host, Job, Task
+from scheduler.record.models import Host
+from scheduler.record.state import Submit, Waves, apply
 from scheduler.record.types import due_ms, to_ms, utcnow
 from scheduler.submission.targets import Target, parse_target, resolve_target
 from scheduler.submission.waves import WaveSpec, split
@@ -427,7 +429,7 @@ def record_task(session: Session, plan: Plan, *, now: datetime | None = None) ->
 
     now = now or utcnow()
     p, r = plan.policy, plan.request
-    task_id = session.execute(sa.insert(Task.__table__).values(
+    task_id = apply(session, Submit(dict(
         name=r.name, action=plan.action, params=plan.params, executor=plan.executor,
         target=str(plan.target), operator=plan.operator, priority=r.priority,
         max_running=p.max_running, max_failures=p.max_failures,
@@ -435,18 +437,12 @@ def record_task(session: Session, plan: Plan, *, now: datetime | None = None) ->
         backoff_ms=p.backoff_ms, timeout_s=max(1, math.ceil(p.timeout_ms / 1000)),
         idempotent=p.idempotent, exclusive=p.exclusive, in_window=plan.in_window,
         ignore_windows=r.ignore_windows, break_glass=plan.break_glass, start_at=plan.start,
-        notify=list(plan.notify) or None, state="accepted", created_at=now, total=len(plan.jobs),
-    ).returning(Task.__table__.c.id)).scalar_one()
+        notify=list(plan.notify) or None), plan.jobs, now))
     waves = plan.waves(task_id)
     if r.waves is not None:
         counts = [len(w) for w in waves] if waves else [len(plan.jobs)]
-        session.execute(sa.update(Task.__table__).where(Task.__table__.c.id == task_id).values(
-            waves={**plan.wave_policy(), "count": len(counts), "counts": counts},
-            wave=1, wave_state="running" if waves else "done"))
-    rows = [{"id": f"{task_id}.{j.seq}", "task_id": task_id, "seq": j.seq, "host": j.host,
-             "state": "accepted", "attempts": 0, "due_at": j.due or now, "window": j.window}
-            for j in plan.jobs]
-    session.execute(sa.insert(Job.__table__), rows)
+        apply(session, Waves(task_id, {**plan.wave_policy(), "count": len(counts),
+                                       "counts": counts}, "running" if waves else "done"))
     spec = plan.task_spec(task_id)
     record_event(session, "submit", operator=plan.operator, task_id=task_id, at=now, data={
         "name": r.name, "target": str(plan.target), "hosts": len(plan.hosts),

@@ -17,7 +17,8 @@ import sqlalchemy as sa
 
 from scheduler.notify import Detector, Policy, Sender, Smtp, list_notifications, parse_targets
 from scheduler.queue.keys import Keys
-from scheduler.record.fold import StreamEvent, record_batch
+from scheduler.record.fold import StreamEvent
+from scheduler.record.state import Stream, apply
 from scheduler.record.models import Event, Notification, Schedule, Task, Window
 from scheduler.record.recorder import Recorder
 from scheduler.record.types import to_ms, utcnow
@@ -44,7 +45,7 @@ def replay(engine: sa.Engine, policy: Policy, events: list[StreamEvent]) -> None
     """Fold ``events`` again, as a re-delivered batch would be."""
     assert events
     with engine.begin() as conn:
-        Detector(policy)(conn, events, record_batch(conn, events))
+        Detector(policy)(conn, events, apply(conn, Stream(events)))
 
 
 def set_notify(engine: sa.Engine, task_id: int, targets: list[str]) -> None:

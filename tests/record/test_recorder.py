@@ -13,7 +13,8 @@ import sqlalchemy as sa
 
 from scheduler.errors import Code
 from scheduler.queue.keys import Keys
-from scheduler.record.fold import StreamEvent, apply_events
+from scheduler.record.fold import StreamEvent
+from scheduler.record.state import Stream, apply
 from scheduler.record.models import Event, Job, Task
 from scheduler.record.recorder import GROUP, Recorder
 from tests.recorder_events import create_task_rows, job_lifecycle, xadd_all
@@ -127,10 +128,10 @@ def test_a_late_older_batch_never_moves_a_job_backwards(engine: sa.Engine) -> No
     ack = StreamEvent("1700000000200-0", {"kind": "ack", "ts": "1700000000200",
                                           "task": str(task_id), "job": job, "exit_code": "0"})
     with engine.begin() as conn:
-        apply_events(conn, [ack])
+        apply(conn, Stream([ack]))
     # When the older claim arrives afterwards (another consumer's slower batch)
     with engine.begin() as conn:
-        apply_events(conn, [claim])
+        apply(conn, Stream([claim]))
     # Then the job stays succeeded; both events are in the record
     with engine.connect() as conn:
         assert conn.execute(sa.select(Job.state).where(Job.id == job)).scalar_one() == "succeeded"
@@ -254,7 +255,7 @@ def test_a_lost_event_s_outcome_field_decides_the_job_state_and_its_wording_is_n
         _lost(task_id, ids[5], 105, plain + "; runs again when the task resumes", "someday"),
     ]
     with engine.begin() as conn:
-        apply_events(conn, events)
+        apply(conn, Stream(events))
     # Then the outcome field decides; without a known one the job is lost, whatever the words
     with engine.connect() as conn:
         rows = {r.id: r for r in conn.execute(sa.select(Job.id, Job.state, Job.finished_at))}
@@ -276,7 +277,7 @@ def test_every_event_of_a_job_in_one_batch_collapses_into_one_row_update(
               for i, ev in enumerate(raw)]
     # When it is applied
     with engine.begin() as conn:
-        result = apply_events(conn, events)
+        result = apply(conn, Stream(events))
     # Then every event is a row, but each job row was updated once, to its newest state
     assert (result.events, result.inserted) == (len(raw), len(raw))
     assert result.jobs_updated == 50 and result.tasks_updated == 1
@@ -287,7 +288,7 @@ def test_every_event_of_a_job_in_one_batch_collapses_into_one_row_update(
     assert (task.succeeded, task.state) == (50, "succeeded")
     # and the same batch again inserts nothing and moves no row
     with engine.begin() as conn:
-        again = apply_events(conn, events)
+        again = apply(conn, Stream(events))
     assert (again.inserted, again.jobs_updated) == (0, 0)
 
 
