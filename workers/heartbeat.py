@@ -7,7 +7,9 @@ Every ``heartbeat_ms`` (a third of the lease by default), one thread:
 2. marks a job whose lease could not be renewed (stale token: another worker claimed it after
    this node missed its lease) so nobody renews it again; its late ack will be refused. A job
    Redis does not know (``UNKNOWN_JOB``: Redis lost its data) is renewed again at every beat:
-   reconcile brings it back under this node's token when the presence lists it;
+   reconcile brings it back under this node's token when the presence lists it. On a sharded
+   queue, first, the claimed jobs that never started and that their claim could not give back
+   (``ShardedQueue.keep_unstarted``) are renewed and given back;
 3. checks that the queue's shard count is still the node's (a node left running with another
    ``queue_shards`` stops, ``ConfigError``);
 4. sweeps the aborted tasks whose sweep nobody finished (``Queue.aborting``): the node that
@@ -42,7 +44,7 @@ import redis
 from scheduler.errors import Code, QueueError
 from scheduler.queue.keys import Keys
 from scheduler.queue.presence import redis_now_ms
-from scheduler.queue.sharded import PartlyAnswered, recheck_shard_count
+from scheduler.queue.sharded import PartlyAnswered, ShardedQueue, recheck_shard_count
 from scheduler.queue.shards import Shards
 from scheduler.queue.types import text
 from scheduler.redisdb.connect import REDIS_ERRORS, is_permanent
@@ -152,6 +154,10 @@ class Heartbeat:
 
     def beat(self) -> None:
         failed: Exception | None = None
+        if isinstance(self.queue, ShardedQueue):
+            # First, in the jobs' own shards: claimed jobs a claim could not give back (their
+            # places not settled, their shard silent then) are renewed and given back.
+            self.queue.keep_unstarted(self.config.worker_id, lease_ms=self.config.lease_ms)
         try:
             self.renew()
         except REDIS_ERRORS as exc:

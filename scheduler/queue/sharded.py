@@ -11,7 +11,10 @@ Owns, for a queue whose ``queue_shards`` setting is above 1 (docs/architecture.m
 3. the limits that hold across tasks: a job of shard s >= 1 that needs a host to itself or room
    in a limited group takes its places in shard 0 (places.lua) after its claim; a job refused
    is deferred in its shard by ``PLACE_RETRY_MS`` (no attempt counted) and tried again then;
-   its place is freed when it stops running and renewed with its lease;
+   its place is freed when it stops running and renewed with its lease; a job that cannot
+   take its places (shard 0 silent, or slower than ``PLACES_WAIT`` of the lease) is given back,
+   and one that cannot be given back either is kept (renewed, and given back again at every
+   heartbeat: ``keep_unstarted``): a job that never started is never left to be found lost;
 4. waiting on every shard's wake channel until the earliest due time of any shard;
 5. one shard failing (its master failing over) while the others answer: a verb that spans
    shards does its work in every shard that answers and raises ``PartlyAnswered`` with their
@@ -59,7 +62,20 @@ them. Shared by every ShardedQueue of the process (the claim loop claims, the fi
 _entries: dict[str, list[Any]] = {}
 """Job id -> its ``places.lua`` take entry, for the jobs in ``_placed``: a place found gone at a
 renewal (it ran out, or shard 0 lost its data) is taken again with it."""
+_owed: dict[str, int] = {}
+"""Job id -> token of jobs this process claimed, never started, and could not give back (their
+shard did not answer the release: a cluster failing over refuses every slot for a moment, a
+script not loaded yet cannot be loaded while a master is down). The heartbeat renews their
+leases and gives them back again (``ShardedQueue.keep_unstarted``) until their shard answers:
+left to run out, a non-idempotent one would be failed as lost although it never ran."""
 _placed_lock = threading.Lock()
+
+PLACES_WAIT = 0.25
+"""The share of a claim's lease that the claim waits for shard 0 to take its jobs' places.
+Longer (shard 0 stalled: a paused or unreachable master, a call waiting for its socket
+timeout), the jobs are given back at once while their own shard still holds their leases; a
+take that lands later is freed again by the call's own thread. No places call is started while
+an earlier one still hangs: shard 0 counts as silent."""
 
 
 class PartlyAnswered(redis.exceptions.ConnectionError):
@@ -166,6 +182,7 @@ class ShardedQueue:
         self._due: list[int | None] = [0] * len(self.parts)
         self._next = random.randrange(len(self.parts))
         self._down: set[int] = set()  # shards whose last claim did not answer (logged once)
+        self._hanging: threading.Thread | None = None  # a places take past its wait (_take_in_time)
         self._pubsub: Any = None
         self._channels = {keys.wake: i for i, keys in enumerate(shards.all)}
 
@@ -299,14 +316,60 @@ class ShardedQueue:
             log.warning("shard %d answers again", i)
 
     def _give_back(self, worker: str, jobs: Sequence[Any]) -> None:
-        """Best effort: release claimed jobs that will not run (their lease ends otherwise)."""
+        """Release claimed jobs that will not run now, in one try (the claim loop never waits
+        for a shard). Those whose shard did not answer are kept in ``_owed``: the heartbeat
+        renews their leases and gives them back when their shard answers (``keep_unstarted``),
+        so a job that never started is never left to be found lost."""
         if not jobs:
             return
+        leases = [(j.job_id, j.token) for j in jobs]
         try:
-            self.release(worker, [(j.job_id, j.token) for j in jobs])
+            self.release(worker, leases)
+            return
+        except PartlyAnswered as exc:
+            left = [lease for lease, code in zip(leases, exc.codes) if code is None]
+            failed: BaseException = exc
         except REDIS_ERRORS as exc:
-            log.warning("could not give back %d claimed jobs (%s); their leases will run out",
-                        len(jobs), redact_exception(exc))
+            if is_permanent(exc):
+                raise
+            left, failed = leases, exc
+        with _placed_lock:
+            _owed.update(left)
+        log.warning("could not give back %d claimed jobs (%s); they are kept (renewed) and given "
+                    "back at the next heartbeat", len(left), redact_exception(failed))
+
+    def keep_unstarted(self, worker: str, *, lease_ms: int | None = None) -> int:
+        """Heartbeat: renew the leases of the claimed jobs a claim could not give back
+        (``_owed``), then give them back; how many are still kept. A shard that does not
+        answer keeps its jobs for the next beat; a job that is not this claim's any more (a
+        code other than OK: claimed again, ended) is forgotten."""
+        with _placed_lock:
+            owed = list(_owed.items())
+        if not owed:
+            return 0
+        try:
+            self._per_shard(owed, lambda q, part: q.extend(worker, part, lease_ms=lease_ms))
+        except REDIS_ERRORS as exc:
+            if is_permanent(exc):
+                raise  # PartlyAnswered: what answered is renewed, the release tries all
+        try:
+            codes = self.release(worker, owed)
+        except PartlyAnswered as exc:
+            codes = exc.codes
+        except REDIS_ERRORS as exc:
+            if is_permanent(exc):
+                raise
+            codes = [None] * len(owed)
+        with _placed_lock:
+            for (job_id, token), code in zip(owed, codes):
+                if code is not None and _owed.get(job_id) == token:
+                    del _owed[job_id]
+            left = len(_owed)
+        given = sum(code == Code.OK for code in codes)
+        if given:
+            log.warning("gave back %d claimed jobs that could not be given back at their claim",
+                        given)
+        return left
 
     def _take_places(self, worker: str, part: Claim, lease_ms: int | None) -> list[Any]:
         """Take in shard 0 the places of ``part``'s jobs that need them; defer the refused.
@@ -318,8 +381,8 @@ class ShardedQueue:
         entries = [[job.job_id, job.token, job.host, "1" if exclusive else "0", groups]
                    for job, exclusive, groups in part.places]
         needing = {job.job_id for job, _, _ in part.places}
-        results = self._places("take", entries, lease_ms,
-                               f"for the places of {len(needing)} jobs; giving them back")
+        results = self._take_in_time(entries, lease_ms,
+                                     f"for the places of {len(needing)} jobs; giving them back")
         if results is None:
             self._give_back(worker, [j for j in part.jobs if j.job_id in needing])
             return [j for j in part.jobs if j.job_id not in needing]
@@ -357,6 +420,51 @@ class ShardedQueue:
                             "giving it back", job.job_id, redact_exception(exc))
                 self._give_back(worker, [job])
         return kept
+
+    def _take_in_time(self, entries: list[Any], lease_ms: int | None,
+                      failing: str) -> list[Any] | None:
+        """``_places("take", ...)``, waited for at most ``PLACES_WAIT`` of the lease: None
+        (shard 0 silent) past it, or while an earlier take still hangs. The call goes on in its
+        own thread; if it takes the places after this claim gave up, it frees them again."""
+        hanging = self._hanging
+        if hanging is not None and hanging.is_alive():
+            log.warning("shard 0 still has not answered an earlier call %s", failing)
+            return None
+        lock = threading.Lock()
+        outcome: dict[str, Any] = {}
+
+        def call() -> None:
+            try:
+                got: Any = self.coord.places("take", entries, lease_ms=lease_ms)
+            except BaseException as exc:  # noqa: BLE001 - handed to the claim, or logged
+                got = exc
+            with lock:
+                late = outcome.setdefault("got", got) is not got
+            if late and not isinstance(got, BaseException):
+                taken = [[e[0], e[1]] for e, r in zip(entries, got) if r[0] == 1]
+                if taken:  # the claim gave these jobs back: their places must not hold
+                    self._places("free", taken, None, f"to free {len(taken)} places taken "
+                                 "after their claim gave up; they run out with their lease")
+
+        thread = threading.Thread(target=call, name="places", daemon=True)
+        thread.start()
+        thread.join(self._lease_s(lease_ms) * PLACES_WAIT)
+        with lock:
+            got = outcome.setdefault("got", None)
+        if got is None:
+            self._hanging = thread
+            log.warning("shard 0 did not answer within %.1fs %s",
+                        self._lease_s(lease_ms) * PLACES_WAIT, failing)
+            return None
+        if isinstance(got, BaseException):
+            if not isinstance(got, REDIS_ERRORS) or is_permanent(got):
+                raise got
+            log.warning("shard 0 did not answer (%s) %s", redact_exception(got), failing)
+            return None
+        return got
+
+    def _lease_s(self, lease_ms: int | None) -> float:
+        return (self.lease_ms if lease_ms is None else lease_ms) / 1000
 
     def _note(self, message: dict[str, Any]) -> float | None:
         """The due time a wake message announces, marked on its shard; None if not a wake."""
