@@ -62,9 +62,25 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     compile_bytecode()
 
 
+def uses_the_cluster(item: pytest.Item) -> bool:
+    """Whether a test runs on the shared Redis Cluster: by fixture, or through a parametrized
+    client fixture whose ``cluster`` variant asks for the cluster only when it runs
+    (``qclient[cluster]``)."""
+    callspec = getattr(item, "callspec", None)
+    return ("redis_cluster" in getattr(item, "fixturenames", ())
+            or (callspec is not None and "cluster" in callspec.params.values()))
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Tests marked ``last`` read what the others recorded (tests/test_queue_cluster.py).
+    # Tests marked ``last`` read what the others recorded
+    # (tests/redisdb/test_redis_cluster.py: every Lua script ran on the cluster).
     items.sort(key=lambda item: "last" in item.keywords)
+    # Under pytest-xdist (``-n``), the cluster's tests run on one process: one 6-node cluster
+    # instead of one per process, and the coverage test above sees every script they ran.
+    for item in items:
+        if uses_the_cluster(item):
+            item.add_marker(pytest.mark.xdist_group("redis-cluster"))
     if config.getoption("--soak"):
         return
     skip = pytest.mark.skip(reason="soak test: run with --soak")
@@ -266,9 +282,12 @@ def nopw_user(sudo: str) -> str:
         pwd.getpwnam(UNPRIVILEGED_LOGIN)
     except KeyError:
         # "*": no password, but not a locked account (sshd without PAM refuses "!" ones).
-        subprocess.run(["useradd", "--system", "--shell", "/bin/sh", "--no-create-home",
-                        "--home-dir", "/nonexistent", "--password", "*", UNPRIVILEGED_LOGIN],
-                       check=True, capture_output=True)
+        made = subprocess.run(["useradd", "--system", "--shell", "/bin/sh", "--no-create-home",
+                               "--home-dir", "/nonexistent", "--password", "*",
+                               UNPRIVILEGED_LOGIN], capture_output=True, text=True)
+        # 9: another test process (pytest-xdist) created it first.
+        if made.returncode not in (0, 9):
+            raise RuntimeError(f"useradd {UNPRIVILEGED_LOGIN}: {made.stderr.strip()}")
     return UNPRIVILEGED_LOGIN
 
 

@@ -30,6 +30,9 @@ from scheduler.record import migrate
 from tests.cluster import free_cluster_port
 from tests.servers import missing, redis_server_binary, wait_for_port
 
+# Under pytest-xdist the module's tests share one process, so the converge (minutes) runs once.
+pytestmark = pytest.mark.xdist_group("ansible-converge")
+
 ROOT = Path(__file__).resolve().parents[2]
 ANSIBLE = ROOT / "ansible"
 BIN = Path(sys.executable).parent

@@ -25,6 +25,9 @@ from scheduler.record import migrate
 from scheduler.record.engine import make_engine
 from scheduler.record.models import Event, Job, Schedule, Task
 
+# Under pytest-xdist the module's tests share one process: the record is loaded once per database.
+pytestmark = pytest.mark.xdist_group("record-indexes")
+
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 DAYS = 50
 SMALL_JOBS = 400

@@ -222,6 +222,7 @@ def _recorded_everything(database_url: str, cluster_url: str) -> bool:
 
 
 @pytest.mark.last
+@pytest.mark.xdist_group("redis-cluster")  # on the process that ran the cluster tests
 def test_the_queue_tests_run_every_lua_script_on_the_cluster(request: pytest.FixtureRequest
                                                              ) -> None:
     from tests.queue_support import SCRIPTS_RUN_ON_CLUSTER

@@ -138,6 +138,9 @@ def test_a_gate_waits_for_an_operator_to_continue(rollout: Rollout) -> None:
     # When a change goes out in waves 1,100% behind an approval gate
     task = rollout.submit("--waves", "1,100%", "--wave-gate", "approve")
     rollout.until_wave(task, "1", "gated")
+    # (Redis says "gated" as the first wave's job ends; its claim reaches SQL through the
+    # recorder, possibly a moment later)
+    wait_until(lambda: rollout.claimed_hosts(task), 30, "wave 1's claim in SQL", rollout.tails)
     assert len(rollout.claimed_hosts(task)) == 1
     # Then continuing something that is not gated is refused...
     code, _, err = rollout.cli("tasks", "continue", str(task + 1000))

@@ -82,14 +82,19 @@ def test_a_duplicated_claim_creates_nothing_twice(cli: Cli, redis_client: redis.
     assert entry_score(redis_client, "s") == occ + 1000
 
 
+# Long enough that the test's own steps before "the lease ran out" (a task recorded in SQL, a
+# job queued and claimed) fit in it on a loaded machine; a 1 s lease did not, under pytest-xdist.
+ENTRY_LEASE_MS = 3_000
+
+
 def recorded_occurrence(cli: Cli, redis_client: redis.Redis, db: str):  # noqa: ANN201
-    """A 1 s schedule whose entry worker w1 claimed (lease 1 s) and whose occurrence's task it
-    recorded in SQL, nothing queued yet: (queue, the claim, engine, occurrence, task id, plan)."""
+    """A 1 s schedule whose entry worker w1 claimed (lease ``ENTRY_LEASE_MS``) and whose
+    occurrence's task it recorded in SQL, nothing queued yet: (queue, the claim, engine, occurrence, task id, plan)."""
     cli.ok("schedules", "add", "s", "--every", "1s", "--overlap", "allow", *TASK)
     occ = past_second(0)
     arm(redis_client, KEYS, "s", occ, replace=True)
     queue = Queue(redis_client, KEYS)
-    [claim] = queue.claim("w1", 5, lease_ms=1_000).schedules
+    [claim] = queue.claim("w1", 5, lease_ms=ENTRY_LEASE_MS).schedules
     engine = engine_for(db)
     with engine.connect() as conn:
         row = conn.execute(sa_select_schedule("s")).first()
@@ -108,7 +113,7 @@ def test_a_retried_claim_after_a_crash_mid_fan_out_completes_the_same_task(
         [job] = queue.claim("runner", 1).jobs
         assert queue.ack("runner", [(job.job_id, job.token, JobResult(exit_code=0))]) == [Code.OK]
         # When another worker claims the entry after the lease ran out and fires it
-        time.sleep(1.05)
+        time.sleep(ENTRY_LEASE_MS / 1000 + 0.05)
         [retry] = queue.claim("w2", 5).schedules
         assert retry.token == dead.token + 1
         result = fire_claimed(engine, redis_client, KEYS, retry, occ + 300, worker="w2")
@@ -132,7 +137,7 @@ def test_a_stalled_firer_that_resumes_after_another_fired_the_occurrence_queues_
     try:
         # and meanwhile another worker took the entry over, completed the fan-out, and every
         # job ran and finished
-        time.sleep(1.05)
+        time.sleep(ENTRY_LEASE_MS / 1000 + 0.05)
         [taken] = queue.claim("w2", 5).schedules
         assert fire_claimed(engine, redis_client, KEYS, taken, occ + 300, worker="w2").code is Code.OK
         jobs = queue.claim("runner", 10).jobs

@@ -38,9 +38,11 @@ def shared_redis(tmp_path: Path) -> Iterator[RedisServer]:
 
 
 def node(server: RedisServer, n: int, database_url: str, tmp: Path) -> WorkerProcess:
-    """Node n: its own address, 16 slots, a 1 s lease, its own recorder (the defaults' shape)."""
+    """Node n: its own address, 16 slots, a 3 s lease (short, so the killed node's jobs come
+    back soon; not so short that a stall of a loaded test machine loses one), its own recorder
+    (the defaults' shape)."""
     url = f"redis://{ADDRESSES[n]}:{server.port}/0"
-    args = ["--id", f"node-{n + 1}", "--slots", "16", "--processes", "2", "--lease", "1s"]
+    args = ["--id", f"node-{n + 1}", "--slots", "16", "--processes", "2", "--lease", "3s"]
     return WorkerProcess(url, tmp, args, env={"FLEETSCHED_DATABASE_URL": database_url}).start()
 
 
