@@ -178,7 +178,11 @@ class RedisCluster:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                if all(self._healthy(n) for n in self.alive()):
+                alive = self.alive()
+                # A restarted former master calls itself master until it learns of its
+                # failover: healthy is also one master per replica pair again.
+                if (all(self._healthy(n) for n in alive)
+                        and sum(n.role() == "master" for n in alive) <= len(self.nodes) // 2):
                     return
             except (OSError, ValueError, KeyError, Exception) as exc:  # noqa: BLE001 - still starting
                 last = exc
