@@ -8,7 +8,11 @@ docs/architecture.md ("Module map") draws the layers; this test is what keeps th
    that start workers (``scheduler.cli.worker_cmd``);
 4. SSH is one place: only ``tasks.executors.ssh`` imports paramiko;
 5. one home each: the lease default is written once (``scheduler.config.LEASE_MS``); masking
-   is ``scheduler.redact``'s alone; only ``scheduler.queue`` calls a Lua script.
+   is ``scheduler.redact``'s alone; only ``scheduler.queue`` calls a Lua script;
+6. the CLI only parses, calls one verb of ``scheduler.verbs`` and renders: no module of
+   ``scheduler/cli/`` is over 350 lines, no ``*_cmd`` module imports another, and none calls a
+   Redis key command (``delete``, ``pipeline``, ``hmget`` ...) or imports the modules that
+   spell key names (``scheduler.queue.keys``, ``scheduler.queue.route``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 - :class:`State` and :func:`state`: the global options of the root callback and the settings
   built from them once, found from any command's context;
-- :func:`database`: the database engine and the operator's name (hosts, groups);
+- :func:`database`: the database engine and the operator's name, for a command that is no
+  operator verb (``notify list``);
 - :func:`verbs_of`: the ``Stores`` and the acting ``Principal`` an operator verb takes
   (``scheduler.verbs``);
 - :func:`queue_client`: a Redis client, for the commands that run a node or the recorder.

@@ -1,7 +1,7 @@
 """``fleetsched groups list|limit|remove``: the groups hosts belong to (imported or made by
 hand), and the limits that hold across tasks.
 
-Thin commands: ``list`` reads ``scheduler.inventory``: one row per group with its limit, its
+Thin commands: ``list`` reads ``scheduler.verbs.inventory.list_groups``: one row per group with its limit, its
 direct host count, its host count including child groups, its children, parents and source;
 ``remove`` and ``limit`` are verbs of ``scheduler.verbs.inventory``. ``limit`` records a
 group's limit in SQL, then tells the queue (``Queue.set_group_limit``) and writes
@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import database, verbs_of
+from scheduler.cli.context import verbs_of
 from scheduler.cli.output import OutputOption
 
 groups_app = typer.Typer(help="Groups of hosts (from inventories or `hosts add --group`).",
@@ -43,11 +43,10 @@ Jobs already running when a limit is set do not count against it.
 @groups_app.command("list")
 def list_cmd(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) -> None:
     """List groups, sorted by name; ``all_hosts`` counts the hosts of child groups too."""
-    from scheduler.inventory import list_groups
-    from scheduler.record.session import transaction
+    from scheduler.verbs.inventory import list_groups
 
-    with database(ctx) as (engine, _operator), transaction(engine, commit=False) as session:
-        rows = list_groups(session)
+    stores, _principal = verbs_of(ctx)
+    rows = list_groups(stores)
     if fmt is output.OutputFormat.json:
         output.emit_rows(rows, COLUMNS + ["vars"], fmt)
         return

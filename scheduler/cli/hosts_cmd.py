@@ -1,9 +1,9 @@
 """``fleetsched hosts import|export|list|show|add|remove|history|check``: the fleet's hosts.
 
-Thin commands: the changes (import, add, remove, check) are verbs of
-``scheduler.verbs.inventory``; the reads call ``scheduler.inventory`` in one transaction; each
-renders through ``scheduler.cli.output`` (data on stdout, messages on stderr); ``export`` writes the stored inventory back out as an
-Ansible inventory (``scheduler.inventory.export``). A bad inventory file is one line
+Thin commands: the changes (import, add, remove, check) and the reads (list, show, history,
+export) are verbs of ``scheduler.verbs.inventory``; each renders through
+``scheduler.cli.output`` (data on stdout, messages on stderr); ``export`` writes the stored
+inventory back out as an Ansible inventory (``scheduler.inventory.export``). A bad inventory file is one line
 ``file:line:col: problem`` and exit code 2, with nothing written. ``check`` probes the selected
 hosts over SSH (``scheduler.health.hostcheck``).
 """
@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import database, state, verbs_of
+from scheduler.cli.context import verbs_of
 from scheduler.cli.output import OutputOption
 from scheduler.errors import ValidationError
 
@@ -103,19 +103,13 @@ def export_cmd(
 ) -> None:
     """Write the stored hosts, groups and variables as an Ansible inventory, with
     ansible_host, ansible_port and ansible_user: what `hosts import` and Ansible read."""
-    from scheduler.inventory import EXPORT_FORMATS, read_export, render_export
-    from scheduler.record.session import transaction
+    from scheduler.inventory import EXPORT_FORMATS, render_export
+    from scheduler.verbs.inventory import export_hosts
 
     if fmt_out not in EXPORT_FORMATS:
         raise ValidationError(f"--format {fmt_out!r} is not one of {', '.join(EXPORT_FORMATS)}")
-    with database(ctx) as (engine, _operator):
-        chosen = None
-        if target != "all":
-            from scheduler.health.hostcheck import select_hosts
-
-            chosen = [host.name for host in select_hosts(engine, target)]
-        with transaction(engine, commit=False) as session:
-            export = read_export(session, chosen)
+    stores, _principal = verbs_of(ctx)
+    export = export_hosts(stores, target)
     text = render_export(export, fmt_out)
     counted = f"{len(export.hosts)} host(s), {len(export.groups)} group(s)"
     if out is None:
@@ -139,11 +133,10 @@ def list_cmd(
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
     """List hosts, sorted by name."""
-    from scheduler.inventory import list_hosts
-    from scheduler.record.session import transaction
+    from scheduler.verbs.inventory import list_hosts
 
-    with database(ctx) as (engine, _operator), transaction(engine, commit=False) as session:
-        rows = list_hosts(session, group=group, match=match)
+    stores, _principal = verbs_of(ctx)
+    rows = list_hosts(stores, group=group, match=match)
     if fmt is output.OutputFormat.json:
         output.emit_rows(rows, LIST_COLUMNS + ["vars"], fmt)
         return
@@ -160,11 +153,10 @@ def show_cmd(
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
     """Show one host: address, port, user, groups, variables, source."""
-    from scheduler.inventory import show_host
-    from scheduler.record.session import transaction
+    from scheduler.verbs.inventory import show_host
 
-    with database(ctx) as (engine, _operator), transaction(engine, commit=False) as session:
-        row = show_host(session, name)
+    stores, _principal = verbs_of(ctx)
+    row = show_host(stores, name)
     if fmt is output.OutputFormat.table:
         row = {k: (", ".join(v) if k in ("groups", "all_groups") else
                    json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v)
@@ -244,14 +236,11 @@ def history(
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="table, json or csv")] = output.OutputFormat.table,
 ) -> None:
     """Every recorded event of one host, oldest first: jobs claimed, finished, failed, deferred."""
-    from scheduler.record.session import open_database
-    from scheduler.reports import TRAIL_COLUMNS, event_trail
+    from scheduler.reports import TRAIL_COLUMNS
+    from scheduler.verbs.inventory import host_history
 
-    engine = open_database(state(ctx).settings)
-    try:
-        rows = event_trail(engine, host=name, limit=limit)
-    finally:
-        engine.dispose()
+    stores, _principal = verbs_of(ctx)
+    rows = host_history(stores, name, limit=limit)
     columns = [c for c in TRAIL_COLUMNS if c != "host"]
     if fmt is output.OutputFormat.table:
         from scheduler.reports.trail import for_table

@@ -1,6 +1,6 @@
 """``fleetsched status``: a one-shot health summary of the running system.
 
-Thin: ``scheduler.health.checks.status`` does the checks; this renders them (a table, or
+Thin: ``scheduler.verbs.status.status`` does the checks; this renders them (a table, or
 ``--output json|csv``) and exits 1 when any check failed (warnings keep exit code 0).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import state
+from scheduler.cli.context import verbs_of
 from scheduler.cli.findings import render_findings
 from scheduler.cli.output import OutputOption
 
@@ -30,9 +30,10 @@ def status(
     """Health of Redis, the queue's identity, the database, workers, recorder lag, overdue jobs
     and stuck tasks."""
     from scheduler.health.checks import healthy
-    from scheduler.health.checks import status as run_status
+    from scheduler.verbs.status import status as run_status
 
-    findings = run_status(state(ctx).settings)
+    stores, _principal = verbs_of(ctx)
+    findings = run_status(stores)
     render_findings(findings, fmt)
     if not healthy(findings):
         failed = [f.check for f in findings if f.level == "fail"]

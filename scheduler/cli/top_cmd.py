@@ -1,7 +1,8 @@
 """``fleetsched top``: a live dashboard of the whole queue (``--once``: one frame and exit).
 
-Thin: connect to Redis, ``scheduler.views.live.top`` redraws ``scheduler.views.top_frame``
-until Ctrl-C (exit code 0). ``--once`` prints one frame on stdout, as a table or JSON.
+Thin: ``scheduler.verbs.status.queue_view`` connects to Redis, then ``scheduler.views.live.top``
+redraws ``scheduler.views.top_frame`` until Ctrl-C (exit code 0). ``--once`` prints one frame
+(``scheduler.verbs.status.snapshot``) on stdout, as a table or JSON.
 
 A shard that does not answer (its master failing over) is a line of the frame, not an error
 (``scheduler.views.snapshot``): so on a cluster the connection skips the eviction check of
@@ -16,7 +17,7 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import state
+from scheduler.cli.context import verbs_of
 
 EPILOG = """Examples:
 
@@ -38,36 +39,25 @@ def top(
 ) -> None:
     """Live view of the queue: due, overdue, running, parked, deferred, tasks, workers."""
     from scheduler.errors import ValidationError
-    from scheduler.queue.sharded import check_shard_count
-    from scheduler.queue.shards import shards_of
-    from scheduler.redisdb.cluster import is_cluster_url
-    from scheduler.redisdb.connect import REDIS_ERRORS, connect
-    from scheduler.views import take_snapshot, top_frame
+    from scheduler.verbs.status import queue_view, snapshot
+    from scheduler.views import top_frame
     from scheduler.views.live import top as run_top
 
     if fmt is output.OutputFormat.csv:
         raise ValidationError("top has no csv form", hint="use --output table or json")
     if fmt is output.OutputFormat.json and not once:
         raise ValidationError("--output json needs --once", hint="fleetsched top --once --output json")
-    settings = state(ctx).settings
-    client = connect(settings, check=not is_cluster_url(settings.redis_url))
-    keys = shards_of(settings)  # every shard's tasks and counts, summed
-    try:
+    stores, _principal = verbs_of(ctx)
+    if once:
+        snap = snapshot(stores)
+        if fmt is output.OutputFormat.json:
+            output.emit_object(snap.as_dict(), fmt)
+        else:
+            output.stdout.print(top_frame(snap))
+        return
+    with queue_view(stores) as (client, shards):
         try:
-            check_shard_count(client, keys)  # another count: one line, as every command
-        except REDIS_ERRORS:
-            pass  # shard 0 does not answer: the frame says so
-        if once:
-            snap = take_snapshot(client, keys, overload_threshold_ms=settings.overload_threshold_ms)
-            if fmt is output.OutputFormat.json:
-                output.emit_object(snap.as_dict(), fmt)
-            else:
-                output.stdout.print(top_frame(snap))
-            return
-        try:
-            run_top(client, keys, output.stdout, interval_s=interval,
-                    overload_threshold_ms=settings.overload_threshold_ms)
+            run_top(client, shards, output.stdout, interval_s=interval,
+                    overload_threshold_ms=stores.settings.overload_threshold_ms)
         except KeyboardInterrupt:
             return
-    finally:
-        client.close()

@@ -8,14 +8,18 @@ verb live below it (``scheduler.submission``, ``scheduler.inventory``, ``schedul
 
 - ``stores``: the record and the queue a verb opens;
 - ``submit``: submit (plan, confirm, record and queue), the workers' presence;
-- ``tasks``: list, show, output, pause, resume, cancel, continue, retry-failed, reprioritize;
+- ``tasks``: list, show, output, pause, resume, cancel, continue, retry-failed, reprioritize,
+  and one job's attempts (``job``);
 - ``follow``: the tasks' progress now, follow (watch), wait, the record behind the queue;
 - ``windows``: service windows and freezes: add, assign, unassign, approve, remove, sync, and
   list, show, next;
 - ``schedules``: recurring schedules: add, pause, resume, remove, and list, show, next;
+- ``inventory``: hosts import, add, remove, check, and list, show, history, export; groups
+  remove, limit and list;
+- ``status``: the health checks, and one frame of the queue (``top``);
 - ``reconcile``: repair the queue from the record;
 - ``reports``: the audit report.
 """
 
-__all__ = ["follow", "reconcile", "reports", "schedules", "stores", "submit", "tasks",
-           "windows"]
+__all__ = ["follow", "inventory", "reconcile", "reports", "schedules", "status", "stores",
+           "submit", "tasks", "windows"]

@@ -1,4 +1,5 @@
-"""The inventory's verbs: hosts import, add, remove and check; groups remove and limit.
+"""The inventory's verbs: hosts import, add, remove and check; groups remove and limit; and
+the reads: hosts list, show, history and export, groups list.
 
 1. Each change is written to the record by ``scheduler.inventory`` as the principal's.
 2. Then the queue follows it: a P% group limit follows its group's size and a removed group's
@@ -23,10 +24,11 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from scheduler.health.hostcheck import Probe
-    from scheduler.inventory import ImportResult
+    from scheduler.inventory import Export, ImportResult
 
 __all__ = ["Changed", "Checked", "Imported", "Limited", "add_host", "check_hosts",
-           "import_hosts", "limit_group", "remove_group", "remove_host"]
+           "export_hosts", "host_history", "import_hosts", "limit_group", "list_groups", "list_hosts",
+           "remove_group", "remove_host", "show_host"]
 
 
 @dataclass(frozen=True)
@@ -194,6 +196,61 @@ def check_hosts(stores: Stores, target: str, *, options: dict[str, Any], concurr
     probes = check(hosts, stores.settings, options=options, concurrency=concurrency,
                    timeout=timeout_s)
     return Checked(probes=probes, counts=summarize(probes))
+
+
+def list_hosts(stores: Stores, *, group: str | None = None,
+               match: str | None = None) -> list[dict[str, Any]]:
+    """Hosts sorted by name: all, those of ``group`` (child groups included), or those whose
+    name matches the pattern ``match`` (``inventory.list_hosts``)."""
+    from scheduler.inventory import list_hosts as read
+    from scheduler.record.session import transaction
+
+    with stores.database() as engine, transaction(engine, commit=False) as session:
+        return read(session, group=group, match=match)
+
+
+def show_host(stores: Stores, name: str) -> dict[str, Any]:
+    """One host: address, port, user, groups, variables, source (``NotFoundError`` if none)."""
+    from scheduler.inventory import show_host as read
+    from scheduler.record.session import transaction
+
+    with stores.database() as engine, transaction(engine, commit=False) as session:
+        return read(session, name)
+
+
+def host_history(stores: Stores, name: str, *, limit: int = 1000) -> list[dict[str, Any]]:
+    """Every recorded event of host ``name``, oldest first, at most the newest ``limit``
+    (``reports.event_trail``; its columns: ``reports.TRAIL_COLUMNS``)."""
+    from scheduler.reports import event_trail
+
+    with stores.database() as engine:
+        return event_trail(engine, host=name, limit=limit)
+
+
+def export_hosts(stores: Stores, target: str = "all") -> Export:
+    """The ``target`` hosts (as for submit; ``all``: every host), their groups and variables,
+    as ``inventory.render_export`` writes them out as an Ansible inventory."""
+    from scheduler.inventory import read_export
+    from scheduler.record.session import transaction
+
+    with stores.database() as engine:
+        chosen = None
+        if target != "all":
+            from scheduler.health.hostcheck import select_hosts
+
+            chosen = [host.name for host in select_hosts(engine, target)]
+        with transaction(engine, commit=False) as session:
+            return read_export(session, chosen)
+
+
+def list_groups(stores: Stores) -> list[dict[str, Any]]:
+    """Groups sorted by name, with their limit, direct and total host counts, children,
+    parents, source and variables (``inventory.list_groups``)."""
+    from scheduler.inventory import list_groups as read
+    from scheduler.record.session import transaction
+
+    with stores.database() as engine, transaction(engine, commit=False) as session:
+        return read(session)
 
 
 def _push_limits(stores: Stores, engine: Engine, principal: Principal, *,

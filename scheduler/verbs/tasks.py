@@ -1,5 +1,5 @@
-"""A submitted task's verbs: list, show, output, and the controls (pause, resume, cancel,
-continue, retry-failed, reprioritize).
+"""A submitted task's verbs: list, show, output, one job's attempts (``job``), and the controls
+(pause, resume, cancel, continue, retry-failed, reprioritize).
 
 1. Each control opens the record, then the queue of the task's shard, and hands both to
    ``scheduler.submission.control`` (or ``rollout.continue_rollout``), which checks the task,
@@ -13,13 +13,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scheduler.errors import FleetschedError, ValidationError
 from scheduler.principal import Principal
 from scheduler.verbs.stores import Stores
 
-__all__ = ["CONTROLS", "TaskChange", "cancel", "continue_", "control", "list_", "output",
+if TYPE_CHECKING:
+    from scheduler.reports.attempts import JobView
+
+__all__ = ["CONTROLS", "TaskChange", "cancel", "continue_", "control", "job", "list_", "output",
            "pause", "reprioritize", "resume", "retry_failed", "show"]
 
 Note = Callable[[str], None]
@@ -133,3 +136,13 @@ def output(stores: Stores, task_id: int, *, host: str | None = None, failed: boo
             raise ValidationError(f"--grep {grep!r} is not a regular expression: {exc}") from None
     with stores.database() as engine:
         return task_outputs(engine, task_id, host=host, failed=failed, grep=grep)
+
+
+def job(stores: Stores, job_id: str) -> JobView:
+    """Job ``job_id`` (``<task>.<n>``): its host and state, every attempt with its steps and
+    output, late results refused, and what is known when it was lost
+    (``reports.attempts.job_attempts``; ``NotFoundError`` when the record has none)."""
+    from scheduler.reports.attempts import job_attempts
+
+    with stores.database() as engine:
+        return job_attempts(engine, job_id)

@@ -19,7 +19,7 @@ from scheduler.record.migrate import upgrade
 from scheduler.schedules.store import ScheduleSpec
 from scheduler.submission.request import task_request
 from scheduler.submission.taskfile import parse_task_text
-from scheduler.verbs import inventory, schedules, submit, tasks, windows
+from scheduler.verbs import inventory, schedules, status, submit, tasks, windows
 from scheduler.verbs.stores import Stores
 from scheduler.windows.store import WindowSpec
 from tests.submit_support import KEYS, Cli, events, sql_rows
@@ -164,6 +164,28 @@ def test_schedules_add_and_pause_through_the_verbs_record_each_principal(fleet: 
     (row,) = sql_rows(url, "SELECT created_by, paused FROM schedules WHERE name = 'nightly'")
     assert row.created_by == "alice" and row.paused
     assert schedules.show(fleet, "nightly")["paused"]
+
+
+def test_the_reads_the_api_needs_are_verbs_too(fleet: Stores) -> None:
+    # Given four web hosts and a task queued for two of them, no worker running
+    request = task_request({"action": "command", "target": "web-0[12]",
+                            "params": {"cmd": "true"}, "executor": "simulate"})
+    done = submit.submit(fleet, ALICE, request)
+    # Then the inventory, the queue's frame and the health checks read through the verbs
+    assert [h["name"] for h in inventory.list_hosts(fleet, match="web-0[34]")] == [
+        "web-03", "web-04"]
+    assert inventory.show_host(fleet, "web-02")["all_groups"] == ["web"]
+    assert [(g["name"], g["hosts"]) for g in inventory.list_groups(fleet)
+            if g["name"] == "web"] == [("web", 4)]
+    assert sorted(inventory.export_hosts(fleet, "group:web").hosts) == [
+        "web-01", "web-02", "web-03", "web-04"]
+    frame = status.snapshot(fleet)
+    assert (frame.due_now, frame.shards_down) == (2, [])
+    assert [t.task_id for t in frame.tasks] == [str(done.task_id)]
+    assert [f.level for f in status.status(fleet) if f.check == "workers"] == ["fail"]
+    # And a job of the task is in the record, with no attempt yet
+    view = tasks.job(fleet, f"{done.task_id}.1")
+    assert (view.task, view.attempts) == (done.task_id, []) and view.host in ("web-01", "web-02")
 
 
 def _sun(stores: Stores) -> None:
