@@ -328,10 +328,9 @@ def operator_events(events: Iterable[StreamEvent]) -> tuple[dict[int, list[Strea
     the SQL task ids it ``reprioritize``s (see the module docstring)."""
     retried: dict[int, list[StreamEvent]] = {}
     reprioritized: set[int] = set()
-    for ev in sorted(events, key=_by_pos):
+    ops = [ev for ev in events if ev.fields.get("kind") in OPERATOR_KINDS]  # few, if any
+    for ev in sorted(ops, key=_by_pos):
         kind = ev.fields.get("kind")
-        if kind not in OPERATOR_KINDS:
-            continue
         task_id = sql_task_id(ev.fields.get("task"))
         if task_id is None:
             continue
