@@ -203,18 +203,16 @@ def list_hosts(stores: Stores, *, group: str | None = None,
     """Hosts sorted by name: all, those of ``group`` (child groups included), or those whose
     name matches the pattern ``match`` (``inventory.list_hosts``)."""
     from scheduler.inventory import list_hosts as read
-    from scheduler.record.session import transaction
 
-    with stores.database() as engine, transaction(engine, commit=False) as session:
+    with stores.reading() as session:
         return read(session, group=group, match=match)
 
 
 def show_host(stores: Stores, name: str) -> dict[str, Any]:
     """One host: address, port, user, groups, variables, source (``NotFoundError`` if none)."""
     from scheduler.inventory import show_host as read
-    from scheduler.record.session import transaction
 
-    with stores.database() as engine, transaction(engine, commit=False) as session:
+    with stores.reading() as session:
         return read(session, name)
 
 
@@ -247,9 +245,8 @@ def list_groups(stores: Stores) -> list[dict[str, Any]]:
     """Groups sorted by name, with their limit, direct and total host counts, children,
     parents, source and variables (``inventory.list_groups``)."""
     from scheduler.inventory import list_groups as read
-    from scheduler.record.session import transaction
 
-    with stores.database() as engine, transaction(engine, commit=False) as session:
+    with stores.reading() as session:
         return read(session)
 
 

@@ -109,26 +109,23 @@ def remove(stores: Stores, principal: Principal, name: str) -> ScheduleChange:
 def list_(stores: Stores) -> list[dict[str, Any]]:
     """Every schedule with its last and next occurrence (its columns:
     ``schedules.store.LIST_COLUMNS``)."""
-    from scheduler.record.session import transaction
     from scheduler.schedules.store import list_schedules
 
-    with stores.database() as engine, transaction(engine, commit=False) as session:
+    with stores.reading() as session:
         return list_schedules(session)
 
 
 def show(stores: Stores, name: str) -> dict[str, Any]:
     """One schedule: definition, options, latest tasks, latest missed occurrences."""
-    from scheduler.record.session import transaction
     from scheduler.schedules.store import show_schedule
 
-    with stores.database() as engine, transaction(engine, commit=False) as session:
+    with stores.reading() as session:
         return show_schedule(session, name)
 
 
 def next_(stores: Stores, name: str, count: int = 5) -> list[dict[str, Any]]:
     """The next ``count`` occurrences (1 to 1000), in the schedule's zone and in UTC."""
-    from scheduler.record.session import transaction
     from scheduler.schedules.store import upcoming_rows
 
-    with stores.database() as engine, transaction(engine, commit=False) as session:
+    with stores.reading() as session:
         return upcoming_rows(session, name, count)

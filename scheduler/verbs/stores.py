@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import redis
     from sqlalchemy.engine import Engine
+    from sqlalchemy.orm import Session
 
     from scheduler.config import Settings
     from scheduler.queue.client import Queue
@@ -44,6 +45,14 @@ class Stores:
             yield engine
         finally:
             engine.dispose()
+
+    @contextmanager
+    def reading(self) -> Iterator[Session]:
+        """A session on the record for a read verb: nothing it does is committed."""
+        from scheduler.record.session import transaction
+
+        with self.database() as engine, transaction(engine, commit=False) as session:
+            yield session
 
     def connect(self, **options: Any) -> redis.Redis:
         """A Redis client of the queue; refuses, in one line, a ``queue_shards`` other than the

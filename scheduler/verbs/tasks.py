@@ -93,10 +93,9 @@ def reprioritize(stores: Stores, principal: Principal, task_id: int,
 def list_(stores: Stores, *, state: str | None = None, operator: str | None = None,
           action: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
     """Tasks of the record, newest first (``taskinfo.list_tasks``)."""
-    from scheduler.record.session import transaction
     from scheduler.submission.taskinfo import list_tasks
 
-    with stores.database() as engine, transaction(engine, commit=False) as session:
+    with stores.reading() as session:
         return list_tasks(session, state=state, operator=operator, action=action, limit=limit)
 
 

@@ -149,29 +149,26 @@ def sync(stores: Stores) -> int:
 def list_(stores: Stores) -> list[dict[str, Any]]:
     """Every window: rule, length, zone, approval, assignments, next opening
     (``windows.store.list_windows``; its columns: ``LIST_COLUMNS``)."""
-    from scheduler.record.session import transaction
     from scheduler.windows.store import list_windows
 
-    with stores.database() as engine, transaction(engine, commit=False) as session:
+    with stores.reading() as session:
         return list_windows(session)
 
 
 def show(stores: Stores, name: str) -> dict[str, Any]:
     """One window: definition, approval, assignments, next three openings."""
-    from scheduler.record.session import transaction
     from scheduler.windows.store import show_window
 
-    with stores.database() as engine, transaction(engine, commit=False) as session:
+    with stores.reading() as session:
         return show_window(session, name)
 
 
 def next_(stores: Stores, name: str, count: int = 5) -> list[dict[str, Any]]:
     """The next ``count`` openings (1 to 1000), in the window's zone and in UTC, approved or
     not."""
-    from scheduler.record.session import transaction
     from scheduler.windows.store import next_openings
 
-    with stores.database() as engine, transaction(engine, commit=False) as session:
+    with stores.reading() as session:
         return next_openings(session, name, count)
 
 
