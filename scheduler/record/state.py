@@ -156,9 +156,12 @@ def apply(db: Session | sa.Connection, change: Change[R]) -> R:
             db.execute(sa.update(_T).where(_T.c.id == task_id)
                        .values(schedule_id=schedule_id, occurrence=occurrence))
         case Unscheduled(schedule_id=schedule_id):
-            where = _T.c.schedule_id == schedule_id
-            _lock(db, _T, where)
-            db.execute(sa.update(_T).where(where).values(schedule_id=None))
+            # A firing may link another task meanwhile: only the rows locked are written (the
+            # schedule row's ON DELETE SET NULL unlinks a later one).
+            linked = db.execute(sa.select(_T.c.id).where(_T.c.schedule_id == schedule_id)
+                                .order_by(_T.c.id).with_for_update()).scalars().all()
+            if linked:
+                db.execute(sa.update(_T).where(_T.c.id.in_(linked)).values(schedule_id=None))
         case _:
             raise TypeError(f"not a change of the record: {change!r}")
     return result
@@ -173,7 +176,11 @@ def _pg(db: Session | sa.Connection) -> bool:
 
 
 def _lock(db: Session | sa.Connection, table: sa.Table, where: Any) -> None:
-    """PostgreSQL: lock ``table``'s rows that match ``where``, in id order."""
+    """PostgreSQL: lock ``table``'s rows that match ``where``, in id order. ``where`` names a
+    set no other writer can add a row to meanwhile (every job of a task: only ``Submit``
+    inserts them), never a state: a row that entered it between this lock and the write would
+    be locked then, out of order (a job a recorder made ``pending`` meanwhile deadlocked a
+    cancel with the next batch)."""
     if _pg(db):
         db.execute(sa.select(table.c.id).where(where).order_by(table.c.id).with_for_update())
 
@@ -354,7 +361,7 @@ def _submit(db: Session | sa.Connection, change: Submit) -> int:
 
 def _queued(db: Session | sa.Connection, task_id: int) -> bool:
     accepted = sa.and_(_J.c.task_id == task_id, _J.c.state == "accepted")
-    _lock(db, _J, accepted)
+    _lock(db, _J, _J.c.task_id == task_id)
     db.execute(sa.update(_J).where(accepted).values(state="pending"))
     return bool(db.execute(sa.update(_T).where(_T.c.id == task_id, _T.c.state == "accepted")
                            .values(state="active")).rowcount)
@@ -362,7 +369,7 @@ def _queued(db: Session | sa.Connection, task_id: int) -> bool:
 
 def _cancel_unqueued(db: Session | sa.Connection, task_id: int, at: datetime) -> int | None:
     waiting = sa.and_(_J.c.task_id == task_id, _J.c.state.in_(("accepted", "pending")))
-    _lock(db, _J, waiting)
+    _lock(db, _J, _J.c.task_id == task_id)
     count = db.execute(sa.update(_J).where(waiting)
                        .values(state="cancelled", finished_at=at)).rowcount
     done = db.execute(sa.update(_T).where(_T.c.id == task_id, _T.c.state == "accepted")
