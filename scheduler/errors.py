@@ -140,6 +140,15 @@ class BecomeError(FleetschedError):
     the command did not run, and trying again asks the same question."""
 
 
+class UnauthenticatedError(FleetschedError):
+    """A request to the HTTP API names no principal: no token, or one that is malformed,
+    unknown, expired or revoked. The message never repeats the token."""
+
+
+class ForbiddenError(FleetschedError):
+    """The principal is known but its role (or tenant scope) does not allow the verb."""
+
+
 class DeclinedError(FleetschedError):
     """The operator declined a confirmation, or the operation was cancelled."""
 

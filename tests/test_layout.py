@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("scheduler.calendar", "scheduler.redisdb", "scheduler.logs", "scheduler.principal", "tasks"),
     ("scheduler.queue",),
     ("scheduler.record",),
-    ("scheduler.inventory",),
+    ("scheduler.inventory", "scheduler.access"),
     ("scheduler.windows",),
     ("scheduler.notify",),
     ("scheduler.submission",),
@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("scheduler.monitoring",),
     ("scheduler.verbs",),
     ("workers",),
-    ("scheduler.demo",),
+    ("scheduler.demo", "scheduler.server"),
     ("scheduler.cli",),
     ("scheduler.__main__",),
 ]

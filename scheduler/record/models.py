@@ -412,9 +412,33 @@ class QueueEpoch(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+# -------------------------------------------------------------------------------- API tokens
+
+
+class ApiToken(Base):
+    """A bearer token of the HTTP API (``scheduler.access.tokens``): who it acts as
+    (``owner``), with which ``role`` and ``tenant``. The token itself is shown once and never
+    stored: ``lookup`` finds the row, ``hash`` (SHA-256 of the whole token) proves it."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(sa.String(255))
+    owner: Mapped[str] = mapped_column(sa.String(255))  # recorded as the events' operator
+    role: Mapped[str] = mapped_column(sa.String(32))
+    tenant: Mapped[str | None] = mapped_column(sa.String(255))
+    lookup: Mapped[str] = mapped_column(sa.String(32), unique=True)
+    hash: Mapped[str] = mapped_column(sa.String(64))
+    created_by: Mapped[str | None] = mapped_column(sa.String(255))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime | None]
+    last_used_at: Mapped[datetime | None]
+    revoked_at: Mapped[datetime | None]
+
+
 __all__ = [
-    "Base", "Event", "Group", "Host", "Job", "Notification", "QueueEpoch", "Schedule", "Task",
-    "Window", "WindowAssignment",
+    "ApiToken", "Base", "Event", "Group", "Host", "Job", "Notification", "QueueEpoch",
+    "Schedule", "Task", "Window", "WindowAssignment",
     "group_children", "group_hosts", "NAMING_CONVENTION", "WINDOW_KINDS", "CATCHUP_POLICIES",
     "OVERLAP_POLICIES", "PRIORITIES", "TASK_STATES", "TASK_FINAL_STATES", "JOB_STATES",
     "JOB_FINAL_STATES", "NOTIFICATION_STATES",

@@ -62,10 +62,12 @@ def _row(t: Any) -> dict[str, Any]:
 
 
 def list_tasks(session: Session, *, state: str | None = None, operator: str | None = None,
-               action: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
-    """The newest ``limit`` tasks (optionally in one state, as the views name it: ``stopped``
-    is a rollout in waves that waits for an operator; ``active`` leaves those out)."""
-    q = sa.select(Task).order_by(Task.id.desc()).limit(limit)
+               action: str | None = None, limit: int = 50,
+               offset: int = 0) -> list[dict[str, Any]]:
+    """The newest ``limit`` tasks after the newest ``offset`` (optionally in one state, as the
+    views name it: ``stopped`` is a rollout in waves that waits for an operator; ``active``
+    leaves those out)."""
+    q = sa.select(Task).order_by(Task.id.desc()).limit(limit).offset(offset)
     if state == "stopped":
         q = q.where(Task.state.in_(("active", "paused")), Task.wave_state == "stopped")
     elif state:

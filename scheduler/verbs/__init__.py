@@ -18,8 +18,11 @@ verb live below it (``scheduler.submission``, ``scheduler.inventory``, ``schedul
   remove, limit and list;
 - ``status``: the health checks, and one frame of the queue (``top``);
 - ``reconcile``: repair the queue from the record;
-- ``reports``: the audit report.
+- ``reports``: the audit report;
+- ``tokens``: API tokens: create (shown once), list, revoke;
+- ``access``: the HTTP API's principal from a token (``authenticate``), and its role's check
+  (``authorize``).
 """
 
-__all__ = ["follow", "inventory", "reconcile", "reports", "schedules", "status", "stores",
-           "submit", "tasks", "windows"]
+__all__ = ["access", "follow", "inventory", "reconcile", "reports", "schedules", "status",
+           "stores", "submit", "tasks", "tokens", "windows"]

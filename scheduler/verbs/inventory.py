@@ -198,14 +198,16 @@ def check_hosts(stores: Stores, target: str, *, options: dict[str, Any], concurr
     return Checked(probes=probes, counts=summarize(probes))
 
 
-def list_hosts(stores: Stores, *, group: str | None = None,
-               match: str | None = None) -> list[dict[str, Any]]:
+def list_hosts(stores: Stores, *, group: str | None = None, match: str | None = None,
+               limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
     """Hosts sorted by name: all, those of ``group`` (child groups included), or those whose
-    name matches the pattern ``match`` (``inventory.list_hosts``)."""
+    name matches the pattern ``match`` (``inventory.list_hosts``); ``limit`` of them from
+    ``offset`` (the rows are still read whole, then cut: paging in SQL is to come)."""
     from scheduler.inventory import list_hosts as read
 
     with stores.reading() as session:
-        return read(session, group=group, match=match)
+        rows = read(session, group=group, match=match)
+    return rows[offset:None if limit is None else offset + limit]
 
 
 def show_host(stores: Stores, name: str) -> dict[str, Any]:

@@ -91,12 +91,15 @@ def reprioritize(stores: Stores, principal: Principal, task_id: int,
 
 
 def list_(stores: Stores, *, state: str | None = None, operator: str | None = None,
-          action: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
-    """Tasks of the record, newest first (``taskinfo.list_tasks``)."""
+          action: str | None = None, limit: int = 50,
+          offset: int = 0) -> list[dict[str, Any]]:
+    """Tasks of the record, newest first, ``limit`` after the newest ``offset``
+    (``taskinfo.list_tasks``)."""
     from scheduler.submission.taskinfo import list_tasks
 
     with stores.reading() as session:
-        return list_tasks(session, state=state, operator=operator, action=action, limit=limit)
+        return list_tasks(session, state=state, operator=operator, action=action, limit=limit,
+                          offset=offset)
 
 
 def show(stores: Stores, task_id: int, *, events: bool = False,

@@ -54,6 +54,7 @@ SKIPPED: dict[tuple[str, ...], str] = {
                  "test them",
     ("recorder",): "records until stopped; `recorder --drain` runs here",
     ("exporter",): "serves until stopped; tests/monitoring/test_metrics_exporter.py runs it",
+    ("server",): "serves until stopped; tests/server/test_api.py runs it",
 }
 # An option with which a command of SKIPPED ends by itself: that example runs.
 ENDS_WITH = {("recorder",): "--drain"}
@@ -92,14 +93,15 @@ CHILDREN = {"prod": ["web", "db"]}
 # The order an operator would run them in; an example runs with the first entry its command
 # starts with, in the order of its source within one entry.
 ORDER = [
-    "version", "config", "actions", "db upgrade", "db current", "db history", "hosts import",
+    "version", "config", "actions", "db upgrade", "db current", "db history", "tokens",
+    "hosts import",
     "hosts add", "hosts list", "hosts show", "hosts export", "hosts check", "groups list", "groups limit", "windows add", "windows assign",
     "windows approve", "windows list", "windows show", "windows next", "windows sync",
     "schedules add", "schedules list", "schedules show", "schedules next", "schedules pause",
     "schedules resume", "submit", "tasks list", "tasks show", "jobs show", "tasks pause",
     "tasks resume", "tasks continue", "tasks reprioritize", "tasks retry-failed", "tasks cancel", "tasks wait",
     "tasks watch", "tasks output", "hosts history", "report", "recorder", "reconcile", "status",
-    "doctor", "notify", "top", "worker", "exporter", "redis", "windows unassign", "windows remove", "schedules remove",
+    "doctor", "notify", "top", "worker", "exporter", "server", "redis", "windows unassign", "windows remove", "schedules remove",
     "hosts remove", "groups remove", "db prune", "db downgrade", "demo",
 ]
 

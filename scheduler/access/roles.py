@@ -1,0 +1,57 @@
+"""The roles of API principals: role -> the verbs it may call, as one table in code.
+
+A verb is named ``noun.verb`` as the CLI spells it (``tasks.cancel``, ``windows.approve``).
+A principal without a role is the local CLI (direct mode: whoever holds the database and Redis
+credentials), which may do everything, as before tokens existed.
+"""
+
+from __future__ import annotations
+
+from scheduler.errors import ForbiddenError
+from scheduler.principal import Principal
+
+__all__ = ["CUSTOMER_ROLES", "ROLES", "TENANT_FILTERED", "check_role"]
+
+READ = frozenset({
+    "status", "tasks.list", "tasks.show", "tasks.output", "jobs.show", "hosts.list",
+    "hosts.show", "hosts.history", "groups.list", "windows.list", "windows.show",
+    "schedules.list", "schedules.show", "report"})
+CONTROL = frozenset({
+    "tasks.submit", "tasks.cancel", "tasks.pause", "tasks.resume", "tasks.continue",
+    "tasks.retry-failed", "tasks.reprioritize"})
+WINDOWS = frozenset({
+    "windows.add", "windows.assign", "windows.unassign", "windows.approve", "windows.remove",
+    "schedules.add", "schedules.pause", "schedules.resume", "schedules.remove"})
+ADMIN = frozenset({
+    "tokens.create", "tokens.list", "tokens.revoke", "hosts.import", "hosts.add",
+    "hosts.remove", "hosts.check", "hosts.export", "groups.remove", "groups.limit"})
+CUSTOMER_READ = frozenset({
+    "tasks.list", "tasks.show", "jobs.show", "hosts.list", "hosts.show", "windows.list",
+    "windows.show"})
+
+ROLES: dict[str, frozenset[str]] = {
+    "viewer": READ,
+    "operator": READ | CONTROL,
+    "window-admin": READ | WINDOWS,
+    "admin": READ | CONTROL | WINDOWS | ADMIN,
+    "customer-viewer": CUSTOMER_READ,
+    "customer-approver": CUSTOMER_READ | {"windows.approve"},
+}
+CUSTOMER_ROLES = frozenset({"customer-viewer", "customer-approver"})
+
+# The verbs that filter their rows by the principal's tenant. None yet: a tenant-scoped
+# principal is refused everything rather than shown other customers' rows.
+TENANT_FILTERED: frozenset[str] = frozenset()
+
+
+def check_role(principal: Principal, verb: str) -> None:
+    """Raise ``ForbiddenError`` unless ``principal`` may call ``verb``."""
+    if principal.role is None:
+        return
+    if verb not in ROLES.get(principal.role, frozenset()):
+        raise ForbiddenError(f"role {principal.role} may not call {verb}",
+                             hint="ask an administrator for a token with a role that may")
+    if principal.tenant is not None and verb not in TENANT_FILTERED:
+        raise ForbiddenError(f"{verb} is not filtered by tenant yet, so a token scoped to "
+                             f"tenant {principal.tenant} may not call it",
+                             hint="use a token without a tenant")

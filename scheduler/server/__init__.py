@@ -1,0 +1,18 @@
+"""``fleetsched server``: the HTTP API under ``/api/v1`` (FastAPI on uvicorn; issue 28).
+
+As thin as the CLI: a route parses JSON, checks the bearer token and the role through
+``scheduler.verbs.access``, calls one verb of ``scheduler.verbs`` and renders JSON; the rule, the
+check and the audit event stay in the verb.
+
+- ``app``: ``create_app(settings)``, the application: the routers, the OpenAPI document at
+  ``/api/v1/openapi.json``, the error handlers;
+- ``errors``: a ``FleetschedError`` as JSON with the CLI's exit code, message and hint, and
+  its HTTP status;
+- ``auth``: ``Authorization: Bearer fst_...`` to the request's ``Principal``, checked on every
+  request, and the role's check per verb;
+- ``paging``: ``limit``/``offset`` of list endpoints and the page they answer;
+- ``tasks``: submit, list, show, and the controls cancel, pause, resume;
+- ``fleet``: status, hosts, and window approval.
+"""
+
+__all__ = ["app", "auth", "errors", "fleet", "paging", "tasks"]

@@ -1,0 +1,48 @@
+"""The HTTP API's application: ``create_app(settings)``, and ``serve`` (uvicorn).
+
+Every route lives under ``/api/v1``; the OpenAPI document is ``/api/v1/openapi.json``. No
+interactive docs page: it would load scripts from a CDN.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fastapi import APIRouter, FastAPI
+
+from scheduler.server import errors, fleet, tasks
+from scheduler.verbs.stores import Stores
+
+if TYPE_CHECKING:
+    from scheduler.config import Settings
+
+__all__ = ["PREFIX", "create_app", "serve"]
+
+PREFIX = "/api/v1"
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """The API of the deployment ``settings`` name."""
+    from importlib.metadata import version
+
+    app = FastAPI(title="fleetsched", version=version("fleetsched"),
+                  description="Operations jobs for a fleet of hosts. Every request carries "
+                              "`Authorization: Bearer fst_...` (`fleetsched tokens create`).",
+                  openapi_url=f"{PREFIX}/openapi.json", docs_url=None, redoc_url=None)
+    app.state.stores = Stores(settings)
+    api = APIRouter(prefix=PREFIX)
+    api.include_router(tasks.router)
+    api.include_router(fleet.router)
+    app.include_router(api)
+    errors.install(app)
+    return app
+
+
+def serve(settings: Settings, *, host: str, port: int) -> None:
+    """Serve the API until interrupted; the record's schema is checked first."""
+    import uvicorn
+
+    app = create_app(settings)
+    with app.state.stores.database():
+        pass  # refuses a record that is missing or behind before the port opens
+    uvicorn.run(app, host=host, port=port, log_level="info", server_header=False)

@@ -1,0 +1,43 @@
+"""The request's principal: ``Authorization: Bearer fst_...`` checked on every request (a
+revoked or expired token is refused at once), then the role's check for the route's verb.
+
+``allowed("tasks.cancel")`` is a FastAPI dependency that gives the route its ``Principal``.
+The token is read from the header only (never a query string, which logs would keep).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import Request
+
+from scheduler.errors import UnauthenticatedError
+from scheduler.principal import Principal
+from scheduler.verbs import access
+from scheduler.verbs.stores import Stores
+
+__all__ = ["allowed", "stores_of"]
+
+
+def stores_of(request: Request) -> Stores:
+    stores: Stores = request.app.state.stores
+    return stores
+
+
+def _bearer(request: Request) -> str:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise UnauthenticatedError("no API token: send `Authorization: Bearer fst_...`",
+                                   hint="create one with `fleetsched tokens create`")
+    return token.strip()
+
+
+def allowed(verb: str) -> Callable[[Request], Principal]:
+    """A dependency: the request's principal, if its role may call ``verb``."""
+
+    def principal(request: Request) -> Principal:
+        who = access.authenticate(stores_of(request), _bearer(request))
+        access.authorize(who, verb)
+        return who
+
+    return principal
