@@ -30,8 +30,12 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from scheduler.config import Settings
+
+if TYPE_CHECKING:
+    import redis
 from scheduler.logs import configure_logging
 
 log = logging.getLogger(__name__)
@@ -92,10 +96,6 @@ def main(argv: list[str]) -> None:
     from scheduler.redisdb.connect import connect
 
     configure_logging(settings, worker_id)
-    client = connect(settings)
-    recorder = ShardRecorders(client, make_engine(settings.effective_database_url),
-                              shards_of(settings), consumer_name=NODE_CONSUMER_PREFIX + worker_id,
-                              on_batch=Detector(Policy.from_settings(settings)))
     stop = threading.Event()
 
     def until_eof() -> None:
@@ -103,7 +103,32 @@ def main(argv: list[str]) -> None:
         stop.set()
 
     threading.Thread(target=until_eof, name="stdin", daemon=True).start()
+    client = _connect_when_reachable(settings, connect, stop)
+    if client is None:
+        return
+    recorder = ShardRecorders(client, make_engine(settings.effective_database_url),
+                              shards_of(settings), consumer_name=NODE_CONSUMER_PREFIX + worker_id,
+                              on_batch=Detector(Policy.from_settings(settings)))
     recorder.run(stop)
+
+
+def _connect_when_reachable(settings: Settings, connect: Callable[[Settings], redis.Redis],
+                            stop: threading.Event) -> redis.Redis | None:
+    """The queue's client, once Redis answers; None if the master stops first. The master
+    reached Redis with these settings a moment ago, so a refusal now is an outage (a cluster
+    master failing over as the node starts), waited out as the recorder waits out one later,
+    not a reason to stop the node."""
+    from scheduler.errors import RedisUnavailableError
+
+    delay = 0.1
+    while True:
+        try:
+            return connect(settings)
+        except RedisUnavailableError as exc:
+            log.warning("recorder: %s; retrying in %.1fs", exc, delay)
+        if stop.wait(delay):
+            return None
+        delay = min(delay * 2, 5.0)
 
 
 if __name__ == "__main__":
