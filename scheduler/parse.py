@@ -14,7 +14,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from scheduler.errors import ValidationError
 
-__all__ = ["MAX_DURATION", "Limit", "parse_limit", "parse_duration", "parse_time", "format_duration"]
+__all__ = ["MAX_DURATION", "Limit", "parse_limit", "parse_duration", "parse_time", "parse_ago",
+           "format_duration"]
 
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
@@ -118,3 +119,22 @@ def parse_time(text: str, tz: str | None = None) -> datetime:
         else:
             value = value.astimezone()  # the local zone
     return value.astimezone(timezone.utc)
+
+
+def parse_ago(text: str, what: str) -> datetime:
+    """An ISO 8601 time (``parse_time``: the local zone unless it has an offset), or a duration
+    meaning that long ago (90m, 24h, 7d), as ``report --since`` and ``--until`` take them.
+
+    Returns an aware UTC datetime; ``what`` names the option in the error.
+    """
+    raw = text.strip()
+    if raw and raw[-1].isalpha() and raw[0].isdigit():
+        try:
+            return datetime.now(timezone.utc) - parse_duration(raw, what)
+        except ValidationError:
+            pass
+    try:
+        return parse_time(raw)
+    except ValidationError:
+        raise ValidationError(f"{what} {text!r} is neither an ISO 8601 time nor a duration",
+                              hint="e.g. 2026-12-01T22:00, 2026-12-01 or 24h, 7d") from None

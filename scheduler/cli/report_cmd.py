@@ -35,23 +35,9 @@ EPILOG = """Examples:
 
 
 def _when(text: str | None, what: str) -> datetime | None:
-    if text is None:
-        return None
-    from scheduler.errors import ValidationError
-    from scheduler.parse import parse_duration, parse_time
-    from scheduler.record.types import utcnow
+    from scheduler.parse import parse_ago
 
-    raw = text.strip()
-    if raw and raw[-1].isalpha() and raw[0].isdigit():
-        try:
-            return utcnow() - parse_duration(raw, what)
-        except ValidationError:
-            pass
-    try:
-        return parse_time(raw)
-    except ValidationError:
-        raise ValidationError(f"{what} {text!r} is neither an ISO 8601 time nor a duration",
-                              hint="e.g. 2026-12-01T22:00, 2026-12-01 or 24h, 7d") from None
+    return None if text is None else parse_ago(text, what)
 
 
 def _write_atomically(path: Path, text: str) -> None:

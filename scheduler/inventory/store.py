@@ -135,33 +135,41 @@ def hosts_in_groups(session: Session, groups: Iterable[str]) -> set[str]:
     return out
 
 
-def _host_rows(session: Session, names: set[str] | None) -> list[dict[str, Any]]:
+def _host_rows(session: Session, names: set[str] | None, *, limit: int | None = None,
+               offset: int = 0) -> list[dict[str, Any]]:
+    """Hosts by name (those in ``names``, when given), ``limit`` of them from ``offset``: in
+    SQL without ``names``, else cut after the filter."""
     h, g = Host.__table__, Group.__table__
+    hosts = sa.select(h).order_by(h.c.name)
+    paged_in_sql = names is None and (limit is not None or offset > 0)
+    if paged_in_sql:
+        hosts = hosts.limit(limit).offset(offset)
+    chosen = [r for r in session.execute(hosts) if names is None or r.name in names]
+    if not paged_in_sql:
+        chosen = chosen[offset:None if limit is None else offset + limit]
+    members = sa.select(h.c.name, g.c.name).select_from(group_hosts) \
+        .join(g, g.c.id == group_hosts.c.group_id).join(h, h.c.id == group_hosts.c.host_id)
+    if limit is not None:  # a page: the groups of its hosts only
+        members = members.where(h.c.name.in_([r.name for r in chosen]))
     groups: dict[str, list[str]] = {}
-    for hname, gname in session.execute(
-            sa.select(h.c.name, g.c.name).select_from(group_hosts)
-            .join(g, g.c.id == group_hosts.c.group_id).join(h, h.c.id == group_hosts.c.host_id)):
+    for hname, gname in session.execute(members):
         groups.setdefault(hname, []).append(gname)
-    rows = []
-    for r in session.execute(sa.select(h).order_by(h.c.name)):
-        if names is not None and r.name not in names:
-            continue
-        rows.append({"name": r.name, "address": r.address, "port": r.port, "user": r.user,
-                     "groups": sorted(groups.get(r.name, [])), "source": r.source,
-                     "vars": r.vars or {}, "created_at": r.created_at,
-                     "updated_at": r.updated_at})
-    return rows
+    return [{"name": r.name, "address": r.address, "port": r.port, "user": r.user,
+             "groups": sorted(groups.get(r.name, [])), "source": r.source,
+             "vars": r.vars or {}, "created_at": r.created_at, "updated_at": r.updated_at}
+            for r in chosen]
 
 
-def list_hosts(session: Session, *, group: str | None = None,
-               match: str | None = None) -> list[dict[str, Any]]:
+def list_hosts(session: Session, *, group: str | None = None, match: str | None = None,
+               limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
     """Hosts sorted by name, optionally those of ``group`` (with its children) whose name
-    matches the fnmatch pattern ``match``."""
+    matches the fnmatch pattern ``match``; ``limit`` of them from ``offset`` (read as one page
+    in SQL when neither filter is given)."""
     names = group_members(session, group) if group else None
-    rows = _host_rows(session, names)
-    if match:
-        rows = [r for r in rows if fnmatch.fnmatchcase(r["name"], match)]
-    return rows
+    if not match:
+        return _host_rows(session, names, limit=limit, offset=offset)
+    rows = [r for r in _host_rows(session, names) if fnmatch.fnmatchcase(r["name"], match)]
+    return rows[offset:None if limit is None else offset + limit]
 
 
 def show_host(session: Session, name: str) -> dict[str, Any]:

@@ -39,9 +39,10 @@ def _detail(kind: str, data: dict[str, Any]) -> str:
 
 
 def event_trail(engine: Engine, *, task: int | str | None = None, host: str | None = None,
-                job: str | None = None, limit: int = DEFAULT_LIMIT) -> list[dict[str, Any]]:
+                job: str | None = None, limit: int = DEFAULT_LIMIT,
+                offset: int = 0) -> list[dict[str, Any]]:
     """Events of a task (its own and its jobs'), a job, or a host; oldest first, at most
-    ``limit`` (the newest ``limit`` when there are more)."""
+    ``limit`` (the newest ``limit`` when there are more, after the newest ``offset``)."""
     e = Event.__table__
     stmt = sa.select(e.c.ts, e.c.kind, e.c.task_id, e.c.job_id, e.c.host, e.c.worker,
                      e.c.operator, e.c.data, e.c.id)
@@ -51,7 +52,7 @@ def event_trail(engine: Engine, *, task: int | str | None = None, host: str | No
         stmt = stmt.where(e.c.job_id == job)
     if host is not None:
         stmt = stmt.where(e.c.host == host)
-    stmt = stmt.order_by(e.c.ts.desc(), e.c.id.desc()).limit(limit)
+    stmt = stmt.order_by(e.c.ts.desc(), e.c.id.desc()).limit(limit).offset(offset)
     with engine.connect() as conn:
         rows = conn.execute(stmt).all()
         if host is not None and not rows:

@@ -11,8 +11,13 @@ check and the audit event stay in the verb.
 - ``auth``: ``Authorization: Bearer fst_...`` to the request's ``Principal``, checked on every
   request, and the role's check per verb;
 - ``paging``: ``limit``/``offset`` of list endpoints and the page they answer;
-- ``tasks``: submit, list, show, and the controls cancel, pause, resume;
-- ``fleet``: status, hosts, and window approval.
+- ``tasks``: submit, list, show, one host's output, the controls (cancel, pause, resume,
+  continue, retry-failed, reprioritize), and one job's attempts;
+- ``fleet``: status, hosts (list, show, history) and groups;
+- ``windows``: windows list, show, add, assign, approve;
+- ``schedules``: schedules list, show, pause, resume;
+- ``reports``: the audit report, as JSON or CSV.
 """
 
-__all__ = ["app", "auth", "errors", "fleet", "paging", "tasks"]
+__all__ = ["app", "auth", "errors", "fleet", "paging", "reports", "schedules", "tasks",
+           "windows"]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, FastAPI
 
-from scheduler.server import errors, fleet, tasks
+from scheduler.server import errors, fleet, reports, schedules, tasks, windows
 from scheduler.verbs.stores import Stores
 
 if TYPE_CHECKING:
@@ -31,8 +31,9 @@ def create_app(settings: Settings) -> FastAPI:
                   openapi_url=f"{PREFIX}/openapi.json", docs_url=None, redoc_url=None)
     app.state.stores = Stores(settings)
     api = APIRouter(prefix=PREFIX)
-    api.include_router(tasks.router)
-    api.include_router(fleet.router)
+    for router in (tasks.router, tasks.jobs, fleet.router, windows.router, schedules.router,
+                   reports.router):
+        api.include_router(router)
     app.include_router(api)
     errors.install(app)
     return app

@@ -1,4 +1,5 @@
-"""``/api/v1/status``, ``/api/v1/hosts`` (paged) and ``/api/v1/windows/{name}/approve``."""
+"""``/api/v1/status``, ``/api/v1/hosts`` (paged), one host and its history (paged), and
+``/api/v1/groups``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from fastapi import APIRouter, Depends, Request
 from scheduler.principal import Principal
 from scheduler.server.auth import allowed, stores_of
 from scheduler.server.paging import Limit, Offset, page
-from scheduler.verbs import inventory, status, windows
+from scheduler.verbs import inventory, status
 
 __all__ = ["router"]
 
@@ -34,11 +35,24 @@ def list_hosts(request: Request, who: Annotated[Principal, Depends(allowed("host
     return page(rows, limit=limit, offset=offset)
 
 
-@router.post("/windows/{name}/approve", tags=["windows"],
-             summary="Approve a window that requires approval")
-def approve_window(request: Request, name: str,
-                   who: Annotated[Principal, Depends(allowed("windows.approve"))]
-                   ) -> dict[str, Any]:
-    done = windows.approve(stores_of(request), who, name)
-    return {"window": done.window, "by": done.by, "at": done.at.isoformat(),
-            "notes": list(done.notes)}
+@router.get("/hosts/{name}", tags=["hosts"],
+            summary="One host: address, port, user, groups, variables, source")
+def show_host(request: Request, name: str,
+              who: Annotated[Principal, Depends(allowed("hosts.show"))]) -> dict[str, Any]:
+    return inventory.show_host(stores_of(request), name)
+
+
+@router.get("/hosts/{name}/history", tags=["hosts"],
+            summary="A host's recorded events, newest first (paged)")
+def host_history(request: Request, name: str,
+                 who: Annotated[Principal, Depends(allowed("hosts.history"))],
+                 limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
+    rows = inventory.host_history(stores_of(request), name, limit=limit + 1, offset=offset)
+    return page(rows[::-1], limit=limit, offset=offset)  # the verb answers oldest first
+
+
+@router.get("/groups", tags=["hosts"],
+            summary="Groups by name: limit, host counts, children, parents, variables")
+def list_groups(request: Request,
+                who: Annotated[Principal, Depends(allowed("groups.list"))]) -> dict[str, Any]:
+    return {"items": inventory.list_groups(stores_of(request))}

@@ -1,4 +1,6 @@
-"""``/api/v1/tasks``: submit, list (paged), show, and the controls cancel, pause, resume.
+"""``/api/v1/tasks``: submit, list (paged), show, one host's output, and the controls cancel,
+pause, resume, continue, retry-failed and reprioritize; ``/api/v1/jobs/{job_id}``: one job's
+attempts.
 
 A submission's body is a task file's keys as JSON (``scheduler.submission.request.KEYS``:
 ``action``, ``target``, ``params``, ``max_concurrency`` ...), mapped to a request by the one
@@ -9,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Request
+from fastapi import APIRouter, Body, Depends, Query, Request
 
 from scheduler.errors import ValidationError
 from scheduler.principal import Principal
@@ -18,9 +20,10 @@ from scheduler.server.paging import Limit, Offset, page
 from scheduler.verbs import submit as submit_verb
 from scheduler.verbs import tasks
 
-__all__ = ["router"]
+__all__ = ["jobs", "router"]
 
 router = APIRouter(prefix="/tasks", tags=["tasks"])
+jobs = APIRouter(prefix="/jobs", tags=["tasks"])
 
 EXAMPLE = {"action": "shell", "target": "group:web", "params": {"command": "uptime"},
            "max_concurrency": "10%", "max_failures": "2"}
@@ -67,19 +70,53 @@ def submit_task(request: Request, who: Annotated[Principal, Depends(allowed("tas
             "hosts": [h.name for h in plan.hosts][:1000], "host_count": len(plan.hosts)}
 
 
+@router.get("/{task_id}/output", summary="One host's output: its job's last attempt")
+def task_output(request: Request, task_id: int,
+                who: Annotated[Principal, Depends(allowed("tasks.output"))],
+                host: Annotated[str, Query(min_length=1, description="The host.")],
+                grep: Annotated[str | None, Query(description="Only lines matching this "
+                                                  "regular expression.")] = None
+                ) -> dict[str, Any]:
+    rows = tasks.output(stores_of(request), task_id, host=host, grep=grep)
+    return {"task_id": task_id, "host": host, "jobs": rows}
+
+
+@jobs.get("/{job_id}", summary="One job (<task>.<n>): every attempt, its steps and output")
+def show_job(request: Request, job_id: str,
+             who: Annotated[Principal, Depends(allowed("jobs.show"))]) -> dict[str, Any]:
+    return tasks.job(stores_of(request), job_id).as_dict()
+
+
+def _change(done: tasks.TaskChange) -> dict[str, Any]:
+    return {"task_id": done.task_id, "verb": done.verb, "count": done.count,
+            "state": done.state, "by": done.by, "priority": done.priority}
+
+
 def _control(verb: str) -> Any:
     # A default, not an Annotated[...]: annotations are strings here, and one naming the
     # closure's ``verb`` could not be resolved by FastAPI.
     def route(request: Request, task_id: int,
               who: Principal = Depends(allowed(f"tasks.{verb}"))) -> dict[str, Any]:
-        done = tasks.control(stores_of(request), who, task_id, verb)
-        return {"task_id": done.task_id, "verb": done.verb, "count": done.count,
-                "state": done.state, "by": done.by}
+        return _change(tasks.control(stores_of(request), who, task_id, verb))
 
-    route.__name__ = f"{verb}_task"
+    route.__name__ = f"{verb.replace('-', '_')}_task"
     return route
 
 
-for _verb in ("cancel", "pause", "resume"):
+SUMMARIES = {"cancel": "Cancel a task's jobs that have not started",
+             "pause": "Pause a task (its pending jobs are held)",
+             "resume": "Resume a paused task",
+             "continue": "Pass a rollout's gate, or go on with a stopped rollout",
+             "retry-failed": "Queue a task's failed jobs again"}
+for _verb, _summary in SUMMARIES.items():
     router.add_api_route(f"/{{task_id}}/{_verb}", _control(_verb), methods=["POST"],
-                         summary=f"{_verb.capitalize()} a task")
+                         summary=_summary)
+
+
+@router.post("/{task_id}/reprioritize", summary="Move a task's pending jobs to another class")
+def reprioritize_task(request: Request, task_id: int,
+                      who: Annotated[Principal, Depends(allowed("tasks.reprioritize"))],
+                      priority: Annotated[str, Body(embed=True, examples=["urgent"],
+                                                    description="urgent, normal or bulk")]
+                      ) -> dict[str, Any]:
+    return _change(tasks.reprioritize(stores_of(request), who, task_id, priority))

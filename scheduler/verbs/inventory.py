@@ -202,12 +202,11 @@ def list_hosts(stores: Stores, *, group: str | None = None, match: str | None = 
                limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
     """Hosts sorted by name: all, those of ``group`` (child groups included), or those whose
     name matches the pattern ``match`` (``inventory.list_hosts``); ``limit`` of them from
-    ``offset`` (the rows are still read whole, then cut: paging in SQL is to come)."""
+    ``offset`` (one page read in SQL when neither filter is given)."""
     from scheduler.inventory import list_hosts as read
 
     with stores.reading() as session:
-        rows = read(session, group=group, match=match)
-    return rows[offset:None if limit is None else offset + limit]
+        return read(session, group=group, match=match, limit=limit, offset=offset)
 
 
 def show_host(stores: Stores, name: str) -> dict[str, Any]:
@@ -218,13 +217,14 @@ def show_host(stores: Stores, name: str) -> dict[str, Any]:
         return read(session, name)
 
 
-def host_history(stores: Stores, name: str, *, limit: int = 1000) -> list[dict[str, Any]]:
-    """Every recorded event of host ``name``, oldest first, at most the newest ``limit``
-    (``reports.event_trail``; its columns: ``reports.TRAIL_COLUMNS``)."""
+def host_history(stores: Stores, name: str, *, limit: int = 1000,
+                 offset: int = 0) -> list[dict[str, Any]]:
+    """Every recorded event of host ``name``, oldest first, at most the newest ``limit`` after
+    the newest ``offset`` (``reports.event_trail``; its columns: ``reports.TRAIL_COLUMNS``)."""
     from scheduler.reports import event_trail
 
     with stores.database() as engine:
-        return event_trail(engine, host=name, limit=limit)
+        return event_trail(engine, host=name, limit=limit, offset=offset)
 
 
 def export_hosts(stores: Stores, target: str = "all") -> Export:

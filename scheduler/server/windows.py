@@ -1,0 +1,76 @@
+"""``/api/v1/windows``: list, show, add, assign (hosts and groups) and approve.
+
+A window's body holds ``scheduler.windows.store.WindowSpec``'s fields as JSON keys (those of
+``windows add``'s options); its model is made from the dataclass, so the two cannot drift, and
+an unknown key is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from scheduler.principal import Principal
+from scheduler.server.auth import allowed, stores_of
+from scheduler.verbs import windows
+from scheduler.windows.store import WindowSpec
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/windows", tags=["windows"])
+
+_HINTS = typing.get_type_hints(WindowSpec)
+WindowBody: type[BaseModel] = create_model(  # type: ignore[call-overload]
+    "WindowBody", __config__=ConfigDict(extra="forbid"),
+    **{f.name: (_HINTS[f.name], ... if f.default is dataclasses.MISSING else f.default)
+       for f in dataclasses.fields(WindowSpec)})
+
+
+class AssignBody(BaseModel):
+    """The hosts and groups a window is assigned to."""
+
+    model_config = ConfigDict(extra="forbid")
+    hosts: list[str] = Field(default_factory=list, examples=[["db-01"]])
+    groups: list[str] = Field(default_factory=list, examples=[["customer-acme"]])
+
+
+@router.get("", summary="Every window: rule, length, zone, approval, assignments, next opening")
+def list_windows(request: Request,
+                 who: Annotated[Principal, Depends(allowed("windows.list"))]) -> dict[str, Any]:
+    return {"items": windows.list_(stores_of(request))}
+
+
+@router.get("/{name}", summary="One window: definition, approval, assignments, next openings")
+def show_window(request: Request, name: str,
+                who: Annotated[Principal, Depends(allowed("windows.show"))]) -> dict[str, Any]:
+    return windows.show(stores_of(request), name)
+
+
+@router.post("", status_code=201, summary="Add a recurring or one-off window, or a freeze")
+def add_window(request: Request, body: WindowBody,  # type: ignore[valid-type]
+               who: Annotated[Principal, Depends(allowed("windows.add"))]) -> dict[str, Any]:
+    done = windows.add(stores_of(request), who, WindowSpec(**body.model_dump()))
+    return {**done.as_dict(), "requires_approval": done.requires_approval, "by": done.by,
+            "notes": list(done.notes)}
+
+
+@router.post("/{name}/assign", summary="Assign a window to hosts and groups")
+def assign_window(request: Request, name: str, body: AssignBody,
+                  who: Annotated[Principal, Depends(allowed("windows.assign"))]
+                  ) -> dict[str, Any]:
+    done = windows.assign(stores_of(request), who, name, hosts=body.hosts, groups=body.groups)
+    return {"window": done.window, "count": done.count, "by": done.by,
+            "notes": list(done.notes)}
+
+
+@router.post("/{name}/approve", summary="Approve a window that requires approval")
+def approve_window(request: Request, name: str,
+                   who: Annotated[Principal, Depends(allowed("windows.approve"))]
+                   ) -> dict[str, Any]:
+    done = windows.approve(stores_of(request), who, name)
+    return {"window": done.window, "by": done.by, "at": done.at.isoformat(),
+            "notes": list(done.notes)}

@@ -1,0 +1,63 @@
+"""What the HTTP API's tests share: ``fleetsched server`` as a real process (uvicorn on a
+loopback port) on real Redis and a SQLite record with five hosts in group ``web``, driven over
+HTTP with ``httpx`` (``Api``), beside a CLI on the same deployment."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.servers import free_port, wait_for_port
+from tests.submit_support import Cli
+
+__all__ = ["HOSTS", "Api", "api"]
+
+HOSTS = [f"web-{n:02}" for n in range(1, 6)]
+
+
+class Api:
+    """A running ``fleetsched server``, its record and a CLI on the same deployment."""
+
+    def __init__(self, base: str, cli: Cli, database_url: str) -> None:
+        self.base = base
+        self.cli = cli
+        self.database_url = database_url
+
+    def token(self, *args: str) -> str:
+        return self.cli.ok("tokens", "create", *args, operator="admin-at-shell").strip()
+
+    def __call__(self, method: str, path: str, token: str | None = None,
+                 headers: dict[str, str] | None = None, **kwargs: object) -> httpx.Response:
+        sent = {**(headers or {}), **({"Authorization": f"Bearer {token}"} if token else {})}
+        return httpx.request(method, f"{self.base}{path}", headers=sent, timeout=30,
+                             **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def api(tmp_path: Path, redis_url: str) -> Iterator[Api]:
+    database_url = f"sqlite:///{tmp_path / 'record.db'}"
+    cli = Cli(tmp_path, redis_url, database_url)
+    cli.ok("db", "upgrade")
+    (tmp_path / "hosts.ini").write_text("[web]\n" + "\n".join(HOSTS) + "\n")
+    cli.ok("hosts", "import", str(tmp_path / "hosts.ini"))
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCHED_")}
+    env |= {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path)}
+    log = (tmp_path / "server.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-P", "-m", "scheduler", "--redis-url", redis_url, "--database-url",
+         database_url, "server", "--port", str(port)],
+        cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for_port("127.0.0.1", port, timeout=30)
+        yield Api(f"http://127.0.0.1:{port}/api/v1", cli, database_url)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+        log.close()
