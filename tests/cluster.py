@@ -179,10 +179,13 @@ class RedisCluster:
         while True:
             try:
                 alive = self.alive()
-                # A restarted former master calls itself master until it learns of its
-                # failover: healthy is also one master per replica pair again.
+                # A restarted former master calls itself master, and may still claim its old
+                # slots, until it learns of its failover: healthy is also one master per
+                # replica pair again, in every node's own view of the cluster.
+                pairs = len(self.nodes) // 2
                 if (all(self._healthy(n) for n in alive)
-                        and sum(n.role() == "master" for n in alive) <= len(self.nodes) // 2):
+                        and sum(n.role() == "master" for n in alive) <= pairs
+                        and all(self._masters_seen(n) <= pairs for n in alive)):
                     return
             except (OSError, ValueError, KeyError, Exception) as exc:  # noqa: BLE001 - still starting
                 last = exc
@@ -192,6 +195,20 @@ class RedisCluster:
                 states = {n.address: self._state(n) for n in self.alive()}
                 raise TimeoutError(f"cluster not healthy after {timeout}s: {states} ({last})")
             time.sleep(0.05)
+
+    @staticmethod
+    def _masters_seen(node: ClusterNode) -> int:
+        """How many masters serving slots ``node`` knows of (``CLUSTER NODES``)."""
+        text = node.conn.execute_command("CLUSTER NODES")
+        if isinstance(text, dict):  # redis-py's parsed form: address -> {flags, slots, ...}
+            return sum("master" in str(v.get("flags", "")) and "fail" not in str(v.get("flags", ""))
+                       and bool(v.get("slots")) for v in text.values())
+        count = 0
+        for line in str(text).splitlines():
+            fields = line.split()
+            if len(fields) > 8 and "master" in fields[2] and "fail" not in fields[2]:
+                count += 1
+        return count
 
     @staticmethod
     def _healthy(node: ClusterNode) -> bool:
@@ -327,11 +344,12 @@ class RedisCluster:
     def heal(self, timeout: float = 30.0) -> None:
         """Every node running and the cluster healthy, after a test killed some (a test that
         starts a node again waits for the cluster itself: see ``restart``)."""
-        dead = [node for node in self.nodes if not node.is_alive()]
-        for node in dead:
-            node.start()
-        if dead:
-            self.wait_healthy(timeout)
+        for node in self.nodes:
+            if not node.is_alive():
+                node.start()
+        # Always: a test may have restarted a node itself, or failed one over, and the roles
+        # settle a moment later (cheap when they have: one round of INFO and CLUSTER NODES).
+        self.wait_healthy(timeout)
 
     def flush(self) -> None:
         """Empty every master and drop its scripts (a replica refuses: it follows its master)."""
