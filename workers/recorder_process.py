@@ -93,7 +93,6 @@ def main(argv: list[str]) -> None:
     from scheduler.record.engine import make_engine
     from scheduler.record.recorder import NODE_CONSUMER_PREFIX
     from scheduler.record.sharded import ShardRecorders
-    from scheduler.redisdb.connect import connect
 
     configure_logging(settings, worker_id)
     stop = threading.Event()
@@ -103,7 +102,7 @@ def main(argv: list[str]) -> None:
         stop.set()
 
     threading.Thread(target=until_eof, name="stdin", daemon=True).start()
-    client = _connect_when_reachable(settings, connect, stop)
+    client = _connect_when_reachable(settings, stop)
     if client is None:
         return
     recorder = ShardRecorders(client, make_engine(settings.effective_database_url),
@@ -112,13 +111,13 @@ def main(argv: list[str]) -> None:
     recorder.run(stop)
 
 
-def _connect_when_reachable(settings: Settings, connect: Callable[[Settings], redis.Redis],
-                            stop: threading.Event) -> redis.Redis | None:
+def _connect_when_reachable(settings: Settings, stop: threading.Event) -> redis.Redis | None:
     """The queue's client, once Redis answers; None if the master stops first. The master
     reached Redis with these settings a moment ago, so a refusal now is an outage (a cluster
     master failing over as the node starts), waited out as the recorder waits out one later,
     not a reason to stop the node."""
     from scheduler.errors import RedisUnavailableError
+    from scheduler.redisdb.connect import connect
 
     delay = 0.1
     while True:

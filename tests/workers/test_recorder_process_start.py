@@ -12,7 +12,6 @@ import threading
 from pathlib import Path
 
 from scheduler.config import Settings
-from scheduler.redisdb.connect import connect
 from tests.servers import RedisServer, free_port, redis_server_binary
 from workers.recorder_process import _connect_when_reachable
 
@@ -25,7 +24,7 @@ def test_the_recorder_connects_once_redis_answers_and_gives_up_only_when_the_mas
     stop = threading.Event()
     got: list[object] = []
     waiting = threading.Thread(target=lambda: got.append(
-        _connect_when_reachable(settings, connect, stop)), daemon=True)
+        _connect_when_reachable(settings, stop)), daemon=True)
     # When the recorder starts, and the server only a moment later
     waiting.start()
     waiting.join(1.0)
@@ -47,7 +46,7 @@ def test_the_recorder_connects_once_redis_answers_and_gives_up_only_when_the_mas
     stop_now = threading.Event()
     late: list[object] = []
     gone = threading.Thread(target=lambda: late.append(
-        _connect_when_reachable(settings, connect, stop_now)), daemon=True)
+        _connect_when_reachable(settings, stop_now)), daemon=True)
     gone.start()
     gone.join(0.5)
     stop_now.set()
