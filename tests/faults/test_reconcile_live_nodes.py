@@ -40,9 +40,10 @@ def test_a_job_a_live_node_runs_is_put_back_under_its_token_and_never_runs_twice
     cli = cli_with_inventory(tmp_path, redis_url, "[web]\nweb-01\nweb-02\n")
     env = {"FLEETSCHED_DATABASE_URL": cli.database_url}
     q = Queue(redis_client, KEYS)
-    # Given a non-idempotent task whose two 4 s jobs run on a live node
+    # Given a non-idempotent task whose two 12 s jobs run on a live node (long enough that
+    # they cannot end before reconcile, however slow a shared machine starts it)
     task = cli.submit("command", "-t", "group:web", "-p", "cmd=true", "--executor", "simulate",
-                      "--executor-option", "duration_ms=4000", "--not-idempotent")
+                      "--executor-option", "duration_ms=12000", "--not-idempotent")
     node = start_worker("node-a", slots=2, processes=1, lease="2s", env=env)
     wait_until(lambda: q.task_state(str(task)).get("running") == "2", 15, "both running",
                node.tail, [node])
@@ -51,14 +52,15 @@ def test_a_job_a_live_node_runs_is_put_back_under_its_token_and_never_runs_twice
     # (else SQL still says pending: the recorder was behind by the claims)
     # When Redis loses everything and the operator reconciles while the node runs
     redis_client.flushall()
-    cli.env.update(FLEETSCHED_LEASE_MS="3000", FLEETSCHED_HEARTBEAT_MS="1000")  # wait <= 3 s
+    # a lease of 8 s: reconcile waits for the nodes' reports (a heartbeat, 1 s) or the lease
+    cli.env.update(FLEETSCHED_LEASE_MS="8000", FLEETSCHED_HEARTBEAT_MS="1000")
     started = time.monotonic()
     code, out, err = cli("reconcile", "-o", "json")
     assert code == 0, out + err
     # Then both jobs were found on the node (before the wait ran out) and put back running
     # under its tokens, nothing queued again
     assert '"jobs_adopted": 2' in out and '"jobs_requeued": 0' in out, out + err
-    assert time.monotonic() - started < 3, "reconcile waited past the nodes' reports"
+    assert time.monotonic() - started < 8, "reconcile waited the lease, not the nodes' reports"
     assert {redis_client.hget(KEYS.job(f"{task}.{k}"), "state") for k in (0, 1)} == {"running"}
     # And the node's acks end them: each ran once, the task succeeded
     code, out, err = cli("tasks", "wait", str(task), "--timeout", "30s")
