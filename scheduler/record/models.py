@@ -99,6 +99,8 @@ class Host(Timestamped, Base):
     vars: Mapped[dict[str, Any]] = mapped_column(default=json_default)
     # Where the row came from ("inventory:<path>", "cli"): an import may prune only its own.
     source: Mapped[str | None] = mapped_column(sa.String(255))
+    # The customer that owns the host (the inventory's `fleetsched_tenant`); None: the team's.
+    tenant: Mapped[str | None] = mapped_column(sa.String(255), index=True)
 
     groups: Mapped[list[Group]] = relationship(
         secondary=group_hosts, back_populates="hosts", order_by="Group.name")
@@ -168,9 +170,56 @@ class Window(Timestamped, Base):
     approved_at: Mapped[datetime | None]
     created_by: Mapped[str | None] = mapped_column(sa.String(255))
     description: Mapped[str | None] = mapped_column(sa.Text)
+    # The definition's version (rule, zone, length, freezes): every edit bumps it, and an
+    # approval holds for the version it names only. ``changed_by`` proposed this version.
+    version: Mapped[int] = mapped_column(default=1, server_default="1")
+    changed_by: Mapped[str | None] = mapped_column(sa.String(255))
 
     assignments: Mapped[list[WindowAssignment]] = relationship(
         back_populates="window", cascade="all, delete-orphan")
+    approvals: Mapped[list[WindowApproval]] = relationship(
+        back_populates="window", cascade="all, delete-orphan", order_by="WindowApproval.id")
+
+
+class WindowApproval(Base):
+    """A customer's (``tenant``) or the team's (None) decision on one version of a window: the
+    whole series, or one ``occurrence``; it may expire or be revoked. Append-only but for
+    ``revoked_*``: a newer decision supersedes an older one."""
+
+    __tablename__ = "window_approvals"
+    __table_args__ = (
+        sa.CheckConstraint(_in("decision", ("approved", "denied")), name="decision"),
+        sa.Index("ix_window_approvals_window_id_tenant", "window_id", "tenant"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    window_id: Mapped[int] = mapped_column(sa.ForeignKey("windows.id", ondelete="CASCADE"))
+    tenant: Mapped[str | None] = mapped_column(sa.String(255))
+    version: Mapped[int]
+    decision: Mapped[str] = mapped_column(sa.String(8))
+    occurrence: Mapped[datetime | None]  # None: the whole series
+    comment: Mapped[str | None] = mapped_column(sa.Text)
+    decided_by: Mapped[str] = mapped_column(sa.String(255))
+    via: Mapped[str | None] = mapped_column(sa.String(64))  # how decided_by was authenticated
+    source: Mapped[str | None] = mapped_column(sa.String(64))  # the client's address
+    decided_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime | None]
+    revoked_at: Mapped[datetime | None]
+    revoked_by: Mapped[str | None] = mapped_column(sa.String(255))
+
+    window: Mapped[Window] = relationship(back_populates="approvals")
+
+
+class Tenant(Base):
+    """A customer's settings: whether its hosts' windows need its approval, and whom to tell
+    (notification targets, as ``--notify`` takes them). Its hosts say ``tenant`` themselves."""
+
+    __tablename__ = "tenants"
+
+    name: Mapped[str] = mapped_column(sa.String(255), primary_key=True)
+    approval_required: Mapped[bool] = mapped_column(default=False)
+    contacts: Mapped[list[str]] = mapped_column(JSONDoc, default=list)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class WindowAssignment(Base):
@@ -237,6 +286,8 @@ class Task(Base):
         sa.CheckConstraint(_in("state", TASK_STATES), name="state"),
         sa.CheckConstraint(_in("priority", PRIORITIES), name="priority"),
         sa.Index("ix_tasks_state_created_at", "state", "created_at"),
+        # A submission's idempotency key, per principal: a repeat finds the first task.
+        sa.UniqueConstraint("operator", "request_key"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
@@ -284,6 +335,7 @@ class Task(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
+    request_key: Mapped[str | None] = mapped_column(sa.String(160))  # Idempotency-Key
 
     schedule_id: Mapped[int | None] = mapped_column(
         sa.ForeignKey("schedules.id", ondelete="SET NULL"))
@@ -315,12 +367,14 @@ class Job(Base):
         sa.Index("ix_jobs_host_finished_at", "host", "finished_at"),
         sa.Index("ix_jobs_state_finished_at", "state", "finished_at"),
         sa.Index("ix_jobs_finished_at", "finished_at"),  # report --since
+        sa.Index("ix_jobs_tenant_task_id", "tenant", "task_id"),  # a customer's tasks
     )
 
     id: Mapped[str] = mapped_column(sa.String(80), primary_key=True)  # "<task id>.<n>"
     task_id: Mapped[int] = mapped_column(sa.ForeignKey("tasks.id", ondelete="CASCADE"))
     seq: Mapped[int]  # n: the host's index in the task's sorted host list
     host: Mapped[str] = mapped_column(sa.String(255))
+    tenant: Mapped[str | None] = mapped_column(sa.String(255))  # the host's, when submitted
     state: Mapped[str] = mapped_column(sa.String(16), default="accepted")
     attempts: Mapped[int] = mapped_column(default=0)
     due_at: Mapped[datetime | None]
@@ -438,7 +492,7 @@ class ApiToken(Base):
 
 __all__ = [
     "ApiToken", "Base", "Event", "Group", "Host", "Job", "Notification", "QueueEpoch",
-    "Schedule", "Task", "Window", "WindowAssignment",
+    "Schedule", "Task", "Tenant", "Window", "WindowApproval", "WindowAssignment",
     "group_children", "group_hosts", "NAMING_CONVENTION", "WINDOW_KINDS", "CATCHUP_POLICIES",
     "OVERLAP_POLICIES", "PRIORITIES", "TASK_STATES", "TASK_FINAL_STATES", "JOB_STATES",
     "JOB_FINAL_STATES", "NOTIFICATION_STATES",
