@@ -24,7 +24,7 @@ from scheduler.errors import ValidationError
 hosts_app = typer.Typer(help="The fleet's hosts: import an Ansible inventory, list, add, remove, check SSH.",
                         no_args_is_help=True)
 
-LIST_COLUMNS = ["name", "address", "port", "user", "groups", "source"]
+LIST_COLUMNS = ["name", "address", "port", "user", "groups", "tenant", "source"]
 
 
 @hosts_app.command("import")
@@ -62,7 +62,7 @@ def import_cmd(
             "counts": plan.counts(), "changes": rows,
             "groups": {"added": plan.groups_added, "updated": plan.groups_updated,
                        "removed": plan.groups_removed},
-            "skipped_secrets": plan.skipped_secrets}, fmt)
+            "skipped_secrets": plan.skipped_secrets, "tenants": plan.tenants}, fmt)
     elif rows:
         output.emit_rows(rows, ["change", "host", "details"], fmt)
     c = plan.counts()
@@ -72,7 +72,9 @@ def import_cmd(
         f"{c['unchanged']} unchanged"
         + (f", {c['left']} left the source (kept)" if c["left"] else "")
         + f"; groups: {c['groups_added']} added, {c['groups_updated']} updated, "
-          f"{c['groups_removed']} removed")
+          f"{c['groups_removed']} removed"
+        + ("; tenants: " + ", ".join(f"{t} {n} host(s)" for t, n in sorted(plan.tenants.items()))
+           if plan.tenants else ""))
 
 
 EXPORT_EPILOG = """Examples:

@@ -15,6 +15,12 @@ the address, ``ansible_port`` (``ansible_ssh_port``) the port (default 22), ``an
 Variables that hold secrets (``validate.is_secret_var``, at any depth) are skipped, and
 credentials inside values masked (``validate.public_vars``), reported by name.
 A loop of child groups is an error.
+
+A host's customer (``tenant``) is the ``fleetsched_tenant`` variable of the groups it is in
+(directly or through ``children``, ``all`` included) or of the host itself: a host is in one
+tenant at most, so a host that two different values reach is an error naming both and where
+each was set, not the precedence's winner (the variable stays among the vars, so an export
+carries it back).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from scheduler.inventory.model import (
 )
 
 DEFAULT_PORT = 22
+TENANT_VAR = "fleetsched_tenant"
 
 
 @dataclass(frozen=True)
@@ -44,10 +51,12 @@ class HostRecord:
     user: str | None = None
     groups: tuple[str, ...] = ()
     vars: dict[str, Any] = field(default_factory=dict)
+    tenant: str | None = None  # the customer that owns it (``fleetsched_tenant``)
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "address": self.address, "port": self.port,
-                "user": self.user, "groups": list(self.groups), "vars": self.vars}
+                "user": self.user, "groups": list(self.groups), "vars": self.vars,
+                "tenant": self.tenant}
 
 
 @dataclass(frozen=True)
@@ -142,6 +151,24 @@ def _connection(name: str, merged: dict[str, Any], origin: dict[str, Location]
     return out
 
 
+def _tenant(inv: Inventory, name: str, chain: list[str]) -> str | None:
+    """The one tenant the host's groups (``chain``) and own vars name; two are an error."""
+    found: dict[str, tuple[str, Location]] = {}
+    places = [(f"group {g!r}", inv.groups[g].vars, inv.groups[g].where) for g in chain]
+    places.append(("the host itself", inv.hosts[name].vars, inv.hosts[name].where))
+    for what, values, where in places:
+        if TENANT_VAR in values:
+            tenant = inv.checked(validate.tenant, values[TENANT_VAR], where)
+            found.setdefault(tenant, (what, where))
+    if len(found) > 1:
+        (a, (a_what, _)), (b, (b_what, _)) = sorted(found.items())[:2]
+        raise InventoryError(inv.hosts[name].where,
+                             f"host {name!r} is in two tenants: {a} (from {a_what}) and {b} "
+                             f"(from {b_what})",
+                             hint="a host belongs to one customer: take it out of one group")
+    return next(iter(found), None)
+
+
 def resolve(inv: Inventory) -> Resolved:
     """The host and group records of ``inv`` (see the module docstring for the rules)."""
     depth = _depths(inv)
@@ -177,7 +204,8 @@ def resolve(inv: Inventory) -> Resolved:
         conn = _connection(hname, merged, origin)
         hosts[hname] = HostRecord(name=hname, address=conn.get("address"),
                                   port=conn.get("port", DEFAULT_PORT), user=conn.get("user"),
-                                  groups=tuple(sorted(direct)), vars=public(merged))
+                                  groups=tuple(sorted(direct)), vars=public(merged),
+                                  tenant=_tenant(inv, hname, chain))
     groups = {
         gname: GroupRecord(name=gname, vars=public(dict(g.vars)),
                            children=tuple(sorted(g.children)))
@@ -187,4 +215,4 @@ def resolve(inv: Inventory) -> Resolved:
                     skipped_secrets=sorted(secrets))
 
 
-__all__ = ["DEFAULT_PORT", "GroupRecord", "HostRecord", "Resolved", "resolve"]
+__all__ = ["DEFAULT_PORT", "TENANT_VAR", "GroupRecord", "HostRecord", "Resolved", "resolve"]

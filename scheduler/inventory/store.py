@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 from scheduler.errors import NotFoundError, ValidationError
 from scheduler.inventory import validate
 from scheduler.inventory.model import IMPLICIT_GROUPS
-from scheduler.inventory.resolve import DEFAULT_PORT
+from scheduler.inventory.resolve import DEFAULT_PORT, TENANT_VAR
 from scheduler.record.audit import record_event
 from scheduler.record.models import Group, Host, group_children, group_hosts
 
@@ -136,11 +136,15 @@ def hosts_in_groups(session: Session, groups: Iterable[str]) -> set[str]:
 
 
 def _host_rows(session: Session, names: set[str] | None, *, limit: int | None = None,
-               offset: int = 0) -> list[dict[str, Any]]:
-    """Hosts by name (those in ``names``, when given), ``limit`` of them from ``offset``: in
-    SQL without ``names``, else cut after the filter."""
+               offset: int = 0, tenant: str | None = None) -> list[dict[str, Any]]:
+    """Hosts by name (those in ``names``, when given; only ``tenant``'s, when given), ``limit``
+    of them from ``offset``: in SQL without ``names``, else cut after the filter."""
     h, g = Host.__table__, Group.__table__
     hosts = sa.select(h).order_by(h.c.name)
+    if tenant is not None:
+        hosts = hosts.where(h.c.tenant == tenant)
+    if names is not None and len(names) <= IN_CHUNK:
+        hosts = hosts.where(h.c.name.in_(sorted(names)))
     paged_in_sql = names is None and (limit is not None or offset > 0)
     if paged_in_sql:
         hosts = hosts.limit(limit).offset(offset)
@@ -155,26 +159,44 @@ def _host_rows(session: Session, names: set[str] | None, *, limit: int | None = 
     for hname, gname in session.execute(members):
         groups.setdefault(hname, []).append(gname)
     return [{"name": r.name, "address": r.address, "port": r.port, "user": r.user,
-             "groups": sorted(groups.get(r.name, [])), "source": r.source,
+             "groups": sorted(groups.get(r.name, [])), "tenant": r.tenant, "source": r.source,
              "vars": r.vars or {}, "created_at": r.created_at, "updated_at": r.updated_at}
             for r in chosen]
 
 
 def list_hosts(session: Session, *, group: str | None = None, match: str | None = None,
-               limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+               limit: int | None = None, offset: int = 0,
+               tenant: str | None = None) -> list[dict[str, Any]]:
     """Hosts sorted by name, optionally those of ``group`` (with its children) whose name
     matches the fnmatch pattern ``match``; ``limit`` of them from ``offset`` (read as one page
-    in SQL when neither filter is given)."""
+    in SQL when neither filter is given). ``tenant``: that customer's hosts only, in SQL; a
+    group without any of them is not found, as a group that does not exist."""
     names = group_members(session, group) if group else None
+    if tenant is not None and names is not None:
+        names &= _tenant_hosts(session, tenant, names)
+        if not names:
+            raise NotFoundError(f"no group named {group!r}", hint="see `fleetsched groups list`")
     if not match:
-        return _host_rows(session, names, limit=limit, offset=offset)
-    rows = [r for r in _host_rows(session, names) if fnmatch.fnmatchcase(r["name"], match)]
+        return _host_rows(session, names, limit=limit, offset=offset, tenant=tenant)
+    rows = [r for r in _host_rows(session, names, tenant=tenant)
+            if fnmatch.fnmatchcase(r["name"], match)]
     return rows[offset:None if limit is None else offset + limit]
 
 
-def show_host(session: Session, name: str) -> dict[str, Any]:
-    """One host's record, with its direct groups and every group it is in through them."""
-    rows = _host_rows(session, {name})
+def _tenant_hosts(session: Session, tenant: str, names: set[str]) -> set[str]:
+    h = Host.__table__
+    out: set[str] = set()
+    wanted = sorted(names)
+    for start in range(0, len(wanted), IN_CHUNK):
+        out.update(session.scalars(sa.select(h.c.name).where(
+            h.c.tenant == tenant, h.c.name.in_(wanted[start:start + IN_CHUNK]))))
+    return out
+
+
+def show_host(session: Session, name: str, tenant: str | None = None) -> dict[str, Any]:
+    """One host's record, with its direct groups and every group it is in through them
+    (``tenant``: only that customer's host; another's is not found, as one that is not)."""
+    rows = _host_rows(session, {name}, tenant=tenant)
     if not rows:
         raise NotFoundError(f"no host named {name!r}", hint="see `fleetsched hosts list`")
     row = rows[0]
@@ -273,6 +295,8 @@ def add_host(session: Session, name: str, *, address: str | None = None,
         raise ValidationError(f"--var {secret[0]}: fleetsched does not store secrets",
                               hint="use ssh keys or the agent; pass secrets as @env:/@file: "
                                    "task parameters")
+    tenant = (_checked(validate.tenant, host_vars[TENANT_VAR], f"--var {TENANT_VAR}")
+              if TENANT_VAR in host_vars else None)
     h, g = Host.__table__, Group.__table__
     if session.execute(sa.select(h.c.id).where(h.c.name == name)).first():
         raise ValidationError(f"host {name!r} already exists",
@@ -284,13 +308,13 @@ def add_host(session: Session, name: str, *, address: str | None = None,
             created.append(gname)
     host_id = session.execute(sa.insert(h).values(
         name=name, address=address, port=port, user=user, vars=host_vars,
-        source=CLI_SOURCE).returning(h.c.id)).scalar_one()
+        source=CLI_SOURCE, tenant=tenant).returning(h.c.id)).scalar_one()
     for gname in group_list:
         gid = session.execute(sa.select(g.c.id).where(g.c.name == gname)).scalar_one()
         session.execute(sa.insert(group_hosts).values(group_id=gid, host_id=host_id))
     record_event(session, "host-add", operator=operator, data={
         "address": address, "port": port, "user": user, "groups": group_list,
-        "created_groups": created, "source": CLI_SOURCE}, host=name)
+        "created_groups": created, "source": CLI_SOURCE, "tenant": tenant}, host=name)
     return created
 
 

@@ -3,7 +3,7 @@
 Semantics (docs/guides/inventory.md says the same for operators):
 
 1. hosts and groups are matched by name; a host in the source is added if new, updated if any
-   of address, port, user, vars or its direct groups differ, and then belongs to this source
+   of address, port, user, vars, tenant or its direct groups differ, and then belongs to this source
    (``hosts.source = "inventory:<absolute path>"``), even if it came from elsewhere before;
 2. a group the source declares is added if new; its vars and child groups are set to the
    source's, and it belongs to this source;
@@ -13,7 +13,10 @@ Semantics (docs/guides/inventory.md says the same for operators):
    removed. Hosts added by hand (``source = "cli"``) or by another inventory file are never
    pruned. Without ``prune`` they are kept and counted as ``left``;
 5. the whole import is one transaction, recorded as one ``import`` event (operator, source,
-   counts; never a variable's value). ``dry_run`` computes the same plan and writes nothing.
+   counts; never a variable's value). ``dry_run`` computes the same plan and writes nothing;
+6. each imported host's ``tenant`` is the customer its groups name (``fleetsched_tenant``,
+   ``scheduler.inventory.resolve``; a host two tenants reach refuses the whole file before
+   anything is written), None for the team's; ``SyncPlan.tenants`` counts them per tenant.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from scheduler.record.audit import record_event
 from scheduler.record.models import Group, Host, group_children, group_hosts
 from scheduler.record.types import utcnow
 
-HOST_FIELDS = ("address", "port", "user", "vars", "groups")
+HOST_FIELDS = ("address", "port", "user", "vars", "groups", "tenant")
 CHUNK = 500
 
 
@@ -68,6 +71,7 @@ class SyncPlan:
     groups_updated: list[str] = field(default_factory=list)
     groups_removed: list[str] = field(default_factory=list)
     skipped_secrets: list[str] = field(default_factory=list)
+    tenants: dict[str, int] = field(default_factory=dict)  # the source's hosts per customer
 
     def counts(self) -> dict[str, int]:
         return {"added": len(self.added), "updated": len(self.updated),
@@ -106,11 +110,11 @@ def _load(session: Session) -> _Stored:
     hosts: dict[str, dict[str, Any]] = {}
     hname: dict[int, str] = {}
     for row in session.execute(sa.select(h.c.id, h.c.name, h.c.address, h.c.port, h.c.user,
-                                         h.c.vars, h.c.source)):
+                                         h.c.vars, h.c.source, h.c.tenant)):
         hname[row.id] = row.name
         hosts[row.name] = {"id": row.id, "address": row.address, "port": row.port,
                            "user": row.user, "vars": row.vars or {}, "source": row.source,
-                           "groups": set()}
+                           "tenant": row.tenant, "groups": set()}
     for group_id, host_id in session.execute(sa.select(group_hosts.c.group_id,
                                                        group_hosts.c.host_id)):
         hosts[hname[host_id]]["groups"].add(gname[group_id])
@@ -137,6 +141,8 @@ def plan(session: Session, resolved: Resolved, source: str, *, prune: bool) -> S
 def _plan(stored: _Stored, resolved: Resolved, source: str, *, prune: bool) -> SyncPlan:
     out = SyncPlan(source=source, skipped_secrets=list(resolved.skipped_secrets))
     for name, record in resolved.hosts.items():
+        if record.tenant is not None:
+            out.tenants[record.tenant] = out.tenants.get(record.tenant, 0) + 1
         current = stored.hosts.get(name)
         if current is None:
             out.added.append(record)
@@ -210,7 +216,7 @@ def _apply_hosts(session: Session, resolved: Resolved, result: SyncPlan,
 
     def row(r: HostRecord) -> dict[str, Any]:
         return {"address": r.address, "port": r.port, "user": r.user, "vars": r.vars,
-                "source": result.source}
+                "source": result.source, "tenant": r.tenant}
 
     added = [{"name": r.name, **row(r), "created_at": now, "updated_at": now}
              for r in result.added]
@@ -225,7 +231,8 @@ def _apply_hosts(session: Session, resolved: Resolved, result: SyncPlan,
         session.execute(sa.update(h).where(h.c.id == sa.bindparam("b_id")).values(
             address=sa.bindparam("b_address"), port=sa.bindparam("b_port"),
             user=sa.bindparam("b_user"), vars=sa.bindparam("b_vars"),
-            source=sa.bindparam("b_source"), updated_at=sa.bindparam("b_now")), updated)
+            source=sa.bindparam("b_source"), tenant=sa.bindparam("b_tenant"),
+            updated_at=sa.bindparam("b_now")), updated)
     regroup = [r.name for r in result.added] + [
         c.name for c in result.updated if "groups" in c.changes]
     _delete_where_in(session, group_hosts, group_hosts.c.host_id, [ids[n] for n in regroup])
@@ -257,7 +264,8 @@ def apply(session: Session, resolved: Resolved, result: SyncPlan, *, operator: s
         _prune(session, result)
     record_event(session, "import", operator=operator, data={
         "source": path, "format": fmt, "prune": prune, **result.counts(),
-        "skipped_secrets": len(result.skipped_secrets)})
+        "skipped_secrets": len(result.skipped_secrets), "tenants": dict(sorted(
+            result.tenants.items()))})
 
 
 __all__ = ["HOST_FIELDS", "HostChange", "SyncPlan", "apply", "plan",

@@ -84,6 +84,16 @@ def group_name(value: Any) -> str:
     return value
 
 
+def tenant(value: Any) -> str:
+    """A customer's name (``fleetsched_tenant``): as a host name, at most 255 characters."""
+    if not isinstance(value, str) or not value:
+        raise ValueError("fleetsched_tenant must be a non-empty string")
+    if len(value) > 255 or not NAME_RE.fullmatch(value):
+        raise ValueError(f"fleetsched_tenant {value!r} is not a name: use letters, digits, "
+                         "'.', '_' and '-', at most 255 characters")
+    return value
+
+
 def address(value: Any) -> str:
     """A host name (RFC 1123 labels, ``_`` tolerated) or an IPv4/IPv6 literal."""
     if not isinstance(value, str) or not value:
@@ -229,5 +239,5 @@ def plain(value: Any, budget: Budget, depth: int = 0) -> Any:
 
 __all__ = [
     "Budget", "MAX_NAME", "MAX_USER", "address", "group_name", "host_name", "is_secret_var",
-    "plain", "port", "user", "var_name",
+    "plain", "port", "tenant", "user", "var_name",
 ]

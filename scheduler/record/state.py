@@ -23,7 +23,8 @@ The changes (:func:`apply` returns what each says):
 1. :class:`Stream`: a batch of stream entries: the event rows, one guarded patch per job and
    task row, the counters and finished state of every task touched, then the operator events'
    ``retry-failed`` and ``reprioritize`` (see ``scheduler.record.fold``); a ``BatchResult``;
-2. :class:`Submit`: a new task (``accepted``) and one ``accepted`` job row per host; its id;
+2. :class:`Submit`: a new task (``accepted``) and one ``accepted`` job row per host, each with
+   its host's ``tenant``; its id;
 3. :class:`Waves`: a new task's rollout in waves (the spec, wave 1 and its state);
 4. :class:`Queued`: Redis holds every job of the task: ``accepted`` becomes ``active`` (its
    ``accepted`` jobs ``pending``); False if the task had moved on;
@@ -50,7 +51,7 @@ from sqlalchemy.orm import Session
 from scheduler.queue.keys import PRIORITY_CLASSES
 from scheduler.record import bulk
 from scheduler.record.fold import BatchResult, StreamEvent, fold_batch, operator_events
-from scheduler.record.models import JOB_FINAL_STATES, TASK_FINAL_STATES, Event, Job, Task
+from scheduler.record.models import JOB_FINAL_STATES, TASK_FINAL_STATES, Event, Host, Job, Task
 
 __all__ = ["CancelUnqueued", "Change", "KeepAborted", "Queued", "Reprioritized", "Scheduled",
            "Stream", "Submit", "Unscheduled", "Waves", "apply"]
@@ -356,6 +357,13 @@ def _submit(db: Session | sa.Connection, change: Submit) -> int:
              "state": "accepted", "attempts": 0, "due_at": j.due or at, "window": j.window}
             for j in change.jobs]
     db.execute(sa.insert(_J), rows)
+    # Each job names its host's customer as it is now (a later move of the host does not move
+    # its jobs): one UPDATE of the jobs whose host has a tenant, none when no host has one.
+    h = Host.__table__
+    db.execute(sa.update(_J).where(
+        _J.c.task_id == task_id,
+        _J.c.host.in_(sa.select(h.c.name).where(h.c.tenant.is_not(None)))).values(
+        tenant=sa.select(h.c.tenant).where(h.c.name == _J.c.host).scalar_subquery()))
     return int(task_id)
 
 

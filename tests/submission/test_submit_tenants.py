@@ -1,0 +1,51 @@
+"""A submitted job names its host's customer (``jobs.tenant``, copied from ``hosts.tenant`` when
+the task is recorded), on SQLite and PostgreSQL, through the console script's ``main()``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scheduler.record.migrate import upgrade
+from tests.submit_support import Cli, inventory, sql_rows
+
+FLEET = """
+[acme]
+acme-01
+acme-02
+[acme:vars]
+fleetsched_tenant=acme
+[globex]
+globex-01
+[globex:vars]
+fleetsched_tenant=globex
+[ops]
+ops-01
+"""
+
+
+@pytest.fixture
+def cli(tmp_path: Path, redis_url: str, database_url: str) -> Cli:
+    upgrade(database_url)
+    cli = Cli(tmp_path, redis_url, database_url)
+    inventory(cli, tmp_path, FLEET)
+    return cli
+
+
+def test_each_job_of_a_task_takes_its_hosts_tenant_and_keeps_it_when_the_host_moves(
+        cli: Cli, tmp_path: Path) -> None:
+    # When a task is submitted to every host
+    task = cli.submit("command", "--target", "all", "--param", "cmd=true")
+    # Then each job names its host's customer, and the team's host none
+    jobs = dict(sql_rows(cli.database_url, "SELECT host, tenant FROM jobs WHERE task_id = :t",
+                         t=task))
+    assert jobs == {"acme-01": "acme", "acme-02": "acme", "globex-01": "globex",
+                    "ops-01": None}
+    # And a host that moves to another customer later does not move the jobs it already ran
+    inventory(cli, tmp_path, FLEET.replace("[ops]\nops-01\n", "").replace(
+        "[globex]\nglobex-01", "[globex]\nglobex-01\nops-01"))
+    again = cli.submit("command", "--target", "ops-01", "--param", "cmd=true")
+    rows = sql_rows(cli.database_url, "SELECT task_id, tenant FROM jobs WHERE host = 'ops-01' "
+                                      "ORDER BY task_id")
+    assert [tuple(r) for r in rows] == [(task, None), (again, "globex")]
