@@ -121,6 +121,22 @@ class Settings:
     smtp_tls: str = "none"
     smtp_user: str | None = None
     smtp_password: str | None = None
+    # Single sign-on for people (docs/guides/sso.md): the OpenID Connect issuer, this server's
+    # client there and its secret (an @env:NAME or @file:/path reference keeps it out of the
+    # config file; read when the first login starts). No issuer: API tokens only.
+    oidc_issuer: str | None = None
+    oidc_client_id: str | None = None
+    oidc_client_secret: str | None = None
+    # The ID token's claim that lists a person's groups, and which value gives which role:
+    # value -> "role" or "role:tenant" (a TOML table; in the environment value=role,...).
+    # The first entry a person's claim matches wins, so list the strongest first.
+    oidc_roles_claim: str = "groups"
+    oidc_roles: tuple[tuple[str, str], ...] = ()
+    # The callback URL registered at the issuer (https://host/api/v1/auth/callback); None: the
+    # server's own address as each request names it (fine on loopback, not behind a proxy).
+    oidc_redirect_url: str | None = None
+    # How long a login lasts: the server-side session's lifetime, renewed by no request.
+    oidc_session_minutes: int = 480
 
     @property
     def effective_database_url(self) -> str:
@@ -135,8 +151,10 @@ class Settings:
             value = getattr(self, f.name)
             if f.name.endswith("_url") and value:
                 value = redact_url(value)
-            elif f.name.endswith("_password") and value:
+            elif f.name.endswith(SECRET_SUFFIXES) and value:
                 value = MASK
+            elif f.name == "oidc_roles":
+                value = ", ".join(f"{claim}={role}" for claim, role in value)
             elif f.name == "notify":  # a webhook's path or query may be its secret
                 value = ", ".join(mask_url_rest(redact_url(v)) for v in value)
             elif isinstance(value, tuple):
@@ -156,6 +174,23 @@ _PREFIX_RE = re.compile(r"[A-Za-z0-9_.-]{1,32}")
 
 # Where each value came from, as ``load_settings_explained`` reports it.
 Source = str  # "default" | "file <path>" | "env FLEETSCHED_X" | "option --x"
+# Settings whose value is a secret: never printed, not even in an error about the value.
+SECRET_SUFFIXES = ("_password", "_secret")
+
+
+def _pairs(raw: Any) -> tuple[tuple[str, str], ...]:
+    """A TOML table of strings, or ``key=value,...`` text (split at the last ``=``, so a key
+    such as an LDAP group's DN may hold one), as ordered pairs."""
+    if isinstance(raw, str):
+        items = [item.rsplit("=", 1) for item in raw.split(",") if item.strip()]
+        if any(len(item) != 2 for item in items):
+            raise ValueError("expected key=value pairs separated by commas")
+        raw = {k.strip(): v.strip() for k, v in items}
+    if not isinstance(raw, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and k and v.strip()
+            for k, v in raw.items()):
+        raise ValueError("expected a table of non-empty strings")
+    return tuple((k, v.strip()) for k, v in raw.items())
 
 
 def _coerce(name: str, raw: Any, source: str) -> Any:
@@ -163,6 +198,8 @@ def _coerce(name: str, raw: Any, source: str) -> Any:
         raise ConfigError(f"{source}: unknown setting {name!r}")
     kind = _FIELD_TYPES[name]
     try:
+        if kind == "tuple[tuple[str, str], ...]":
+            return _pairs(raw)
         if kind == "tuple[str, ...]":  # a TOML list of strings, or comma-separated text
             items = raw.split(",") if isinstance(raw, str) else raw
             if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
@@ -185,7 +222,7 @@ def _coerce(name: str, raw: Any, source: str) -> Any:
         return str(raw)
     except (TypeError, ValueError) as exc:
         shown = redact_url(raw) if name.endswith("_url") and isinstance(raw, str) else raw
-        shown = MASK if name.endswith("_password") else shown
+        shown = MASK if name.endswith(SECRET_SUFFIXES) else shown
         raise ConfigError(f"{source}: {name} = {shown!r} is not valid ({exc})") from None
 
 
@@ -309,6 +346,28 @@ def validate(settings: Settings) -> None:
             raise ConfigError(f"{name} {redact_url(url)!r} is not a URL (scheme://...)")
     if settings.database_url:
         _check_database_driver(settings.database_url)
+    _check_oidc(settings)
+
+
+def _check_oidc(settings: Settings) -> None:
+    """Single sign-on needs an issuer and a client id together, over HTTPS unless the issuer
+    is on this machine (a test provider)."""
+    from urllib.parse import urlsplit
+
+    if bool(settings.oidc_issuer) != bool(settings.oidc_client_id):
+        raise ConfigError("oidc_issuer and oidc_client_id go together: single sign-on needs both",
+                          hint="see docs/guides/sso.md")
+    if settings.oidc_session_minutes < 1:
+        raise ConfigError("oidc_session_minutes must be at least 1")
+    for name in ("oidc_issuer", "oidc_redirect_url"):
+        url = getattr(settings, name)
+        if not url:
+            continue
+        parts = urlsplit(url)
+        loopback = parts.hostname in ("127.0.0.1", "::1", "localhost")
+        if parts.scheme != "https" and not (parts.scheme == "http" and loopback):
+            raise ConfigError(f"{name} {url!r} must be an https:// URL (http:// only on "
+                              "loopback, for a test provider)")
 
 
 # The Python package each PostgreSQL driver name of a SQLAlchemy URL imports; a bare

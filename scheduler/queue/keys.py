@@ -176,3 +176,13 @@ class Keys:
     def schedule_entry(name: str) -> str:
         """The due-set member of a schedule (it lives in the ``urgent`` set)."""
         return f"sched:{name}"
+
+    def login(self, digest: str) -> str:
+        """STRING (JSON, expires) of one single sign-on login under way, under the SHA-256 of
+        its state: taken once (GETDEL) by the callback (scheduler.access.sessions)."""
+        return f"{self.tag}:login:{digest}"
+
+    def session(self, digest: str) -> str:
+        """STRING (JSON, expires) of one person's session after single sign-on, under the
+        SHA-256 of the cookie's session id, so a copy of Redis holds no usable session."""
+        return f"{self.tag}:session:{digest}"

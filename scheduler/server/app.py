@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from fastapi import APIRouter, FastAPI
 
 from scheduler.server import errors, fleet, reports, schedules, tasks, windows
+from scheduler.server import events, task_jobs
 from scheduler.verbs.stores import Stores
 
 if TYPE_CHECKING:
@@ -33,6 +34,8 @@ def create_app(settings: Settings) -> FastAPI:
     api = APIRouter(prefix=PREFIX)
     for router in (tasks.router, tasks.jobs, fleet.router, windows.router, schedules.router,
                    reports.router):
+        api.include_router(router)
+    for router in (task_jobs.router, events.router, events.status):
         api.include_router(router)
     app.include_router(api)
     errors.install(app)

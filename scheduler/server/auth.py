@@ -2,7 +2,9 @@
 revoked or expired token is refused at once), then the role's check for the route's verb.
 
 ``allowed("tasks.cancel")`` is a FastAPI dependency that gives the route its ``Principal``.
-The token is read from the header only (never a query string, which logs would keep).
+The token is read from the header only (never a query string, which logs would keep). A
+request without one may carry a single sign-on session cookie instead
+(``scheduler.server.sso.cookie_principal``, which also checks a write's CSRF token).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from fastapi import Request
 
 from scheduler.errors import UnauthenticatedError
 from scheduler.principal import Principal
+from scheduler.server.sso import cookie_principal
 from scheduler.verbs import access
 from scheduler.verbs.stores import Stores
 
@@ -36,7 +39,8 @@ def allowed(verb: str) -> Callable[[Request], Principal]:
     """A dependency: the request's principal, if its role may call ``verb``."""
 
     def principal(request: Request) -> Principal:
-        who = access.authenticate(stores_of(request), _bearer(request))
+        who = cookie_principal(request) or access.authenticate(stores_of(request),
+                                                                _bearer(request))
         access.authorize(who, verb)
         return who
 

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from scheduler import errors as e
+from scheduler.access.oidc import ProviderError
 from scheduler.redact import redact_exception
 
 __all__ = ["install"]
@@ -33,6 +34,7 @@ STATUS: list[tuple[type[e.FleetschedError], int]] = [
     (e.ConfigError, 400),
     (e.RedisUnavailableError, 503),
     (e.DatabaseUnavailableError, 503),
+    (ProviderError, 502),  # the identity provider of single sign-on
 ]
 
 

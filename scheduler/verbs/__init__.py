@@ -21,8 +21,10 @@ verb live below it (``scheduler.submission``, ``scheduler.inventory``, ``schedul
 - ``reports``: the audit report;
 - ``tokens``: API tokens: create (shown once), list, revoke;
 - ``access``: the HTTP API's principal from a token (``authenticate``), and its role's check
-  (``authorize``).
+  (``authorize``);
+- ``sso``: single sign-on for people: begin a login, complete it into a session, the session's
+  principal, end it.
 """
 
 __all__ = ["access", "follow", "inventory", "reconcile", "reports", "schedules", "status",
-           "stores", "submit", "tasks", "tokens", "windows"]
+           "sso", "stores", "submit", "tasks", "tokens", "windows"]

@@ -1,0 +1,78 @@
+"""Single sign-on for people, as verbs the HTTP API calls: start a login, finish it into a
+session, find a session's principal, end it (``scheduler.access.oidc`` speaks to the issuer,
+``scheduler.access.sessions`` keeps logins and sessions in Redis)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from scheduler.access import oidc, sessions
+from scheduler.errors import UnauthenticatedError
+
+if TYPE_CHECKING:
+    import redis
+
+    from scheduler.access.sessions import Session
+    from scheduler.queue.keys import Keys
+    from scheduler.verbs.stores import Stores
+
+__all__ = ["begin", "complete", "end", "session_of"]
+
+log = logging.getLogger("fleetsched.server.sso")
+
+
+@contextmanager
+def _sessions(stores: Stores) -> Iterator[tuple[redis.Redis, Keys]]:
+    client = stores.connect()
+    try:
+        yield client, stores.shards.coord
+    finally:
+        client.close()
+
+
+def begin(stores: Stores, redirect_uri: str) -> tuple[str, str]:
+    """Start a login: its state (for the browser's login cookie) and the issuer's URL."""
+    login, url = oidc.start(stores.settings, redirect_uri)
+    with _sessions(stores) as (client, keys):
+        sessions.keep_login(client, keys, login)
+    return login.state, url
+
+
+def complete(stores: Stores, state: str, code: str, browser_state: str | None,
+             ) -> tuple[str, Session]:
+    """Finish the login of ``state`` with the issuer's ``code``: a new session (its id for the
+    cookie, and the session). The state must be one this server started, not used before,
+    and the one the same browser was given (``browser_state``, from its login cookie), so
+    nobody can log a victim into their own account with a callback link."""
+    refused = UnauthenticatedError("this login is unknown, expired or already used",
+                                   hint="log in again: GET /api/v1/auth/login")
+    with _sessions(stores) as (client, keys):
+        login = sessions.take_login(client, keys, state)
+        if login is None or browser_state != state:
+            raise refused
+        claims = oidc.finish(stores.settings, login, code)
+        principal = oidc.identity(stores.settings, claims)
+        session_id, session = sessions.open_session(
+            client, keys, principal, stores.settings.oidc_session_minutes * 60)
+    log.info("single sign-on: %s logged in as %s (%s)", principal.name, principal.role,
+             principal.via)
+    return session_id, session
+
+
+def session_of(stores: Stores, session_id: str) -> Session:
+    """The live session of the cookie's ``session_id`` (``UnauthenticatedError`` if none)."""
+    with _sessions(stores) as (client, keys):
+        found = sessions.find(client, keys, session_id)
+    if found is None:
+        raise UnauthenticatedError("the session is unknown, ended or expired",
+                                   hint="log in again: GET /api/v1/auth/login")
+    return found
+
+
+def end(stores: Stores, session_id: str) -> None:
+    """End the session of ``session_id`` (logout), for every server process at once."""
+    with _sessions(stores) as (client, keys):
+        sessions.end(client, keys, session_id)
