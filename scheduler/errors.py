@@ -149,6 +149,11 @@ class ForbiddenError(FleetschedError):
     """The principal is known but its role (or tenant scope) does not allow the verb."""
 
 
+class ConflictError(ValidationError):
+    """A repeated request names the idempotency key of an earlier one but asks for something
+    else (or a name a live record already holds). Nothing was written."""
+
+
 class DeclinedError(FleetschedError):
     """The operator declined a confirmation, or the operation was cancelled."""
 

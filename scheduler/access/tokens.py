@@ -8,6 +8,9 @@
    get the same one line, so a caller learns nothing of which; revocation holds at once.
 4. Creating and revoking a token are audit events (``token_create``, ``token_revoke``) naming
    the token's id, never its value.
+5. A create retried after a lost reply must not mint a second live token: a name is held by
+   at most one live (unrevoked, unexpired) token per owner, and a second create of it is a
+   ``ConflictError`` saying how to revoke the first.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from scheduler.access.roles import CUSTOMER_ROLES, ROLES
-from scheduler.errors import NotFoundError, UnauthenticatedError, ValidationError
+from scheduler.errors import ConflictError, NotFoundError, UnauthenticatedError, ValidationError
 from scheduler.record.audit import record_event
 from scheduler.record.models import ApiToken
 from scheduler.record.types import utcnow
@@ -64,6 +67,7 @@ def create_token(session: Session, *, name: str, owner: str, role: str, tenant: 
         raise ValidationError(f"role {role} needs a tenant", hint="add --tenant CUSTOMER")
     if not name.strip():
         raise ValidationError("a token needs a name")
+    _refuse_a_live_twin(session, name, owner)
     lookup = secrets.token_hex(6)
     token = f"{PREFIX}{lookup}_{secrets.token_urlsafe(32)}"
     row = ApiToken(name=name, owner=owner, role=role, tenant=tenant, lookup=lookup,
@@ -74,6 +78,20 @@ def create_token(session: Session, *, name: str, owner: str, role: str, tenant: 
         "token_id": row.id, "name": name, "owner": owner, "role": role, "tenant": tenant,
         "expires_at": expires_at.isoformat() if expires_at else None})
     return row.id, token
+
+
+def _refuse_a_live_twin(session: Session, name: str, owner: str) -> None:
+    """``ConflictError`` when ``owner`` holds a live token named ``name`` (the first create's
+    reply may have been lost: its token cannot be shown again, only revoked)."""
+    now = utcnow()
+    live = session.scalar(sa.select(ApiToken.id).where(
+        ApiToken.name == name, ApiToken.owner == owner, ApiToken.revoked_at.is_(None),
+        sa.or_(ApiToken.expires_at.is_(None), ApiToken.expires_at > now)).limit(1))
+    if live is not None:
+        raise ConflictError(f"{owner} already has a live token named {name!r} (id {live}); "
+                            "nothing was created",
+                            hint=f"if its token was lost, revoke it (`fleetsched tokens revoke "
+                                 f"{live}`) and create it again")
 
 
 def _row(t: ApiToken) -> dict[str, Any]:

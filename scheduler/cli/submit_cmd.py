@@ -169,6 +169,7 @@ def submit(
     file: Annotated[Path | None, typer.Option("--file", "-f", help="A YAML task file instead of the options above.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; write and queue nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Submit a fleet-wide task without asking.")] = False,
+    idempotency_key: Annotated[str | None, typer.Option("--idempotency-key", metavar="KEY", help="Run again with the same KEY after an error or a timeout: if the first try recorded the task, its id comes back and nothing is queued twice.")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Block until the task ends; one line per failed host; exit 0 all succeeded, 3 some or all failed, 5 cancelled or aborted, 1 infrastructure trouble or the timeout.")] = False,
     wait_timeout: Annotated[str | None, typer.Option("--wait-timeout", help="With --wait: give up after this long (exit code 1).")] = None,
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="table, json or csv")] = output.OutputFormat.table,
@@ -201,27 +202,49 @@ def submit(
         request = request_of(action, target, param, at, in_, options)
     stores, principal = verbs_of(ctx)
     done = submit_verb(stores, principal, request, dry_run=dry_run,
-                       confirm=lambda plan: _confirm(plan, yes))
-    plan = done.plan
+                       confirm=lambda plan: _confirm(plan, yes), request_key=idempotency_key)
     if done.task_id is None:
-        _show_plan(plan, fmt)
-        output.info(f"dry run: {_blast_radius(plan)}; nothing was queued")
+        _show_plan(done.plan, fmt)
+        output.info(f"dry run: {_blast_radius(done.plan)}; nothing was queued")
         return
-    if fmt is output.OutputFormat.table:
-        output.stdout.print(str(done.task_id))
+    if done.repeat is not None:
+        _show_repeat(done.repeat, idempotency_key or "", fmt)
     else:
-        output.emit_object({"task_id": done.task_id, "jobs": done.jobs, "state": "queued",
-                            "action": plan.action, "hosts": len(plan.hosts),
-                            "groups": len(plan.groups)}, fmt)
-    output.info(f"task {done.task_id} queued: {_blast_radius(plan)}, as {principal.name}")
-    waves = plan.waves(done.task_id)
-    if waves:
-        output.info(f"in {len(waves)} waves ({plan.request.waves.describe()}): wave 1 is "
-                    f"{len(waves[0])} host(s); `fleetsched tasks show {done.task_id}` follows it")
-    _warn_without_workers(stores)
+        _show_submitted(stores, principal.name, done, fmt)
     if wait:
         from scheduler.parse import parse_duration
 
         limit_s = parse_duration(wait_timeout, "--wait-timeout").total_seconds() \
             if wait_timeout else None
         raise typer.Exit(report_wait(stores, [str(done.task_id)], limit_s))
+
+
+def _show_repeat(first: Any, key: str, fmt: output.OutputFormat) -> None:
+    """A repeat's answer: the first task's id, as a new submit prints one."""
+    if fmt is output.OutputFormat.table:
+        output.stdout.print(str(first.task_id))
+    else:
+        output.emit_object({"task_id": first.task_id, "jobs": first.jobs, "state": first.state,
+                            "action": first.action, "repeat": True}, fmt)
+    output.info(f"task {first.task_id} was already submitted with idempotency key {key}; "
+                "nothing was queued again")
+    if first.state == "accepted":
+        output.info(f"task {first.task_id} is recorded but not queued yet: the first submit "
+                    "may still be queueing it; `fleetsched reconcile` queues it if Redis failed")
+
+
+def _show_submitted(stores: Stores, operator: str, done: Any,
+                    fmt: output.OutputFormat) -> None:
+    plan = done.plan
+    if fmt is output.OutputFormat.table:
+        output.stdout.print(str(done.task_id))
+    else:
+        output.emit_object({"task_id": done.task_id, "jobs": done.jobs, "state": "queued",
+                            "action": plan.action, "hosts": len(plan.hosts),
+                            "groups": len(plan.groups)}, fmt)
+    output.info(f"task {done.task_id} queued: {_blast_radius(plan)}, as {operator}")
+    waves = plan.waves(done.task_id)
+    if waves:
+        output.info(f"in {len(waves)} waves ({plan.request.waves.describe()}): wave 1 is "
+                    f"{len(waves[0])} host(s); `fleetsched tasks show {done.task_id}` follows it")
+    _warn_without_workers(stores)

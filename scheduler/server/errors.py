@@ -29,6 +29,7 @@ STATUS: list[tuple[type[e.FleetschedError], int]] = [
     (e.ForbiddenError, 403),
     (e.NotFoundError, 404),
     (e.TaskNotActiveError, 409),
+    (e.ConflictError, 409),
     (e.DeclinedError, 409),
     (e.ValidationError, 400),
     (e.ConfigError, 400),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Query, Request
+from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response
 
 from scheduler.errors import ValidationError
 from scheduler.principal import Principal
@@ -59,14 +59,28 @@ def _request(body: dict[str, Any]) -> Any:
     return task_request(body, flag="")
 
 
-@router.post("", status_code=201, summary="Submit a task (a task file's keys as JSON)")
-def submit_task(request: Request, who: Annotated[Principal, Depends(allowed("tasks.submit"))],
-                body: Annotated[dict[str, Any], Body(examples=[EXAMPLE])]) -> dict[str, Any]:
+@router.post("", status_code=201, summary="Submit a task (a task file's keys as JSON)",
+             responses={200: {"description": "A repeat: this Idempotency-Key's first task "
+                                             "(`repeat: true`); nothing was queued again"}})
+def submit_task(request: Request, response: Response,
+                who: Annotated[Principal, Depends(allowed("tasks.submit"))],
+                body: Annotated[dict[str, Any], Body(examples=[EXAMPLE])],
+                idempotency_key: Annotated[str | None, Header(
+                    alias="Idempotency-Key", description="Send the same key again after a lost "
+                    "reply: the first task comes back instead of a second.")] = None
+                ) -> dict[str, Any]:
     done = submit_verb.submit(stores_of(request), who, _request(body),
-                              dry_run=bool(body.get("dry_run")))
+                              dry_run=bool(body.get("dry_run")), request_key=idempotency_key)
+    if done.repeat is not None:
+        response.status_code = 200
+        first = done.repeat
+        return {"task_id": first.task_id, "jobs": first.jobs, "operator": done.operator,
+                "dry_run": False, "repeat": True, "state": first.state, "action": first.action,
+                "host_count": first.jobs}
     plan = done.plan
+    assert plan is not None
     return {"task_id": done.task_id, "jobs": done.jobs, "operator": done.operator,
-            "dry_run": done.task_id is None, "action": plan.action,
+            "dry_run": done.task_id is None, "repeat": False, "action": plan.action,
             "hosts": [h.name for h in plan.hosts][:1000], "host_count": len(plan.hosts)}
 
 

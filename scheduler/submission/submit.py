@@ -19,7 +19,8 @@ What it owns:
    then fan out to Redis (``scheduler.submission.fanout``), into the queue shard of the new
    task's id (``scheduler.queue.route.task_keys``); when Redis is unreachable or fails the task
    stays ``accepted`` in SQL and :class:`NotQueuedError` says so (``fleetsched reconcile``
-   finishes the fan-out later).
+   finishes the fan-out later); a submission with an idempotency key that its operator used
+   before returns the first task and records nothing (``scheduler.submission.repeats``).
 
 Job ids are ``"<task id>.<n>"`` with ``n`` the host's index in the sorted host list.
 """
@@ -51,6 +52,7 @@ from scheduler.record.audit import record_event
 from scheduler.record.models import Host
 from scheduler.record.state import Submit, Waves, apply
 from scheduler.record.types import due_ms, to_ms, utcnow
+from scheduler.submission.repeats import Repeat, fingerprint, first_of
 from scheduler.submission.targets import Target, parse_target, resolve_target
 from scheduler.submission.waves import WaveSpec, split
 
@@ -424,13 +426,17 @@ def plan_task(session: Session, request: TaskRequest, *, operator: str,
 
 
 @gc_paused()
-def record_task(session: Session, plan: Plan, *, now: datetime | None = None) -> int:
-    """Write the task (``accepted``), its job rows and a ``submit`` event; return the task id."""
+def record_task(session: Session, plan: Plan, *, now: datetime | None = None,
+                request_key: str | None = None) -> int:
+    """Write the task (``accepted``), its job rows and a ``submit`` event; return the task id.
+    ``request_key``: the submission's idempotency key, kept on the task with the request's
+    fingerprint in the event (``scheduler.submission.repeats``)."""
 
     now = now or utcnow()
     p, r = plan.policy, plan.request
     task_id = apply(session, Submit(dict(
-        name=r.name, action=plan.action, params=plan.params, executor=plan.executor,
+        name=r.name, request_key=request_key, action=plan.action, params=plan.params,
+        executor=plan.executor,
         target=str(plan.target), operator=plan.operator, priority=r.priority,
         max_running=p.max_running, max_failures=p.max_failures,
         count_failures=p.count_failures, max_attempts=p.max_attempts,
@@ -458,7 +464,9 @@ def record_task(session: Session, plan: Plan, *, now: datetime | None = None) ->
                   "max_attempts": spec.max_attempts,
                   "backoff_ms": spec.backoff_ms, "timeout_ms": spec.timeout_ms,
                   "idempotent": spec.idempotent, "exclusive": spec.exclusive,
-                  "spec": spec.spec}})
+                  "spec": spec.spec},
+        **({"request_key": request_key, "request_sha256": fingerprint(r)}
+           if request_key else {})})
     return int(task_id)
 
 
@@ -489,12 +497,36 @@ def _reason(exc: BaseException) -> str:
 class Submitted:
     task_id: int
     jobs: int
-    plan: Plan
+    plan: Plan | None  # None for a repeat found before planning
+    repeat: Repeat | None = None  # the first task of this idempotency key: nothing was queued
+
+
+def _record(session: Session, plan: Plan, request_key: str | None) -> int | Repeat:
+    """The new task's id, or the :class:`Repeat` of the task that took ``request_key`` first.
+
+    A concurrent submit under the same key may commit between our look and our insert (on
+    PostgreSQL; SQLite's BEGIN IMMEDIATE serialises the two): the unique constraint refuses
+    the insert, the savepoint rolls it back, and the winner's task is looked up again."""
+    if request_key is None:
+        return record_task(session, plan)
+    asked = fingerprint(plan.request)
+    first = first_of(session, plan.operator, request_key, asked)
+    if first is not None:
+        return first
+    try:
+        with session.begin_nested():
+            return record_task(session, plan, request_key=request_key)
+    except sa.exc.IntegrityError:
+        first = first_of(session, plan.operator, request_key, asked)
+        if first is None:
+            raise
+        return first
 
 
 @gc_paused()
 def submit(engine: Engine, connect: Callable[[], redis.Redis], request: TaskRequest, *,
-           operator: str, keys: Where = Keys(), plan: Plan | None = None) -> Submitted:
+           operator: str, keys: Where = Keys(), plan: Plan | None = None,
+           request_key: str | None = None) -> Submitted:
     """Connect, plan and record the task in one transaction, then enqueue it
     (``scheduler.submission.fanout``).
 
@@ -504,7 +536,9 @@ def submit(engine: Engine, connect: Callable[[], redis.Redis], request: TaskRequ
     recorded and :class:`NotQueuedError` says so (``fleetsched reconcile`` queues it later).
     ``plan``: one the caller made already (and showed the operator) in this same database; it
     is recorded as it is. ``keys``: one shard's keys, or the queue's ``Shards`` (the task goes
-    to the shard of its id).
+    to the shard of its id). ``request_key``: an idempotency key; when ``operator`` already
+    submitted this request under it, the first task is returned (``Submitted.repeat``) and
+    nothing is recorded or queued again (``scheduler.submission.repeats``).
     """
     from scheduler.record.session import transaction
     from scheduler.submission.fanout import fan_out, mark_queued
@@ -513,7 +547,11 @@ def submit(engine: Engine, connect: Callable[[], redis.Redis], request: TaskRequ
     with transaction(engine) as session:
         if plan is None:
             plan = plan_task(session, request, operator=operator)
-        task_id = record_task(session, plan)
+        recorded = _record(session, plan, request_key)
+    if isinstance(recorded, Repeat):
+        return Submitted(task_id=recorded.task_id, jobs=recorded.jobs, plan=plan,
+                         repeat=recorded)
+    task_id = recorded
     if isinstance(client, Exception):
         raise NotQueuedError(task_id, _reason(client))
     try:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -16,7 +17,7 @@ import pytest
 from tests.servers import free_port, wait_for_port
 from tests.submit_support import Cli
 
-__all__ = ["HOSTS", "Api", "api"]
+__all__ = ["HOSTS", "Api", "api", "serve_api"]
 
 HOSTS = [f"web-{n:02}" for n in range(1, 6)]
 
@@ -41,7 +42,13 @@ class Api:
 
 @pytest.fixture
 def api(tmp_path: Path, redis_url: str) -> Iterator[Api]:
-    database_url = f"sqlite:///{tmp_path / 'record.db'}"
+    with serve_api(tmp_path, redis_url, f"sqlite:///{tmp_path / 'record.db'}") as served:
+        yield served
+
+
+@contextmanager
+def serve_api(tmp_path: Path, redis_url: str, database_url: str) -> Iterator[Api]:
+    """A server on ``database_url`` (empty: migrated here, the five hosts imported)."""
     cli = Cli(tmp_path, redis_url, database_url)
     cli.ok("db", "upgrade")
     (tmp_path / "hosts.ini").write_text("[web]\n" + "\n".join(HOSTS) + "\n")
