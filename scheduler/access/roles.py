@@ -13,8 +13,9 @@ from scheduler.principal import Principal
 __all__ = ["CUSTOMER_ROLES", "ROLES", "TENANT_FILTERED", "check_role"]
 
 READ = frozenset({
-    "status", "tasks.list", "tasks.show", "tasks.output", "jobs.show", "hosts.list",
-    "hosts.show", "hosts.history", "groups.list", "windows.list", "windows.show",
+    "status", "tasks.list", "tasks.show", "tasks.jobs", "tasks.watch", "tasks.output",
+    "jobs.show", "hosts.list", "hosts.show", "hosts.history", "groups.list", "windows.list",
+    "windows.show",
     "schedules.list", "schedules.show", "report"})
 CONTROL = frozenset({
     "tasks.submit", "tasks.cancel", "tasks.pause", "tasks.resume", "tasks.continue",
@@ -26,8 +27,8 @@ ADMIN = frozenset({
     "tokens.create", "tokens.list", "tokens.revoke", "hosts.import", "hosts.add",
     "hosts.remove", "hosts.check", "hosts.export", "groups.remove", "groups.limit"})
 CUSTOMER_READ = frozenset({
-    "tasks.list", "tasks.show", "jobs.show", "hosts.list", "hosts.show", "windows.list",
-    "windows.show"})
+    "tasks.list", "tasks.show", "tasks.jobs", "tasks.watch", "jobs.show", "hosts.list",
+    "hosts.show", "windows.list", "windows.show"})
 
 ROLES: dict[str, frozenset[str]] = {
     "viewer": READ,

@@ -1,7 +1,8 @@
 """What ``fleetsched tasks list`` and ``tasks show`` read: the SQL record of tasks, with the
 live counters of the task hash in Redis where it can be reached.
 
-1. :func:`list_tasks`: newest first, filtered by state, operator or action;
+1. :func:`list_tasks`: newest first, filtered by state (as the views show it, in SQL:
+   :func:`shown_state`), operator or action; :func:`task_jobs`: one page of a task's jobs;
 2. :func:`show_task`: one task's request, rollout policy, counters (SQL, and live from Redis),
    jobs by state, the failed jobs with their errors, and the control trail (submit, create,
    pause, resume, cancel, abort, retry-failed, reprioritize events with their operators);
@@ -23,10 +24,11 @@ from sqlalchemy.orm import Session
 
 from scheduler.errors import NotFoundError, ValidationError
 from scheduler.progress import Progress, from_job_states, from_task_hash, from_task_row
-from scheduler.record.models import TASK_STATES, Event, Job, Schedule, Task
+from scheduler.record.models import JOB_STATES, TASK_STATES, Event, Job, Schedule, Task
 
 __all__ = ["CONTROL_KINDS", "LIST_COLUMNS", "behind_note", "list_tasks", "params_text", "policy_text",
-           "progress_of", "request", "show_task", "summary_line", "windows_text"]
+           "progress_of", "request", "show_task", "shown_state", "summary_line", "task_jobs",
+           "windows_text"]
 
 LIST_COLUMNS = ["id", "name", "action", "target", "operator", "priority", "state", "wave",
                 "total", "succeeded", "failed", "lost", "running", "created_at"]
@@ -36,6 +38,7 @@ CONTROL_KINDS = ("submit", "create", "pause", "resume", "cancel", "abort", "retr
 FAILED_SHOWN = 20
 TRAIL_SHOWN = 200
 LIST_STATES = (*TASK_STATES, "stopped")
+JOB_ERROR_SHOWN = 300  # characters of a job's error in a page of jobs
 
 
 def row_progress(t: Any) -> Progress:
@@ -68,18 +71,51 @@ def list_tasks(session: Session, *, state: str | None = None, operator: str | No
     views name it: ``stopped`` is a rollout in waves that waits for an operator; ``active``
     leaves those out)."""
     q = sa.select(Task).order_by(Task.id.desc()).limit(limit).offset(offset)
-    if state == "stopped":
-        q = q.where(Task.state.in_(("active", "paused")), Task.wave_state == "stopped")
-    elif state:
+    if state:
         if state not in LIST_STATES:
             raise ValidationError(f"--state {state!r} must be one of {', '.join(LIST_STATES)}")
-        q = q.where(Task.state == state)
+        q = q.where(shown_state() == state)  # in SQL, so that a page is never short
     if operator:
         q = q.where(Task.operator == operator)
     if action:
         q = q.where(Task.action == action)
-    rows = [_row(t) for t in session.scalars(q)]
-    return [r for r in rows if r["state"] == state] if state else rows
+    return [_row(t) for t in session.scalars(q)]
+
+
+def shown_state() -> sa.ColumnElement[str]:
+    """The state the views show (``Progress.state`` of the task row's counters), as SQL."""
+    n = {c: sa.func.coalesce(getattr(Task, c), 0)
+         for c in ("total", "succeeded", "failed", "lost", "cancelled", "running")}
+    recorded = Task.state
+    stopped = sa.and_(Task.wave_state == "stopped", n["running"] == 0,
+                      recorded.in_(("active", "paused")))
+    finished = sa.and_(n["total"] > 0,
+                       n["succeeded"] + n["failed"] + n["lost"] + n["cancelled"] >= n["total"])
+    return sa.case(
+        (recorded.in_(("accepted", "cancelled", "aborted")), recorded),
+        (stopped, "stopped"),
+        (sa.not_(finished), sa.case((recorded == "paused", "paused"), else_="active")),
+        (n["failed"] + n["lost"] > 0, "failed"),
+        (n["cancelled"] > 0, "cancelled"),
+        else_="succeeded")
+
+
+def task_jobs(session: Session, task_id: int, *, state: str | None = None, limit: int = 100,
+              offset: int = 0) -> list[dict[str, Any]]:
+    """One page of a task's jobs in host order (``limit`` from ``offset``, in SQL), optionally
+    those in one job state: where each is, not what it printed (``task_outputs`` has that)."""
+    if session.get(Task, task_id) is None:
+        raise NotFoundError(f"no task {task_id}", hint="see `fleetsched tasks list`")
+    if state is not None and state not in JOB_STATES:
+        raise ValidationError(f"--state {state!r} must be one of {', '.join(JOB_STATES)}")
+    q = (sa.select(Job.id, Job.seq, Job.host, Job.state, Job.attempts, Job.window, Job.due_at,
+                   Job.started_at, Job.finished_at, Job.worker, Job.exit_code, Job.duration_ms,
+                   Job.error)
+         .where(Job.task_id == task_id).order_by(Job.seq).limit(limit).offset(offset))
+    if state is not None:
+        q = q.where(Job.state == state)
+    return [{**r._mapping, "error": (r.error or "")[:JOB_ERROR_SHOWN] or None}
+            for r in session.execute(q)]
 
 
 def request(t: Task, schedule_name: str | None = None) -> dict[str, Any]:

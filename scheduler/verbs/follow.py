@@ -8,7 +8,9 @@
 3. ``wait``: ``follow`` silently, give the recorders time to bring the last results into SQL,
    and read the failed jobs' last lines;
 4. ``record_behind``: the tasks whose record counts fewer ended jobs than the queue (the views
-   that read the record only say so).
+   that read the record only say so);
+5. ``Tracker``: one task read again and again on connections it holds (the HTTP API's one
+   poller per followed task): progress, new failures, one host's jobs on request.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ if TYPE_CHECKING:
 
     from scheduler.views.snapshot import TaskProgress
 
-__all__ = ["RECORD_WAIT_S", "Followed", "Waited", "follow", "progress", "record_behind", "wait"]
+__all__ = ["RECORD_WAIT_S", "Followed", "Tracked", "Tracker", "Waited", "follow", "progress",
+           "record_behind", "wait"]
 
 Note = Callable[[str], None]
 RECORD_WAIT_S = 15.0  # how long wait gives the recorders to put the last results in SQL
@@ -253,3 +256,98 @@ def record_behind(stores: Stores, recorded_done: dict[int, int]) -> list[int]:
         return []
     return [tid for tid, reply in zip(ids, replies)
             if from_task_hash(dict(zip(fields, reply))).done > recorded_done[tid]]
+
+
+@dataclass(frozen=True)
+class Tracked:
+    """One read of a followed task: its ``progress`` now; the ``failures`` recorded since the
+    last read (``FailureFeed`` rows); with a host asked for, that host's job rows
+    (``task_outputs``: state and last attempt's lines), read again only when the task's done
+    count moved (None: not read this time)."""
+
+    progress: TaskProgress
+    failures: list[dict[str, Any]]
+    host_jobs: list[dict[str, Any]] | None
+
+
+class Tracker:
+    """One task followed by one reader, for as long as it follows (the HTTP API's poller).
+
+    1. Opens one Redis client and one engine on the record, held until ``close``;
+    2. ``read``: the task's progress (one pipelined read of Redis, or the record for a task
+       Redis no longer has), the failures recorded since (one SQL query, until
+       ``failures_cap`` were returned) and, with ``host``, that host's jobs;
+    3. ``settle``: once the task ended, gives the recorders time to bring the last results into
+       SQL (as ``wait`` does) and reads the last failures and the host's jobs again, and
+       whether the record was still behind;
+    4. counts its round trips to Redis and SQL in ``queries`` (what following costs).
+    """
+
+    def __init__(self, stores: Stores, task_id: int, *, host: str | None = None,
+                 failures_cap: int = 100) -> None:
+        from scheduler.record.session import open_database
+        from scheduler.views.live import FailureFeed
+
+        self.stores, self.task_id, self.host = stores, str(task_id), host
+        self.failures_cap, self.failures_read = failures_cap, 0
+        self.engine = open_database(stores.settings)
+        try:
+            self.client = stores.connect()
+        except BaseException:
+            self.engine.dispose()
+            raise
+        self.feed = FailureFeed(self.engine, [self.task_id])
+        self._done_seen = -1
+        self.queries = 0
+
+    def read(self) -> Tracked:
+        """The task now (``NotFoundError`` when neither Redis nor the record knows it)."""
+        from scheduler.views.snapshot import read_tasks
+
+        self.queries += 1
+        found = read_tasks(self.client, self.stores.shards, [self.task_id])[0]
+        if found is None:
+            self.queries += 1
+            found = _from_record(self.stores, [self.task_id])[self.task_id]
+        failures = self._failures()
+        host_jobs = None
+        if self.host is not None and found.done != self._done_seen:
+            from scheduler.reports.attempts import task_outputs
+
+            self.queries += 1
+            host_jobs = task_outputs(self.engine, int(self.task_id), host=self.host)
+            self._done_seen = found.done
+        return Tracked(progress=found, failures=failures, host_jobs=host_jobs)
+
+    def _failures(self) -> list[dict[str, Any]]:
+        """The failures recorded since the last read, up to the cap (once it is reached, the
+        record is not asked again)."""
+        if self.failures_read >= self.failures_cap:
+            return []
+        self.queries += 1
+        rows = self.feed.poll()[:self.failures_cap - self.failures_read]
+        self.failures_read += len(rows)
+        return rows
+
+    def settle(self, ended: TaskProgress) -> tuple[Tracked, bool]:
+        """After the end: the failures the recorders bring in within ``RECORD_WAIT_S`` (and the
+        host's jobs as the record has them then), and whether the record is still behind."""
+        deadline = time.monotonic() + RECORD_WAIT_S
+        while True:
+            self.queries += 1
+            caught_up = _recorded(self.engine, [ended], 0.0)  # one look at the record
+            if caught_up or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        host_jobs = None
+        if self.host is not None:
+            from scheduler.reports.attempts import task_outputs
+
+            self.queries += 1
+            host_jobs = task_outputs(self.engine, int(self.task_id), host=self.host)
+        return Tracked(progress=ended, failures=self._failures(), host_jobs=host_jobs), \
+            not caught_up
+
+    def close(self) -> None:
+        self.client.close()
+        self.engine.dispose()

@@ -1,5 +1,6 @@
-"""A submitted task's verbs: list, show, output, one job's attempts (``job``), and the controls
-(pause, resume, cancel, continue, retry-failed, reprioritize).
+"""A submitted task's verbs: list, show, a page of its jobs (``jobs``), output, one job's
+attempts (``job``), and the controls (pause, resume, cancel, continue, retry-failed,
+reprioritize).
 
 1. Each control opens the record, then the queue of the task's shard, and hands both to
    ``scheduler.submission.control`` (or ``rollout.continue_rollout``), which checks the task,
@@ -22,8 +23,8 @@ from scheduler.verbs.stores import Stores
 if TYPE_CHECKING:
     from scheduler.reports.attempts import JobView
 
-__all__ = ["CONTROLS", "TaskChange", "cancel", "continue_", "control", "job", "list_", "output",
-           "pause", "reprioritize", "resume", "retry_failed", "show"]
+__all__ = ["CONTROLS", "TaskChange", "cancel", "continue_", "control", "job", "jobs", "list_",
+           "output", "pause", "reprioritize", "resume", "retry_failed", "show"]
 
 Note = Callable[[str], None]
 CONTROLS = ("pause", "resume", "cancel", "continue", "retry-failed", "reprioritize")
@@ -124,6 +125,16 @@ def show(stores: Stores, task_id: int, *, events: bool = False,
 
             info["events"] = event_trail(engine, task=task_id)
     return info
+
+
+def jobs(stores: Stores, task_id: int, *, state: str | None = None, limit: int = 100,
+         offset: int = 0) -> list[dict[str, Any]]:
+    """One page of task ``task_id``'s jobs in host order, optionally in one job state
+    (``taskinfo.task_jobs``: paged in SQL, so a 10,000-host task is read a page at a time)."""
+    from scheduler.submission.taskinfo import task_jobs
+
+    with stores.reading() as session:
+        return task_jobs(session, task_id, state=state, limit=limit, offset=offset)
 
 
 def output(stores: Stores, task_id: int, *, host: str | None = None, failed: bool = False,

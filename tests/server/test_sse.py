@@ -1,0 +1,216 @@
+"""Following a task over HTTP: ``GET /api/v1/tasks/{id}/events`` (Server-Sent Events) on a real
+``fleetsched server``, with a real worker node running the task on the simulate executor.
+
+The stream says the counts as they change and ends with the final state; one host's output
+comes only when asked for; many followers of one task share one poller, which
+``/status/followers`` counts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.server.conftest import HOSTS, Api
+
+
+@pytest.fixture
+def worker(api: Api, tmp_path: Path, redis_url: str) -> Iterator[Callable[[], None]]:
+    """``start()`` starts a worker node on the API's deployment; it is stopped afterwards."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start() -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCHED_")}
+        env |= {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path)}
+        with (tmp_path / "worker.log").open("wb") as log:
+            procs.append(subprocess.Popen(
+                [sys.executable, "-P", "-m", "scheduler", "--redis-url", redis_url,
+                 "--database-url", api.database_url, "worker", "--slots", "4", "--processes",
+                 "1", "--grace", "2s"], cwd=tmp_path, env=env, stdout=log,
+                stderr=subprocess.STDOUT))
+
+    yield start
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _submit(api: Api, token: str, *, duration_ms: int, failure_rate: float = 0.0,
+            **more: Any) -> int:
+    reply = api("POST", "/tasks", token, json={
+        "action": "command", "target": "group:web", "params": {"cmd": "uptime"},
+        "executor": "simulate", "retries": 0, "executor_options": {
+            "duration_ms": duration_ms, "failure_rate": failure_rate}, **more})
+    assert reply.status_code == 201, reply.text
+    task_id: int = reply.json()["task_id"]
+    return task_id
+
+
+def _events(api: Api, token: str, task_id: int, *, params: dict[str, str] | None = None,
+            headers: dict[str, str] | None = None, timeout: float = 60,
+            until: str = "end") -> list[tuple[str, Any, str | None]]:
+    """The stream's events (name, data, id) until one named ``until``; ``": ..."`` comments
+    come as ``("comment", text, None)``."""
+    got: list[tuple[str, Any, str | None]] = []
+    sent = {"Authorization": f"Bearer {token}", **(headers or {})}
+    with httpx.stream("GET", f"{api.base}/tasks/{task_id}/events", headers=sent,
+                      params=params, timeout=timeout) as reply:
+        assert reply.status_code == 200, reply.read()
+        assert reply.headers["content-type"].startswith("text/event-stream")
+        name, data, event_id = None, None, None
+        for line in reply.iter_lines():
+            if line.startswith(":"):
+                got.append(("comment", line[1:].strip(), None))
+                if until == "comment":
+                    return got
+            elif line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                data = json.loads(line[6:])
+            elif line.startswith("id: "):
+                event_id = line[4:]
+            elif line == "" and name is not None:
+                got.append((name, data, event_id))
+                if name == until:
+                    return got
+                name, data, event_id = None, None, None
+    raise AssertionError(f"the stream ended without {until!r}: {got}")
+
+
+def _followers(api: Api, token: str) -> dict[str, int]:
+    reply = api("GET", "/status/followers", token)
+    assert reply.status_code == 200, reply.text
+    stats: dict[str, int] = reply.json()
+    return stats
+
+
+def test_a_follower_sees_the_counts_move_and_an_end_event_with_the_final_state(
+        api: Api, worker: Callable[[], None]) -> None:
+    # Given a task of five hosts, each job 0.6 s, two at a time, and a worker running it
+    operator = api.token("ci", "--role", "operator")
+    viewer = api.token("dash", "--role", "viewer")
+    task_id = _submit(api, operator, duration_ms=600, failure_rate=1.0, max_concurrency="2")
+    worker()
+    # When a viewer follows it to its end
+    events = _events(api, viewer, task_id)
+    # Then the progress events count up to every job, summarised (no per-job lines) ...
+    progress = [data for name, data, _ in events if name == "progress"]
+    assert progress and progress[0]["task_id"] == task_id and progress[0]["total"] == len(HOSTS)
+    assert len({p["done"] for p in progress}) > 1, progress  # it moved while followed
+    assert all(set(p) >= {"state", "done", "running", "failed", "sentence"} for p in progress)
+    # ... each failed job once, with its host and last lines ...
+    failures = [data for name, data, _ in events if name == "failure"]
+    assert sorted(f["host"] for f in failures) == HOSTS
+    assert all(f["kind"] == "fail" and f["exit_code"] == 1 for f in failures)
+    assert [event_id for name, _, event_id in events if name == "failure"] == \
+        [str(n) for n in range(1, len(HOSTS) + 1)]
+    # ... no host's output unless asked for ...
+    assert "host" not in {name for name, _, _ in events}
+    # ... and it ends with the final state and the exit code `tasks wait` gives
+    name, end, _ = events[-1]
+    assert name == "end" and end["state"] == "failed" and end["failed"] == len(HOSTS)
+    assert end["exit_code"] == 3 and end["record_behind"] is False
+    code, _out, err = api.cli("tasks", "wait", str(task_id))
+    assert code == end["exit_code"] and end["sentence"] in err
+    # A follower that resumes after the third failure gets the other two only, then the end
+    resumed = _events(api, viewer, task_id, headers={"Last-Event-ID": "3"})
+    assert [data["host"] for name, data, _ in resumed if name == "failure"] == \
+        [f["host"] for f in failures[3:]]
+    assert resumed[-1][0] == "end"
+
+
+def test_one_hosts_output_comes_on_request_and_a_missing_task_is_a_404(
+        api: Api, worker: Callable[[], None]) -> None:
+    operator = api.token("ci", "--role", "operator")
+    viewer = api.token("dash", "--role", "viewer")
+    task_id = _submit(api, operator, duration_ms=200)
+    worker()
+    events = _events(api, viewer, task_id, params={"host": "web-03"})
+    hosts = [data for name, data, _ in events if name == "host"]
+    assert hosts and {h["host"] for h in hosts} == {"web-03"}
+    assert all([j["host"] for j in h["jobs"]] == ["web-03"] for h in hosts)
+    assert hosts[-1]["jobs"][0]["state"] == "succeeded"
+    assert any("[simulated] web-03" in line for line in hosts[-1]["jobs"][0]["lines"])
+    assert events[-1][0] == "end" and events[-1][1]["state"] == "succeeded"
+    # A task that does not exist: a 404 with `tasks wait`'s message, before any stream
+    missing = api("GET", "/tasks/9999/events", viewer)
+    assert missing.status_code == 404
+    code, _out, err = api.cli("tasks", "wait", "9999")
+    assert code == missing.json()["error"]["code"] == 4
+    assert f"error: {missing.json()['error']['message']}" in err
+    # A token whose role may not follow tasks, or none: refused as every route refuses
+    customer = api.token("acme", "--role", "customer-viewer", "--tenant", "acme")
+    assert api("GET", f"/tasks/{task_id}/events", customer).status_code == 403
+    assert api("GET", f"/tasks/{task_id}/events").status_code == 401
+
+
+def test_twenty_followers_of_one_task_share_one_poller(
+        api: Api, worker: Callable[[], None]) -> None:
+    # Given a task that runs for a few seconds (five jobs of 1.5 s, one at a time)
+    operator = api.token("ci", "--role", "operator")
+    viewer = api.token("dash", "--role", "viewer")
+    task_id = _submit(api, operator, duration_ms=1500, max_concurrency="1")
+    before = _followers(api, viewer)
+    # When twenty clients follow it at once to its end
+    ends: list[dict[str, Any]] = []
+    joined = threading.Barrier(21)
+
+    def follow() -> None:
+        joined.wait()
+        ends.append(_events(api, viewer, task_id, timeout=90)[-1][1])
+
+    threads = [threading.Thread(target=follow) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    joined.wait()
+    deadline = time.monotonic() + 30
+    while _followers(api, viewer)["followers"] < 20 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    during = _followers(api, viewer)
+    worker()
+    for thread in threads:
+        thread.join(120)
+    after = _followers(api, viewer)
+    # Then all twenty saw the same end, through one feed ...
+    assert len(ends) == 20 and all(e["state"] == "succeeded" and e["succeeded"] == len(HOSTS)
+                                   for e in ends)
+    assert during["followers"] == 20 and during["feeds"] == 1
+    assert after["followers"] == 0 and after["feeds"] == 0
+    # ... whose polls are those of one follower: one read per poll interval while the task
+    # ran (about 8 s here), not twenty
+    polls = after["polls"] - before["polls"]
+    assert 3 <= polls <= 30, after
+    assert after["queries"] - before["queries"] <= 4 * polls + 100
+
+
+def test_a_quiet_stream_gets_a_heartbeat(api: Api) -> None:
+    # Given a task an hour ahead: nothing changes for a while
+    operator = api.token("ci", "--role", "operator")
+    viewer = api.token("dash", "--role", "viewer")
+    task_id = _submit(api, operator, duration_ms=0, **{"in": "1h"})
+    started = time.monotonic()
+    events = _events(api, viewer, task_id, until="comment", timeout=30)
+    assert events[-1] == ("comment", "heartbeat", None)
+    assert 14 <= time.monotonic() - started <= 25
+    assert [name for name, _, _ in events[:-1]] == ["progress"]
+    assert events[0][1]["state"] == "active" and events[0][1]["pending"] == len(HOSTS)
+    # A follower that hangs up leaves: its feed and the feed's poller go with it
+    deadline = time.monotonic() + 10
+    while _followers(api, viewer)["feeds"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _followers(api, viewer) | {"polls": 0, "queries": 0} == {
+        "polls": 0, "queries": 0, "feeds": 0, "followers": 0}
