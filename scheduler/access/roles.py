@@ -21,7 +21,8 @@ CONTROL = frozenset({
     "tasks.submit", "tasks.cancel", "tasks.pause", "tasks.resume", "tasks.continue",
     "tasks.retry-failed", "tasks.reprioritize"})
 WINDOWS = frozenset({
-    "windows.add", "windows.assign", "windows.unassign", "windows.approve", "windows.remove",
+    "windows.add", "windows.assign", "windows.unassign", "windows.approve", "windows.deny",
+    "windows.revoke", "windows.edit", "windows.remove",
     "schedules.add", "schedules.pause", "schedules.resume", "schedules.remove"})
 ADMIN = frozenset({
     "tokens.create", "tokens.list", "tokens.revoke", "hosts.import", "hosts.add",
@@ -36,7 +37,7 @@ ROLES: dict[str, frozenset[str]] = {
     "window-admin": READ | WINDOWS,
     "admin": READ | CONTROL | WINDOWS | ADMIN,
     "customer-viewer": CUSTOMER_READ,
-    "customer-approver": CUSTOMER_READ | {"windows.approve"},
+    "customer-approver": CUSTOMER_READ | {"windows.approve", "windows.deny", "windows.revoke"},
 }
 CUSTOMER_ROLES = frozenset({"customer-viewer", "customer-approver"})
 

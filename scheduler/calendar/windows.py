@@ -21,7 +21,9 @@ Public API
 6. ``is_open(windows, at, freezes=...)``: whether a job may start at ``at``.
 
 Unapproved windows are ignored by 5 and 6 (a job that requires a window never runs in one);
-freezes apply whether approved or not.
+freezes apply whether approved or not. An approval may be partial: ``approved_until`` cuts the
+approved openings at its expiry, and a window not approved as a whole may still have some
+openings approved one by one (``approved_starts``: their start instants).
 """
 
 from __future__ import annotations
@@ -110,6 +112,8 @@ class Window:
     end: datetime | None = None
     approved: bool = True
     freeze: bool = False
+    approved_until: datetime | None = None  # the approval expires: no approved time after it
+    approved_starts: frozenset[datetime] = frozenset()  # openings approved one by one
     _rec: Recurrence | None = field(default=None, init=False, repr=False, compare=False)
     _first: datetime | None = field(default=None, init=False, repr=False, compare=False)
     _last: datetime | None = field(default=None, init=False, repr=False, compare=False)
@@ -233,6 +237,23 @@ def _union(ws: Iterable[Window], from_utc: datetime, until_utc: datetime) -> Ite
     return _merge(heapq.merge(*(_raw(w, from_utc, until_utc) for w in ws)))
 
 
+def _approved_raw(w: Window, from_utc: datetime, until_utc: datetime) -> Iterator[Opening]:
+    """The approved parts of ``_raw``: every opening (``approved``) or those whose start was
+    approved one by one, cut at ``approved_until``."""
+    expiry = as_utc(w.approved_until) if w.approved_until is not None else None
+    for o in _raw(w, from_utc, until_utc):
+        if expiry is not None and o.start_utc >= expiry:
+            return
+        if not w.approved and o.start_utc not in w.approved_starts:
+            continue
+        yield o if expiry is None or o.end_utc <= expiry else replace(o, end_utc=expiry)
+
+
+def _approved_union(ws: Iterable[Window], from_utc: datetime,
+                    until_utc: datetime) -> Iterator[Opening]:
+    return _merge(heapq.merge(*(_approved_raw(w, from_utc, until_utc) for w in ws)))
+
+
 def openings(window: Window, start_utc: datetime, end_utc: datetime) -> list[Opening]:
     """The (merged) openings of ``window`` that overlap ``[start_utc, end_utc)``."""
     return list(_union([window], as_utc(start_utc), as_utc(end_utc)))
@@ -282,7 +303,8 @@ def next_opening(windows: Sequence[Window] | None, at: datetime,
     for w in windows or ():
         if w.freeze:
             raise ValueError(f"{w.name!r} is a freeze period: pass it in freezes=")
-    approved = None if windows is None else [w for w in windows if w.approved]
+    approved = None if windows is None else \
+        [w for w in windows if w.approved or w.approved_starts]
     until = start + horizon + min_remaining
     for free in _free(approved, freezes, start, until):
         begin = max(free.start_utc, start)
@@ -297,7 +319,7 @@ def _free(approved: Sequence[Window] | None, freezes: Sequence[Window], start: d
           until: datetime) -> Iterator[Opening]:
     """Free stretches (approved openings minus freezes) overlapping ``[start, until)``."""
     stretches = iter([Opening(start, until)]) if approved is None else \
-        _union(approved, start, until)
+        _approved_union(approved, start, until)
     return _subtract(stretches, _union(freezes, start, until))
 
 

@@ -7,7 +7,7 @@ Rules and DST behaviour: docs/guides/windows-and-schedules.md.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -67,6 +67,30 @@ def add_cmd(
                 + ("; unused until approved (fleetsched windows approve)" if requires_approval else ""))
 
 
+@windows_app.command("edit", epilog="Example:\n\n  fleetsched windows edit sun-night --duration 5h")
+def edit_cmd(
+    ctx: typer.Context, name: Name,
+    rrule: Annotated[str | None, typer.Option("--rrule", help="A new RRULE (replaces a cron rule).")] = None,
+    cron: Annotated[str | None, typer.Option("--cron", help="A new cron rule (replaces an RRULE).")] = None,
+    duration: Annotated[str | None, typer.Option("--duration", help="A new length (replaces an end time).")] = None,
+    end_time: Annotated[str | None, typer.Option("--end-time", help="A new wall-clock end (replaces a length).")] = None,
+    start: Annotated[str | None, typer.Option("--start", help="A new start or anchor (ISO).")] = None,
+    end: Annotated[str | None, typer.Option("--end", help="A new end (ISO).")] = None,
+    tz: Annotated[str | None, typer.Option("--tz", help="A new IANA time zone.")] = None,
+    requires_approval: Annotated[bool | None, typer.Option("--requires-approval/--no-requires-approval", help="Whether its hosts' owners must approve it.")] = None,
+    description: Annotated[str | None, typer.Option("--description", help="New free text.")] = None,
+) -> None:
+    """Change a window's definition: a new version, which every party must approve again."""
+    from scheduler.verbs.windows import edit
+
+    given = {"rrule": rrule, "cron": cron, "duration": duration, "end_time": end_time,
+             "start": start, "end": end, "tz": tz, "requires_approval": requires_approval,
+             "description": description}
+    done = edit(*verbs_of(ctx), name, **{k: v for k, v in given.items() if v is not None})
+    _notes(done.notes)
+    output.info(f"window {name}: version {done.count} (by {done.by}); its approvals start again")
+
+
 @windows_app.command("list", epilog="Example:\n\n  fleetsched windows list -o json")
 def list_cmd(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) -> None:
     """List windows: rule, length, zone, approval, assignments, next opening."""
@@ -87,8 +111,12 @@ def show_cmd(ctx: typer.Context, name: Name, fmt: OutputOption = output.OutputFo
     if fmt is not output.OutputFormat.table:
         output.emit_object(info, fmt)
         return
-    output.emit_object({k: (", ".join(v) if isinstance(v, list) and k == "assigned" else v)
-                        for k, v in info.items() if k != "next"}, fmt)
+    output.emit_object({k: (", ".join(v) if isinstance(v, list) else v)
+                        for k, v in info.items() if k not in ("next", "decisions")}, fmt)
+    if info["decisions"]:
+        output.emit_rows(info["decisions"], ["version", "party", "decision", "occurrence", "by",
+                                             "at", "comment", "expires_at", "revoked_at"],
+                         fmt, title="decisions")
     output.emit_rows(info["next"], ["start_local", "end_local", "tz", "start_utc", "end_utc"],
                      fmt, title="next openings")
 
@@ -123,14 +151,54 @@ def unassign_cmd(
     output.info(f"window {name}: {done.count} assignments removed (by {done.by})")
 
 
-@windows_app.command("approve", epilog="Example:\n\n  fleetsched --as alice windows approve acme-weekly")
-def approve_cmd(ctx: typer.Context, name: Name) -> None:
-    """Record a customer's approval (who and when); jobs may run in the window from now on."""
+Comment = Annotated[str | None, typer.Option("--comment", help="Why, for the record.")]
+Occurrence = Annotated[str | None, typer.Option(
+    "--occurrence", help="Only the opening starting then (ISO; naive: the window's zone).")]
+
+
+@windows_app.command("approve", epilog="Examples:\n\n  fleetsched --as carol windows approve acme-weekly\n\n"
+                                       "  fleetsched --as carol windows approve acme-weekly --comment 'ok for December' --expires 30d")
+def approve_cmd(ctx: typer.Context, name: Name, comment: Comment = None,
+                occurrence: Occurrence = None,
+                expires: Annotated[str | None, typer.Option(
+                    "--expires", help="The approval lapses: after a duration (30d) or at a time.")] = None,
+                fmt: OutputOption = output.OutputFormat.table) -> None:
+    """Approve a window's current version for your party (a customer, or the team); jobs run
+    in it once every party approved."""
     from scheduler.verbs.windows import approve
 
-    done = approve(*verbs_of(ctx), name)
+    _decided(approve(*verbs_of(ctx), name, comment=comment, occurrence=occurrence,
+                     expires=expires), fmt)
+
+
+@windows_app.command("deny", epilog="Example:\n\n  fleetsched windows deny acme-weekly --comment 'quarter close'")
+def deny_cmd(ctx: typer.Context, name: Name,
+             comment: Annotated[str, typer.Option("--comment", help="Why (required).")],
+             occurrence: Occurrence = None,
+             fmt: OutputOption = output.OutputFormat.table) -> None:
+    """Deny a window's current version for your party: no job runs in it until approved."""
+    from scheduler.verbs.windows import deny
+
+    _decided(deny(*verbs_of(ctx), name, comment=comment, occurrence=occurrence), fmt)
+
+
+@windows_app.command("revoke", epilog="Example:\n\n  fleetsched windows revoke acme-weekly")
+def revoke_cmd(ctx: typer.Context, name: Name,
+               fmt: OutputOption = output.OutputFormat.table) -> None:
+    """Revoke your party's approval of a window: no job starts in it from now on."""
+    from scheduler.verbs.windows import revoke
+
+    _decided(revoke(*verbs_of(ctx), name), fmt)
+
+
+def _decided(done: Any, fmt: output.OutputFormat) -> None:
     _notes(done.notes)
-    output.info(f"window {name} approved by {done.by} at {done.at.isoformat()}")
+    if fmt != output.OutputFormat.table:
+        output.emit_object(done.as_dict(), fmt)
+        return
+    who = "the team" if done.party is None else f"customer {done.party}"
+    output.info(f"window {done.window}: {done.decision} for {who} by {done.by} "
+                f"(version {done.version}); now {done.approval}")
 
 
 @windows_app.command("remove", epilog="Example:\n\n  fleetsched windows remove dc-move")

@@ -67,10 +67,33 @@ def assign_window(request: Request, name: str, body: AssignBody,
             "notes": list(done.notes)}
 
 
-@router.post("/{name}/approve", summary="Approve a window that requires approval")
+class DecisionBody(BaseModel):
+    """A decision on a window's current version, for the caller's party."""
+
+    model_config = ConfigDict(extra="forbid")
+    comment: str | None = Field(None, max_length=2000)
+    occurrence: str | None = Field(None, description="Only the opening starting then (ISO).")
+    expires: str | None = Field(None, description="A duration from now (30d) or an ISO time.")
+
+
+@router.post("/{name}/approve", summary="Approve a window's current version for your party")
 def approve_window(request: Request, name: str,
-                   who: Annotated[Principal, Depends(allowed("windows.approve"))]
-                   ) -> dict[str, Any]:
-    done = windows.approve(stores_of(request), who, name)
-    return {"window": done.window, "by": done.by, "at": done.at.isoformat(),
-            "notes": list(done.notes)}
+                   who: Annotated[Principal, Depends(allowed("windows.approve"))],
+                   body: DecisionBody | None = None) -> dict[str, Any]:
+    body = body or DecisionBody()
+    return windows.approve(stores_of(request), who, name, comment=body.comment,
+                           occurrence=body.occurrence, expires=body.expires).as_dict()
+
+
+@router.post("/{name}/deny", summary="Deny a window's current version for your party")
+def deny_window(request: Request, name: str, body: DecisionBody,
+                who: Annotated[Principal, Depends(allowed("windows.deny"))]) -> dict[str, Any]:
+    return windows.deny(stores_of(request), who, name, comment=body.comment or "",
+                        occurrence=body.occurrence).as_dict()
+
+
+@router.post("/{name}/revoke", summary="Revoke your party's approval of a window")
+def revoke_window(request: Request, name: str,
+                  who: Annotated[Principal, Depends(allowed("windows.revoke"))]
+                  ) -> dict[str, Any]:
+    return windows.revoke(stores_of(request), who, name).as_dict()

@@ -2,7 +2,8 @@
 
 1. Each change is checked and recorded by ``scheduler.windows.store`` as the principal's
    (``window-add``, ``window-assign`` ...), then the definition is copied to every shard of the
-   queue. ``approve`` is the customer's verb: its event names the principal that approved.
+   queue. ``approve``, ``deny`` and ``revoke`` are each party's verbs (a customer's, or the
+   team's: ``scheduler.windows.approvals``): their events name the principal and the version.
 2. After an assignment changes (or a window goes), the hosts' freezes follow in Redis
    (``windows.freezes.push_or_warn``), so a freeze holds queued jobs at once.
 3. Redis being down is not a failure of a change: the record is right, and the result's
@@ -24,8 +25,8 @@ if TYPE_CHECKING:
 
     from scheduler.windows.store import WindowSpec
 
-__all__ = ["Approval", "WindowAdded", "WindowChange", "add", "approve", "assign", "list_", "next_",
-           "remove", "show", "sync", "unassign"]
+__all__ = ["Approval", "WindowAdded", "WindowChange", "add", "approve", "assign", "deny", "edit", "list_",
+           "next_", "remove", "revoke", "show", "sync", "unassign"]
 
 
 @dataclass(frozen=True)
@@ -60,13 +61,24 @@ class WindowChange:
 
 @dataclass(frozen=True)
 class Approval:
-    """A window's approval as recorded: ``by`` whom, ``at`` when (UTC); ``notes``: what Redis
-    did not take (then the workers see it once the copy is made: ``windows sync``)."""
+    """A decision on a window as recorded: ``decision`` (approved, denied, revoked) of
+    ``party`` (a customer, or None: the team) on ``version``, ``by`` whom, ``at`` when (UTC);
+    ``approval``: what the window allows after it (``approved``, or who is still awaited);
+    ``notes``: what Redis did not take (the workers see it once copied: ``windows sync``)."""
 
     window: str
     by: str
     at: datetime
+    decision: str = "approved"
+    party: str | None = None
+    version: int = 1
+    approval: str = ""
     notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"window": self.window, "decision": self.decision, "party": self.party,
+                "version": self.version, "by": self.by, "at": self.at.isoformat(),
+                "approval": self.approval, "notes": list(self.notes)}
 
 
 def add(stores: Stores, principal: Principal, spec: WindowSpec) -> WindowAdded:
@@ -86,12 +98,15 @@ def assign(stores: Stores, principal: Principal, name: str, *, hosts: list[str] 
            groups: list[str] | None = None) -> WindowChange:
     """Assign window ``name`` to hosts and groups (a host's own assignment beats its groups');
     ``count``: the new assignments."""
-    from scheduler.windows.store import assign_window
+    from scheduler.windows.store import assign_window, copy_windows
 
     with stores.database() as engine:
         added = assign_window(engine, name, hosts=hosts or [], groups=groups or [],
                               operator=principal.name)
-        warning = _push_freezes(stores, engine)  # a freeze holds queued jobs at once
+        # the window's parties, hence its approval, may have changed; a freeze holds queued
+        # jobs at once
+        warning = copy_windows(engine, stores.connect, [name], stores.shards) or \
+            _push_freezes(stores, engine)
     return WindowChange(window=name, verb="assign", by=principal.name, count=added,
                         notes=_notes(warning))
 
@@ -111,15 +126,58 @@ def unassign(stores: Stores, principal: Principal, name: str, *,
                         notes=_notes(warning))
 
 
-def approve(stores: Stores, principal: Principal, name: str) -> Approval:
-    """Record ``principal``'s approval of window ``name`` (who and when): jobs may run in it
-    from now on. A window that does not require approval is refused (``ValidationError``)."""
-    from scheduler.windows.store import approve_window
+def approve(stores: Stores, principal: Principal, name: str, *, comment: str | None = None,
+            occurrence: str | None = None, expires: str | None = None,
+            decision: str = "approved") -> Approval:
+    """Record ``principal``'s decision on window ``name`` for its party (its tenant, or the
+    team): the whole series, or one ``occurrence`` (an opening's start), until ``expires_at``.
+    Jobs run in the window once every party approved (``scheduler.windows.approvals``). A
+    window that needs no approval of the principal's party is refused (``ValidationError``),
+    and so is the approval of its own proposer (``ForbiddenError``). ``occurrence``: an ISO
+    time (naive: the window's zone); ``expires``: a duration from now (``30d``) or an ISO
+    time."""
+    from scheduler.windows.store import decide_window
 
     with stores.database() as engine:
-        when, warning = approve_window(engine, stores.connect, name, operator=principal.name,
-                                       keys=stores.shards)
-    return Approval(window=name, by=principal.name, at=when, notes=_notes(warning))
+        done, warning = decide_window(engine, stores.connect, name, principal, decision,
+                                      comment=comment, occurrence=occurrence,
+                                      expires=expires, keys=stores.shards)
+    return Approval(window=name, by=principal.name, at=done["at"], decision=decision,
+                    party=done["party"], version=done["version"], approval=done["approval"],
+                    notes=_notes(warning))
+
+
+def deny(stores: Stores, principal: Principal, name: str, *, comment: str,
+         occurrence: str | None = None) -> Approval:
+    """Record ``principal``'s denial (with the ``comment`` saying why): no job runs in the
+    window until its party approves a version."""
+    return approve(stores, principal, name, comment=comment, occurrence=occurrence,
+                   decision="denied")
+
+
+def revoke(stores: Stores, principal: Principal, name: str) -> Approval:
+    """Revoke the standing approvals of ``principal``'s party: jobs stop being started in the
+    window from the next claim on (those running go on)."""
+    from scheduler.record.types import utcnow
+    from scheduler.windows.store import revoke_window_approval
+
+    with stores.database() as engine:
+        done, warning = revoke_window_approval(engine, stores.connect, name, principal,
+                                               keys=stores.shards)
+    return Approval(window=name, by=principal.name, at=utcnow(), decision="revoked",
+                    party=principal.tenant, approval=done["approval"], notes=_notes(warning))
+
+
+def edit(stores: Stores, principal: Principal, name: str, **changes: Any) -> WindowChange:
+    """Change window ``name``'s definition (``WindowSpec`` fields): a new version, which every
+    party must approve again; ``count``: the new version."""
+    from scheduler.windows.store import edit_window
+
+    with stores.database() as engine:
+        version, warning = edit_window(engine, stores.connect, name, changes,
+                                       operator=principal.name, keys=stores.shards)
+    return WindowChange(window=name, verb="edit", by=principal.name, count=version,
+                        notes=_notes(warning))
 
 
 def remove(stores: Stores, principal: Principal, name: str) -> WindowChange:

@@ -4,7 +4,7 @@ The calendar arithmetic is ``scheduler.calendar.windows`` (pure); this module ow
 
 1. :func:`window_from_row`: a ``windows`` row -> ``scheduler.calendar.windows.Window`` (kind ``freeze``
    -> ``freeze=True``; ``starts_at``/``ends_at`` -> ``start``/``end``; ``duration_s`` ->
-   ``duration``; approved unless it requires approval and has none);
+   ``duration``; approved as ``scheduler.windows.approvals`` says);
 2. :func:`effective`: each host's windows and freezes from the stored assignments (host beats
    its deepest group, beats fleet-wide; freezes add up), via ``effective_window``;
 3. :func:`due_times_in_window`: for a task in windows (``--in-window``, or an action that
@@ -46,6 +46,8 @@ from scheduler.calendar.windows import (
 from scheduler.errors import ValidationError
 from scheduler.record.models import Group, Host, WindowAssignment, group_children, group_hosts
 from scheduler.record.models import Window as WindowRow
+from scheduler.windows.approvals import Approval
+from scheduler.windows.approvals import effective as effective_approvals
 from scheduler.windows.wire import BREAK_GLASS, FREEZE_MARK
 
 __all__ = [
@@ -63,14 +65,17 @@ def _utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
 
 
-def window_from_row(row: Any) -> Window:
-    """The calendar model of a stored window (read back without the ten-year check)."""
+def window_from_row(row: Any, approval: Approval | None = None) -> Window:
+    """The calendar model of a stored window (read back without the ten-year check), approved
+    as ``approval`` says (``scheduler.windows.approvals.effective``; None: as approved, for
+    listing its openings)."""
+    approval = approval or Approval()
     return Window(
         name=row.name, tz=row.tz or "UTC", rrule=row.rrule, cron=row.cron,
         duration=timedelta(seconds=row.duration_s) if row.duration_s is not None else None,
         end_time=row.end_time, start=_utc(row.starts_at), end=_utc(row.ends_at),
-        approved=not row.requires_approval or row.approved_at is not None,
-        freeze=row.kind == "freeze")
+        approved=approval.approved, approved_until=approval.until,
+        approved_starts=approval.starts, freeze=row.kind == "freeze")
 
 
 # --------------------------------------------------------------------------- assignments
@@ -131,8 +136,9 @@ def host_groups(session: Session, hosts: Iterable[str]) -> dict[str, dict[str, i
 def load_assignments(session: Session) -> list[Assignment]:
     """Every stored assignment, with its window as the calendar model."""
     a, h, g = WindowAssignment.__table__, Host.__table__, Group.__table__
-    rows = session.execute(sa.select(WindowRow.__table__))
-    windows = {row.id: window_from_row(row) for row in rows}
+    rows = list(session.execute(sa.select(WindowRow.__table__)))
+    approvals = effective_approvals(session, rows)
+    windows = {row.id: window_from_row(row, approvals[row.id]) for row in rows}
     rows = session.execute(
         sa.select(a.c.window_id, h.c.name.label("host"), g.c.name.label("group"))
         .select_from(a).outerjoin(h, h.c.id == a.c.host_id).outerjoin(g, g.c.id == a.c.group_id)
@@ -236,7 +242,8 @@ def due_times_in_window(session: Session, hosts: Iterable[str], start_utc: datet
         raise ValidationError(
             f"{len(unfit)} hosts have no approved opening long enough "
             f"({need.total_seconds():g}s) in the next two years: {_listed(unfit)}",
-            hint="approve their windows (fleetsched windows approve NAME) or lengthen them")
+            hint="see who must approve their windows (fleetsched windows list), or "
+                 "lengthen them")
     return out
 
 

@@ -35,11 +35,14 @@ from scheduler.record.audit import record_event
 from scheduler.record.models import Group, Host, WindowAssignment
 from scheduler.record.models import Window as WindowRow
 from scheduler.record.types import utcnow
+from scheduler.windows.approvals import Approval
+from scheduler.windows.approvals import effective as effective_approvals
 from scheduler.windows.assignment import window_from_row
 from scheduler.windows.wire import FREEZE_MARK, REMOVED, publish, unpublish
 
 __all__ = [
-    "LIST_COLUMNS", "WindowSpec", "add_window", "approve_window", "assign_window",
+    "LIST_COLUMNS", "WindowSpec", "add_window", "assign_window", "copy_windows", "decide_window",
+    "edit_window", "revoke_window_approval",
     "list_windows", "next_openings", "remove_window", "show_window", "sync_windows",
     "unassign_window",
 ]
@@ -182,7 +185,7 @@ def add_window(engine: Engine, connect: Any, spec: WindowSpec, *, operator: str,
             "requires_approval": spec.requires_approval,
             "definition": {k: (v.isoformat() if isinstance(v, datetime) else v)
                            for k, v in values.items() if v is not None}})
-        copy = [_Copy.of(row)]
+        copy = _Copy.each(session, [row])
     nxt = upcoming(window, now, 1)
     return ({"name": spec.name, "kind": values["kind"],
              "next_open_utc": nxt[0].start_utc if nxt else None},
@@ -202,13 +205,18 @@ class _Copy:
     tz: str
     starts_at: datetime | None
     ends_at: datetime | None
-    requires_approval: bool
-    approved_at: datetime | None
+    approval: Approval
 
     @classmethod
-    def of(cls, row: Any) -> _Copy:
+    def of(cls, row: Any, approval: Approval) -> _Copy:
         return cls(row.name, row.kind, row.rrule, row.cron, row.duration_s, row.end_time,
-                   row.tz, row.starts_at, row.ends_at, row.requires_approval, row.approved_at)
+                   row.tz, row.starts_at, row.ends_at, approval)
+
+    @classmethod
+    def each(cls, session: Session, rows: Sequence[Any]) -> list[_Copy]:
+        """Copies of ``rows``, each with what its approvals allow now."""
+        approvals = effective_approvals(session, rows)
+        return [cls.of(row, approvals[row.id]) for row in rows]
 
 
 def assign_window(engine: Engine, name: str, *, hosts: Sequence[str] = (),
@@ -272,25 +280,132 @@ def unassign_window(engine: Engine, connect: Any, name: str, *, hosts: Sequence[
         _event(session, "window-unassign", operator, {"window": name, "hosts": list(hosts),
                                                       "groups": list(groups),
                                                       "removed": len(drop)})
-        copy = [_Copy.of(row)]
+        copy = _Copy.each(session, [row])
     return len(drop), _copy(connect, keys, copy)
 
 
-def approve_window(engine: Engine, connect: Any, name: str, *, operator: str,
-                   keys: Where = Keys()) -> tuple[datetime, str | None]:
-    """Record the approval (who, when: ``window-approve``) and copy it. Returns (when, warning)."""
+def decide_window(engine: Engine, connect: Any, name: str, who: Any, decision: str, *,
+                  comment: str | None = None, occurrence: str | None = None,
+                  expires: str | None = None,
+                  keys: Where = Keys()) -> tuple[dict[str, Any], str | None]:
+    """Record ``who``'s decision on the window's current version for its party
+    (``scheduler.windows.approvals.decide``) and copy what the window now allows to Redis.
+    Returns (the decision and the window's approval after it, warning)."""
     from scheduler.record.session import transaction
+    from scheduler.windows.approvals import decide
+
+    now = utcnow()
+    with transaction(engine) as session:
+        row = _row(session, name)
+        occurrence_at = _opening_start(row, occurrence) if occurrence else None
+        expires_at = _expiry(expires, row.tz, now) if expires else None
+        made = decide(session, row, who, decision, comment=comment, occurrence=occurrence_at,
+                      expires_at=expires_at, now=now)
+        copy = _Copy.each(session, [row])
+        done = {"window": name, "version": made.version, "decision": decision,
+                "party": made.tenant, "occurrence": occurrence_at, "expires_at": expires_at,
+                "at": made.decided_at, "approval": _approval(row, copy[0].approval)}
+    return done, _copy(connect, keys, copy)
+
+
+def _opening_start(row: WindowRow, text: str) -> datetime:
+    """``--occurrence``: the start of one of the window's openings (naive: in its zone)."""
+    from scheduler.calendar.windows import openings
+
+    at = _instant(_when(text, "--occurrence"), row.tz)
+    assert at is not None
+    found = openings(window_from_row(row), at - timedelta(seconds=1), at + timedelta(seconds=1))
+    if not any(o.start_utc == at for o in found):
+        raise ValidationError(f"window {row.name!r} has no opening starting at "
+                              f"{at:%Y-%m-%d %H:%M:%S} UTC",
+                              hint=f"see `fleetsched windows next {row.name}`")
+    return at
+
+
+def _expiry(text: str, tz: str, now: datetime) -> datetime:
+    """``--expires``: a duration from now (``30d``) or an ISO time (naive: in ``tz``)."""
+    from scheduler.parse import parse_duration
+
+    if text.strip()[:1].isdigit() and "-" not in text and ":" not in text:
+        return now + parse_duration(text, "--expires")
+    return _instant(_when(text, "--expires"), tz)  # type: ignore[return-value]
+
+
+def revoke_window_approval(engine: Engine, connect: Any, name: str, who: Any,
+                           keys: Where = Keys()) -> tuple[dict[str, Any], str | None]:
+    """Revoke ``who``'s party's standing approvals of the window and copy it to Redis."""
+    from scheduler.record.session import transaction
+    from scheduler.windows.approvals import revoke
 
     with transaction(engine) as session:
         row = _row(session, name)
-        if not row.requires_approval:
-            raise ValidationError(f"window {name!r} does not require approval",
-                                  hint="it is in use already")
-        row.approved_by, row.approved_at = operator, utcnow()
-        _event(session, "window-approve", operator, {"window": name,
-                                                     "approved_at": row.approved_at.isoformat()})
-        when, copy = row.approved_at, [_Copy.of(row)]
-    return when, _copy(connect, keys, copy)
+        count = revoke(session, row, who)
+        copy = _Copy.each(session, [row])
+        done = {"window": name, "revoked": count, "approval": _approval(row, copy[0].approval)}
+    return done, _copy(connect, keys, copy)
+
+
+def copy_windows(engine: Engine, connect: Any, names: Sequence[str],
+                 keys: Where = Keys()) -> str | None:
+    """Copy the named windows to Redis again (after a change of what they cover: their
+    parties, hence their approval, may have changed); returns a warning or None."""
+    with Session(engine) as session:
+        rows = session.scalars(sa.select(WindowRow).where(WindowRow.name.in_(names))).all()
+        copy = _Copy.each(session, rows)
+    return _copy(connect, keys, copy)
+
+
+RULE_FIELDS = {"rrule": "cron", "cron": "rrule", "duration": "end_time", "end_time": "duration"}
+
+
+def _spec_of(row: WindowRow) -> WindowSpec:
+    """The stored window as ``windows add`` would have been given it."""
+    return WindowSpec(name=row.name, tz=row.tz, rrule=row.rrule, cron=row.cron,
+                      duration=f"{row.duration_s}s" if row.duration_s else None,
+                      end_time=row.end_time,
+                      start=row.starts_at.isoformat() if row.starts_at else None,
+                      end=row.ends_at.isoformat() if row.ends_at else None,
+                      freeze=row.kind == "freeze", requires_approval=row.requires_approval,
+                      description=row.description)
+
+
+def edit_window(engine: Engine, connect: Any, name: str, changes: dict[str, Any], *,
+                operator: str, keys: Where = Keys()) -> tuple[int, str | None]:
+    """Change a window's definition (``WindowSpec`` fields; a rule replaces the other kind of
+    rule, a duration an end time): validated in full, then a new version (``window-edit``)
+    that every party must approve again. Returns (the new version, warning)."""
+    from dataclasses import replace
+
+    from scheduler.record.session import transaction
+
+    unknown = sorted(set(changes) - {f for f in WindowSpec.__dataclass_fields__} - {"name"})
+    if unknown or "name" in changes or "freeze" in changes:
+        raise ValidationError(f"cannot edit {', '.join(unknown or ['name/freeze'])} of a window",
+                              hint="remove it and add it again")
+    if not changes:
+        raise ValidationError("nothing to change", hint="give the options to change")
+    with transaction(engine) as session:
+        row = _row(session, name)
+        given = {k: v for k, v in changes.items()}
+        for key, other in RULE_FIELDS.items():
+            if given.get(key) is not None and other not in given:
+                given[other] = None
+        _window, values = build(replace(_spec_of(row), **given))
+        before = {k: getattr(row, k) for k in values}
+        for key, value in values.items():
+            setattr(row, key, value)
+        row.version += 1
+        row.changed_by, row.approved_by, row.approved_at = operator, None, None
+        _event(session, "window-edit", operator, {
+            "window": name, "version": row.version,
+            "changed": {k: [_plain(before[k]), _plain(values[k])] for k in values
+                        if before[k] != values[k]}})
+        version, copy = row.version, _Copy.each(session, [row])
+    return version, _copy(connect, keys, copy)
+
+
+def _plain(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value
 
 
 def remove_window(engine: Engine, connect: Any, name: str, *, operator: str,
@@ -310,8 +425,8 @@ def remove_window(engine: Engine, connect: Any, name: str, *, operator: str,
 
 def sync_windows(engine: Engine, connect: Any, keys: Where = Keys()) -> tuple[int, str | None]:
     """Copy every stored definition into Redis again."""
-    with engine.connect() as conn:
-        rows = [_Copy.of(r) for r in conn.execute(sa.select(WindowRow.__table__))]
+    with Session(engine) as session:
+        rows = _Copy.each(session, list(session.execute(sa.select(WindowRow.__table__))))
     return len(rows), _copy(connect, keys, rows, stale=True)
 
 
@@ -338,12 +453,21 @@ def _length(row: Any) -> str:
     return ""
 
 
-def _approval(row: Any) -> str:
-    if not row.requires_approval:
-        return "not required"
-    if row.approved_at is None:
-        return "PENDING"
-    return f"by {row.approved_by} at {row.approved_at:%Y-%m-%d %H:%M} UTC"
+def _approval(row: Any, approval: Approval) -> str:
+    if approval.approved and approval.parties == (None,) and row.approved_at is not None:
+        return f"by {row.approved_by} at {row.approved_at:%Y-%m-%d %H:%M} UTC"
+    return approval.describe()
+
+
+def _decisions(row: WindowRow) -> list[dict[str, Any]]:
+    """The decisions on the window, newest first, each with the version it was for."""
+    from scheduler.windows.approvals import party_name
+
+    return [{"version": d.version, "party": party_name(d.tenant), "decision": d.decision,
+             "occurrence": d.occurrence, "by": d.decided_by, "via": d.via,
+             "at": d.decided_at, "comment": d.comment, "expires_at": d.expires_at,
+             "revoked_at": d.revoked_at, "current": d.version == row.version}
+            for d in reversed(row.approvals)]
 
 
 def _assigned(session: Session, row: WindowRow) -> list[str]:
@@ -354,10 +478,13 @@ def _assigned(session: Session, row: WindowRow) -> list[str]:
 def list_windows(session: Session, now: datetime | None = None) -> list[dict[str, Any]]:
     now = now or utcnow()
     out = []
-    for row in session.scalars(sa.select(WindowRow).order_by(WindowRow.name)):
+    rows = session.scalars(sa.select(WindowRow).order_by(WindowRow.name)).all()
+    approvals = effective_approvals(session, rows, now)
+    for row in rows:
         nxt = upcoming(window_from_row(row), now, 1)
         out.append({"name": row.name, "kind": row.kind, "rule": _rule(row),
-                    "length": _length(row), "tz": row.tz, "approval": _approval(row),
+                    "length": _length(row), "tz": row.tz,
+                    "approval": _approval(row, approvals[row.id]),
                     "assigned": ", ".join(_assigned(session, row)),
                     "next_open_utc": nxt[0].start_utc if nxt else None})
     return out
@@ -375,12 +502,20 @@ def next_openings(session: Session, name: str, count: int,
 
 
 def show_window(session: Session, name: str, now: datetime | None = None) -> dict[str, Any]:
+    from scheduler.windows.approvals import party_name
+
     row = _row(session, name)
+    approval = effective_approvals(session, [row], now)[row.id]
     return {"name": row.name, "kind": row.kind, "rrule": row.rrule, "cron": row.cron,
             "duration_s": row.duration_s, "end_time": row.end_time, "tz": row.tz,
             "starts_at": row.starts_at, "ends_at": row.ends_at,
             "requires_approval": row.requires_approval, "approved_by": row.approved_by,
-            "approved_at": row.approved_at, "approval": _approval(row),
+            "approved_at": row.approved_at, "approval": _approval(row, approval),
+            "version": row.version, "changed_by": row.changed_by or row.created_by,
+            "parties": [party_name(p) for p in approval.parties],
+            "pending": [party_name(p) for p in approval.pending],
+            "denied": [party_name(p) for p in approval.denied],
+            "decisions": _decisions(row),
             "created_by": row.created_by, "created_at": row.created_at,
             "description": row.description, "assigned": _assigned(session, row),
             "next": next_openings(session, name, 3, now)}

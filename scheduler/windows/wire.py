@@ -59,13 +59,17 @@ def _ms(value: datetime | None) -> str:
 
 
 def window_hash(row: Any) -> dict[str, str]:
-    """A stored window as the ``Keys.window`` hash the workers read."""
+    """A stored window as the ``Keys.window`` hash the workers read; ``row.approval`` (a
+    ``scheduler.windows.approvals.Approval``) says what its approvals allow."""
+    approval = row.approval
     return {
         "kind": row.kind, "tz": row.tz or "UTC", "rrule": row.rrule or "", "cron": row.cron or "",
         "duration_s": "" if row.duration_s is None else str(row.duration_s),
         "end_time": row.end_time or "", "starts_at": _ms(row.starts_at),
         "ends_at": _ms(row.ends_at),
-        "approved": "0" if row.requires_approval and row.approved_at is None else "1",
+        "approved": "1" if approval.approved else "0",
+        "approved_until": _ms(approval.until),
+        "approved_starts": " ".join(sorted(_ms(s) for s in approval.starts)),
     }
 
 
@@ -75,12 +79,15 @@ def window_from_hash(name: str, data: Mapping[str, str]) -> Window:
         raw = data.get(key) or ""
         return datetime.fromtimestamp(int(raw) / 1000, timezone.utc) if raw else None
     duration = data.get("duration_s") or ""
+    starts = frozenset(datetime.fromtimestamp(int(ms) / 1000, timezone.utc)
+                       for ms in (data.get("approved_starts") or "").split())
     return Window(
         name=name, tz=data.get("tz") or "UTC", rrule=data.get("rrule") or None,
         cron=data.get("cron") or None,
         duration=timedelta(seconds=int(duration)) if duration else None,
         end_time=data.get("end_time") or None, start=when("starts_at"), end=when("ends_at"),
-        approved=data.get("approved", "1") == "1", freeze=data.get("kind") == "freeze")
+        approved=data.get("approved", "1") == "1", approved_until=when("approved_until"),
+        approved_starts=starts, freeze=data.get("kind") == "freeze")
 
 
 def publish(client: redis.Redis, keys: Where, rows: Iterable[Any]) -> int:
