@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -25,11 +26,12 @@ from scheduler.redact import redact_exception
 __all__ = ["open_database", "transaction"]
 
 
-def open_database(settings: Settings) -> Engine:
-    """An engine on ``settings``' database, its schema checked (or, for the default, made)."""
+def open_database(settings: Settings, **options: Any) -> Engine:
+    """An engine on ``settings``' database (``options``: the pool's, for ``make_engine``), its
+    schema checked (or, for the default, made)."""
     from scheduler.record.migrate import ensure_schema
 
-    engine = make_engine(settings.effective_database_url)
+    engine = make_engine(settings.effective_database_url, **options)
     try:
         ensure_schema(settings, engine)
     except BaseException:

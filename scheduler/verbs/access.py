@@ -19,8 +19,14 @@ def authenticate(stores: Stores, token: str) -> Principal:
     from scheduler.access.tokens import authenticate as check
     from scheduler.record.session import transaction
 
-    with stores.database() as engine, transaction(engine) as session:
+    # Checked in a read; only when the token's last-used time is due (once per
+    # LAST_USED_EVERY) again in a write, so most requests take no write lock.
+    with stores.reading() as session:
         who = check(session, token)
+        stale = bool(session.dirty)
+    if stale:
+        with stores.database() as engine, transaction(engine) as session:
+            who = check(session, token)
     return Principal(name=who.owner, via=f"token:{who.token_id}", role=who.role,
                      tenant=who.tenant)
 

@@ -1,12 +1,19 @@
 """What a verb opens: the SQL record and the queue, from the settings.
 
-A command line opens them per invocation and closes them after; a long-lived server may hold
-them longer. Either way a verb asks here and never builds a connection of its own, so the
-checks made on connecting (the schema, the queue's shard count) hold for every caller.
+A command line opens them per invocation and closes them after. A long-lived server holds
+them (``hold=True``), made at first use and checked then (the schema, the queue's shard
+count), reused by every request until ``close()``: an engine for changes, a second one for
+``reading()`` (on SQLite its transactions begin without ``IMMEDIATE``, so reads do not queue
+behind each other for the write lock: WAL lets them run beside a writer), each with a pool as
+large as the server's threads, and one Redis client. Opening them per request, and every
+read taking SQLite's write lock, cost the HTTP API most of its time (docs/benchmarks.md,
+"HTTP API"). Either way a verb asks here and never builds a connection of its own, so the
+checks made on connecting hold for every caller.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -20,14 +27,24 @@ if TYPE_CHECKING:
     from scheduler.queue.client import Queue
     from scheduler.queue.shards import Shards
 
-__all__ = ["Stores"]
+__all__ = ["HELD_POOL", "Stores"]
+
+# A held engine's pool: the server runs a request's verb in one of anyio's 40 worker threads,
+# so up to 40 connections at once (PostgreSQL's default max_connections is 100).
+HELD_POOL = {"pool_size": 10, "max_overflow": 30}
 
 
 class Stores:
-    """The record and the queue of one deployment (its ``Settings``)."""
+    """The record and the queue of one deployment (its ``Settings``); with ``hold``, one engine
+    and one Redis client for every use, until ``close()``."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, hold: bool = False) -> None:
         self.settings = settings
+        self.hold = hold
+        self._lock = threading.Lock()
+        self._engine: Engine | None = None
+        self._reader: Engine | None = None
+        self._client: redis.Redis | None = None
 
     @property
     def shards(self) -> Shards:
@@ -37,9 +54,16 @@ class Stores:
 
     @contextmanager
     def database(self) -> Iterator[Engine]:
-        """An engine on the record, its schema checked; disposed of afterwards."""
+        """An engine on the record, its schema checked; disposed of afterwards (held: the one
+        engine, checked at its first use)."""
         from scheduler.record.session import open_database
 
+        if self.hold:
+            with self._lock:
+                if self._engine is None:
+                    self._engine = open_database(self.settings, **HELD_POOL)
+            yield self._engine
+            return
         engine = open_database(self.settings)
         try:
             yield engine
@@ -51,8 +75,23 @@ class Stores:
         """A session on the record for a read verb: nothing it does is committed."""
         from scheduler.record.session import transaction
 
+        if self.hold:
+            with transaction(self._held_reader(), commit=False) as session:
+                yield session
+            return
         with self.database() as engine, transaction(engine, commit=False) as session:
             yield session
+
+    def _held_reader(self) -> Engine:
+        from scheduler.record.engine import make_engine
+
+        with self.database():  # the schema is checked once, by the engine for changes
+            pass
+        with self._lock:
+            if self._reader is None:
+                self._reader = make_engine(self.settings.effective_database_url,
+                                           readonly=True, **HELD_POOL)
+            return self._reader
 
     def connect(self, **options: Any) -> redis.Redis:
         """A Redis client of the queue; refuses, in one line, a ``queue_shards`` other than the
@@ -75,7 +114,7 @@ class Stores:
         from scheduler.queue.client import Queue
         from scheduler.queue.route import task_keys
 
-        client = self.connect()
+        client = self._held_client() if self.hold else self.connect()
         shards = self.shards
         keys = shards.coord if coord else task_keys(shards, task_id or 0)
         queue = Queue(client, keys, lease_ms=self.settings.lease_ms)
@@ -83,4 +122,21 @@ class Stores:
             yield queue
         finally:
             queue.close()
-            client.close()
+            if not self.hold:
+                client.close()
+
+    def _held_client(self) -> redis.Redis:
+        with self._lock:
+            if self._client is None:
+                self._client = self.connect()
+            return self._client
+
+    def close(self) -> None:
+        """Dispose of what ``hold`` kept (nothing otherwise)."""
+        with self._lock:
+            for engine in (self._engine, self._reader):
+                if engine is not None:
+                    engine.dispose()
+            if self._client is not None:
+                self._client.close()
+            self._engine = self._reader = self._client = None

@@ -114,15 +114,14 @@ def show(stores: Stores, task_id: int, *, events: bool = False,
     except FleetschedError as exc:
         if note is not None:
             note(f"warning: live counters unavailable ({exc})")
-    from scheduler.record.session import transaction
     from scheduler.submission.taskinfo import show_task
 
-    with stores.database() as engine:
-        with transaction(engine, commit=False) as session:
-            info = show_task(session, task_id, live)
-        if events:
-            from scheduler.reports import event_trail
+    with stores.reading() as session:
+        info = show_task(session, task_id, live)
+    if events:
+        from scheduler.reports import event_trail
 
+        with stores.database() as engine:
             info["events"] = event_trail(engine, task=task_id)
     return info
 
