@@ -2,7 +2,8 @@
 
 ``import_inventory``: read and resolve the file first (no transaction open while parsing),
    then plan, apply and record the ``import`` event in one transaction: any error rolls all
-   of it back. A dry run plans in a transaction that is rolled back.
+   of it back. A dry run plans in a transaction that is rolled back. ``import_named``: the
+   same for an inventory sent as text under a name (the HTTP API's import).
 """
 
 from __future__ import annotations
@@ -38,15 +39,31 @@ def import_inventory(engine: Engine, path: str | os.PathLike[str], *, operator: 
     ``inventory``: the file already parsed by the caller (it is not read again)."""
     if inventory is None:
         inventory = load_inventory(path, fmt)
+    return _import(engine, inventory, source=sync.source_id(path), label=str(path),
+                   recorded=os.path.abspath(os.fspath(path)), operator=operator, prune=prune,
+                   dry_run=dry_run)
+
+
+def import_named(engine: Engine, name: str, inventory: Inventory, *, operator: str,
+                 prune: bool = False, dry_run: bool = False) -> ImportResult:
+    """Import ``inventory``, sent as text under ``name`` rather than read from a file (the
+    HTTP API's import): its hosts' source is ``inventory:api:<name>``, so a prune of one name
+    removes only what that name imported."""
+    label = f"api:{name}"
+    return _import(engine, inventory, source=f"inventory:{label}", label=label,
+                   recorded=label, operator=operator, prune=prune, dry_run=dry_run)
+
+
+def _import(engine: Engine, inventory: Inventory, *, source: str, label: str, recorded: str,
+            operator: str, prune: bool, dry_run: bool) -> ImportResult:
     resolved = resolve(inventory)
-    source = sync.source_id(path)
     with transaction(engine, commit=not dry_run) as session:
         result = sync.plan(session, resolved, source, prune=prune)
         if not dry_run:
-            sync.apply(session, resolved, result, operator=operator,
-                       path=os.path.abspath(os.fspath(path)), fmt=inventory.format, prune=prune)
-    return ImportResult(path=str(path), format=inventory.format, dry_run=dry_run, prune=prune,
+            sync.apply(session, resolved, result, operator=operator, path=recorded,
+                       fmt=inventory.format, prune=prune)
+    return ImportResult(path=label, format=inventory.format, dry_run=dry_run, prune=prune,
                         plan=result)
 
 
-__all__ = ["ImportResult", "import_inventory"]
+__all__ = ["ImportResult", "import_inventory", "import_named"]

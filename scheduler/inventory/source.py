@@ -7,7 +7,9 @@ What it owns:
    (with the line and column of the first bad byte), an empty file, an Ansible Vault file;
 2. choosing the format: ``--format`` if given, else the extension (``.json``, ``.yml`` /
    ``.yaml``, ``.ini``), else a look at the content;
-3. ``load_inventory(path)``: read, parse, and check the result defines at least one host.
+3. ``load_inventory(path)``: read, parse, and check the result defines at least one host;
+   ``decode_text`` and ``parse_inventory`` do the same for an inventory sent as text (the
+   HTTP API's import), with the same refusals.
 """
 
 from __future__ import annotations
@@ -51,8 +53,14 @@ def read_text(path: str | os.PathLike[str]) -> str:
         raise InventoryError(name, "no such file") from None
     except OSError as exc:
         raise InventoryError(name, f"cannot read: {exc.strerror or exc}") from None
-    if len(data) > MAX_BYTES:
-        raise InventoryError(name, f"file is over the {MAX_BYTES // (1024 * 1024)} MB limit")
+    return decode_text(data, name)
+
+
+def decode_text(data: bytes, name: str, *, max_bytes: int = MAX_BYTES) -> str:
+    """``data`` (an inventory named ``name``) as text, or an ``InventoryError`` saying why it
+    is not a text inventory: over ``max_bytes``, binary, not UTF-8, empty, encrypted."""
+    if len(data) > max_bytes:
+        raise InventoryError(name, f"file is over the {_size(max_bytes)} limit")
     nul = data.find(b"\x00")
     if nul >= 0:
         line, col = _line_col(data, nul)
@@ -74,6 +82,11 @@ def read_text(path: str | os.PathLike[str]) -> str:
         raise InventoryError(Location(name, 1), "the file is encrypted with Ansible Vault",
                              hint=VAULT_HINT)
     return text
+
+
+def _size(limit: int) -> str:
+    return (f"{limit // (1024 * 1024)} MB" if limit >= 1024 * 1024
+            else f"{limit // 1024} KB")
 
 
 def detect_format(path: str | os.PathLike[str], text: str) -> str:
@@ -108,14 +121,18 @@ def parse_text(text: str, source: str, fmt: str) -> Inventory:
 
 def load_inventory(path: str | os.PathLike[str], fmt: str | None = None) -> Inventory:
     """Read and parse the inventory at ``path``; it must define at least one host."""
-    text = read_text(path)
-    chosen = fmt or detect_format(path, text)
-    inventory = parse_text(text, str(path), chosen)
+    return parse_inventory(read_text(path), str(path), fmt)
+
+
+def parse_inventory(text: str, name: str, fmt: str | None = None) -> Inventory:
+    """Parse inventory ``text`` named ``name`` (its format: ``fmt``, else by the name's
+    extension, then by content); it must define at least one host."""
+    inventory = parse_text(text, name, fmt or detect_format(name, text))
     if not inventory.hosts:
-        raise InventoryError(Location(str(path), 1), "the inventory defines no hosts",
+        raise InventoryError(Location(name, 1), "the inventory defines no hosts",
                              hint="check the file is the inventory you meant")
     return inventory
 
 
-__all__ = ["FORMATS", "MAX_BYTES", "detect_format", "load_inventory",
-           "parse_text", "read_text"]
+__all__ = ["FORMATS", "MAX_BYTES", "decode_text", "detect_format", "load_inventory",
+           "parse_inventory", "parse_text", "read_text"]

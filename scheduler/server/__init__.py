@@ -14,10 +14,14 @@ check and the audit event stay in the verb.
 - ``tasks``: submit, list, show, one host's output, the controls (cancel, pause, resume,
   continue, retry-failed, reprioritize), and one job's attempts;
 - ``fleet``: status, hosts (list, show, history) and groups;
-- ``windows``: windows list, show, add, assign, approve;
-- ``schedules``: schedules list, show, pause, resume;
+- ``inventory``: hosts check (a page per request), import (text), export; groups limit and
+  remove;
+- ``task_jobs``: a task's jobs a page at a time; ``events``: following a task as Server-Sent
+  Events, one poller per followed task for every follower;
+- ``windows``: windows list, show, add, assign, unassign, remove, approve;
+- ``schedules``: schedules list, show, add, remove, pause, resume;
 - ``reports``: the audit report, as JSON or CSV.
 """
 
-__all__ = ["app", "auth", "errors", "fleet", "paging", "reports", "schedules", "tasks",
-           "windows"]
+__all__ = ["app", "auth", "errors", "events", "fleet", "inventory", "paging", "reports",
+           "schedules", "task_jobs", "tasks", "windows"]

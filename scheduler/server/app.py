@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from fastapi import APIRouter, FastAPI
 
 from scheduler.server import errors, fleet, reports, schedules, tasks, windows
-from scheduler.server import events, task_jobs
+from scheduler.server import events, inventory, task_jobs
 from scheduler.verbs.stores import Stores
 
 if TYPE_CHECKING:
@@ -32,10 +32,11 @@ def create_app(settings: Settings) -> FastAPI:
                   openapi_url=f"{PREFIX}/openapi.json", docs_url=None, redoc_url=None)
     app.state.stores = Stores(settings)
     api = APIRouter(prefix=PREFIX)
+    # Before fleet's, whose /hosts/{name} would take /hosts/export for a host's name.
+    for router in (task_jobs.router, events.router, events.status, inventory.router):
+        api.include_router(router)
     for router in (tasks.router, tasks.jobs, fleet.router, windows.router, schedules.router,
                    reports.router):
-        api.include_router(router)
-    for router in (task_jobs.router, events.router, events.status):
         api.include_router(router)
     app.include_router(api)
     errors.install(app)

@@ -1,6 +1,11 @@
 """``/api/v1/report``: the audit report of jobs, as JSON (``report -o json``) or, asked with
 ``Accept: text/csv`` or ``?format=csv``, as CSV (``report -o csv``: one row per job).
 
+The JSON's per-job rows (``jobs``) are paged with ``limit`` and ``offset`` (``jobs_total``,
+``next_offset``); its totals and per-task summaries are always the whole report's. The page is
+cut from the report the verb builds (its totals need every row), so it bounds the answer, not
+the query; the CSV is the whole report, a download.
+
 The filters are ``report``'s options; ``since`` and ``until`` take an ISO 8601 time or a
 duration meaning that long ago (``scheduler.parse.parse_ago``), read as the CLI reads them.
 """
@@ -15,6 +20,7 @@ from fastapi.responses import JSONResponse, Response
 
 from scheduler.principal import Principal
 from scheduler.server.auth import allowed, stores_of
+from scheduler.server.paging import Limit, Offset
 from scheduler.verbs import reports
 
 __all__ = ["router"]
@@ -44,8 +50,8 @@ def get_report(request: Request, who: Annotated[Principal, Depends(allowed("repo
                state: str | None = None, operator: str | None = None,
                fmt: Annotated[Literal["json", "csv"] | None,
                               Query(alias="format", description="json or csv (else: by the "
-                                                                "Accept header)")] = None
-               ) -> Response:
+                                                                "Accept header)")] = None,
+               limit: Limit = 1000, offset: Offset = 0) -> Response:
     from scheduler.parse import parse_ago
     from scheduler.reports import ReportFilter
     from scheduler.reports.text import report_json, write_csv
@@ -59,4 +65,8 @@ def get_report(request: Request, who: Annotated[Principal, Depends(allowed("repo
         out = io.StringIO()
         write_csv(out, data)
         return Response(out.getvalue(), media_type="text/csv; charset=utf-8")
-    return JSONResponse(report_json(data))  # plain already: no second encoding pass
+    whole = report_json(data)  # plain already: no second encoding pass
+    rows = whole["jobs"]
+    following = offset + limit if offset + limit < len(rows) else None
+    return JSONResponse({**whole, "jobs": rows[offset:offset + limit], "jobs_total": len(rows),
+                         "limit": limit, "offset": offset, "next_offset": following})

@@ -1,4 +1,5 @@
-"""``/api/v1/windows``: list, show, add, assign (hosts and groups) and approve.
+"""``/api/v1/windows``: list, show, add (a freeze too), assign and unassign (hosts and groups),
+remove, and approve.
 
 A window's body holds ``scheduler.windows.store.WindowSpec``'s fields as JSON keys (those of
 ``windows add``'s options); its model is made from the dataclass, so the two cannot drift, and
@@ -67,33 +68,30 @@ def assign_window(request: Request, name: str, body: AssignBody,
             "notes": list(done.notes)}
 
 
-class DecisionBody(BaseModel):
-    """A decision on a window's current version, for the caller's party."""
-
-    model_config = ConfigDict(extra="forbid")
-    comment: str | None = Field(None, max_length=2000)
-    occurrence: str | None = Field(None, description="Only the opening starting then (ISO).")
-    expires: str | None = Field(None, description="A duration from now (30d) or an ISO time.")
-
-
-@router.post("/{name}/approve", summary="Approve a window's current version for your party")
-def approve_window(request: Request, name: str,
-                   who: Annotated[Principal, Depends(allowed("windows.approve"))],
-                   body: DecisionBody | None = None) -> dict[str, Any]:
-    body = body or DecisionBody()
-    return windows.approve(stores_of(request), who, name, comment=body.comment,
-                           occurrence=body.occurrence, expires=body.expires).as_dict()
+@router.post("/{name}/unassign", summary="Remove a window's assignments to hosts and groups "
+                                        "(each must hold one, or nothing is removed)")
+def unassign_window(request: Request, name: str, body: AssignBody,
+                    who: Annotated[Principal, Depends(allowed("windows.unassign"))]
+                    ) -> dict[str, Any]:
+    done = windows.unassign(stores_of(request), who, name, hosts=body.hosts,
+                            groups=body.groups)
+    return {"window": done.window, "count": done.count, "by": done.by,
+            "notes": list(done.notes)}
 
 
-@router.post("/{name}/deny", summary="Deny a window's current version for your party")
-def deny_window(request: Request, name: str, body: DecisionBody,
-                who: Annotated[Principal, Depends(allowed("windows.deny"))]) -> dict[str, Any]:
-    return windows.deny(stores_of(request), who, name, comment=body.comment or "",
-                        occurrence=body.occurrence).as_dict()
-
-
-@router.post("/{name}/revoke", summary="Revoke your party's approval of a window")
-def revoke_window(request: Request, name: str,
-                  who: Annotated[Principal, Depends(allowed("windows.revoke"))]
+@router.delete("/{name}", summary="Remove a window and its assignments (queued jobs naming "
+                                  "it wait: cancel them)")
+def remove_window(request: Request, name: str,
+                  who: Annotated[Principal, Depends(allowed("windows.remove"))]
                   ) -> dict[str, Any]:
-    return windows.revoke(stores_of(request), who, name).as_dict()
+    done = windows.remove(stores_of(request), who, name)
+    return {"window": done.window, "by": done.by, "notes": list(done.notes)}
+
+
+@router.post("/{name}/approve", summary="Approve a window that requires approval")
+def approve_window(request: Request, name: str,
+                   who: Annotated[Principal, Depends(allowed("windows.approve"))]
+                   ) -> dict[str, Any]:
+    done = windows.approve(stores_of(request), who, name)
+    return {"window": done.window, "by": done.by, "at": done.at.isoformat(),
+            "notes": list(done.notes)}

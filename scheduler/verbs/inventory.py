@@ -1,5 +1,6 @@
-"""The inventory's verbs: hosts import, add, remove and check; groups remove and limit; and
-the reads: hosts list, show, history and export, groups list.
+"""The inventory's verbs: hosts import (of a file, or of text: ``import_text``), add, remove
+and check; groups remove and limit; and the reads: hosts list, show, history and export,
+groups list.
 
 1. Each change is written to the record by ``scheduler.inventory`` as the principal's.
 2. Then the queue follows it: a P% group limit follows its group's size and a removed group's
@@ -12,6 +13,7 @@ the reads: hosts list, show, history and export, groups list.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,8 +29,8 @@ if TYPE_CHECKING:
     from scheduler.inventory import Export, ImportResult
 
 __all__ = ["Changed", "Checked", "Imported", "Limited", "add_host", "check_hosts",
-           "export_hosts", "host_history", "import_hosts", "limit_group", "list_groups", "list_hosts",
-           "remove_group", "remove_host", "show_host"]
+           "export_hosts", "host_history", "import_hosts", "import_text", "limit_group",
+           "list_groups", "list_hosts", "remove_group", "remove_host", "show_host"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,37 @@ def import_hosts(stores: Stores, principal: Principal, path: Path, *, fmt: str |
             notes += _push_limits(stores, engine, principal,
                                   always=bool(result.plan.groups_removed))
             notes += _push_freezes(stores, engine)  # a host may have joined a frozen group
+    return Imported(result=result, notes=notes)
+
+
+TEXT_MAX_BYTES = 5 * 1024 * 1024  # an inventory sent as text (a request's body)
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def import_text(stores: Stores, principal: Principal, text: str, *, name: str,
+                fmt: str | None = None, prune: bool = False, dry_run: bool = False) -> Imported:
+    """``import_hosts`` of an inventory sent as text under ``name`` (the HTTP API's import):
+    the same refusals and parser as a file's (``source.decode_text``, ``parse_inventory``),
+    at most ``TEXT_MAX_BYTES``; its hosts' source is ``api:<name>``, so ``prune`` removes
+    only what that name imported before."""
+    from scheduler.inventory.service import import_named
+    from scheduler.inventory.source import FORMATS, decode_text, parse_inventory
+
+    if not NAME.fullmatch(name):
+        raise ValidationError(f"name {name[:120]!r} is not an inventory name",
+                              hint="letters, digits, '.', '_' and '-', at most 100, e.g. "
+                                   "cmdb.ini")
+    if fmt is not None and fmt not in FORMATS:
+        raise ValidationError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
+    # Parse before touching the database, as a file is: bad text fails fast, opens nothing.
+    inventory = parse_inventory(decode_text(text.encode(), name, max_bytes=TEXT_MAX_BYTES),
+                                name, fmt)
+    with stores.database() as engine:
+        result = import_named(engine, name, inventory, operator=principal.name, prune=prune,
+                              dry_run=dry_run)
+        notes = [] if dry_run else (
+            _push_limits(stores, engine, principal, always=bool(result.plan.groups_removed))
+            + _push_freezes(stores, engine))  # a host may have joined a frozen group
     return Imported(result=result, notes=notes)
 
 
@@ -169,13 +202,15 @@ class Checked:
 
     probes: list[Probe]
     counts: dict[str, int]
+    selected: int = 0  # the hosts the target selects (``probes``: a page of them, if asked)
 
 
 def check_hosts(stores: Stores, target: str, *, options: dict[str, Any], concurrency: int,
-                timeout_s: float, become_user: str | None = None,
-                note: Any = None) -> Checked:
+                timeout_s: float, become_user: str | None = None, note: Any = None,
+                limit: int | None = None, offset: int = 0) -> Checked:
     """Check SSH to the ``target`` hosts as the workers would; strict: never adds a host key.
-    ``note`` gets the line saying how many hosts are checked, before they are."""
+    ``limit`` and ``offset``: only that page of them, by name (the HTTP API checks a page per
+    request). ``note`` gets the line saying how many hosts are checked, before they are."""
     from scheduler.health.hostcheck import check_hosts as check
     from scheduler.health.hostcheck import select_hosts, summarize
 
@@ -190,12 +225,13 @@ def check_hosts(stores: Stores, target: str, *, options: dict[str, Any], concurr
                                   hint=USER_HINT)
         options["become_user"] = become_user
     with stores.database() as engine:
-        hosts = select_hosts(engine, target)
+        selected = select_hosts(engine, target)
+    hosts = selected[offset:None if limit is None else offset + limit]
     if note is not None:
         note(f"checking {len(hosts)} host(s), {min(concurrency, len(hosts))} at a time")
     probes = check(hosts, stores.settings, options=options, concurrency=concurrency,
                    timeout=timeout_s)
-    return Checked(probes=probes, counts=summarize(probes))
+    return Checked(probes=probes, counts=summarize(probes), selected=len(selected))
 
 
 def list_hosts(stores: Stores, *, group: str | None = None, match: str | None = None,
