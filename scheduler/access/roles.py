@@ -16,7 +16,7 @@ READ = frozenset({
     "status", "tasks.list", "tasks.show", "tasks.jobs", "tasks.watch", "tasks.output",
     "jobs.show", "hosts.list", "hosts.show", "hosts.history", "groups.list", "windows.list",
     "windows.show",
-    "schedules.list", "schedules.show", "report"})
+    "schedules.list", "schedules.show", "report", "tenants.list"})
 CONTROL = frozenset({
     "tasks.submit", "tasks.cancel", "tasks.pause", "tasks.resume", "tasks.continue",
     "tasks.retry-failed", "tasks.reprioritize"})
@@ -26,7 +26,8 @@ WINDOWS = frozenset({
     "schedules.add", "schedules.pause", "schedules.resume", "schedules.remove"})
 ADMIN = frozenset({
     "tokens.create", "tokens.list", "tokens.revoke", "hosts.import", "hosts.add",
-    "hosts.remove", "hosts.check", "hosts.export", "groups.remove", "groups.limit"})
+    "hosts.remove", "hosts.check", "hosts.export", "groups.remove", "groups.limit",
+    "tenants.set"})
 CUSTOMER_READ = frozenset({
     "tasks.list", "tasks.show", "tasks.jobs", "tasks.watch", "jobs.show", "hosts.list",
     "hosts.show", "windows.list", "windows.show"})
@@ -44,6 +45,10 @@ CUSTOMER_ROLES = frozenset({"customer-viewer", "customer-approver"})
 # The verbs that filter their rows by the principal's tenant. None yet: a tenant-scoped
 # principal is refused everything rather than shown other customers' rows.
 TENANT_FILTERED: frozenset[str] = frozenset()
+
+# A window decision is the principal's own party's: another customer's window is not found
+# (scheduler.windows.approvals).
+TENANT_FILTERED |= {"windows.approve", "windows.deny", "windows.revoke"}
 
 
 def check_role(principal: Principal, verb: str) -> None:

@@ -15,9 +15,9 @@ computes again (``notifications.key`` is unique: nothing is told twice):
 5. ``stopped``: a ``wave-stop`` event: a rollout in waves stopped and waits for an operator
    (key: the event's stream id; the notice has the ``wave`` and why, as ``error``).
 
-:func:`scan_windows` is the one cause that is not an event: a window that requires approval,
-has none, and opens within ``lead``; the outbox loop calls it now and then (key: the window and
-the opening's start).
+:func:`scan_windows` is the one cause that is not an event: a window awaiting an approval;
+each customer awaited is told at once at its contacts, the global targets when it opens within
+``lead``; the outbox loop calls it now and then.
 
 Who is told: the global targets (``Policy``), plus the task's own (``tasks.notify``, which a
 schedule's occurrence copies from the schedule), or, for ``missed``, the schedule's own
@@ -183,30 +183,47 @@ def enqueue(conn: sa.Connection, key: str, kind: str, targets: Iterable[str],
 
 def scan_windows(conn: sa.Connection, policy: Policy, lead: timedelta,
                  now: datetime | None = None) -> int:
-    """Outbox rows for windows that require approval, have none, and open within ``lead``."""
+    """Outbox rows for windows awaiting an approval (``scheduler.windows.approvals``):
+
+    - each customer awaited is told once per version of the window, as soon as it is awaited,
+      at its contacts (``tenants.contacts``; key: window, version, customer);
+    - the global targets are told when such a window opens within ``lead`` (key: the window
+      and the opening's start), naming who is awaited.
+    """
     from scheduler.calendar.windows import upcoming
     from scheduler.errors import FleetschedError
+    from scheduler.record.models import Tenant
+    from scheduler.windows.approvals import effective, party_name
     from scheduler.windows.assignment import window_from_row
 
-    if "approval" not in policy.kinds or not policy.targets:
+    if "approval" not in policy.kinds:
         return 0
     now = now or utcnow()
     written = 0
     w_ = Window.__table__
-    rows = conn.execute(sa.select(w_).where(
-        w_.c.requires_approval.is_(True), w_.c.approved_at.is_(None), w_.c.kind != "freeze"))
-    for w in rows.all():
+    rows = conn.execute(sa.select(w_).where(w_.c.kind != "freeze")).all()
+    approvals = effective(conn, rows, now)  # type: ignore[arg-type]
+    contacts = {t.name: list(t.contacts or []) for t in conn.execute(sa.select(Tenant.__table__))}
+    for w in rows:
+        approval = approvals[w.id]
+        if approval.approved or not approval.pending:
+            continue
         try:
             nxt = upcoming(window_from_row(w), now, 1)
         except (FleetschedError, ValueError):
             continue
-        if not nxt or nxt[0].start_utc - now > lead:
+        if not nxt:
             continue
         start = nxt[0].start_utc
         doc = payload("approval", window=w.name, opens=start.isoformat(),
-                      closes=nxt[0].end_utc.isoformat())
-        written += enqueue(conn, f"approval:{w.name[:100]}:{to_ms(start)}", "approval",
-                           [t.spec for t in policy.targets], doc, now=now)
+                      closes=nxt[0].end_utc.isoformat(), version=w.version,
+                      awaited=[party_name(p) for p in approval.pending])
+        for tenant in (p for p in approval.pending if p is not None):
+            written += enqueue(conn, f"approval-request:{w.name[:90]}:{w.version}:{tenant[:30]}",
+                               "approval", contacts.get(tenant, []), doc, now=now)
+        if policy.targets and start - now <= lead:
+            written += enqueue(conn, f"approval:{w.name[:100]}:{to_ms(start)}", "approval",
+                               [t.spec for t in policy.targets], doc, now=now)
     return written
 
 

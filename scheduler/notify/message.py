@@ -30,8 +30,11 @@ def text(doc: dict[str, Any]) -> str:
         return (f"[fleetsched] schedule {doc.get('schedule')}{when} missed: "
                 f"{doc.get('error') or 'no reason recorded'}")
     if kind == "approval":
-        return (f"[fleetsched] window {doc.get('window')} opens {doc.get('opens')} "
-                "and is not approved: its jobs will not run in it")
+        awaited = ", ".join(doc.get("awaited") or []) or "an approval"
+        return (f"[fleetsched] window {doc.get('window')} (version {doc.get('version', 1)}) "
+                f"opens {doc.get('opens')} and awaits {awaited}: its jobs will not run in it "
+                "until approved (fleetsched windows approve, or POST "
+                f"/api/v1/windows/{doc.get('window')}/approve with your token)")
     if kind == "test":
         return f"[fleetsched] test notice from {doc.get('operator')}"
     if kind == "stopped":

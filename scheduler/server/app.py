@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, FastAPI
 
-from scheduler.server import errors, fleet, reports, schedules, tasks, windows
+from scheduler.server import errors, fleet, reports, schedules, tasks, tenants, windows
 from scheduler.server import events, inventory, task_jobs
 from scheduler.verbs.stores import Stores
 
@@ -36,7 +36,7 @@ def create_app(settings: Settings) -> FastAPI:
     for router in (task_jobs.router, events.router, events.status, inventory.router):
         api.include_router(router)
     for router in (tasks.router, tasks.jobs, fleet.router, windows.router, schedules.router,
-                   reports.router):
+                   reports.router, tenants.router):
         api.include_router(router)
     app.include_router(api)
     errors.install(app)

@@ -95,7 +95,7 @@ CHILDREN = {"prod": ["web", "db"]}
 ORDER = [
     "version", "config", "actions", "db upgrade", "db current", "db history", "tokens",
     "hosts import",
-    "hosts add", "hosts list", "hosts show", "hosts export", "hosts check", "groups list", "groups limit", "windows add", "windows assign",
+    "hosts add", "hosts list", "hosts show", "hosts export", "hosts check", "groups list", "groups limit", "tenants", "windows add", "windows assign",
     "windows approve", "windows list", "windows show", "windows next", "windows sync",
     "schedules add", "schedules list", "schedules show", "schedules next", "schedules pause",
     "schedules resume", "submit", "tasks list", "tasks show", "jobs show", "tasks pause",

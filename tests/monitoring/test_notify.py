@@ -429,7 +429,40 @@ def test_a_window_awaiting_approval_is_told_once_before_it_opens(
     Sender(engine, policy, scan_every_s=0).run_once()
     # Then the unapproved window is told once, the approved one never
     assert [r["json"]["window"] for r in webhook.requests] == ["patch-night"]
-    assert "is not approved" in webhook.requests[0]["json"]["text"]
+    assert "awaits the team" in webhook.requests[0]["json"]["text"]
+
+
+def test_a_customer_is_asked_at_its_contacts_once_per_version_of_a_window_over_its_hosts(
+        engine: sa.Engine, webhook: Webhook) -> None:
+    from scheduler.record.models import Host, Tenant, WindowAssignment
+
+    # Given acme's host under a monthly window that needs approval, opening weeks from now
+    with engine.begin() as conn:
+        host = conn.execute(sa.insert(Host).values(
+            name="acme-01", tenant="acme", port=22, vars={}, created_at=utcnow(),
+            updated_at=utcnow()).returning(Host.id)).scalar_one()
+        window = conn.execute(sa.insert(Window).values(
+            name="acme-monthly", kind="recurring", cron="0 22 1 * *", duration_s=3600,
+            tz="UTC", requires_approval=True, created_at=utcnow(), updated_at=utcnow(),
+            created_by="alice").returning(Window.id)).scalar_one()
+        conn.execute(sa.insert(WindowAssignment).values(window_id=window, host_id=host))
+        conn.execute(sa.insert(Tenant).values(name="acme", approval_required=False,
+                                              contacts=[webhook.url("/acme")],
+                                              created_at=utcnow()))
+    team = Policy(targets=parse_targets([webhook.url("/team")]))
+    now = datetime(2026, 11, 27, 12, tzinfo=UTC)
+    # When the sender scans twice
+    Sender(engine, team, scan_every_s=0).run_once(now)
+    Sender(engine, team, scan_every_s=0).run_once(now)
+    # Then acme's contact is asked once, naming the window and its version; the team, whose
+    # reminder waits for the opening's lead, is not told yet
+    assert [(r["path"], r["json"]["window"], r["json"]["version"], r["json"]["awaited"])
+            for r in webhook.requests] == [("/acme", "acme-monthly", 1, ["customer acme"])]
+    # When the window is edited (version 2), acme is asked again
+    with engine.begin() as conn:
+        conn.execute(sa.update(Window).values(version=2))
+    Sender(engine, team, scan_every_s=0).run_once(now)
+    assert [r["json"]["version"] for r in webhook.requests] == [1, 2]
 
 
 def test_prune_removes_old_sent_and_given_up_notices_and_keeps_pending_ones(
