@@ -88,10 +88,56 @@ def remove_window(request: Request, name: str,
     return {"window": done.window, "by": done.by, "notes": list(done.notes)}
 
 
-@router.post("/{name}/approve", summary="Approve a window that requires approval")
-def approve_window(request: Request, name: str,
-                   who: Annotated[Principal, Depends(allowed("windows.approve"))]
+class FreezeBody(BaseModel):
+    """A freeze over hosts and groups (a customer's: its own, named ``<tenant>.<name>``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(max_length=200, examples=["year-end"])
+    start: str = Field(examples=["2026-12-20T00:00"])
+    end: str = Field(examples=["2027-01-04T00:00"])
+    tz: str = "UTC"
+    hosts: list[str] = Field(default_factory=list, max_length=10_000)
+    groups: list[str] = Field(default_factory=list, max_length=1_000)
+    description: str | None = Field(None, max_length=2000)
+
+
+@router.post("/freezes", status_code=201, summary="Declare a freeze over hosts and groups")
+def declare_freeze(request: Request, body: FreezeBody,
+                   who: Annotated[Principal, Depends(allowed("windows.freeze"))]
                    ) -> dict[str, Any]:
-    done = windows.approve(stores_of(request), who, name)
-    return {"window": done.window, "by": done.by, "at": done.at.isoformat(),
-            "notes": list(done.notes)}
+    done = windows.freeze(stores_of(request), who, body.name, start=body.start, end=body.end,
+                          tz=body.tz, hosts=body.hosts, groups=body.groups,
+                          description=body.description)
+    return {**done.as_dict(), "by": done.by, "notes": list(done.notes)}
+
+
+class DecisionBody(BaseModel):
+    """A decision on a window's current version, for the caller's party."""
+
+    model_config = ConfigDict(extra="forbid")
+    comment: str | None = Field(None, max_length=2000)
+    occurrence: str | None = Field(None, description="Only the opening starting then (ISO).")
+    expires: str | None = Field(None, description="A duration from now (30d) or an ISO time.")
+
+
+@router.post("/{name}/approve", summary="Approve a window's current version for your party")
+def approve_window(request: Request, name: str,
+                   who: Annotated[Principal, Depends(allowed("windows.approve"))],
+                   body: DecisionBody | None = None) -> dict[str, Any]:
+    body = body or DecisionBody()
+    return windows.approve(stores_of(request), who, name, comment=body.comment,
+                           occurrence=body.occurrence, expires=body.expires).as_dict()
+
+
+@router.post("/{name}/deny", summary="Deny a window's current version for your party")
+def deny_window(request: Request, name: str, body: DecisionBody,
+                who: Annotated[Principal, Depends(allowed("windows.deny"))]) -> dict[str, Any]:
+    return windows.deny(stores_of(request), who, name, comment=body.comment or "",
+                        occurrence=body.occurrence).as_dict()
+
+
+@router.post("/{name}/revoke", summary="Revoke your party's approval of a window")
+def revoke_window(request: Request, name: str,
+                  who: Annotated[Principal, Depends(allowed("windows.revoke"))]
+                  ) -> dict[str, Any]:
+    return windows.revoke(stores_of(request), who, name).as_dict()
