@@ -110,6 +110,10 @@ class Settings:
     # loopback unless set otherwise: the metrics are for a scraper on this machine or a tunnel.
     metrics_port: int = 0
     metrics_address: str = "127.0.0.1"
+    # `fleetsched server` serves HTTPS with this certificate (PEM, the chain after it) and key;
+    # both or neither (docs/guides/server.md). None: plain HTTP, for loopback or behind a proxy.
+    server_tls_cert: str | None = None
+    server_tls_key: str | None = None
     # Notifications (docs/guides/notifications.md): targets told about every task and schedule
     # (webhook URLs, mailto:ADDRESS; TOML list or comma-separated), and the kinds they are told.
     notify: tuple[str, ...] = ()
@@ -332,6 +336,11 @@ def validate(settings: Settings) -> None:
                           "1-65535)")
     if not settings.metrics_address.strip():
         raise ConfigError("metrics_address must not be empty", hint="127.0.0.1 is the default")
+    if bool(settings.server_tls_cert) != bool(settings.server_tls_key):
+        given, missing = (("server_tls_cert", "server_tls_key") if settings.server_tls_cert
+                          else ("server_tls_key", "server_tls_cert"))
+        raise ConfigError(f"{given} is set but {missing} is not: TLS needs both",
+                          hint="give the certificate and its private key, or neither")
     if not 1 <= settings.queue_shards <= 64:
         raise ConfigError(f"queue_shards = {settings.queue_shards} must be 1-64",
                           hint="1 (the default) keeps the whole queue in one hash slot")

@@ -6,6 +6,10 @@ check and the audit event stay in the verb.
 
 - ``app``: ``create_app(settings)``, the application: the routers, the OpenAPI document at
   ``/api/v1/openapi.json``, the error handlers;
+- ``service``: the process around the app: logging, the TLS files checked, uvicorn;
+  ``openapi``: the document as published in docs/api/openapi.json;
+- ``observe``: each request timed once and told to ``metrics`` (Prometheus at ``/metrics``)
+  and ``access_log`` (one line per request);
 - ``errors``: a ``FleetschedError`` as JSON with the CLI's exit code, message and hint, and
   its HTTP status;
 - ``auth``: ``Authorization: Bearer fst_...`` to the request's ``Principal``, checked on every

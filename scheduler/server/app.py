@@ -1,4 +1,5 @@
-"""The HTTP API's application: ``create_app(settings)``, and ``serve`` (uvicorn).
+"""The HTTP API's application: ``create_app(settings)`` (the process around it is
+``scheduler.server.service``).
 
 Every route lives under ``/api/v1``; the OpenAPI document is ``/api/v1/openapi.json``. No
 interactive docs page: it would load scripts from a CDN.
@@ -17,7 +18,7 @@ from scheduler.verbs.stores import Stores
 if TYPE_CHECKING:
     from scheduler.config import Settings
 
-__all__ = ["PREFIX", "create_app", "serve"]
+__all__ = ["PREFIX", "create_app"]
 
 PREFIX = "/api/v1"
 
@@ -30,7 +31,7 @@ def create_app(settings: Settings) -> FastAPI:
                   description="Operations jobs for a fleet of hosts. Every request carries "
                               "`Authorization: Bearer fst_...` (`fleetsched tokens create`).",
                   openapi_url=f"{PREFIX}/openapi.json", docs_url=None, redoc_url=None)
-    app.state.stores = Stores(settings)
+    app.state.stores = Stores(settings, hold=True)  # one pool for every request
     api = APIRouter(prefix=PREFIX)
     # Before fleet's, whose /hosts/{name} would take /hosts/export for a host's name.
     for router in (task_jobs.router, events.router, events.status, inventory.router):
@@ -40,14 +41,17 @@ def create_app(settings: Settings) -> FastAPI:
         api.include_router(router)
     app.include_router(api)
     errors.install(app)
+    _observe(app)
     return app
 
 
-def serve(settings: Settings, *, host: str, port: int) -> None:
-    """Serve the API until interrupted; the record's schema is checked first."""
-    import uvicorn
 
-    app = create_app(settings)
-    with app.state.stores.database():
-        pass  # refuses a record that is missing or behind before the port opens
-    uvicorn.run(app, host=host, port=port, log_level="info", server_header=False)
+def _observe(app: FastAPI) -> None:
+    """``/metrics`` (outside ``/api/v1``, no token), and every request timed, counted and
+    logged once (``scheduler.server.observe``)."""
+    from scheduler.server.metrics import PATH, ServerMetrics
+    from scheduler.server.observe import Observe
+
+    app.state.metrics = ServerMetrics()
+    app.add_route(PATH, app.state.metrics.endpoint, include_in_schema=False)
+    app.add_middleware(Observe, metrics=app.state.metrics)

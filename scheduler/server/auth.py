@@ -41,6 +41,7 @@ def allowed(verb: str) -> Callable[[Request], Principal]:
     def principal(request: Request) -> Principal:
         who = cookie_principal(request) or access.authenticate(stores_of(request),
                                                                 _bearer(request))
+        request.state.principal = who  # for the access log (scheduler.server.observe)
         access.authorize(who, verb)
         return who
 
