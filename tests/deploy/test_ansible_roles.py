@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ANSIBLE = ROOT / "ansible"
 BIN = Path(sys.executable).parent
 UNITS = ("fleetsched-worker.service", "fleetsched-recorder.service",
-         "fleetsched-exporter.service")
+         "fleetsched-exporter.service", "fleetsched-server.service")
 REDIS_PASSWORD = "converge-test-redis-password"
 RECAP = re.compile(r"^localhost\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+"
                    r"failed=(\d+)", re.MULTILINE)
@@ -134,6 +134,9 @@ def inventory(prefix: Path, wheel: Path, redis_port: int) -> dict[str, object]:
             "fleetsched_database_url":
                 f"sqlite:///{prefix}/var/lib/fleetsched/state/fleetsched.db",
             "fleetsched_exporter": True,
+            "fleetsched_server": True, "fleetsched_server_port": 18642,
+            "fleetsched_server_tls_cert": "/etc/fleetsched/tls/cert.pem",
+            "fleetsched_server_tls_key": "/etc/fleetsched/tls/key.pem",
             "fleetsched_redis_prefix": str(prefix), "fleetsched_redis_manage_system": False,
             "fleetsched_redis_user": user, "fleetsched_redis_group": group,
             "fleetsched_redis_bind": "127.0.0.1", "fleetsched_redis_port": redis_port,
@@ -231,6 +234,14 @@ def test_the_rendered_units_pass_systemd_analyze_verify(converged: Converge) -> 
                      "ProtectHome=yes", "PrivateTmp=yes",
                      f"ReadWritePaths={converged.prefix}/var/lib/fleetsched/state"):
             assert line in text.splitlines(), f"{unit.name}: no {line}"
+
+
+def test_the_server_unit_listens_where_told_with_its_tls_files(converged: Converge) -> None:
+    exec_start = next(line for line in (converged.unit_dir / "fleetsched-server.service")
+                      .read_text().splitlines() if line.startswith("ExecStart="))
+    assert exec_start == (f"ExecStart={converged.venv}/bin/fleetsched server --host 127.0.0.1 "
+                          "--port 18642 --tls-cert /etc/fleetsched/tls/cert.pem "
+                          "--tls-key /etc/fleetsched/tls/key.pem")
 
 
 def test_the_rendered_redis_config_runs_a_durable_noeviction_cluster_node(
