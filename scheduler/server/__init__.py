@@ -24,8 +24,13 @@ check and the audit event stay in the verb.
   Events, one poller per followed task for every follower;
 - ``windows``: windows list, show, add, assign, unassign, remove, approve;
 - ``schedules``: schedules list, show, add, remove, pause, resume;
-- ``reports``: the audit report, as JSON or CSV.
+- ``reports``: the audit report, as JSON or CSV;
+- ``sso``: ``/auth`` login, callback, session and logout (OpenID Connect single sign-on), and
+  the principal of a session cookie (with the CSRF check of a cookie's write);
+- ``hardening``: failed authentications rate limited, body size limit, security headers
+  (``headers``: the headers themselves);
+- ``ids``: path parameters naming a row, bounded as the record stores them.
 """
 
 __all__ = ["app", "auth", "errors", "events", "fleet", "inventory", "paging", "reports",
-           "schedules", "task_jobs", "tasks", "windows"]
+           "schedules", "task_jobs", "tasks", "windows", "hardening", "headers", "ids", "sso"]

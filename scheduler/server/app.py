@@ -14,6 +14,7 @@ from fastapi import APIRouter, FastAPI
 from scheduler.server import errors, fleet, reports, schedules, tasks, tenants, windows
 from scheduler.server import events, inventory, task_jobs
 from scheduler.verbs.stores import Stores
+from scheduler.server import hardening, sso  # single sign-on; limits and headers
 
 if TYPE_CHECKING:
     from scheduler.config import Settings
@@ -40,6 +41,8 @@ def create_app(settings: Settings) -> FastAPI:
                    reports.router, tenants.router):
         api.include_router(router)
     app.include_router(api)
+    app.include_router(sso.router, prefix=PREFIX)
+    app.add_middleware(hardening.Hardening)  # inside the access log, which sees its 413, 429
     errors.install(app)
     _observe(app)
     return app

@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException
 from scheduler import errors as e
 from scheduler.access.oidc import ProviderError
 from scheduler.redact import redact_exception
+from scheduler.server import headers
 
 __all__ = ["install"]
 
@@ -69,7 +70,7 @@ def _http(_request: Request, exc: Exception) -> JSONResponse:
 def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
     log.error("unexpected %s: %s", type(exc).__name__, redact_exception(exc))
     return JSONResponse(body(1, "InternalError", "internal error (see the server's log)"),
-                        status_code=500)
+                        status_code=500, headers=headers.as_dict())
 
 
 def install(app: Any) -> None:

@@ -37,6 +37,7 @@ from scheduler.errors import FleetschedError
 from scheduler.principal import Principal
 from scheduler.redact import redact_exception
 from scheduler.server.auth import allowed, stores_of
+from scheduler.server.ids import TaskId
 from scheduler.verbs.follow import Tracked, Tracker
 from scheduler.verbs.stores import Stores
 
@@ -262,7 +263,7 @@ async def _stream(hub: Hub, feed: Feed, wake: asyncio.Event, sent: int) -> Async
             "Events (counts and state, failures, one host's output with ?host=, an end event)",
             response_class=StreamingResponse,
             responses={200: {"content": {"text/event-stream": {}}}})
-async def task_events(request: Request, task_id: int,
+async def task_events(request: Request, task_id: TaskId,
                       who: Annotated[Principal, Depends(allowed("tasks.watch"))],
                       host: Annotated[str | None, Query(min_length=1, description=(
                           "Also this host's job and its output, as it ends."))] = None,

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from scheduler.principal import Principal
 from scheduler.server.auth import allowed, stores_of
+from scheduler.server.ids import TaskId
 from scheduler.server.paging import Limit, Offset, page
 from scheduler.verbs import tasks
 
@@ -20,7 +21,7 @@ router = APIRouter(prefix="/tasks", tags=["tasks"])
 
 
 @router.get("/{task_id}/jobs", summary="A task's jobs in host order (paged; `state`)")
-def task_jobs(request: Request, task_id: int,
+def task_jobs(request: Request, task_id: TaskId,
               who: Annotated[Principal, Depends(allowed("tasks.jobs"))],
               limit: Limit = 100, offset: Offset = 0,
               state: Annotated[str | None, Query(description=(

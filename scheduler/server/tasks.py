@@ -17,6 +17,7 @@ from scheduler.errors import ValidationError
 from scheduler.principal import Principal
 from scheduler.server.auth import allowed, stores_of
 from scheduler.server.paging import Limit, Offset, page
+from scheduler.server.ids import TaskId
 from scheduler.verbs import submit as submit_verb
 from scheduler.verbs import tasks
 
@@ -39,7 +40,7 @@ def list_tasks(request: Request, who: Annotated[Principal, Depends(allowed("task
 
 
 @router.get("/{task_id}", summary="One task: its request, progress and counters")
-def show_task(request: Request, task_id: int,
+def show_task(request: Request, task_id: TaskId,
               who: Annotated[Principal, Depends(allowed("tasks.show"))]) -> dict[str, Any]:
     notes: list[str] = []
     info = tasks.show(stores_of(request), task_id, note=notes.append)
@@ -85,7 +86,7 @@ def submit_task(request: Request, response: Response,
 
 
 @router.get("/{task_id}/output", summary="One host's output: its job's last attempt")
-def task_output(request: Request, task_id: int,
+def task_output(request: Request, task_id: TaskId,
                 who: Annotated[Principal, Depends(allowed("tasks.output"))],
                 host: Annotated[str, Query(min_length=1, description="The host.")],
                 grep: Annotated[str | None, Query(description="Only lines matching this "
@@ -109,7 +110,7 @@ def _change(done: tasks.TaskChange) -> dict[str, Any]:
 def _control(verb: str) -> Any:
     # A default, not an Annotated[...]: annotations are strings here, and one naming the
     # closure's ``verb`` could not be resolved by FastAPI.
-    def route(request: Request, task_id: int,
+    def route(request: Request, task_id: TaskId,
               who: Principal = Depends(allowed(f"tasks.{verb}"))) -> dict[str, Any]:
         return _change(tasks.control(stores_of(request), who, task_id, verb))
 
@@ -128,7 +129,7 @@ for _verb, _summary in SUMMARIES.items():
 
 
 @router.post("/{task_id}/reprioritize", summary="Move a task's pending jobs to another class")
-def reprioritize_task(request: Request, task_id: int,
+def reprioritize_task(request: Request, task_id: TaskId,
                       who: Annotated[Principal, Depends(allowed("tasks.reprioritize"))],
                       priority: Annotated[str, Body(embed=True, examples=["urgent"],
                                                     description="urgent, normal or bulk")]
