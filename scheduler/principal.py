@@ -30,11 +30,18 @@ class Principal:
     via: str = LOCAL_CLI
     role: str | None = None  # None: the local CLI, which may do everything (scheduler.access)
     tenant: str | None = None  # a customer's scope; None: every tenant
+    source: str | None = None  # the client's address (the API's request); None: the local CLI
 
     @classmethod
     def local(cls, settings: Settings) -> Principal:
         """The operator of a local command: the settings' ``operator``."""
         return cls(name=settings.operator)
+
+    def audit(self) -> dict[str, str | None]:
+        """What every event this principal records keeps in its ``data`` as ``principal``
+        (``scheduler.record.audit``, the stream's operator events): how it was authenticated,
+        its role, tenant and address; the name is the event's ``operator``. Never a secret."""
+        return {"via": self.via, "role": self.role, "tenant": self.tenant, "source": self.source}
 
     def __str__(self) -> str:
         return self.name

@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 
 from scheduler.access.roles import CUSTOMER_ROLES, ROLES
 from scheduler.errors import ConflictError, NotFoundError, UnauthenticatedError, ValidationError
+from scheduler.principal import Principal
 from scheduler.record.audit import record_event
 from scheduler.record.models import ApiToken
 from scheduler.record.types import utcnow
@@ -59,7 +60,7 @@ def _digest(token: str) -> str:
 
 
 def create_token(session: Session, *, name: str, owner: str, role: str, tenant: str | None,
-                 expires_at: datetime | None, created_by: str) -> tuple[int, str]:
+                 expires_at: datetime | None, created_by: Principal | str) -> tuple[int, str]:
     """Store a new token; returns its id and the token itself (to be shown once)."""
     if role not in ROLES:
         raise ValidationError(f"--role {role!r} must be one of {', '.join(ROLES)}")
@@ -71,7 +72,7 @@ def create_token(session: Session, *, name: str, owner: str, role: str, tenant: 
     lookup = secrets.token_hex(6)
     token = f"{PREFIX}{lookup}_{secrets.token_urlsafe(32)}"
     row = ApiToken(name=name, owner=owner, role=role, tenant=tenant, lookup=lookup,
-                   hash=_digest(token), created_by=created_by, expires_at=expires_at)
+                   hash=_digest(token), created_by=str(created_by), expires_at=expires_at)
     session.add(row)
     session.flush()
     record_event(session, "token_create", operator=created_by, data={
@@ -106,7 +107,7 @@ def list_tokens(session: Session) -> list[dict[str, Any]]:
     return [_row(t) for t in session.scalars(sa.select(ApiToken).order_by(ApiToken.id))]
 
 
-def revoke_token(session: Session, token_id: int, *, by: str) -> dict[str, Any]:
+def revoke_token(session: Session, token_id: int, *, by: Principal | str) -> dict[str, Any]:
     """Revoke token ``token_id`` now (again: a no-op that keeps the first time)."""
     row = session.get(ApiToken, token_id)
     if row is None:

@@ -17,6 +17,7 @@ from scheduler.inventory import sync
 from scheduler.inventory.model import Inventory
 from scheduler.inventory.resolve import resolve
 from scheduler.inventory.source import load_inventory
+from scheduler.principal import Principal
 from scheduler.record.session import transaction
 
 
@@ -31,7 +32,7 @@ class ImportResult:
     plan: sync.SyncPlan
 
 
-def import_inventory(engine: Engine, path: str | os.PathLike[str], *, operator: str,
+def import_inventory(engine: Engine, path: str | os.PathLike[str], *, operator: Principal | str,
                      fmt: str | None = None, prune: bool = False, dry_run: bool = False,
                      inventory: Inventory | None = None) -> ImportResult:
     """Import the inventory at ``path`` (see ``scheduler.inventory.sync`` for the semantics).

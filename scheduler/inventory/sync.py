@@ -31,6 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from scheduler.inventory.resolve import HostRecord, Resolved
+from scheduler.principal import Principal
 from scheduler.record.audit import record_event
 from scheduler.record.models import Group, Host, group_children, group_hosts
 from scheduler.record.types import utcnow
@@ -255,7 +256,7 @@ def _prune(session: Session, result: SyncPlan) -> None:
 
 
 
-def apply(session: Session, resolved: Resolved, result: SyncPlan, *, operator: str,
+def apply(session: Session, resolved: Resolved, result: SyncPlan, *, operator: Principal | str,
           path: str, fmt: str, prune: bool) -> None:
     """Write ``result`` (from :func:`plan` in the same transaction) and its ``import`` event."""
     group_ids = _apply_groups(session, resolved, result)

@@ -48,8 +48,10 @@ from scheduler.queue.types import (
     check_task_id,
     check_worker,
     enqueue_entries,
+    signed,
     text,
 )
+from scheduler.principal import Principal
 from scheduler.redisdb.connect import SOCKET_TIMEOUT_S
 
 __all__ = ["Carried", "Claim", "ClaimedJob", "FailOutcome", "JobResult", "JobSpec", "Queue", "TaskSpec"]
@@ -356,7 +358,8 @@ class Queue:
         what ``sweep_aborted`` still has to do, whoever's reply was lost."""
         return sorted(text(x) for x in self.client.smembers(self.keys.aborting))
 
-    def cancel_task(self, task_id: str, operator: str, *, _abort_sweep: bool = False) -> int:
+    def cancel_task(self, task_id: str, operator: Principal | str, *,
+                    _abort_sweep: bool = False) -> int:
         """Cancel the task and its pending, parked and held jobs; returns how many were cancelled.
 
         Also the way to sweep the pending jobs of a task that a failure aborted (its state stays
@@ -364,8 +367,9 @@ class Queue:
         """
         check_task_id(task_id)
         first = 2 if _abort_sweep else 1
+        name, principal = signed(operator)
         _, span, going_on = self.call("cancel", self._task_keys(task_id),
-                                      [task_id, operator, first, 0])
+                                      [task_id, name, first, 0, principal])
         if not int(going_on):
             return 0
         cancelled = 0
@@ -374,7 +378,8 @@ class Queue:
             ids = [f"{task_id}.{k}" for k in range(start, min(start + CANCEL_CHUNK, int(span)))]
             last = 1 if start == starts[-1] else 0
             keys = self._task_keys(task_id) + [self.keys.job(i) for i in ids]
-            count, _, going_on = self.call("cancel", keys, [task_id, operator, 0, last, *ids])
+            count, _, going_on = self.call("cancel", keys,
+                                           [task_id, name, 0, last, principal, *ids])
             cancelled += int(count)
             if not int(going_on):
                 break  # revived meanwhile (retry-failed): its jobs are queued again, not ours
@@ -392,25 +397,27 @@ class Queue:
                   [self.keys.tag, group, "" if limit is None else limit, self.keys.wake,
                    operator])
 
-    def pause(self, task_id: str, operator: str) -> None:
+    def pause(self, task_id: str, operator: Principal | str) -> None:
         """Pause an active task (no-op if paused); its due jobs are held until resume."""
         check_task_id(task_id)
-        self.call("pause", [self.keys.task(task_id), self.keys.events], [task_id, operator])
+        self.call("pause", [self.keys.task(task_id), self.keys.events],
+                  [task_id, *signed(operator)])
 
-    def resume(self, task_id: str, operator: str) -> int:
+    def resume(self, task_id: str, operator: Principal | str) -> int:
         """Resume a paused task; returns how many held jobs went back into their due set."""
         check_task_id(task_id)
         keys = [self.keys.task(task_id), self.keys.held(task_id), *self.keys.all_due(), self.keys.events]
         moved, first = 0, 1
+        name, principal = signed(operator)
         while True:
-            args = [self.keys.tag, task_id, operator, RESUME_CHUNK, first, self.keys.wake]
+            args = [self.keys.tag, task_id, name, RESUME_CHUNK, first, self.keys.wake, principal]
             count, remaining = self.call("resume", keys, args)
             moved += int(count)
             first = 0
             if int(count) == 0 or int(remaining) == 0:
                 return moved
 
-    def reprioritize(self, task_id: str, priority: str, operator: str) -> int:
+    def reprioritize(self, task_id: str, priority: str, operator: Principal | str) -> int:
         """Move a task to another class (urgent, normal, bulk); returns the pending jobs moved.
 
         The task's class changes at once (event ``reprioritize``), then its pending jobs move in
@@ -420,27 +427,30 @@ class Queue:
         if priority not in PRIORITY_CLASSES:
             raise bad(f"priority must be one of {', '.join(PRIORITY_CLASSES)}, not {priority!r}")
         fixed = [self.keys.task(task_id), *self.keys.all_due(), self.keys.events]
-        args: list[Any] = [task_id, priority, operator, 1, self.keys.wake]
+        name, principal = signed(operator)
+        args: list[Any] = [task_id, priority, name, 1, self.keys.wake, principal]
         moved, span = self.call("reprioritize", fixed, args)[:2]
         for start in range(0, int(span), REPRIORITIZE_CHUNK):
             stop = min(start + REPRIORITIZE_CHUNK, int(span))
             ids = [f"{task_id}.{k}" for k in range(start, stop)]
             reply = self.call("reprioritize", fixed + [self.keys.job(i) for i in ids],
-                              [task_id, priority, operator, 0, self.keys.wake, *ids])
+                              [task_id, priority, name, 0, self.keys.wake, principal, *ids])
             moved += int(reply[0])
         return int(moved)
 
-    def retry_failed(self, task_id: str, operator: str) -> list[tuple[str, list[str]]]:
+    def retry_failed(self, task_id: str, operator: Principal | str
+                     ) -> list[tuple[str, list[str]]]:
         """Queue the task's failed jobs again, each with a new attempt budget, walking its job
         ids in chunks (see retry_failed.lua); an aborted task becomes active again. Returns
         (event id, job ids) for each chunk that queued any failed job again."""
         span = int(self.task_state(task_id).get("span") or 0)
         fixed = [self.keys.task(task_id), *self.keys.all_due(), self.keys.dead, self.keys.events]
         moved: list[tuple[str, list[str]]] = []
+        name, principal = signed(operator)
         for start in range(0, max(span, 1), RETRY_CHUNK):
             ids = [f"{task_id}.{k}" for k in range(start, min(start + RETRY_CHUNK, span))]
             reply = self.call("retry_failed", fixed + [self.keys.job(i) for i in ids],
-                              [task_id, operator, self.keys.wake, *ids])
+                              [task_id, name, self.keys.wake, principal, *ids])
             if int(reply[0]):
                 event_id = text(reply[1])
                 entry = self.client.xrange(self.keys.events, min=event_id, max=event_id)

@@ -39,6 +39,7 @@ import redis
 
 from scheduler.config import LEASE_MS
 from scheduler.errors import Code, ConfigError
+from scheduler.principal import Principal
 from scheduler.progress import from_task_hash
 from scheduler.queue.client import Queue
 from scheduler.queue.shards import Shards
@@ -207,13 +208,13 @@ class ShardedQueue:
     def enqueue(self, task_id: str, jobs: Sequence[Any]) -> int:
         return self.shard_of_task(task_id).enqueue(task_id, jobs)
 
-    def pause(self, task_id: str, operator: str) -> None:
+    def pause(self, task_id: str, operator: Principal | str) -> None:
         self.shard_of_task(task_id).pause(task_id, operator)
 
-    def resume(self, task_id: str, operator: str) -> int:
+    def resume(self, task_id: str, operator: Principal | str) -> int:
         return self.shard_of_task(task_id).resume(task_id, operator)
 
-    def cancel_task(self, task_id: str, operator: str) -> int:
+    def cancel_task(self, task_id: str, operator: Principal | str) -> int:
         return self.shard_of_task(task_id).cancel_task(task_id, operator)
 
     def sweep_aborted(self, task_id: str) -> int:
@@ -230,7 +231,7 @@ class ShardedQueue:
                     raise
         return sorted(found)
 
-    def reprioritize(self, task_id: str, priority: str, operator: str) -> int:
+    def reprioritize(self, task_id: str, priority: str, operator: Principal | str) -> int:
         return self.shard_of_task(task_id).reprioritize(task_id, priority, operator)
 
     def set_group_limit(self, group: str, limit: int | None, operator: str) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from scheduler.errors import BadArgumentError, Code
+from scheduler.principal import Principal
 from scheduler.queue.keys import PRIORITY_CLASSES
 
 MAX_BATCH = 10_000  # jobs one claim may take
@@ -28,6 +29,16 @@ def bad(message: str) -> BadArgumentError:
 def text(value: Any) -> str:
     """A reply element as text, whether the client decodes responses or not."""
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def signed(operator: Principal | str) -> tuple[str, str]:
+    """An operator verb's two script arguments: the name its event records as ``operator``,
+    and the acting principal as JSON recorded beside it (``Principal.audit``; '' for a bare
+    name, a service acting under its own)."""
+    if isinstance(operator, Principal):
+        return operator.name, json.dumps(operator.audit(), separators=(",", ":"),
+                                         sort_keys=True)
+    return operator, ""
 
 
 def _is_int(value: Any) -> bool:

@@ -17,8 +17,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from scheduler.principal import Principal
 from scheduler.queue.client import JobSpec, Queue
-from scheduler.queue.types import check_task_id, text
+from scheduler.queue.types import check_task_id, signed, text
 
 __all__ = ["LIVE_STATES", "STAGE_CHUNK", "WAVE_STATES", "WaveOutcome", "move", "release_wave",
            "stage", "wave_jobs", "wave_outcome"]
@@ -66,7 +67,8 @@ def release_wave(queue: Queue, task_id: str, wave: int, from_states: Sequence[st
 
 
 def move(queue: Queue, task_id: str, wave: int, from_states: Sequence[str], to: str, kind: str,
-         *, why: str = "", until_ms: int | None = None, operator: str = "") -> bool:
+         *, why: str = "", until_ms: int | None = None,
+         operator: Principal | str = "") -> bool:
     """Change the wave state from one of ``from_states`` to ``to`` (event ``kind``)."""
     check_task_id(task_id)
     if to not in WAVE_STATES:
@@ -74,7 +76,7 @@ def move(queue: Queue, task_id: str, wave: int, from_states: Sequence[str], to: 
     k = queue.keys
     [moved] = queue.call("wave", [k.task(task_id), k.waving, k.events],
                          [task_id, wave, " ".join(from_states), to, why[:2000],
-                          "" if until_ms is None else until_ms, kind, operator])
+                          "" if until_ms is None else until_ms, kind, *signed(operator)])
     return bool(int(moved))
 
 

@@ -58,8 +58,9 @@ _JOB_KINDS = frozenset(("enqueue", "release", "defer", "unpark", "claim", "adopt
 _NO_ATTEMPT_KINDS = frozenset(("enqueue", "cancel", "park", "unpark"))
 # How a field goes into the event's ``data``: 0 a column (not in data), 1 an int if it is one,
 # 2 a list of ids, 3 JSON if it parses as JSON; any other field is kept as text.
+# ``principal``: an operator verb's acting principal (``Principal.audit``, JSON).
 _FIELD_HOW = {**dict.fromkeys(COLUMN_FIELDS, 0), **dict.fromkeys(INT_FIELDS, 1), "jobs": 2,
-              "detail": 3, "output": 3}
+              "detail": 3, "output": 3, "principal": 3}
 _by_pos = operator.attrgetter("pos")
 _quote = json.encoder.encode_basestring_ascii  # json.dumps of a str
 Ts = Callable[[int], Any]

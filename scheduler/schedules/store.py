@@ -36,6 +36,7 @@ from scheduler.calendar.cron import CronSchedule, parse_cron
 from scheduler.calendar.recurrence import as_utc, zone
 from scheduler.errors import FleetschedError, NotFoundError, ValidationError
 from scheduler.parse import format_duration, parse_limit
+from scheduler.principal import Principal
 from scheduler.progress import from_task_row
 from scheduler.queue.keys import Keys
 from scheduler.queue.route import Where
@@ -204,7 +205,7 @@ def _row(session: Session, name: str) -> Schedule:
     return row
 
 
-def _event(session: Session, kind: str, operator: str, data: dict[str, Any],
+def _event(session: Session, kind: str, operator: Principal | str, data: dict[str, Any],
            at: datetime | None = None) -> None:
     record_event(session, kind, operator=operator, data=data, at=at)
 
@@ -234,7 +235,7 @@ def _arm(connect: Any, keys: Where, name: str, at: datetime | None, replace: boo
         raise NotArmedError(name, why) from None
 
 
-def add_schedule(engine: Engine, connect: Any, spec: ScheduleSpec, *, operator: str,
+def add_schedule(engine: Engine, connect: Any, spec: ScheduleSpec, *, operator: Principal | str,
                  keys: Where = Keys(), now: datetime | None = None) -> dict[str, Any]:
     """Check everything (the task as ``submit`` would plan it), record, then arm the entry."""
     from scheduler.record.session import transaction
@@ -255,7 +256,8 @@ def add_schedule(engine: Engine, connect: Any, spec: ScheduleSpec, *, operator: 
                        tz=spec.tz, action=plan.action, params=dict(spec.request.params),
                        target=str(plan.target), options=_options(spec.request),
                        catchup=spec.catchup, catchup_window_s=spec.catchup_window_s,
-                       overlap=spec.overlap, paused=False, created_by=operator, created_at=now)
+                       overlap=spec.overlap, paused=False, created_by=str(operator),
+                       created_at=now)
         session.add(row)
         _event(session, "schedule-add", operator, {
             "schedule": spec.name, "cron": row.cron, "tz": spec.tz, "action": plan.action,
@@ -269,7 +271,7 @@ def add_schedule(engine: Engine, connect: Any, spec: ScheduleSpec, *, operator: 
 # ------------------------------------------------------------------------------ control
 
 
-def pause_schedule(engine: Engine, connect: Any, name: str, *, operator: str,
+def pause_schedule(engine: Engine, connect: Any, name: str, *, operator: Principal | str,
                    keys: Where = Keys()) -> bool:
     """Pause: no occurrence fires until resume. False: it was paused already."""
     from scheduler.record.session import transaction
@@ -309,7 +311,7 @@ def _paused_from(session: Session, row: Schedule) -> datetime:
     return as_utc(base) + timedelta(microseconds=1)
 
 
-def resume_schedule(engine: Engine, connect: Any, name: str, *, operator: str,
+def resume_schedule(engine: Engine, connect: Any, name: str, *, operator: Principal | str,
                     keys: Where = Keys(), now: datetime | None = None) -> dict[str, Any]:
     """Resume (or re-arm a schedule whose entry Redis lost): occurrences that fell while it
     was paused are recorded as ``missed``; the entry goes to the next occurrence."""
@@ -342,7 +344,7 @@ def resume_schedule(engine: Engine, connect: Any, name: str, *, operator: str,
     return {"name": name, "missed": missed, "next": first, "resumed": resumed}
 
 
-def remove_schedule(engine: Engine, connect: Any, name: str, *, operator: str,
+def remove_schedule(engine: Engine, connect: Any, name: str, *, operator: Principal | str,
                     keys: Where = Keys()) -> None:
     """Remove the schedule (its tasks stay, with their record); the entry leaves Redis."""
     from scheduler.record.session import transaction

@@ -10,6 +10,7 @@ request without one may carry a single sign-on session cookie instead
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from fastapi import Request
 
@@ -41,6 +42,7 @@ def allowed(verb: str) -> Callable[[Request], Principal]:
     def principal(request: Request) -> Principal:
         who = cookie_principal(request) or access.authenticate(stores_of(request),
                                                                 _bearer(request))
+        who = replace(who, source=request.client.host if request.client else None)
         request.state.principal = who  # for the access log (scheduler.server.observe)
         access.authorize(who, verb)
         return who

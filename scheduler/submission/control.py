@@ -5,7 +5,8 @@ What it owns, for every verb:
 1. checking the task exists (SQL first: the system of record; ``NotFoundError``, exit code 4);
 2. the queue transition in Redis (``Queue.pause``/``resume``/``cancel_task``/
    ``retry_failed``, ``Queue.reprioritize`` where the fair-share part provides it): the
-   script appends the event with the operator's name in the same atomic step;
+   script appends the event with the operator's name in the same atomic step (and, when
+   ``operator`` is the acting ``Principal``, its ``principal``: how it was authenticated);
 3. recording at once in SQL what the transition did: ``scheduler.record.now.record_now``
    applies the new stream entries of this task as the recorders do (one ``Stream`` change of
    ``scheduler.record.state``, the one writer of task and job rows, keyed by stream id, so when
@@ -35,6 +36,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from scheduler.errors import FleetschedError, NotFoundError, ValidationError
+from scheduler.principal import Principal
 from scheduler.queue.client import Queue
 from scheduler.queue.keys import PRIORITY_CLASSES
 from scheduler.record.audit import record_event
@@ -80,7 +82,8 @@ def _run(engine: Engine, queue: Queue, task_id: int, verb: str,
     return ControlResult(task_id, verb, count, queue.task_state(str(task_id)).get("state", "?"))
 
 
-def pause(engine: Engine, queue: Queue, task_id: int, operator: str) -> ControlResult:
+def pause(engine: Engine, queue: Queue, task_id: int,
+          operator: Principal | str) -> ControlResult:
     """Hold the task's pending jobs (in order) until resume; running jobs finish."""
     def call() -> int:
         queue.pause(str(task_id), operator)
@@ -88,12 +91,14 @@ def pause(engine: Engine, queue: Queue, task_id: int, operator: str) -> ControlR
     return _run(engine, queue, task_id, "pause", call)
 
 
-def resume(engine: Engine, queue: Queue, task_id: int, operator: str) -> ControlResult:
+def resume(engine: Engine, queue: Queue, task_id: int,
+           operator: Principal | str) -> ControlResult:
     """Release a paused task's held jobs at their due times, in their order."""
     return _run(engine, queue, task_id, "resume", lambda: queue.resume(str(task_id), operator))
 
 
-def cancel(engine: Engine, queue: Queue, task_id: int, operator: str) -> ControlResult:
+def cancel(engine: Engine, queue: Queue, task_id: int,
+           operator: Principal | str) -> ControlResult:
     """Cancel pending, parked and held jobs; running jobs finish. A task that never reached
     Redis (still ``accepted``) is cancelled in SQL alone."""
     row = _sql_task(engine, task_id)
@@ -120,7 +125,8 @@ def _already_aborted(task_id: int) -> ValidationError:
                                 "ones again")
 
 
-def _cancel_unqueued(engine: Engine, task_id: int, operator: str) -> ControlResult:
+def _cancel_unqueued(engine: Engine, task_id: int,
+                     operator: Principal | str) -> ControlResult:
     now = utcnow()
     with engine.begin() as conn:
         count = apply(conn, CancelUnqueued(task_id, now))
@@ -132,7 +138,8 @@ def _cancel_unqueued(engine: Engine, task_id: int, operator: str) -> ControlResu
     return ControlResult(task_id, "cancel", count, "cancelled")
 
 
-def retry_failed(engine: Engine, queue: Queue, task_id: int, operator: str) -> ControlResult:
+def retry_failed(engine: Engine, queue: Queue, task_id: int,
+                 operator: Principal | str) -> ControlResult:
     """Queue the task's failed jobs again, each with a new attempt budget (see
     ``scheduler/queue/lua/retry_failed.lua``); an aborted task becomes active again."""
     moved: list[tuple[str, list[str]]] = []
@@ -145,7 +152,7 @@ def retry_failed(engine: Engine, queue: Queue, task_id: int, operator: str) -> C
 
 
 def reprioritize(engine: Engine, queue: Queue, task_id: int, priority: str,
-                 operator: str) -> ControlResult:
+                 operator: Principal | str) -> ControlResult:
     """Move the task's pending jobs to another priority class (``Queue.reprioritize``)."""
     if priority not in PRIORITY_CLASSES:
         raise ValidationError(f"priority {priority!r} is not one of {', '.join(PRIORITY_CLASSES)}")

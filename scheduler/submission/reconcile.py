@@ -65,6 +65,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from scheduler.errors import DatabaseUnavailableError, RedisUnavailableError, TaskNotActiveError
+from scheduler.principal import Principal
 from scheduler.queue.client import Carried, JobSpec, Queue, TaskSpec
 from scheduler.queue.hosts import write_hosts
 from scheduler.queue.presence import read_workers, redis_now_ms
@@ -336,14 +337,16 @@ def _carried(engine: Engine, task: Any, operator: str) -> Carried:
                    paused_by=paused_by)
 
 
-def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
+def reconcile(engine: Engine, queue: Queue, *, operator: Principal | str = "reconcile",
               dry_run: bool = False, on_batch: OnBatch | None = None,
               shards: Shards | None = None, nodes_wait_ms: int | None = None) -> ReconcileReport:
     """Repair Redis from SQL (see the module docstring); ``dry_run`` changes nothing (and waits
     for no node). ``on_batch``: the recorder's hook for the batches it drains (the notice
     detector). ``queue``: shard 0's; ``shards``: the queue's shards (None: the queue's one
     shard). ``nodes_wait_ms``: longest wait for the live nodes' reports (step 6); None: the
-    queue's lease; 0 where no worker node can be running (nothing to wait for)."""
+    queue's lease; 0 where no worker node can be running (nothing to wait for). ``operator``:
+    who runs it: its name restores what Redis lost, its ``reconcile`` event names it."""
+    by, operator = operator, str(operator)
     report = ReconcileReport(dry_run=dry_run)
     nodes = LiveNodes(queue.client, queue.keys.prefix,
                       queue.lease_ms if nodes_wait_ms is None else nodes_wait_ms)
@@ -369,7 +372,7 @@ def reconcile(engine: Engine, queue: Queue, *, operator: str = "reconcile",
     report.jobs_requeued = len(report.requeued) - report.jobs_queued_before
     if not dry_run:
         with engine.begin() as conn:
-            record_event(conn, "reconcile", operator=operator, data={
+            record_event(conn, "reconcile", operator=by, data={
                 **report.counts(), "requeued": report.requeued[:ID_LIST_CAP],
                 "not_rerun": report.not_rerun[:ID_LIST_CAP],
                 "adopted": report.adopted[:ID_LIST_CAP],

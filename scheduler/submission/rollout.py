@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from scheduler.errors import ValidationError
+from scheduler.principal import Principal
 from scheduler.queue.client import Queue
 from scheduler.queue.presence import redis_now_ms
 from scheduler.queue.waves import move, release_wave, wave_outcome
@@ -155,7 +156,8 @@ def _redis_ms(queue: Queue) -> int:
     return redis_now_ms(queue.client, queue.keys)
 
 
-def continue_rollout(engine: Engine, queue: Queue, task_id: int, operator: str) -> Any:
+def continue_rollout(engine: Engine, queue: Queue, task_id: int,
+                     operator: Principal | str) -> Any:
     """``tasks continue``: pass the gate of a gated rollout, or go on with a stopped one (the
     next wave is released without a check). Refused (``ValidationError``, exit code 2) when the
     task waits for neither."""

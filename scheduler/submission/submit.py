@@ -44,6 +44,7 @@ from scheduler.gcpause import gc_paused
 from scheduler.notify.targets import parse_target as parse_notify_target
 from scheduler.notify.targets import parse_targets
 from scheduler.parse import Limit
+from scheduler.principal import Principal
 from scheduler.queue.client import JobSpec, TaskSpec
 from scheduler.queue.keys import PRIORITY_CLASSES, Keys
 from scheduler.queue.route import Where, task_keys
@@ -193,6 +194,7 @@ class Plan:
     host_groups: dict[str, str] = field(default_factory=dict)  # host -> its first group
     in_window: bool = False  # each host's job waits for its windows (asked, or the action's)
     break_glass: str | None = None  # the checked reason to run through freezes
+    principal: Principal | None = None  # who submits (its submit event says how authenticated)
 
     def windows_text(self) -> str:
         """How windows and freezes apply, as the plan, ``tasks show`` and the report say it."""
@@ -360,7 +362,7 @@ def _jobs(session: Session, hosts: list[str], start: datetime | None, now: datet
 
 
 @gc_paused()
-def plan_task(session: Session, request: TaskRequest, *, operator: str,
+def plan_task(session: Session, request: TaskRequest, *, operator: Principal | str,
               now: datetime | None = None) -> Plan:
     """Check ``request`` against the action registry and the stored inventory; write nothing.
 
@@ -368,6 +370,8 @@ def plan_task(session: Session, request: TaskRequest, *, operator: str,
     """
     import tasks
 
+    principal = operator if isinstance(operator, Principal) else None
+    operator = str(operator)
     now = now or utcnow()
     action = tasks.get_action(request.action)
     typed = action.validate(dict(request.params))
@@ -417,7 +421,7 @@ def plan_task(session: Session, request: TaskRequest, *, operator: str,
                 params=dumped, executor=executor, executor_options=options,
                 expected_ms=expected, policy=policy, hosts=_hosts(session, names, members),
                 groups=groups, jobs=jobs, start=start, notify=notify, host_groups=first_group,
-                in_window=in_window, break_glass=glass)
+                in_window=in_window, break_glass=glass, principal=principal)
     plan.waves("plan")  # refuses a spec that makes too many waves before anything is written
     return plan
 
@@ -450,7 +454,8 @@ def record_task(session: Session, plan: Plan, *, now: datetime | None = None,
         apply(session, Waves(task_id, {**plan.wave_policy(), "count": len(counts),
                                        "counts": counts}, "running" if waves else "done"))
     spec = plan.task_spec(task_id)
-    record_event(session, "submit", operator=plan.operator, task_id=task_id, at=now, data={
+    record_event(session, "submit", operator=plan.principal or plan.operator, task_id=task_id,
+                 at=now, data={
         "name": r.name, "target": str(plan.target), "hosts": len(plan.hosts),
         "groups": plan.groups[:50], "in_window": plan.in_window,
         "ignore_windows": r.ignore_windows, "break_glass": plan.break_glass,

@@ -66,7 +66,7 @@ def import_hosts(stores: Stores, principal: Principal, path: Path, *, fmt: str |
     inventory = load_inventory(path, fmt)
     notes: list[str] = []
     with stores.database() as engine:
-        result = import_inventory(engine, path, operator=principal.name, prune=prune,
+        result = import_inventory(engine, path, operator=principal, prune=prune,
                                   dry_run=dry_run, inventory=inventory)
         if not dry_run:
             notes += _push_limits(stores, engine, principal,
@@ -118,7 +118,7 @@ def add_host(stores: Stores, principal: Principal, name: str, *, address: str | 
         with transaction(engine) as session:
             created = add(session, name, address=address, port=port, user=user,
                           groups=groups or [], host_vars=host_vars or {},
-                          operator=principal.name)
+                          operator=principal)
         if groups:
             notes += _push_limits(stores, engine, principal)  # it may count in a limit now
             notes += _push_freezes(stores, engine)  # or be in a frozen group
@@ -138,7 +138,7 @@ def remove_host(stores: Stores, principal: Principal, name: str) -> Changed:
     notes: list[str] = []
     with stores.database() as engine:
         with transaction(engine) as session:
-            remove(session, name, operator=principal.name)
+            remove(session, name, operator=principal)
         try:
             client = stores.connect()
             try:
@@ -162,7 +162,7 @@ def remove_group(stores: Stores, principal: Principal, name: str) -> Changed:
     with stores.database() as engine:
         with transaction(engine) as session:
             limited = name in group_limits(session)
-            hosts = remove(session, name, operator=principal.name)
+            hosts = remove(session, name, operator=principal)
         notes = _push_limits(stores, engine, principal, always=limited)  # its limit goes too
     return Changed(count=hosts, notes=notes)
 
@@ -190,7 +190,7 @@ def limit_group(stores: Stores, principal: Principal, name: str,
         max_busy = str(parse_limit(max_busy, "--max-busy"))  # as SQL keeps it: " 5" -> "5"
     with stores.database() as engine:
         with transaction(engine) as session:
-            count, members = set_group_limit(session, name, max_busy, operator=principal.name)
+            count, members = set_group_limit(session, name, max_busy, operator=principal)
         with stores.queue(coord=True) as queue:
             group_limits.push(engine, queue, principal.name, shards=stores.shards)
     return Limited(count=count, members=list(members), by=principal.name)

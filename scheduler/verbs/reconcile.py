@@ -31,7 +31,7 @@ def reconcile(stores: Stores, principal: Principal, *, dry_run: bool = False,
 
     settings = stores.settings
     with stores.database() as engine, stores.queue(coord=True) as queue:
-        return run_reconcile(engine, queue, operator=principal.name, dry_run=dry_run,
+        return run_reconcile(engine, queue, operator=principal, dry_run=dry_run,
                              on_batch=_detector(settings, note), shards=stores.shards,
                              nodes_wait_ms=0 if nodes_stopped else settings.lease_ms)
 

@@ -68,7 +68,7 @@ def add(stores: Stores, principal: Principal, spec: ScheduleSpec) -> ScheduleAdd
     from scheduler.schedules.store import add_schedule
 
     with stores.database() as engine:
-        done = add_schedule(engine, stores.connect, spec, operator=principal.name,
+        done = add_schedule(engine, stores.connect, spec, operator=principal,
                             keys=stores.shards)
     return ScheduleAdded(name=done["name"], cron=done["cron"], tz=done["tz"],
                          explain=done["explain"], next=done["next"], hosts=done["hosts"],
@@ -80,7 +80,7 @@ def pause(stores: Stores, principal: Principal, name: str) -> ScheduleChange:
     from scheduler.schedules.store import pause_schedule
 
     with stores.database() as engine:
-        changed = pause_schedule(engine, stores.connect, name, operator=principal.name,
+        changed = pause_schedule(engine, stores.connect, name, operator=principal,
                                  keys=stores.shards)
     return ScheduleChange(schedule=name, verb="pause", by=principal.name, changed=changed)
 
@@ -90,7 +90,7 @@ def resume(stores: Stores, principal: Principal, name: str) -> ScheduleChange:
     from scheduler.schedules.store import resume_schedule
 
     with stores.database() as engine:
-        done = resume_schedule(engine, stores.connect, name, operator=principal.name,
+        done = resume_schedule(engine, stores.connect, name, operator=principal,
                                keys=stores.shards)
     return ScheduleChange(schedule=name, verb="resume", by=principal.name,
                           changed=done["resumed"], missed=done["missed"], next=done["next"])
@@ -101,7 +101,7 @@ def remove(stores: Stores, principal: Principal, name: str) -> ScheduleChange:
     from scheduler.schedules.store import remove_schedule
 
     with stores.database() as engine:
-        remove_schedule(engine, stores.connect, name, operator=principal.name,
+        remove_schedule(engine, stores.connect, name, operator=principal,
                         keys=stores.shards)
     return ScheduleChange(schedule=name, verb="remove", by=principal.name)
 

@@ -63,7 +63,7 @@ def submit(stores: Stores, principal: Principal, request: TaskRequest, *,
                 if first is not None:
                     return Submission(plan=None, task_id=first.task_id, jobs=first.jobs,
                                       operator=principal.name, repeat=first)
-            plan = plan_task(session, request, operator=principal.name)
+            plan = plan_task(session, request, operator=principal)
         if dry_run:
             return Submission(plan=plan, operator=principal.name)
         if confirm is not None:

@@ -55,7 +55,7 @@ def control(stores: Stores, principal: Principal, task_id: int, verb: str,
         "reprioritize": ctl.reprioritize}[verb]
     extra = (priority,) if verb == "reprioritize" else ()
     with stores.database() as engine, stores.queue(task_id) as queue:
-        result = fn(engine, queue, task_id, *extra, principal.name)
+        result = fn(engine, queue, task_id, *extra, principal)
     return TaskChange(task_id=task_id, verb=verb, count=result.count, state=result.state,
                       by=principal.name, priority=priority)
 

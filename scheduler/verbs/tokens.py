@@ -45,7 +45,7 @@ def create(stores: Stores, principal: Principal, name: str, *, role: str,
     with stores.database() as engine, transaction(engine) as session:
         token_id, token = create_token(session, name=name, owner=owner, role=role,
                                        tenant=tenant, expires_at=expires_at,
-                                       created_by=principal.name)
+                                       created_by=principal)
     return CreatedToken(id=token_id, name=name, owner=owner, role=role, tenant=tenant,
                         expires_at=expires_at, token=token)
 
@@ -68,4 +68,4 @@ def revoke(stores: Stores, principal: Principal, token_id: int) -> dict[str, Any
 
     check_role(principal, "tokens.revoke")
     with stores.database() as engine, transaction(engine) as session:
-        return revoke_token(session, token_id, by=principal.name)
+        return revoke_token(session, token_id, by=principal)

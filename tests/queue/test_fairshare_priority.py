@@ -174,10 +174,10 @@ def test_a_cancel_while_reprioritize_moves_the_task_leaves_no_entry_in_the_old_c
     # Given a task of 1,200 jobs whose move to urgent has begun: class changed, first chunk moved
     ids = make_task(queue, "t", 1_200)
     fixed = [KEYS.task("t"), *KEYS.all_due(), KEYS.events]
-    queue.call("reprioritize", fixed, ["t", "urgent", "ops", 1, KEYS.wake])
+    queue.call("reprioritize", fixed, ["t", "urgent", "ops", 1, KEYS.wake, ""])
     chunk = ids[:500]
     queue.call("reprioritize", fixed + [KEYS.job(i) for i in chunk],
-               ["t", "urgent", "ops", 0, KEYS.wake, *chunk])
+               ["t", "urgent", "ops", 0, KEYS.wake, "", *chunk])
     assert queue.client.zcard(KEYS.due("normal")) == 700
     # When the operator cancels the task before the move finished
     assert queue.cancel_task("t", "ops") == 1_200

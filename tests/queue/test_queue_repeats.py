@@ -232,7 +232,7 @@ def test_retry_failed_takes_a_revived_task_out_of_the_aborting_set(queue: Queue)
     assert queue.fail_job("w", job.job_id, job.token, JobResult(1), error="boom").aborted
     assert queue.aborting() == ["t"]
     keys = [KEYS.task("t"), *KEYS.all_due(), KEYS.dead, KEYS.events, KEYS.job("t.0")]
-    queue.call("retry_failed", keys, ["t", "ops", KEYS.wake, "t.0"])
+    queue.call("retry_failed", keys, ["t", "ops", KEYS.wake, "", "t.0"])
     assert queue.task_state("t")["state"] == "active"
     assert queue.aborting() == []
 

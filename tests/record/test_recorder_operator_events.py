@@ -62,3 +62,32 @@ def test_an_operator_event_of_a_task_id_with_non_ascii_digits_does_not_stop_the_
     drain(Recorder(redis_client, engine, KEYS, "r1"))
     with engine.connect() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(Event)).scalar_one() == 2
+
+
+def test_a_control_event_names_its_principal_whoever_records_it_first(
+        engine: sa.Engine, redis_client: redis.Redis) -> None:
+    from scheduler.principal import Principal
+    from scheduler.queue.client import Queue
+    from tests.queue_support import make_task
+
+    # Given a task in SQL and in Redis
+    task_id, _jobs = create_task_rows(engine, 2)
+    queue = Queue(redis_client, KEYS)
+    make_task(queue, str(task_id), 2, due_ms=4_102_444_800_000)
+    who = Principal(name="deploy-bot", via="token:7", role="operator", source="10.1.2.3")
+    # When an API principal pauses and resumes it, and a service cancels it under its own name
+    queue.pause(str(task_id), who)
+    queue.resume(str(task_id), who)
+    queue.cancel_task(str(task_id), "reconcile")
+    # and a recorder (not the command's record_now) copies the stream
+    drain(Recorder(redis_client, engine, KEYS, "r1"))
+    with engine.connect() as conn:
+        rows = {r.kind: r for r in conn.execute(sa.select(Event.kind, Event.operator, Event.data)
+                                                .where(Event.task_id == str(task_id)))}
+    # Then the principal's events name it: its name as operator, how it was authenticated in data
+    for kind in ("pause", "resume"):
+        assert rows[kind].operator == "deploy-bot"
+        assert rows[kind].data["principal"] == {"via": "token:7", "role": "operator",
+                                                "tenant": None, "source": "10.1.2.3"}
+    # And a bare name claims no principal
+    assert rows["cancel"].operator == "reconcile" and "principal" not in rows["cancel"].data

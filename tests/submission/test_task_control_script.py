@@ -76,7 +76,7 @@ def test_a_cancelled_task_an_unknown_task_and_a_foreign_job_id_change_nothing(
         queue.retry_failed("nope", "ops")
     script = qclient.register_script(script_source("retry_failed"))
     reply = script(keys=[KEYS.task("t5"), *KEYS.all_due(), KEYS.dead, KEYS.events,
-                         KEYS.job("t4.0")], args=["t5", "ops", KEYS.wake, "t4.0"])
+                         KEYS.job("t4.0")], args=["t5", "ops", KEYS.wake, "", "t4.0"])
     assert reply[0] == Code.BAD_ARGUMENT and "not of task t5" in reply[1]
     assert snapshot(qclient) == before
 
@@ -90,13 +90,13 @@ def test_retry_failed_during_an_aborts_cancel_sweep_is_not_undone_by_the_sweeps_
                           retryable=False).aborted
     # and the abort's sweep under way: its first chunk cancelled jobs 0..499
     keys = queue._task_keys("t4")
-    queue.call("cancel", keys, ["t4", "", 1, 0])
+    queue.call("cancel", keys, ["t4", "", 1, 0, ""])
     first = [f"t4.{k}" for k in range(500)]
-    assert queue.call("cancel", keys + [KEYS.job(i) for i in first], ["t4", "", 0, 0, *first])[0] == 499
+    assert queue.call("cancel", keys + [KEYS.job(i) for i in first], ["t4", "", 0, 0, "", *first])[0] == 499
     # When the operator runs retry-failed before the sweep's next chunk
     queue.retry_failed("t4", "ops")
     rest = [f"t4.{k}" for k in range(500, 1_000)]
-    reply = queue.call("cancel", keys + [KEYS.job(i) for i in rest], ["t4", "", 0, 0, *rest])
+    reply = queue.call("cancel", keys + [KEYS.job(i) for i in rest], ["t4", "", 0, 0, "", *rest])
     # Then the later chunk cancels nothing and says the sweep is over
     assert (reply[0], reply[2]) == (0, 0)
     assert queue.task_state("t4")["state"] == "active"

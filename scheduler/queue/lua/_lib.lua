@@ -97,6 +97,15 @@ local function fs_emit(events, now, kind, fields)
   redis.call('XADD', events, '*', 'kind', kind, 'ts', fs_int(now), unpack(fields))
 end
 
+-- An operator event's fields with the acting principal appended (JSON: via, role, tenant,
+-- source; Principal.audit); '' (a service acting under its own name) appends nothing.
+local function fs_signed(fields, principal)
+  if principal and principal ~= '' then
+    fields[#fields + 1], fields[#fields + 2] = 'principal', principal
+  end
+  return fields
+end
+
 -- A task's jobs newly queued (enqueue.lua) or staged (stage.lua): the task's total and span,
 -- the enqueued stat, one enqueue event (job ids, due; `extra` fields after). The task's total.
 local function fs_count_enqueued(task_key, stats, events, now, task_id, added, span, due, extra)

@@ -18,7 +18,8 @@ ARGV[4]     last (1 | 0): drop the parked list (its jobs were cancelled by this 
             held set and the staged-waves set {P}:waves:<task> (named from the held set), and
             take the task out of the shard's aborting set {P}:aborting (named from the task
             key, _lib fs_aborting_of): it is swept
-ARGV[4+i]   job id i
+ARGV[5]     principal: JSON recorded with the operator's events ('' = none)
+ARGV[5+i]   job id i
 Returns     {cancelled, span, going on}: jobs cancelled by this call (pending, parked, held or
             waiting in a later wave:
             hash deleted, cancelled + 1, one event cancel for the chunk); running jobs finish,
@@ -30,24 +31,24 @@ Errors      {-3 UNKNOWN_TASK | -4 BAD_ARGUMENT, message}; nothing is written.
 local task_key = KEYS[1]
 local due_keys = {urgent = KEYS[2], normal = KEYS[3], bulk = KEYS[4]}
 local parked, held, events = KEYS[5], KEYS[6], KEYS[7]
-local task_id, operator, first, last = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local task_id, operator, first, last, principal = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local n = #KEYS - 7
 fs_effects()
 
-if n < 0 or #ARGV ~= 4 + n then return fs_err(FS_BAD_ARGUMENT, 'cancel needs one job id per job key') end
+if n < 0 or #ARGV ~= 5 + n then return fs_err(FS_BAD_ARGUMENT, 'cancel needs one job id per job key') end
 local t = redis.call('HMGET', task_key, 'state', 'prio', 'span')
 if not t[1] then return fs_err(FS_UNKNOWN_TASK, 'no task ' .. task_id) end
 local prefix = task_id .. '.'
 for i = 1, n do
-  if string.sub(ARGV[4 + i], 1, #prefix) ~= prefix then
-    return fs_err(FS_BAD_ARGUMENT, 'job id ' .. ARGV[4 + i] .. ' is not of task ' .. task_id)
+  if string.sub(ARGV[5 + i], 1, #prefix) ~= prefix then
+    return fs_err(FS_BAD_ARGUMENT, 'job id ' .. ARGV[5 + i] .. ' is not of task ' .. task_id)
   end
 end
 
 local now = fs_now()
 if first == '1' and (t[1] == 'active' or t[1] == 'paused') then
   redis.call('HSET', task_key, 'state', 'cancelled')
-  fs_emit(events, now, 'cancel', {'task', task_id, 'operator', operator})
+  fs_emit(events, now, 'cancel', fs_signed({'task', task_id, 'operator', operator}, principal))
 end
 if first == '2' and t[1] ~= 'aborted' then
   -- The sweep after an abort, and the task is not aborted (any more): an operator's
@@ -64,7 +65,7 @@ end
 local due = fs_due_of(due_keys, t[2])
 local ids = {}
 for i = 1, n do
-  local jk, id = KEYS[7 + i], ARGV[4 + i]
+  local jk, id = KEYS[7 + i], ARGV[5 + i]
   local state = redis.call('HGET', jk, 'state')
   if state == 'pending' or state == 'parked' or state == 'held' or state == 'hostwait'
       or state == 'waiting' then
@@ -85,8 +86,8 @@ for i = 1, n do
 end
 if #ids > 0 then
   redis.call('HINCRBY', task_key, 'cancelled', #ids)
-  fs_emit(events, now, 'cancel', {'task', task_id, 'operator', operator, 'count', fs_int(#ids),
-    'jobs', table.concat(ids, ' ')})
+  fs_emit(events, now, 'cancel', fs_signed({'task', task_id, 'operator', operator,
+    'count', fs_int(#ids), 'jobs', table.concat(ids, ' ')}, principal))
 end
 if last == '1' then
   redis.call('DEL', parked, held, fs_waves_of(held))

@@ -11,7 +11,8 @@ ARGV[3]      operator (recorded in the event)
 ARGV[4]      first: 1 on the first call (checks the task, sets its `prio`, event
              `reprioritize` with detail {"from", "to"}), 0 on the following ones
 ARGV[5]      wake channel ({P}:wake)
-ARGV[5+i]    job id i, i = 1..n (n >= 0)
+ARGV[6]      principal: JSON recorded with the event ('' = none)
+ARGV[6+i]    job id i, i = 1..n (n >= 0)
 Returns      {moved, span, from}: jobs moved by this call, the task's span, and its class
              before this call (on a first call: the class it had)
 Errors       {-3 UNKNOWN_TASK | -7 TASK_NOT_ACTIVE (cancelled or aborted) | -4 BAD_ARGUMENT,
@@ -29,7 +30,8 @@ local task_key = KEYS[1]
 local due_keys = {urgent = KEYS[2], normal = KEYS[3], bulk = KEYS[4]}
 local events = KEYS[5]
 local task_id, prio, operator, first, wake = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local n = #ARGV - 5
+local principal = ARGV[6]
+local n = #ARGV - 6
 fs_effects()
 
 if due_keys[prio] == nil then
@@ -39,8 +41,8 @@ if first ~= '0' and first ~= '1' then return fs_err(FS_BAD_ARGUMENT, 'first must
 if #KEYS ~= 5 + n then return fs_err(FS_BAD_ARGUMENT, 'reprioritize needs one job key per job id') end
 local prefix = task_id .. '.'
 for i = 1, n do
-  if string.sub(ARGV[5 + i], 1, #prefix) ~= prefix then
-    return fs_err(FS_BAD_ARGUMENT, 'job id ' .. ARGV[5 + i] .. ' is not of task ' .. task_id)
+  if string.sub(ARGV[6 + i], 1, #prefix) ~= prefix then
+    return fs_err(FS_BAD_ARGUMENT, 'job id ' .. ARGV[6 + i] .. ' is not of task ' .. task_id)
   end
 end
 local t = redis.call('HMGET', task_key, 'state', 'prio', 'span')
@@ -55,8 +57,8 @@ if first == '1' then
   if from ~= prio then
     local now = fs_now()
     redis.call('HSET', task_key, 'prio', prio)
-    fs_emit(events, now, 'reprioritize', {'task', task_id, 'operator', operator,
-      'detail', cjson.encode({from = from, to = prio})})
+    fs_emit(events, now, 'reprioritize', fs_signed({'task', task_id, 'operator', operator,
+      'detail', cjson.encode({from = from, to = prio})}, principal))
   end
 end
 
@@ -64,7 +66,7 @@ local home = due_keys[target]
 local head = redis.call('ZRANGE', home, 0, 0, 'WITHSCORES')
 local moved, earliest = 0, nil
 for i = 1, n do
-  local id = ARGV[5 + i]
+  local id = ARGV[6 + i]
   if redis.call('HGET', KEYS[5 + i], 'state') == 'pending' then
     for _, other in ipairs({'urgent', 'normal', 'bulk'}) do
       local key = due_keys[other]

@@ -11,6 +11,7 @@ ARGV[3]     operator
 ARGV[4]     chunk: held jobs moved at most by this call (>= 1)
 ARGV[5]     first (1 | 0): the first call switches the task to active (event resume)
 ARGV[6]     wake channel
+ARGV[7]     principal: JSON recorded with the event ('' = none)
 Returns     {moved, remaining}; moved jobs are pending again at their due time
 Errors      {-3 UNKNOWN_TASK | -7 TASK_NOT_ACTIVE (cancelled or aborted; or paused with its
             rollout in waves stopped: `tasks continue` passes the stop first) | -4 BAD_ARGUMENT,
@@ -20,6 +21,7 @@ local task_key, held = KEYS[1], KEYS[2]
 local due_keys = {urgent = KEYS[3], normal = KEYS[4], bulk = KEYS[5]}
 local events = KEYS[6]
 local tag, task_id, operator, first, wake = ARGV[1], ARGV[2], ARGV[3], ARGV[5], ARGV[6]
+local principal = ARGV[7]
 local chunk = fs_count(ARGV[4])
 fs_effects()
 
@@ -40,8 +42,8 @@ if t[1] == 'paused' then
   if first ~= '1' then return {0, redis.call('ZCARD', held)} end  -- paused again meanwhile
   redis.call('HSET', task_key, 'state', 'active')
   redis.call('HDEL', task_key, 'wave_held')  -- a rollout's hold (wave.lua) is over too
-  fs_emit(events, now, 'resume', {'task', task_id, 'operator', operator,
-    'count', fs_int(redis.call('ZCARD', held))})
+  fs_emit(events, now, 'resume', fs_signed({'task', task_id, 'operator', operator,
+    'count', fs_int(redis.call('ZCARD', held))}, principal))
 end
 local due = fs_due_of(due_keys, t[2])
 local batch = redis.call('ZRANGE', held, 0, chunk - 1, 'WITHSCORES')

@@ -9,7 +9,8 @@ KEYS[6+i]   job i     {P}:job:<task>.<k>           HASH, i = 1..n
 ARGV[1]     task id
 ARGV[2]     operator
 ARGV[3]     wake channel
-ARGV[3+i]   job id i
+ARGV[4]     principal: JSON recorded with the event ('' = none)
+ARGV[4+i]   job id i
 Returns     {requeued, event id}: jobs of this chunk that were failed for good (state failed,
             in the dead letter set) and are pending again now: attempt count reset, fencing
             token kept (it only grows), error cleared, failed - 1 each (and failed_hosts - 1
@@ -26,11 +27,11 @@ Errors      {-3 UNKNOWN_TASK | -7 TASK_NOT_ACTIVE (cancelled) | -4 BAD_ARGUMENT,
 local task_key = KEYS[1]
 local due_keys = {urgent = KEYS[2], normal = KEYS[3], bulk = KEYS[4]}
 local dead, events = KEYS[5], KEYS[6]
-local task_id, operator, wake = ARGV[1], ARGV[2], ARGV[3]
+local task_id, operator, wake, principal = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local n = #KEYS - 6
 fs_effects()
 
-if n < 0 or #ARGV ~= 3 + n then return fs_err(FS_BAD_ARGUMENT, 'retry_failed needs one job id per job key') end
+if n < 0 or #ARGV ~= 4 + n then return fs_err(FS_BAD_ARGUMENT, 'retry_failed needs one job id per job key') end
 local t = redis.call('HMGET', task_key, 'state', 'prio')
 if not t[1] then return fs_err(FS_UNKNOWN_TASK, 'no task ' .. task_id) end
 if t[1] == 'cancelled' then
@@ -38,8 +39,8 @@ if t[1] == 'cancelled' then
 end
 local prefix = task_id .. '.'
 for i = 1, n do
-  if string.sub(ARGV[3 + i], 1, #prefix) ~= prefix then
-    return fs_err(FS_BAD_ARGUMENT, 'job id ' .. ARGV[3 + i] .. ' is not of task ' .. task_id)
+  if string.sub(ARGV[4 + i], 1, #prefix) ~= prefix then
+    return fs_err(FS_BAD_ARGUMENT, 'job id ' .. ARGV[4 + i] .. ' is not of task ' .. task_id)
   end
 end
 
@@ -48,7 +49,7 @@ local due = fs_due_of(due_keys, t[2])
 local ids = {}
 local lost = 0  -- of them, jobs lost with their worker (fs_count_lost_failure marked them)
 for i = 1, n do
-  local jk, id = KEYS[6 + i], ARGV[3 + i]
+  local jk, id = KEYS[6 + i], ARGV[4 + i]
   if redis.call('HGET', jk, 'state') == 'failed' then
     if redis.call('HGET', jk, 'lost') then lost = lost + 1 end
     redis.call('HSET', jk, 'state', 'pending', 'due', fs_int(now))
@@ -76,6 +77,7 @@ end
 if #ids == 0 then return {0, ''} end
 redis.call('HINCRBY', task_key, 'failed', -#ids)
 if lost > 0 then redis.call('HINCRBY', task_key, 'lost_failed', -lost) end
-local id = redis.call('XADD', events, '*', 'kind', 'retry-failed', 'ts', fs_int(now), 'task', task_id,
-  'operator', operator, 'count', fs_int(#ids), 'jobs', table.concat(ids, ' '), 'due', fs_int(now))
+local id = redis.call('XADD', events, '*', 'kind', 'retry-failed', 'ts', fs_int(now),
+  unpack(fs_signed({'task', task_id, 'operator', operator, 'count', fs_int(#ids),
+                    'jobs', table.concat(ids, ' '), 'due', fs_int(now)}, principal)))
 return {#ids, id}

@@ -15,15 +15,16 @@ ARGV[5]   why: one line for the operator ('' = none)
 ARGV[6]   until: ms epoch (pausing), '' otherwise
 ARGV[7]   event kind (wave-wait, wave-check, wave-stop, wave-done, continue)
 ARGV[8]   operator ('' = the controller)
+ARGV[9]   principal: JSON recorded with the event ('' = none)
 Returns   {1} moved | {0} the wave or state was not what the caller saw (nothing written)
 Errors    {-3 UNKNOWN_TASK | -7 TASK_NOT_ACTIVE (cancelled or aborted) | -4 BAD_ARGUMENT, message}
 Event     <kind> (task, wave, state, error = why if any, until, operator if given)
 ]]
 local task_key, waving, events = KEYS[1], KEYS[2], KEYS[3]
-local task_id, wave, from, to, why, untl, kind, operator = unpack(ARGV)
+local task_id, wave, from, to, why, untl, kind, operator, principal = unpack(ARGV)
 fs_effects()
 
-if #KEYS ~= 3 or #ARGV ~= 8 or to == '' or kind == '' then
+if #KEYS ~= 3 or #ARGV ~= 9 or to == '' or kind == '' then
   return fs_err(FS_BAD_ARGUMENT, 'wave needs 3 keys and 8 arguments')
 end
 local t = redis.call('HMGET', task_key, 'state', 'wave', 'wave_state')
@@ -40,5 +41,5 @@ local fields = {'task', task_id, 'wave', wave, 'state', to}
 if why ~= '' then fields[#fields + 1], fields[#fields + 2] = 'error', why end
 if untl ~= '' then fields[#fields + 1], fields[#fields + 2] = 'until', untl end
 if operator ~= '' then fields[#fields + 1], fields[#fields + 2] = 'operator', operator end
-fs_emit(events, fs_now(), kind, fields)
+fs_emit(events, fs_now(), kind, fs_signed(fields, principal))
 return {1}
