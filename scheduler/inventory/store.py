@@ -137,16 +137,21 @@ def hosts_in_groups(session: Session, groups: Iterable[str]) -> set[str]:
 
 
 def _host_rows(session: Session, names: set[str] | None, *, limit: int | None = None,
-               offset: int = 0, tenant: str | None = None) -> list[dict[str, Any]]:
-    """Hosts by name (those in ``names``, when given; only ``tenant``'s, when given), ``limit``
-    of them from ``offset``: in SQL without ``names``, else cut after the filter."""
+               offset: int = 0, tenant: str | None = None,
+               named: sa.ColumnElement[bool] | None = None) -> list[dict[str, Any]]:
+    """Hosts by name (those in ``names``, when given; only ``tenant``'s, when given; those
+    whose name the SQL condition ``named`` accepts), ``limit`` of them from ``offset``: in SQL
+    unless ``names`` is too many for one IN list, else cut after the filter."""
     h, g = Host.__table__, Group.__table__
     hosts = sa.select(h).order_by(h.c.name)
     if tenant is not None:
         hosts = hosts.where(h.c.tenant == tenant)
+    if named is not None:
+        hosts = hosts.where(named)
     if names is not None and len(names) <= IN_CHUNK:
         hosts = hosts.where(h.c.name.in_(sorted(names)))
-    paged_in_sql = names is None and (limit is not None or offset > 0)
+    paged_in_sql = ((names is None or len(names) <= IN_CHUNK)
+                    and (limit is not None or offset > 0))
     if paged_in_sql:
         hosts = hosts.limit(limit).offset(offset)
     chosen = [r for r in session.execute(hosts) if names is None or r.name in names]
@@ -169,19 +174,37 @@ def list_hosts(session: Session, *, group: str | None = None, match: str | None 
                limit: int | None = None, offset: int = 0,
                tenant: str | None = None) -> list[dict[str, Any]]:
     """Hosts sorted by name, optionally those of ``group`` (with its children) whose name
-    matches the fnmatch pattern ``match``; ``limit`` of them from ``offset`` (read as one page
-    in SQL when neither filter is given). ``tenant``: that customer's hosts only, in SQL; a
-    group without any of them is not found, as a group that does not exist."""
+    matches the fnmatch pattern ``match``; ``limit`` of them from ``offset`` (one page read in
+    SQL, but for a group of more than ``IN_CHUNK`` hosts or a pattern with a ``[...]``
+    class). ``tenant``: that customer's hosts only, in SQL; a group without any of them is
+    not found, as a group that does not exist."""
     names = group_members(session, group) if group else None
     if tenant is not None and names is not None:
         names &= _tenant_hosts(session, tenant, names)
         if not names:
             raise NotFoundError(f"no group named {group!r}", hint="see `fleetsched groups list`")
-    if not match:
-        return _host_rows(session, names, limit=limit, offset=offset, tenant=tenant)
+    named = _name_matches(session, match) if match else None
+    if not match or named is not None:
+        return _host_rows(session, names, limit=limit, offset=offset, tenant=tenant,
+                          named=named)
     rows = [r for r in _host_rows(session, names, tenant=tenant)
             if fnmatch.fnmatchcase(r["name"], match)]
     return rows[offset:None if limit is None else offset + limit]
+
+
+def _name_matches(session: Session, pattern: str) -> sa.ColumnElement[bool] | None:
+    """The fnmatch ``pattern`` on a host's name as SQL, meaning what ``fnmatchcase`` means
+    (``*``, ``?``, case-sensitive), so a page of matching hosts is read in SQL: SQLite's GLOB,
+    PostgreSQL's LIKE (case-sensitive there). None for a pattern with a ``[...]`` class, which
+    the two spell differently: those are matched in Python."""
+    if "[" in pattern:
+        return None
+    name = Host.__table__.c.name
+    if session.get_bind().dialect.name == "sqlite":
+        return name.op("GLOB")(pattern)
+    like = (pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            .replace("*", "%").replace("?", "_"))
+    return name.like(like, escape="\\")
 
 
 def _tenant_hosts(session: Session, tenant: str, names: set[str]) -> set[str]:

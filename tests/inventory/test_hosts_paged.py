@@ -1,0 +1,70 @@
+"""``hosts list`` (and ``GET /api/v1/hosts``) reads one page in SQL with its ``match`` and
+``group`` filters, on SQLite and PostgreSQL, and a page means what ``fnmatchcase`` over every
+host would: ``*`` and ``?`` as wildcards, ``_`` and ``%`` as themselves, case-sensitive."""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+
+from scheduler.inventory import import_inventory, list_hosts
+from scheduler.record.session import transaction
+
+NAMES = [f"web-{n:02}" for n in range(1, 13)] + ["db-1", "DB-2", "a_b", "axb", "a.b"]
+
+
+@pytest.fixture
+def fleet(engine: Engine, tmp_path: Path) -> Engine:
+    path = tmp_path / "fleet.ini"
+    path.write_text("[web]\n" + "\n".join(n for n in NAMES if n.startswith("web-")) + "\n"
+                    "[other]\n" + "\n".join(n for n in NAMES if not n.startswith("web-"))
+                    + "\n")
+    import_inventory(engine, path, operator="tester")
+    return engine
+
+
+def _page(engine: Engine, **filters: Any) -> tuple[list[str], list[str]]:
+    """The names of one page, and the SQL statements that read it."""
+    statements: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        with transaction(engine, commit=False) as session:
+            names = [r["name"] for r in list_hosts(session, **filters)]
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    return names, statements
+
+
+@pytest.mark.parametrize("pattern", ["web-*", "web-0?", "a_b", "a?b", "db-*", "DB-*", "*b",
+                                     "a.b", "*"])
+def test_a_page_of_matching_hosts_is_read_in_sql_as_fnmatchcase_would_cut_it(
+        fleet: Engine, pattern: str) -> None:
+    every = sorted(n for n in NAMES if fnmatch.fnmatchcase(n, pattern))
+    for offset in (0, 2):
+        names, statements = _page(fleet, match=pattern, limit=3, offset=offset)
+        assert names == every[offset:offset + 3]
+        hosts_read = [s for s in statements if "FROM hosts" in s and "JOIN" not in s]
+        assert hosts_read and all("LIMIT" in s for s in hosts_read), statements
+
+
+def test_a_page_of_a_group_is_read_in_sql(fleet: Engine) -> None:
+    names, statements = _page(fleet, group="web", limit=4, offset=4)
+    assert names == [f"web-{n:02}" for n in range(5, 9)]
+    assert any("LIMIT" in s and "FROM hosts" in s for s in statements), statements
+    names, _ = _page(fleet, group="web", match="web-1*", limit=2, offset=1)
+    assert names == ["web-11", "web-12"]
+
+
+def test_a_pattern_with_a_class_is_matched_in_python_with_the_same_pages(
+        fleet: Engine) -> None:
+    names, _ = _page(fleet, match="web-0[13579]", limit=2, offset=1)
+    assert names == ["web-03", "web-05"]
