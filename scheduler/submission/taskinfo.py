@@ -262,7 +262,8 @@ def show_task(session: Session, task_id: int, live: dict[str, str] | None) -> di
                      "count": (r.data or {}).get("count"), "error": (r.data or {}).get("error")}
                     for r in trail]
     out["waves"] = _waves(t, live)
-    progress = progress_of(session, t, live)
+    # progress_of without its query: the job rows were counted above
+    progress = from_task_hash(live) if live else from_job_states(t.state, jobs)
     out.update(progress.counts())
     out["recorded_state"] = t.state
     out["summary"] = summary_line(progress, live, t.state)
