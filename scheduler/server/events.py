@@ -25,13 +25,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from scheduler.errors import FleetschedError
 from scheduler.principal import Principal
@@ -259,6 +260,23 @@ async def _stream(hub: Hub, feed: Feed, wake: asyncio.Event, sent: int) -> Async
         hub.leave(feed, wake)
 
 
+class _EventStream(StreamingResponse):
+    """The stream of one follower, who leaves its feed when the response ends however it ends:
+    a stream whose first byte never went out (the client hung up at once) never ran the
+    stream's own ``finally``."""
+
+    def __init__(self, events: AsyncIterator[str], *, leave: Callable[[], None]) -> None:
+        super().__init__(events, media_type="text/event-stream",
+                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        self.leave = leave
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.leave()
+
+
 @router.get("/tasks/{task_id}/events", summary="Follow a task: its progress as Server-Sent "
             "Events (counts and state, failures, one host's output with ?host=, an end event)",
             response_class=StreamingResponse,
@@ -276,9 +294,8 @@ async def task_events(request: Request, task_id: TaskId,
     if feed.error is not None:
         hub.leave(feed, wake)
         raise feed.error
-    return StreamingResponse(_stream(hub, feed, wake, last_event_id or 0),
-                             media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return _EventStream(_stream(hub, feed, wake, last_event_id or 0),
+                        leave=lambda: hub.leave(feed, wake))
 
 
 @status.get("/status/followers", summary="What following tasks costs: the pollers' reads and "
