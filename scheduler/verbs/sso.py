@@ -26,11 +26,8 @@ log = logging.getLogger("fleetsched.server.sso")
 
 @contextmanager
 def _sessions(stores: Stores) -> Iterator[tuple[redis.Redis, Keys]]:
-    client = stores.connect()
-    try:
+    with stores.redis_client() as client:
         yield client, stores.shards.coord
-    finally:
-        client.close()
 
 
 def begin(stores: Stores, redirect_uri: str) -> tuple[str, str]:

@@ -125,6 +125,19 @@ class Stores:
             if not self.hold:
                 client.close()
 
+    @contextmanager
+    def redis_client(self) -> Iterator[redis.Redis]:
+        """A Redis client of the queue for a verb that needs no ``Queue`` (single sign-on's
+        sessions): the held one, or a new one closed afterwards."""
+        if self.hold:
+            yield self._held_client()
+            return
+        client = self.connect()
+        try:
+            yield client
+        finally:
+            client.close()
+
     def _held_client(self) -> redis.Redis:
         with self._lock:
             if self._client is None:

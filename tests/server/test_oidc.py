@@ -267,3 +267,31 @@ def test_an_expired_id_token_is_refused() -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+@pytest.fixture
+def unreachable_issuer(tmp_path: Path) -> str:
+    """A config naming an issuer on a port where nothing listens (written before ``api``)."""
+    issuer = f"http://127.0.0.1:{free_port()}"
+    config = tmp_path / "config" / "fleetsched" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f'oidc_issuer = "{issuer}"\noidc_client_id = "{CLIENT_ID}"\n'
+                      '[oidc_roles]\n"fleet-operators" = "operator"\n')
+    return issuer
+
+
+def test_an_unreachable_issuer_is_a_502_in_one_line(unreachable_issuer: str, api: Api,
+                                                    browser: httpx.Client) -> None:
+    reply = browser.get(f"{api.base}/auth/login")
+    assert reply.status_code == 502
+    message = reply.json()["error"]["message"]
+    assert message.startswith("the identity provider's ") and "cannot be read" in message
+    assert "fleetsched_login" not in browser.cookies
+
+
+def test_login_on_a_server_without_single_sign_on_says_so(api: Api,
+                                                         browser: httpx.Client) -> None:
+    reply = browser.get(f"{api.base}/auth/login")
+    assert reply.status_code == 400
+    assert reply.json()["error"]["message"] == "single sign-on is not configured on this server"
+    assert browser.get(f"{api.base}/auth/session").status_code == 401
