@@ -4,7 +4,8 @@ Two ways in: the local CLI, acting as the operator name of the settings (``--as`
 ``$FLEETSCHED_OPERATOR`` or the OS user). The name is what the record's events store as
 ``operator``; ``via`` says how that name was established. The HTTP API's tokens
 (``scheduler.access.tokens``) make principals with ``via`` ``token:<id>``, a role and a tenant;
-single sign-on (issue 28) will add a kind of its own here, not in every verb.
+single sign-on (``scheduler.access.oidc``) makes them with ``via`` ``oidc:<issuer>#<subject>``,
+the person's username or email as the name, and the role and tenant their groups map to.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ LOCAL_CLI = "local-cli"  # the OS user at a shell with the database and Redis cr
 class Principal:
     """The acting principal: ``name`` is recorded as the events' ``operator``; ``via`` is how it
     was authenticated (``local-cli``: self-declared by whoever holds the credentials;
-    ``token:<id>``: an API token, whose ``role`` and ``tenant`` it carries)."""
+    ``token:<id>``: an API token, whose ``role`` and ``tenant`` it carries;
+    ``oidc:<issuer>#<sub>``: a person logged in by single sign-on)."""
 
     name: str
     via: str = LOCAL_CLI

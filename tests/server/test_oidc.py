@@ -23,7 +23,7 @@ from scheduler.config import Settings
 from scheduler.errors import UnauthenticatedError
 from tests.server.conftest import Api
 from tests.servers import free_port, wait_for_port
-from tests.submit_support import sql_rows
+from tests.submit_support import events, sql_rows
 
 CLIENT_ID = "fleetsched"
 SECRET = "s3cret-of-the-client-0123456789"
@@ -125,6 +125,11 @@ def test_a_person_logs_in_at_the_provider_and_uses_the_api_with_the_session_cook
     # Then the task is recorded as hers
     assert submitted.status_code == 201, submitted.text
     assert sql_rows(api.database_url, "SELECT operator FROM tasks") == [("alice",)]
+    (submit,) = events(api.database_url, submitted.json()["task_id"], {"submit"})
+    data = submit.data if isinstance(submit.data, dict) else json.loads(submit.data)
+    assert submit.operator == "alice"
+    assert data["principal"]["via"] == f"oidc:{issuer}#u-1001"
+    assert data["principal"]["role"] == "operator"
     # And the server's log has neither the client secret nor her session id
     log = (tmp_path / "server.log").read_text()
     assert SECRET not in log and browser.cookies["fleetsched_session"] not in log
