@@ -5,8 +5,9 @@
    API's own (``scheduler.server.access_log``) says more and never the query string.
 2. Check the TLS certificate and key before the port opens: a file missing or unreadable, or a
    key that is not the certificate's, is one line (``ConfigError``), not a traceback.
-3. Check the record's schema, then serve until SIGTERM or SIGINT; then close the record's
-   and the queue's connections the app held.
+3. Check the record's schema, then serve until SIGTERM or SIGINT (waiting at most
+   ``SHUTDOWN_GRACE_S`` for the requests still open); then close the record's and the
+   queue's connections the app held.
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ if TYPE_CHECKING:
 
     from scheduler.config import Settings
 
-__all__ = ["check_tls", "prepare", "serve"]
+__all__ = ["SHUTDOWN_GRACE_S", "check_tls", "prepare", "serve"]
+
+# A task's event stream (GET /tasks/{id}/events) never ends on its own before the task does:
+# on SIGTERM uvicorn waits this long for open requests, then cancels them (a follower
+# reconnects, with Last-Event-ID, to the next server). Without it, a stop waits for every task
+# followed to end.
+SHUTDOWN_GRACE_S = 5
 
 
 def check_tls(cert: str, key: str) -> None:
@@ -66,6 +73,7 @@ def serve(app: FastAPI, settings: Settings, *, host: str, port: int) -> None:
     try:
         uvicorn.run(app, host=host, port=port, log_config=None, access_log=False,
                     server_header=False, ssl_certfile=settings.server_tls_cert,
-                    ssl_keyfile=settings.server_tls_key)
+                    ssl_keyfile=settings.server_tls_key,
+                    timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
     finally:
         app.state.stores.close()

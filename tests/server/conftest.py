@@ -25,10 +25,12 @@ HOSTS = [f"web-{n:02}" for n in range(1, 6)]
 class Api:
     """A running ``fleetsched server``, its record and a CLI on the same deployment."""
 
-    def __init__(self, base: str, cli: Cli, database_url: str) -> None:
+    def __init__(self, base: str, cli: Cli, database_url: str,
+                 process: subprocess.Popen[bytes] | None = None) -> None:
         self.base = base
         self.cli = cli
         self.database_url = database_url
+        self.process = process  # the server's, to stop it
 
     def token(self, *args: str) -> str:
         return self.cli.ok("tokens", "create", *args, operator="admin-at-shell").strip()
@@ -63,7 +65,7 @@ def serve_api(tmp_path: Path, redis_url: str, database_url: str) -> Iterator[Api
         cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for_port("127.0.0.1", port, timeout=30)
-        yield Api(f"http://127.0.0.1:{port}/api/v1", cli, database_url)
+        yield Api(f"http://127.0.0.1:{port}/api/v1", cli, database_url, proc)
     finally:
         proc.terminate()
         proc.wait(timeout=15)

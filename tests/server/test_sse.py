@@ -214,3 +214,33 @@ def test_a_quiet_stream_gets_a_heartbeat(api: Api) -> None:
         time.sleep(0.1)
     assert _followers(api, viewer) | {"polls": 0, "queries": 0} == {
         "polls": 0, "queries": 0, "feeds": 0, "followers": 0}
+
+
+def test_a_server_told_to_stop_ends_its_open_streams_and_exits(api: Api) -> None:
+    from scheduler.server.service import SHUTDOWN_GRACE_S
+
+    # Given a follower of a task that will not end for an hour
+    operator = api.token("ci", "--role", "operator")
+    viewer = api.token("dash", "--role", "viewer")
+    task_id = _submit(api, operator, duration_ms=0, **{"in": "1h"})
+    ended: list[str] = []
+
+    def follow() -> None:
+        try:
+            _events(api, viewer, task_id, timeout=60)
+        except (httpx.HTTPError, AssertionError) as exc:
+            ended.append(type(exc).__name__)
+
+    thread = threading.Thread(target=follow)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not _followers(api, viewer)["followers"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    # When the server is told to stop
+    assert api.process is not None
+    api.process.send_signal(signal.SIGTERM)
+    # Then it exits within its grace (uvicorn ends by raising the signal again), and the
+    # follower's stream is over
+    assert api.process.wait(timeout=SHUTDOWN_GRACE_S + 10) in (0, -signal.SIGTERM)
+    thread.join(10)
+    assert not thread.is_alive() and ended
