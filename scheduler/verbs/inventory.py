@@ -75,7 +75,7 @@ def import_hosts(stores: Stores, principal: Principal, path: Path, *, fmt: str |
     return Imported(result=result, notes=notes)
 
 
-TEXT_MAX_BYTES = 5 * 1024 * 1024  # an inventory sent as text (a request's body)
+TEXT_MAX_BYTES = 1024 * 1024  # an inventory sent as text: the HTTP API's body limit too
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
