@@ -260,3 +260,44 @@ def test_logs_through_the_redacting_filter_never_show_a_url_password(tmp_path: P
     assert "redis://:***@cache:6379/0" in written
     assert "postgresql+psycopg://bob:***@db/fs" in written
     assert "Traceback" in written
+
+
+# ----------------------------------------------------------------------- single sign-on
+
+
+def test_single_sign_on_settings_read_the_role_table_and_never_show_the_secret(
+        tmp_path: Path) -> None:
+    # Given a config file with the issuer, a literal client secret and the role table
+    config = write_toml(tmp_path / "c.toml", (
+        'oidc_issuer = "https://sso.example.com/realms/ops"\noidc_client_id = "fleetsched"\n'
+        'oidc_client_secret = "hunter2-client-secret"\n'
+        '[oidc_roles]\n"cn=ops,ou=groups" = "operator"\n"acme-approvers" = '
+        '"customer-approver:acme"\n'))
+    settings = load_settings(environ={}, config_path=config)
+    # Then the table keeps its order (the first match wins) and a value may hold , and =
+    assert settings.oidc_roles == (("cn=ops,ou=groups", "operator"),
+                                   ("acme-approvers", "customer-approver:acme"))
+    # And the environment's form splits at the last '='
+    env = load_settings(environ={"FLEETSCHED_OIDC_ROLES": "noc=viewer, a=b=admin"},
+                        config_path=config)
+    assert env.oidc_roles == (("noc", "viewer"), ("a=b", "admin"))
+    # And config show masks the secret in every format
+    for fmt in ("table", "json"):
+        code, out, err = run_cli(["--config", str(config), "config", "show", "-o", fmt])
+        assert code == 0, err
+        assert "hunter2" not in out + err and "customer-approver:acme" in out
+
+
+@pytest.mark.parametrize(("environ", "message"), [
+    ({"FLEETSCHED_OIDC_ISSUER": "https://sso.example.com"},
+     "oidc_issuer and oidc_client_id go together"),
+    ({"FLEETSCHED_OIDC_ISSUER": "http://sso.example.com", "FLEETSCHED_OIDC_CLIENT_ID": "x"},
+     "must be an https:// URL"),
+    ({"FLEETSCHED_OIDC_ROLES": "no-equals-sign"}, "expected key=value pairs"),
+    ({"FLEETSCHED_OIDC_SESSION_MINUTES": "soon"}, "oidc_session_minutes"),
+])
+def test_bad_single_sign_on_settings_are_refused_in_one_line(
+        environ: dict[str, str], message: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings(environ={**environ, "XDG_CONFIG_HOME": str(tmp_path)}, config_path=None)
+    assert message in str(refused.value) and "\n" not in str(refused.value)
