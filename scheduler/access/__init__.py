@@ -8,9 +8,9 @@
   and the role a person's groups give (``oidc_roles``);
 - ``sessions``: people's sessions after single sign-on, and logins under way, in Redis.
 
-Tenant scoping of queries (a customer role sees only its own hosts) is not built yet: a token
-carries its tenant, and until the verbs filter by it a tenant-scoped principal is refused every
-verb (``roles.TENANT_FILTERED`` is empty).
+A token carries its tenant (``Principal.tenant``); the reads listed in
+``roles.TENANT_FILTERED`` filter by it in SQL (``scheduler.record.tenancy``), and a
+tenant-scoped principal is refused every other verb.
 """
 
 __all__ = ["oidc", "roles", "sessions", "tokens"]

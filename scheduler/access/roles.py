@@ -15,7 +15,7 @@ __all__ = ["CUSTOMER_ROLES", "ROLES", "TENANT_FILTERED", "check_role"]
 READ = frozenset({
     "status", "tasks.list", "tasks.show", "tasks.jobs", "tasks.watch", "tasks.output",
     "jobs.show", "hosts.list", "hosts.show", "hosts.history", "groups.list", "windows.list",
-    "windows.show",
+    "windows.show", "status.followers",
     "schedules.list", "schedules.show", "report", "tenants.list"})
 CONTROL = frozenset({
     "tasks.submit", "tasks.cancel", "tasks.pause", "tasks.resume", "tasks.continue",
@@ -29,8 +29,8 @@ ADMIN = frozenset({
     "hosts.remove", "hosts.check", "hosts.export", "groups.remove", "groups.limit",
     "tenants.set"})
 CUSTOMER_READ = frozenset({
-    "tasks.list", "tasks.show", "tasks.jobs", "tasks.watch", "jobs.show", "hosts.list",
-    "hosts.show", "windows.list", "windows.show"})
+    "status", "tasks.list", "tasks.show", "tasks.jobs", "tasks.watch", "jobs.show",
+    "hosts.list", "hosts.show", "hosts.history", "windows.list", "windows.show"})
 
 ROLES: dict[str, frozenset[str]] = {
     "viewer": READ,
@@ -42,9 +42,14 @@ ROLES: dict[str, frozenset[str]] = {
 }
 CUSTOMER_ROLES = frozenset({"customer-viewer", "customer-approver"})
 
-# The verbs that filter their rows by the principal's tenant. None yet: a tenant-scoped
-# principal is refused everything rather than shown other customers' rows.
-TENANT_FILTERED: frozenset[str] = frozenset()
+# The verbs whose reads filter by the principal's tenant, in SQL (scheduler.record.tenancy;
+# another customer's object is not found): a tenant-scoped principal may call these and no
+# other, whatever its role, since any other verb would show it every customer's rows.
+# tasks.output is filtered but not a customer role's: outputs are shown to a customer only
+# where a task says so, and no task option says so yet.
+TENANT_FILTERED = frozenset({
+    "status", "tasks.list", "tasks.show", "tasks.jobs", "tasks.output", "jobs.show",
+    "hosts.list", "hosts.show", "hosts.history", "windows.list", "windows.show"})
 
 # A window decision is the principal's own party's: another customer's window is not found
 # (scheduler.windows.approvals).

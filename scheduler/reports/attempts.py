@@ -8,6 +8,10 @@
 - :func:`task_outputs`: the last attempt of every job of a task, for ``tasks output``
   (``--host``, ``--failed``, ``--grep``).
 
+Both take a ``tenant``: only that customer's jobs are read (another's is not found, as one that
+does not exist), and :func:`without_output` is what a customer is shown of a job (no command
+output: a customer sees outputs only where a task says so, and no task option says so yet).
+
 Output comes from the events' ``output`` field: the JSON list of per-command records a worker
 writes (``workers/results.py``), secrets already masked by the action; for an action that
 reports its steps, ``tasks output`` shows the step that decided the outcome
@@ -29,7 +33,7 @@ from scheduler.queue.output import job_records, output_lines
 from scheduler.record.models import Event, Job, Task
 from scheduler.record.types import from_ms
 
-__all__ = ["Attempt", "JobView", "job_attempts", "task_outputs"]
+__all__ = ["Attempt", "JobView", "job_attempts", "task_outputs", "without_output"]
 
 ENDS = {"ack": "succeeded", "fail": "failed", "retry": "failed, retried", "lost": "lost",
         "release": "given back", "defer": "deferred (window)", "cancel": "cancelled"}
@@ -147,11 +151,14 @@ def _view(row: Any, events: list[Any]) -> JobView:
     return view
 
 
-def job_attempts(engine: Engine, job_id: str) -> JobView:
-    """Everything the record holds about one job's runs; ``NotFoundError`` if it has none."""
+def job_attempts(engine: Engine, job_id: str, *, tenant: str | None = None) -> JobView:
+    """Everything the record holds about one job's runs; ``NotFoundError`` if it has none (or,
+    with ``tenant``, if it is not that customer's)."""
+    q = sa.select(Job.id, Job.task_id, Job.host, Job.state).where(Job.id == job_id)
+    if tenant is not None:
+        q = q.where(Job.tenant == tenant)
     with engine.connect() as conn:
-        row = conn.execute(sa.select(Job.id, Job.task_id, Job.host, Job.state)
-                           .where(Job.id == job_id)).first()
+        row = conn.execute(q).first()
         if row is None:
             raise NotFoundError(f"no job {job_id!r}",
                                 hint="job ids are <task>.<n>: see `fleetsched tasks show TASK`")
@@ -159,15 +166,22 @@ def job_attempts(engine: Engine, job_id: str) -> JobView:
 
 
 def task_outputs(engine: Engine, task_id: int, *, host: str | None = None,
-                 failed: bool = False, grep: str | None = None) -> list[dict[str, Any]]:
+                 failed: bool = False, grep: str | None = None,
+                 tenant: str | None = None) -> list[dict[str, Any]]:
     """Per job of the task, its last attempt: host, state, exit code, output lines (matching
-    ``grep`` when given; hosts with no matching line are left out)."""
+    ``grep`` when given; hosts with no matching line are left out). ``tenant``: that customer's
+    jobs only, without their lines (a task with none of its jobs is not found)."""
     pattern = re.compile(grep) if grep else None
     out = []
+    mine = Job.task_id == task_id
+    if tenant is not None:
+        mine = sa.and_(mine, Job.tenant == tenant)
+    exists = (sa.select(Task.id).where(Task.id == task_id) if tenant is None
+              else sa.select(Job.id).where(mine).limit(1))
     with engine.connect() as conn:
-        if conn.execute(sa.select(Task.id).where(Task.id == task_id)).first() is None:
+        if conn.execute(exists).first() is None:
             raise NotFoundError(f"no task {task_id}", hint="see `fleetsched tasks list`")
-        q = sa.select(Job.id, Job.task_id, Job.host, Job.state).where(Job.task_id == task_id)
+        q = sa.select(Job.id, Job.task_id, Job.host, Job.state).where(mine)
         if host:
             q = q.where(Job.host == host)
         if failed:
@@ -177,10 +191,19 @@ def task_outputs(engine: Engine, task_id: int, *, host: str | None = None,
             chunk = jobs[start:start + JOBS_PER_READ]
             events = _events_of(conn, [j.id for j in chunk])
             for job in chunk:
-                row = _output_row(_view(job, events[job.id]), pattern)
+                view = _view(job, events[job.id])
+                row = _output_row(view if tenant is None else without_output(view), pattern)
                 if row is not None:
                     out.append(row)
     return out
+
+
+def without_output(view: JobView) -> JobView:
+    """``view`` with no command's output (stdout, stderr) in any attempt or late result."""
+    for attempt in view.attempts:
+        attempt.commands = []
+    view.late = [{**late, "commands": []} for late in view.late]
+    return view
 
 
 def _output_row(view: JobView, pattern: re.Pattern[str] | None) -> dict[str, Any] | None:

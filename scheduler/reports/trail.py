@@ -3,7 +3,9 @@
 ``event_trail(engine, task=..., host=..., job=..., limit=...)`` returns one flat row per event:
 time, kind, task, job, host, worker, operator, attempt, exit code, duration, error (one line),
 and for batch events how many jobs they covered. The host trail also finds the inventory
-events (``host-add``, ``host-remove``) that name the host.
+events (``host-add``, ``host-remove``) that name the host; with ``tenant``, only a host of that
+customer has one (another's is not found, as one that does not exist), and of its jobs' events
+only those of jobs run as that customer's.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from scheduler.errors import NotFoundError
-from scheduler.record.models import Event, Host
+from scheduler.record.models import Event, Host, Job
+from scheduler.record.tenancy import tenant_hosts
 
 TRAIL_COLUMNS = ["ts", "kind", "task", "job", "host", "worker", "operator", "attempt",
                  "exit_code", "duration_ms", "detail"]
@@ -40,7 +43,7 @@ def _detail(kind: str, data: dict[str, Any]) -> str:
 
 def event_trail(engine: Engine, *, task: int | str | None = None, host: str | None = None,
                 job: str | None = None, limit: int = DEFAULT_LIMIT,
-                offset: int = 0) -> list[dict[str, Any]]:
+                offset: int = 0, tenant: str | None = None) -> list[dict[str, Any]]:
     """Events of a task (its own and its jobs'), a job, or a host; oldest first, at most
     ``limit`` (the newest ``limit`` when there are more, after the newest ``offset``)."""
     e = Event.__table__
@@ -52,11 +55,17 @@ def event_trail(engine: Engine, *, task: int | str | None = None, host: str | No
         stmt = stmt.where(e.c.job_id == job)
     if host is not None:
         stmt = stmt.where(e.c.host == host)
+    if tenant is not None:  # a customer's host trail (the only trail a customer reads)
+        stmt = stmt.where(e.c.host.in_(tenant_hosts(tenant)), sa.or_(
+            e.c.job_id.is_(None), e.c.job_id.in_(sa.select(Job.id).where(
+                Job.tenant == tenant, Job.host == e.c.host))))
     stmt = stmt.order_by(e.c.ts.desc(), e.c.id.desc()).limit(limit).offset(offset)
     with engine.connect() as conn:
         rows = conn.execute(stmt).all()
         if host is not None and not rows:
-            known = conn.execute(sa.select(Host.id).where(Host.name == host)).first()
+            known = conn.execute(sa.select(Host.id).where(
+                Host.name == host, *([Host.tenant == tenant] if tenant is not None else []))
+            ).first()
             if known is None:
                 raise NotFoundError(f"no host {host!r} and no event about it",
                                     hint="see `fleetsched hosts list`")

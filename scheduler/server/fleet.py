@@ -17,9 +17,12 @@ __all__ = ["router"]
 router = APIRouter()
 
 
-@router.get("/status", tags=["status"], summary="The health checks, as `fleetsched status`")
+@router.get("/status", tags=["status"], summary="The health checks, as `fleetsched status` "
+                                                "(a customer: its hosts, tasks and jobs counted)")
 def get_status(request: Request,
                who: Annotated[Principal, Depends(allowed("status"))]) -> dict[str, Any]:
+    if who.tenant is not None:
+        return status.tenant_status(stores_of(request), who.tenant)
     findings = [f.as_dict() for f in status.status(stores_of(request))]
     worst = "fail" if any(f["level"] == "fail" for f in findings) else (
         "warn" if any(f["level"] == "warn" for f in findings) else "ok")
@@ -31,7 +34,7 @@ def list_hosts(request: Request, who: Annotated[Principal, Depends(allowed("host
                limit: Limit = 100, offset: Offset = 0, group: str | None = None,
                match: str | None = None) -> dict[str, Any]:
     rows = inventory.list_hosts(stores_of(request), group=group, match=match,
-                                limit=limit + 1, offset=offset)
+                                limit=limit + 1, offset=offset, tenant=who.tenant)
     return page(rows, limit=limit, offset=offset)
 
 
@@ -39,7 +42,7 @@ def list_hosts(request: Request, who: Annotated[Principal, Depends(allowed("host
             summary="One host: address, port, user, groups, variables, source")
 def show_host(request: Request, name: str,
               who: Annotated[Principal, Depends(allowed("hosts.show"))]) -> dict[str, Any]:
-    return inventory.show_host(stores_of(request), name)
+    return inventory.show_host(stores_of(request), name, tenant=who.tenant)
 
 
 @router.get("/hosts/{name}/history", tags=["hosts"],
@@ -47,7 +50,8 @@ def show_host(request: Request, name: str,
 def host_history(request: Request, name: str,
                  who: Annotated[Principal, Depends(allowed("hosts.history"))],
                  limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
-    rows = inventory.host_history(stores_of(request), name, limit=limit + 1, offset=offset)
+    rows = inventory.host_history(stores_of(request), name, limit=limit + 1, offset=offset,
+                                  tenant=who.tenant)
     return page(rows[::-1], limit=limit, offset=offset)  # the verb answers oldest first
 
 

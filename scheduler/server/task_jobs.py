@@ -27,5 +27,6 @@ def task_jobs(request: Request, task_id: TaskId,
               state: Annotated[str | None, Query(description=(
                   "Only jobs in this state (pending, running, succeeded, failed, lost, "
                   "cancelled ...)."))] = None) -> dict[str, Any]:
-    rows = tasks.jobs(stores_of(request), task_id, state=state, limit=limit + 1, offset=offset)
+    rows = tasks.jobs(stores_of(request), task_id, state=state, limit=limit + 1, offset=offset,
+                      tenant=who.tenant)
     return {"task_id": task_id, **page(rows, limit=limit, offset=offset)}

@@ -35,7 +35,7 @@ def list_tasks(request: Request, who: Annotated[Principal, Depends(allowed("task
                limit: Limit = 100, offset: Offset = 0, state: str | None = None,
                action: str | None = None) -> dict[str, Any]:
     rows = tasks.list_(stores_of(request), state=state, action=action, limit=limit + 1,
-                       offset=offset)
+                       offset=offset, tenant=who.tenant)
     return page(rows, limit=limit, offset=offset)
 
 
@@ -43,7 +43,7 @@ def list_tasks(request: Request, who: Annotated[Principal, Depends(allowed("task
 def show_task(request: Request, task_id: TaskId,
               who: Annotated[Principal, Depends(allowed("tasks.show"))]) -> dict[str, Any]:
     notes: list[str] = []
-    info = tasks.show(stores_of(request), task_id, note=notes.append)
+    info = tasks.show(stores_of(request), task_id, note=notes.append, tenant=who.tenant)
     return {**info, "notes": notes}
 
 
@@ -92,14 +92,14 @@ def task_output(request: Request, task_id: TaskId,
                 grep: Annotated[str | None, Query(description="Only lines matching this "
                                                   "regular expression.")] = None
                 ) -> dict[str, Any]:
-    rows = tasks.output(stores_of(request), task_id, host=host, grep=grep)
+    rows = tasks.output(stores_of(request), task_id, host=host, grep=grep, tenant=who.tenant)
     return {"task_id": task_id, "host": host, "jobs": rows}
 
 
 @jobs.get("/{job_id}", summary="One job (<task>.<n>): every attempt, its steps and output")
 def show_job(request: Request, job_id: str,
              who: Annotated[Principal, Depends(allowed("jobs.show"))]) -> dict[str, Any]:
-    return tasks.job(stores_of(request), job_id).as_dict()
+    return tasks.job(stores_of(request), job_id, tenant=who.tenant).as_dict()
 
 
 def _change(done: tasks.TaskChange) -> dict[str, Any]:

@@ -42,13 +42,13 @@ class AssignBody(BaseModel):
 @router.get("", summary="Every window: rule, length, zone, approval, assignments, next opening")
 def list_windows(request: Request,
                  who: Annotated[Principal, Depends(allowed("windows.list"))]) -> dict[str, Any]:
-    return {"items": windows.list_(stores_of(request))}
+    return {"items": windows.list_(stores_of(request), tenant=who.tenant)}
 
 
 @router.get("/{name}", summary="One window: definition, approval, assignments, next openings")
 def show_window(request: Request, name: str,
                 who: Annotated[Principal, Depends(allowed("windows.show"))]) -> dict[str, Any]:
-    return windows.show(stores_of(request), name)
+    return windows.show(stores_of(request), name, tenant=who.tenant)
 
 
 @router.post("", status_code=201, summary="Add a recurring or one-off window, or a freeze")

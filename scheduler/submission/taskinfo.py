@@ -101,17 +101,23 @@ def shown_state() -> sa.ColumnElement[str]:
 
 
 def task_jobs(session: Session, task_id: int, *, state: str | None = None, limit: int = 100,
-              offset: int = 0) -> list[dict[str, Any]]:
+              offset: int = 0, tenant: str | None = None) -> list[dict[str, Any]]:
     """One page of a task's jobs in host order (``limit`` from ``offset``, in SQL), optionally
-    those in one job state: where each is, not what it printed (``task_outputs`` has that)."""
-    if session.get(Task, task_id) is None:
+    those in one job state: where each is, not what it printed (``task_outputs`` has that).
+    ``tenant``: that customer's jobs only (a task without one of them is not found)."""
+    mine = Job.task_id == task_id
+    if tenant is not None:
+        mine = sa.and_(mine, Job.tenant == tenant)
+    exists = (sa.select(Task.id).where(Task.id == task_id) if tenant is None
+              else sa.select(Job.id).where(mine).limit(1))
+    if session.execute(exists).first() is None:
         raise NotFoundError(f"no task {task_id}", hint="see `fleetsched tasks list`")
     if state is not None and state not in JOB_STATES:
         raise ValidationError(f"--state {state!r} must be one of {', '.join(JOB_STATES)}")
     q = (sa.select(Job.id, Job.seq, Job.host, Job.state, Job.attempts, Job.window, Job.due_at,
                    Job.started_at, Job.finished_at, Job.worker, Job.exit_code, Job.duration_ms,
                    Job.error)
-         .where(Job.task_id == task_id).order_by(Job.seq).limit(limit).offset(offset))
+         .where(mine).order_by(Job.seq).limit(limit).offset(offset))
     if state is not None:
         q = q.where(Job.state == state)
     return [{**r._mapping, "error": (r.error or "")[:JOB_ERROR_SHOWN] or None}

@@ -235,32 +235,37 @@ def check_hosts(stores: Stores, target: str, *, options: dict[str, Any], concurr
 
 
 def list_hosts(stores: Stores, *, group: str | None = None, match: str | None = None,
-               limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+               limit: int | None = None, offset: int = 0,
+               tenant: str | None = None) -> list[dict[str, Any]]:
     """Hosts sorted by name: all, those of ``group`` (child groups included), or those whose
     name matches the pattern ``match`` (``inventory.list_hosts``); ``limit`` of them from
-    ``offset`` (one page read in SQL when neither filter is given)."""
+    ``offset`` (one page read in SQL when neither filter is given); ``tenant``: that
+    customer's only."""
     from scheduler.inventory import list_hosts as read
 
     with stores.reading() as session:
-        return read(session, group=group, match=match, limit=limit, offset=offset)
+        return read(session, group=group, match=match, limit=limit, offset=offset,
+                    tenant=tenant)
 
 
-def show_host(stores: Stores, name: str) -> dict[str, Any]:
-    """One host: address, port, user, groups, variables, source (``NotFoundError`` if none)."""
+def show_host(stores: Stores, name: str, *, tenant: str | None = None) -> dict[str, Any]:
+    """One host: address, port, user, groups, variables, tenant, source (``NotFoundError`` if
+    none, or with ``tenant`` if it is another customer's)."""
     from scheduler.inventory import show_host as read
 
     with stores.reading() as session:
-        return read(session, name)
+        return read(session, name, tenant=tenant)
 
 
-def host_history(stores: Stores, name: str, *, limit: int = 1000,
-                 offset: int = 0) -> list[dict[str, Any]]:
+def host_history(stores: Stores, name: str, *, limit: int = 1000, offset: int = 0,
+                 tenant: str | None = None) -> list[dict[str, Any]]:
     """Every recorded event of host ``name``, oldest first, at most the newest ``limit`` after
-    the newest ``offset`` (``reports.event_trail``; its columns: ``reports.TRAIL_COLUMNS``)."""
+    the newest ``offset`` (``reports.event_trail``; its columns: ``reports.TRAIL_COLUMNS``);
+    ``tenant``: only a host of that customer, and its jobs' events run as that customer's."""
     from scheduler.reports import event_trail
 
     with stores.database() as engine:
-        return event_trail(engine, host=name, limit=limit, offset=offset)
+        return event_trail(engine, host=name, limit=limit, offset=offset, tenant=tenant)
 
 
 def export_hosts(stores: Stores, target: str = "all") -> Export:

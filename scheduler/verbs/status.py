@@ -1,5 +1,5 @@
 """How the system is now: ``status`` (the health checks) and ``snapshot`` (one frame of the
-queue, what ``top`` shows).
+queue, what ``top`` shows); for a customer, ``tenant_status`` (its own counts).
 
 1. ``status`` runs ``scheduler.health.checks.status``: every check is a finding (ok, warn or
    fail), a Redis or database that does not answer among them, never an exception.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scheduler.verbs.stores import Stores
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from scheduler.queue.shards import Shards
     from scheduler.views import QueueSnapshot
 
-__all__ = ["queue_view", "snapshot", "status"]
+__all__ = ["queue_view", "snapshot", "status", "tenant_status"]
 
 
 def status(stores: Stores) -> list[Finding]:
@@ -33,6 +33,16 @@ def status(stores: Stores) -> list[Finding]:
     from scheduler.health.checks import status as run_status
 
     return run_status(stores.settings)
+
+
+def tenant_status(stores: Stores, tenant: str) -> dict[str, Any]:
+    """What ``status`` answers a customer: its hosts, tasks and jobs by state, counted in SQL
+    (``record.tenancy.tenant_counts``). The health findings are the team's: they count every
+    customer's jobs and name the team's machines."""
+    from scheduler.record.tenancy import tenant_counts
+
+    with stores.reading() as session:
+        return tenant_counts(session, tenant)
 
 
 @contextmanager

@@ -92,21 +92,34 @@ def reprioritize(stores: Stores, principal: Principal, task_id: int,
 
 
 def list_(stores: Stores, *, state: str | None = None, operator: str | None = None,
-          action: str | None = None, limit: int = 50,
-          offset: int = 0) -> list[dict[str, Any]]:
+          action: str | None = None, limit: int = 50, offset: int = 0,
+          tenant: str | None = None) -> list[dict[str, Any]]:
     """Tasks of the record, newest first, ``limit`` after the newest ``offset``
-    (``taskinfo.list_tasks``)."""
+    (``taskinfo.list_tasks``); ``tenant``: that customer's, counted over its jobs
+    (``tenant_tasks.list_tenant_tasks``)."""
     from scheduler.submission.taskinfo import list_tasks
 
     with stores.reading() as session:
+        if tenant is not None:
+            from scheduler.submission.tenant_tasks import list_tenant_tasks
+
+            return list_tenant_tasks(session, tenant, state=state, operator=operator,
+                                     action=action, limit=limit, offset=offset)
         return list_tasks(session, state=state, operator=operator, action=action, limit=limit,
                           offset=offset)
 
 
 def show(stores: Stores, task_id: int, *, events: bool = False,
-         note: Note | None = None) -> dict[str, Any]:
+         note: Note | None = None, tenant: str | None = None) -> dict[str, Any]:
     """One task as ``taskinfo.show_task`` describes it, with the live counters where Redis
-    answers (``note`` gets one warning line when not) and, with ``events``, its event trail."""
+    answers (``note`` gets one warning line when not) and, with ``events``, its event trail.
+    ``tenant``: that customer's view, over its jobs only (``tenant_tasks.show_tenant_task``:
+    nothing live, no event trail)."""
+    if tenant is not None:
+        from scheduler.submission.tenant_tasks import show_tenant_task
+
+        with stores.reading() as session:
+            return show_tenant_task(session, task_id, tenant)
     live = None
     try:
         with stores.database(), stores.queue(task_id) as queue:
@@ -127,18 +140,21 @@ def show(stores: Stores, task_id: int, *, events: bool = False,
 
 
 def jobs(stores: Stores, task_id: int, *, state: str | None = None, limit: int = 100,
-         offset: int = 0) -> list[dict[str, Any]]:
+         offset: int = 0, tenant: str | None = None) -> list[dict[str, Any]]:
     """One page of task ``task_id``'s jobs in host order, optionally in one job state
-    (``taskinfo.task_jobs``: paged in SQL, so a 10,000-host task is read a page at a time)."""
+    (``taskinfo.task_jobs``: paged in SQL, so a 10,000-host task is read a page at a time);
+    ``tenant``: that customer's jobs only."""
     from scheduler.submission.taskinfo import task_jobs
 
     with stores.reading() as session:
-        return task_jobs(session, task_id, state=state, limit=limit, offset=offset)
+        return task_jobs(session, task_id, state=state, limit=limit, offset=offset,
+                         tenant=tenant)
 
 
 def output(stores: Stores, task_id: int, *, host: str | None = None, failed: bool = False,
-           grep: str | None = None) -> list[dict[str, Any]]:
-    """Every job's output of its last attempt (``reports.attempts.task_outputs``)."""
+           grep: str | None = None, tenant: str | None = None) -> list[dict[str, Any]]:
+    """Every job's output of its last attempt (``reports.attempts.task_outputs``; ``tenant``:
+    that customer's jobs, without their output)."""
     from scheduler.reports.attempts import task_outputs
 
     if grep is not None:
@@ -147,14 +163,17 @@ def output(stores: Stores, task_id: int, *, host: str | None = None, failed: boo
         except re.error as exc:
             raise ValidationError(f"--grep {grep!r} is not a regular expression: {exc}") from None
     with stores.database() as engine:
-        return task_outputs(engine, task_id, host=host, failed=failed, grep=grep)
+        return task_outputs(engine, task_id, host=host, failed=failed, grep=grep,
+                            tenant=tenant)
 
 
-def job(stores: Stores, job_id: str) -> JobView:
+def job(stores: Stores, job_id: str, *, tenant: str | None = None) -> JobView:
     """Job ``job_id`` (``<task>.<n>``): its host and state, every attempt with its steps and
     output, late results refused, and what is known when it was lost
-    (``reports.attempts.job_attempts``; ``NotFoundError`` when the record has none)."""
-    from scheduler.reports.attempts import job_attempts
+    (``reports.attempts.job_attempts``; ``NotFoundError`` when the record has none).
+    ``tenant``: only that customer's job (another's is not found), without its output."""
+    from scheduler.reports.attempts import job_attempts, without_output
 
     with stores.database() as engine:
-        return job_attempts(engine, job_id)
+        view = job_attempts(engine, job_id, tenant=tenant)
+    return view if tenant is None else without_output(view)

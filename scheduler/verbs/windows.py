@@ -204,21 +204,33 @@ def sync(stores: Stores) -> int:
     return count
 
 
-def list_(stores: Stores) -> list[dict[str, Any]]:
+def list_(stores: Stores, *, tenant: str | None = None) -> list[dict[str, Any]]:
     """Every window: rule, length, zone, approval, assignments, next opening
-    (``windows.store.list_windows``; its columns: ``LIST_COLUMNS``)."""
+    (``windows.store.list_windows``; its columns: ``LIST_COLUMNS``). ``tenant``: the windows
+    of that customer's hosts and groups, with only its assignments (``windows.tenant_view``)."""
     from scheduler.windows.store import list_windows
 
     with stores.reading() as session:
-        return list_windows(session)
+        rows = list_windows(session, tenant=tenant)
+        if tenant is not None:
+            from scheduler.windows.tenant_view import scoped_rows
+
+            rows = scoped_rows(session, tenant, rows)
+        return rows
 
 
-def show(stores: Stores, name: str) -> dict[str, Any]:
-    """One window: definition, approval, assignments, next three openings."""
+def show(stores: Stores, name: str, *, tenant: str | None = None) -> dict[str, Any]:
+    """One window: definition, approval, assignments, next three openings. ``tenant``: only a
+    window of that customer's hosts or groups (another is not found), with its assignments."""
     from scheduler.windows.store import show_window
 
     with stores.reading() as session:
-        return show_window(session, name)
+        if tenant is None:
+            return show_window(session, name)
+        from scheduler.windows.tenant_view import check_visible, scoped_window
+
+        check_visible(session, name, tenant)
+        return scoped_window(session, tenant, show_window(session, name))
 
 
 def next_(stores: Stores, name: str, count: int = 5) -> list[dict[str, Any]]:

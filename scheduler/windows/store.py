@@ -475,10 +475,17 @@ def _assigned(session: Session, row: WindowRow) -> list[str]:
                   [f"group:{a.group.name}" for a in row.assignments if a.group])
 
 
-def list_windows(session: Session, now: datetime | None = None) -> list[dict[str, Any]]:
+def list_windows(session: Session, now: datetime | None = None, *,
+                 tenant: str | None = None) -> list[dict[str, Any]]:
+    """Every window (``tenant``: those of the customer's hosts and groups, in SQL)."""
     now = now or utcnow()
+    chosen = sa.select(WindowRow).order_by(WindowRow.name)
+    if tenant is not None:
+        from scheduler.record.tenancy import tenant_windows
+
+        chosen = chosen.where(WindowRow.id.in_(tenant_windows(tenant)))
     out = []
-    rows = session.scalars(sa.select(WindowRow).order_by(WindowRow.name)).all()
+    rows = session.scalars(chosen).all()
     approvals = effective_approvals(session, rows, now)
     for row in rows:
         nxt = upcoming(window_from_row(row), now, 1)
