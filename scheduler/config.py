@@ -103,8 +103,8 @@ class Settings:
     # Who is recorded as having asked for a change.
     operator: str = field(default_factory=_default_operator)
     log_level: str = "warning"
-    # Log lines of workers and the exporter: "json" (one object per line), "text", or "auto"
-    # (JSON when stderr is not a terminal).
+    # Log lines of workers, the exporter and the server: "json" (one object per line), "text",
+    # or "auto" (JSON when stderr is not a terminal).
     log_format: str = "auto"
     # A worker node's Prometheus endpoint (docs/guides/monitoring.md): 0 = off. The address is
     # loopback unless set otherwise: the metrics are for a scraper on this machine or a tunnel.
