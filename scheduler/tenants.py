@@ -48,10 +48,12 @@ def set_tenant(session: Session, name: str, *, operator: str,
     """Change tenant ``name``'s settings (None: unchanged); returns them as listed."""
     from scheduler.notify.targets import parse_target
 
-    name = (name or "").strip()
-    if not name or len(name) > 255 or any(c.isspace() or not c.isprintable() for c in name):
-        raise ValidationError(f"tenant name {name!r} must be 1-255 printable characters "
-                              "without spaces")
+    from scheduler.inventory.validate import tenant as valid_tenant
+
+    try:
+        name = valid_tenant(name)
+    except ValueError as exc:
+        raise ValidationError(str(exc).replace("fleetsched_tenant", "tenant name")) from None
     if approval_required is None and contacts is None:
         raise ValidationError("nothing to change",
                               hint="give --approval-required/--no-approval-required or --contact")

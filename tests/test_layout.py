@@ -34,7 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("scheduler.inventory", "scheduler.access"),
     ("scheduler.windows",),
     ("scheduler.notify",),
-    ("scheduler.submission",),
+    ("scheduler.submission", "scheduler.tenants"),
     ("scheduler.schedules",),
     ("scheduler.views", "scheduler.reports", "scheduler.health"),
     ("scheduler.monitoring",),

@@ -22,7 +22,7 @@ CONTROL = frozenset({
     "tasks.retry-failed", "tasks.reprioritize"})
 WINDOWS = frozenset({
     "windows.add", "windows.assign", "windows.unassign", "windows.approve", "windows.deny",
-    "windows.revoke", "windows.edit", "windows.remove",
+    "windows.revoke", "windows.edit", "windows.freeze", "windows.remove",
     "schedules.add", "schedules.pause", "schedules.resume", "schedules.remove"})
 ADMIN = frozenset({
     "tokens.create", "tokens.list", "tokens.revoke", "hosts.import", "hosts.add",
@@ -38,7 +38,8 @@ ROLES: dict[str, frozenset[str]] = {
     "window-admin": READ | WINDOWS,
     "admin": READ | CONTROL | WINDOWS | ADMIN,
     "customer-viewer": CUSTOMER_READ,
-    "customer-approver": CUSTOMER_READ | {"windows.approve", "windows.deny", "windows.revoke"},
+    "customer-approver": CUSTOMER_READ | {"windows.approve", "windows.deny", "windows.revoke",
+                                          "windows.freeze"},
 }
 CUSTOMER_ROLES = frozenset({"customer-viewer", "customer-approver"})
 
@@ -53,7 +54,7 @@ TENANT_FILTERED = frozenset({
 
 # A window decision is the principal's own party's: another customer's window is not found
 # (scheduler.windows.approvals).
-TENANT_FILTERED |= {"windows.approve", "windows.deny", "windows.revoke"}
+TENANT_FILTERED |= {"windows.approve", "windows.deny", "windows.revoke", "windows.freeze"}
 
 
 def check_role(principal: Principal, verb: str) -> None:

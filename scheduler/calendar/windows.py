@@ -23,7 +23,8 @@ Public API
 Unapproved windows are ignored by 5 and 6 (a job that requires a window never runs in one);
 freezes apply whether approved or not. An approval may be partial: ``approved_until`` cuts the
 approved openings at its expiry, and a window not approved as a whole may still have some
-openings approved one by one (``approved_starts``: their start instants).
+openings approved one by one (``approved_starts``: their start instants), and some openings of an
+approved window denied one by one (``denied_starts``).
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ class Window:
     freeze: bool = False
     approved_until: datetime | None = None  # the approval expires: no approved time after it
     approved_starts: frozenset[datetime] = frozenset()  # openings approved one by one
+    denied_starts: frozenset[datetime] = frozenset()  # openings denied one by one
     _rec: Recurrence | None = field(default=None, init=False, repr=False, compare=False)
     _first: datetime | None = field(default=None, init=False, repr=False, compare=False)
     _last: datetime | None = field(default=None, init=False, repr=False, compare=False)
@@ -244,7 +246,8 @@ def _approved_raw(w: Window, from_utc: datetime, until_utc: datetime) -> Iterato
     for o in _raw(w, from_utc, until_utc):
         if expiry is not None and o.start_utc >= expiry:
             return
-        if not w.approved and o.start_utc not in w.approved_starts:
+        if o.start_utc in w.denied_starts or (
+                not w.approved and o.start_utc not in w.approved_starts):
             continue
         yield o if expiry is None or o.end_utc <= expiry else replace(o, end_utc=expiry)
 

@@ -67,6 +67,26 @@ def add_cmd(
                 + ("; unused until approved (fleetsched windows approve)" if requires_approval else ""))
 
 
+@windows_app.command("freeze", epilog="Example:\n\n  fleetsched windows freeze acme-quarter-close --start 2026-12-20T00:00 "
+                                      "--end 2027-01-04T00:00 --tz Europe/Berlin --group customer-acme")
+def freeze_cmd(
+    ctx: typer.Context, name: Name,
+    start: Annotated[str, typer.Option("--start", help="When it begins (ISO; without offset: in --tz).")],
+    end: Annotated[str, typer.Option("--end", help="When it ends (ISO).")],
+    tz: Annotated[str, typer.Option("--tz", help="IANA time zone of --start and --end.")] = "UTC",
+    host: Annotated[list[str] | None, typer.Option("--host", help="A host (repeatable).")] = None,
+    group: Annotated[list[str] | None, typer.Option("--group", help="A group (repeatable).")] = None,
+    description: Annotated[str | None, typer.Option("--description", help="Free text.")] = None,
+) -> None:
+    """Declare a freeze over hosts or groups at once (nothing runs on them inside it)."""
+    from scheduler.verbs.windows import freeze
+
+    done = freeze(*verbs_of(ctx), name, start=start, end=end, tz=tz, hosts=host, groups=group,
+                  description=description)
+    _notes(done.notes)
+    output.info(f"freeze {done.name} declared by {done.by}")
+
+
 @windows_app.command("edit", epilog="Example:\n\n  fleetsched windows edit sun-night --duration 5h")
 def edit_cmd(
     ctx: typer.Context, name: Name,

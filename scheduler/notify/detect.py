@@ -215,12 +215,14 @@ def scan_windows(conn: sa.Connection, policy: Policy, lead: timedelta,
         if not nxt:
             continue
         start = nxt[0].start_utc
-        doc = payload("approval", window=w.name, opens=start.isoformat(),
-                      closes=nxt[0].end_utc.isoformat(), version=w.version,
-                      awaited=[party_name(p) for p in approval.pending])
+        facts = dict(window=w.name, opens=start.isoformat(), closes=nxt[0].end_utc.isoformat(),
+                     version=w.version)
+        doc = payload("approval", **facts, awaited=[party_name(p) for p in approval.pending])
         for tenant in (p for p in approval.pending if p is not None):
+            # a customer is told that it is awaited, and nothing of the other parties
+            own = payload("approval", **facts, awaited=[party_name(tenant)])
             written += enqueue(conn, f"approval-request:{w.name[:90]}:{w.version}:{tenant[:30]}",
-                               "approval", contacts.get(tenant, []), doc, now=now)
+                               "approval", contacts.get(tenant, []), own, now=now)
         if policy.targets and start - now <= lead:
             written += enqueue(conn, f"approval:{w.name[:100]}:{to_ms(start)}", "approval",
                                [t.spec for t in policy.targets], doc, now=now)

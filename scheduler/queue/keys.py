@@ -162,6 +162,11 @@ class Keys:
         """LIST of the jobs waiting for room in ``group`` (state hostwait)."""
         return f"{self.tag}:gq:{group}"
 
+    def window_copy_lock(self) -> str:
+        """STRING: held (SET NX PX) while window copies are read from SQL and written, so the
+        copies land in the order of the changes they show (``scheduler.windows.store``)."""
+        return f"{self.tag}:lock:window-copy"
+
     def window(self, name: str) -> str:
         """HASH: a service window's definition, copied from SQL for the claim path."""
         return f"{self.tag}:window:{name}"

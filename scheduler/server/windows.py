@@ -88,6 +88,29 @@ def remove_window(request: Request, name: str,
     return {"window": done.window, "by": done.by, "notes": list(done.notes)}
 
 
+class FreezeBody(BaseModel):
+    """A freeze over hosts and groups (a customer's: its own, named ``<tenant>:<name>``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(max_length=200, examples=["year-end"])
+    start: str = Field(examples=["2026-12-20T00:00"])
+    end: str = Field(examples=["2027-01-04T00:00"])
+    tz: str = "UTC"
+    hosts: list[str] = Field(default_factory=list, max_length=10_000)
+    groups: list[str] = Field(default_factory=list, max_length=1_000)
+    description: str | None = Field(None, max_length=2000)
+
+
+@router.post("/freezes", status_code=201, summary="Declare a freeze over hosts and groups")
+def declare_freeze(request: Request, body: FreezeBody,
+                   who: Annotated[Principal, Depends(allowed("windows.freeze"))]
+                   ) -> dict[str, Any]:
+    done = windows.freeze(stores_of(request), who, body.name, start=body.start, end=body.end,
+                          tz=body.tz, hosts=body.hosts, groups=body.groups,
+                          description=body.description)
+    return {**done.as_dict(), "by": done.by, "notes": list(done.notes)}
+
+
 class DecisionBody(BaseModel):
     """A decision on a window's current version, for the caller's party."""
 

@@ -150,6 +150,7 @@ def remove_host(stores: Stores, principal: Principal, name: str) -> Changed:
                          f"({str(exc).splitlines()[0]}): its copy of the host's connection "
                          "data stays there; no new task can target the host")
         notes += _push_limits(stores, engine, principal)  # a P% limit of its groups follows
+        notes += _push_freezes(stores, engine)
     return Changed(notes=notes)
 
 
@@ -164,6 +165,7 @@ def remove_group(stores: Stores, principal: Principal, name: str) -> Changed:
             limited = name in group_limits(session)
             hosts = remove(session, name, operator=principal)
         notes = _push_limits(stores, engine, principal, always=limited)  # its limit goes too
+        notes += _push_freezes(stores, engine)
     return Changed(count=hosts, notes=notes)
 
 
@@ -324,10 +326,14 @@ def _push_limits(stores: Stores, engine: Engine, principal: Principal, *,
 
 
 def _push_freezes(stores: Stores, engine: Engine) -> list[str]:
-    """After the inventory changed: the hosts' freezes to Redis, only when a freeze exists."""
+    """After the inventory changed: the hosts' freezes to Redis, only when a freeze exists;
+    and the windows that may need an approval, whose parties (the owners of the hosts they
+    cover) may have changed with it."""
     from scheduler.windows.freezes import push_or_warn
+    from scheduler.windows.store import copy_windows_awaiting
 
-    warning = push_or_warn(engine, stores.connect, stores.shards, if_any=True)
+    warning = (push_or_warn(engine, stores.connect, stores.shards, if_any=True)
+               or copy_windows_awaiting(engine, stores.connect, stores.shards))
     return [f"warning: {warning}"] if warning else []
 
 

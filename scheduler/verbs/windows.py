@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from scheduler.windows.store import WindowSpec
 
-__all__ = ["Approval", "WindowAdded", "WindowChange", "add", "approve", "assign", "deny", "edit", "list_",
+__all__ = ["Approval", "WindowAdded", "WindowChange", "add", "approve", "assign", "deny", "edit", "freeze", "list_",
            "next_", "remove", "revoke", "show", "sync", "unassign"]
 
 
@@ -86,12 +86,35 @@ def add(stores: Stores, principal: Principal, spec: WindowSpec) -> WindowAdded:
     from scheduler.windows.store import add_window
 
     with stores.database() as engine:
-        summary, warning = add_window(engine, stores.connect, spec, operator=principal.name,
+        summary, warning = add_window(engine, stores.connect, spec, operator=principal,
                                       keys=stores.shards)
     return WindowAdded(name=summary["name"], kind=summary["kind"],
                        next_open_utc=summary["next_open_utc"],
                        requires_approval=spec.requires_approval, by=principal.name,
                        notes=_notes(warning))
+
+
+def freeze(stores: Stores, principal: Principal, name: str, *, start: str, end: str,
+           tz: str = "UTC", hosts: list[str] | None = None, groups: list[str] | None = None,
+           description: str | None = None) -> WindowAdded:
+    """Declare a freeze over hosts and groups at once. A customer's (``principal.tenant``) is
+    named ``<tenant>:<name>`` and may cover only its own hosts
+    (``scheduler.windows.customer_freezes``); everything is checked before anything is
+    written."""
+    from scheduler.windows.customer_freezes import check_owned, freeze_name
+    from scheduler.windows.store import WindowSpec, build
+
+    stored = freeze_name(principal.tenant, name)
+    spec = WindowSpec(name=stored, tz=tz, start=start, end=end, freeze=True,
+                      description=description)
+    build(spec)  # a bad definition is refused before the hosts are looked at
+    with stores.reading() as session:
+        check_owned(session, principal.tenant, hosts or [], groups or [])
+    added = add(stores, principal, spec)
+    change = assign(stores, principal, stored, hosts=hosts, groups=groups)
+    return WindowAdded(name=stored, kind=added.kind, next_open_utc=added.next_open_utc,
+                       requires_approval=False, by=principal.name,
+                       notes=added.notes + change.notes)
 
 
 def assign(stores: Stores, principal: Principal, name: str, *, hosts: list[str] | None = None,
@@ -102,7 +125,7 @@ def assign(stores: Stores, principal: Principal, name: str, *, hosts: list[str] 
 
     with stores.database() as engine:
         added = assign_window(engine, name, hosts=hosts or [], groups=groups or [],
-                              operator=principal.name)
+                              operator=principal)
         # the window's parties, hence its approval, may have changed; a freeze holds queued
         # jobs at once
         warning = copy_windows(engine, stores.connect, [name], stores.shards) or \
@@ -119,7 +142,7 @@ def unassign(stores: Stores, principal: Principal, name: str, *,
 
     with stores.database() as engine:
         removed, warning = unassign_window(engine, stores.connect, name, hosts=hosts or [],
-                                           groups=groups or [], operator=principal.name,
+                                           groups=groups or [], operator=principal,
                                            keys=stores.shards)
         warning = warning or _push_freezes(stores, engine)
     return WindowChange(window=name, verb="unassign", by=principal.name, count=removed,
@@ -128,31 +151,32 @@ def unassign(stores: Stores, principal: Principal, name: str, *,
 
 def approve(stores: Stores, principal: Principal, name: str, *, comment: str | None = None,
             occurrence: str | None = None, expires: str | None = None,
-            decision: str = "approved") -> Approval:
+            version: int | None = None, decision: str = "approved") -> Approval:
     """Record ``principal``'s decision on window ``name`` for its party (its tenant, or the
     team): the whole series, or one ``occurrence`` (an opening's start), until ``expires_at``.
     Jobs run in the window once every party approved (``scheduler.windows.approvals``). A
     window that needs no approval of the principal's party is refused (``ValidationError``),
     and so is the approval of its own proposer (``ForbiddenError``). ``occurrence``: an ISO
     time (naive: the window's zone); ``expires``: a duration from now (``30d``) or an ISO
-    time."""
+    time; ``version``: the version the decider read (refused, ``ConflictError``, when the
+    window changed since)."""
     from scheduler.windows.store import decide_window
 
     with stores.database() as engine:
         done, warning = decide_window(engine, stores.connect, name, principal, decision,
                                       comment=comment, occurrence=occurrence,
-                                      expires=expires, keys=stores.shards)
+                                      expires=expires, version=version, keys=stores.shards)
     return Approval(window=name, by=principal.name, at=done["at"], decision=decision,
                     party=done["party"], version=done["version"], approval=done["approval"],
                     notes=_notes(warning))
 
 
 def deny(stores: Stores, principal: Principal, name: str, *, comment: str,
-         occurrence: str | None = None) -> Approval:
+         occurrence: str | None = None, version: int | None = None) -> Approval:
     """Record ``principal``'s denial (with the ``comment`` saying why): no job runs in the
     window until its party approves a version."""
     return approve(stores, principal, name, comment=comment, occurrence=occurrence,
-                   decision="denied")
+                   version=version, decision="denied")
 
 
 def revoke(stores: Stores, principal: Principal, name: str) -> Approval:
@@ -175,7 +199,7 @@ def edit(stores: Stores, principal: Principal, name: str, **changes: Any) -> Win
 
     with stores.database() as engine:
         version, warning = edit_window(engine, stores.connect, name, changes,
-                                       operator=principal.name, keys=stores.shards)
+                                       operator=principal, keys=stores.shards)
     return WindowChange(window=name, verb="edit", by=principal.name, count=version,
                         notes=_notes(warning))
 
@@ -185,7 +209,7 @@ def remove(stores: Stores, principal: Principal, name: str) -> WindowChange:
     from scheduler.windows.store import remove_window
 
     with stores.database() as engine:
-        warning = remove_window(engine, stores.connect, name, operator=principal.name,
+        warning = remove_window(engine, stores.connect, name, operator=principal,
                                 keys=stores.shards) or _push_freezes(stores, engine)
     return WindowChange(window=name, verb="remove", by=principal.name, notes=_notes(warning))
 

@@ -9,8 +9,9 @@
    source address) binds to the window's ``version``: an edit bumps the version, and every
    earlier decision stops counting. It covers the whole series or one occurrence (the start of
    one opening), and an approval may carry an expiry or be revoked. A party's standing series
-   decision is its newest one for the version that is neither revoked nor expired; its
-   occurrence approvals count when they are newer than its last series denial.
+   decision is its newest one for the version that is not revoked (an expired approval leaves
+   the party pending); its occurrence approvals count when they are newer than its last series
+   denial and not expired.
 3. :func:`effective` turns the decisions of every party into what the calendar model needs
    (``Window.approved``, ``approved_until``, ``approved_starts``): every opening when each party
    approved the series (cut at the first expiry), else only the occurrences each party approved;
@@ -24,7 +25,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import sqlalchemy as sa
@@ -43,7 +44,8 @@ from scheduler.record.models import (
 from scheduler.record.models import Window as WindowRow
 from scheduler.record.types import utcnow
 
-__all__ = ["TEAM", "Approval", "decide", "effective", "party_name", "revoke"]
+__all__ = ["TEAM", "Approval", "check_visible", "decide", "effective", "party_name",
+           "revoke"]
 
 TEAM = None  # the party of the hosts no customer owns
 
@@ -54,9 +56,9 @@ def party_name(party: str | None) -> str:
 
 @dataclass(frozen=True)
 class Approval:
-    """What a window's decisions allow now: every opening (``approved``) until ``until``, or
-    only the openings starting at ``starts``; ``parties`` that must approve, ``pending`` ones
-    that have not, ``denied`` ones that refused."""
+    """What a window's decisions allow now: every opening (``approved``) until ``until`` but
+    those starting at ``refused``, or only the openings starting at ``starts``; ``parties``
+    that must approve, ``pending`` ones that have not, ``denied`` ones that refused."""
 
     approved: bool = True
     until: datetime | None = None
@@ -64,13 +66,15 @@ class Approval:
     parties: tuple[str | None, ...] = ()
     pending: tuple[str | None, ...] = ()
     denied: tuple[str | None, ...] = ()
+    refused: frozenset[datetime] = frozenset()  # openings denied one by one
 
     def describe(self) -> str:
         """One line for ``windows list``: not required, approved (until), or who is awaited."""
         if not self.parties:
             return "not required"
         if self.approved:
-            return "approved" + (f" until {self.until:%Y-%m-%d %H:%M} UTC" if self.until else "")
+            return ("approved" + (f" until {self.until:%Y-%m-%d %H:%M} UTC" if self.until else "")
+                    + (f"; {len(self.refused)} occurrence(s) denied" if self.refused else ""))
         said = []
         if self.denied:
             said.append("DENIED by " + ", ".join(party_name(p) for p in self.denied))
@@ -128,17 +132,29 @@ def _parties(row: Any, owners: set[str | None],
 # ------------------------------------------------------------------------------ decisions
 
 
-def _standing(decisions: list[Any], now: datetime) -> tuple[Any | None, set[datetime], bool]:
-    """(newest live series decision, approved occurrence starts, denied) of one party's
-    decisions on the current version, oldest first."""
-    live = [d for d in decisions if d.revoked_at is None
-            and (d.decision == "denied" or d.expires_at is None or d.expires_at > now)]
-    series = next((d for d in reversed(live) if d.occurrence is None), None)
-    last_denial = max((d.id for d in live if d.occurrence is None and d.decision == "denied"),
+def _standing(decisions: list[Any], now: datetime) -> tuple[Any | None, set[datetime],
+                                                              set[datetime], bool]:
+    """(standing series approval, approved and denied occurrence starts, series denied) of one
+    party's decisions on the current version, oldest first.
+
+    The newest series decision stands: an approval that expired or was revoked leaves the
+    party pending, however an older one read. Each occurrence's newest decision stands too;
+    an occurrence approval counts when it is newer than the last series denial."""
+    kept = [d for d in decisions if d.revoked_at is None]
+    series = next((d for d in reversed(kept) if d.occurrence is None), None)
+    denied = series is not None and series.decision == "denied"
+    if series is not None and (series.decision == "denied" or (
+            series.expires_at is not None and series.expires_at <= now)):
+        series = None
+    last_denial = max((d.id for d in kept if d.occurrence is None and d.decision == "denied"),
                       default=0)
-    starts = {d.occurrence for d in live if d.occurrence is not None
-              and d.decision == "approved" and d.id > last_denial}
-    return series, starts, series is not None and series.decision == "denied"
+    newest: dict[datetime, Any] = {}
+    for d in kept:
+        if d.occurrence is not None:
+            newest[d.occurrence] = d
+    approved = {at for at, d in newest.items() if d.decision == "approved" and d.id > last_denial}
+    refused = {at for at, d in newest.items() if d.decision == "denied"}
+    return series, approved, refused, denied
 
 
 def effective(session: Session, rows: Iterable[Any],
@@ -167,17 +183,20 @@ def _combine(row: Any, parties: tuple[str | None, ...], decisions: list[Any],
         return Approval()
     series_until: list[datetime | None] = []
     occurrence_sets: list[set[datetime]] = []
+    refused: set[datetime] = set()
     pending, denied = [], []
     for party in parties:
         mine = [x for x in decisions if x.tenant == party and x.version == row.version]
-        series, starts, refused = _standing(mine, now)
-        if party is TEAM and not mine and row.approved_at is not None:
-            series_until.append(None)  # approved before decisions were versioned (0011)
-        elif series is not None and series.decision == "approved":
+        series, starts, no, said_no = _standing(mine, now)
+        refused |= no
+        if party is TEAM and row.version == 1 and row.approved_at is not None and \
+                not any(x.tenant is None for x in decisions):
+            series_until.append(None)  # approved before decisions were recorded (0011)
+        elif series is not None:
             series_until.append(series.expires_at)
         elif starts:
             occurrence_sets.append(starts)
-        elif refused:
+        elif said_no:
             denied.append(party)
         else:
             pending.append(party)
@@ -186,10 +205,18 @@ def _combine(row: Any, parties: tuple[str | None, ...], decisions: list[Any],
     if pending or denied:
         return Approval(False, until, frozenset(), parties, tuple(pending), tuple(denied))
     if not occurrence_sets:
-        return Approval(True, until, frozenset(), parties)
-    starts = set.intersection(*occurrence_sets)
+        return Approval(True, until, frozenset(), parties, refused=frozenset(refused))
+    starts = set.intersection(*occurrence_sets) - refused
     starts = {s for s in starts if until is None or s < until}
     return Approval(False, until, frozenset(starts), parties)
+
+
+def check_visible(session: Session, row: Any, who: Any) -> None:
+    """``NotFoundError`` when ``who`` is a customer that owns none of the window's hosts: the
+    answer for a window that is not there, given before anything describes it."""
+    party = getattr(who, "tenant", None)
+    if party is not None and party not in _owners(session, [row.id])[row.id]:
+        raise NotFoundError(f"no window named {row.name!r}", hint="see `fleetsched windows list`")
 
 
 def decide(session: Session, row: WindowRow, who: Any, decision: str, *,
@@ -200,16 +227,16 @@ def decide(session: Session, row: WindowRow, who: Any, decision: str, *,
     An ``occurrence`` must be the start of one of its openings (the caller checks it)."""
     now = now or utcnow()
     party = getattr(who, "tenant", None)
+    check_visible(session, row, who)
     if row.kind == "freeze":
         raise ValidationError(f"window {row.name!r} is a freeze: freezes need no approval")
     approval = effective(session, [row], now)[row.id]
     if party not in approval.parties:
-        if party is not None and party not in _owners(session, [row.id])[row.id]:
-            raise NotFoundError(f"no window named {row.name!r}",
-                                hint="see `fleetsched windows list`")
+        awaited = approval.parties if party is None else ()  # a customer learns of no other
         raise ValidationError(f"window {row.name!r} needs no approval from {party_name(party)}",
-                              hint="it is in use already" if not approval.parties else
-                              "awaited: " + ", ".join(party_name(p) for p in approval.parties))
+                              hint="awaited: " + ", ".join(party_name(p) for p in awaited)
+                              if awaited else "it is in use already" if not approval.parties
+                              else None)
     if decision == "approved" and who.name == (row.changed_by or row.created_by):
         raise ForbiddenError(f"{who.name} proposed version {row.version} of window "
                              f"{row.name!r} and may not approve it",
@@ -217,24 +244,27 @@ def decide(session: Session, row: WindowRow, who: Any, decision: str, *,
     if decision == "denied" and not (comment or "").strip():
         raise ValidationError("a denial needs a comment saying why",
                               hint="e.g. --comment 'not during our quarter close'")
+    if expires_at is not None and occurrence is not None:
+        raise ValidationError("an approval of one occurrence ends with it: give --expires or "
+                              "--occurrence, not both")
     if expires_at is not None and expires_at <= now:
-        raise ValidationError(f"the expiry {expires_at:%Y-%m-%d %H:%M} UTC is not in the future")
+        raise ValidationError(f"the expiry {expires_at.astimezone(timezone.utc):%Y-%m-%d %H:%M} "
+                              "UTC is not in the future")
     made = WindowApproval(window_id=row.id, tenant=party, version=row.version, decision=decision,
                           occurrence=occurrence, comment=comment, decided_by=who.name,
                           via=getattr(who, "via", None), source=getattr(who, "source", None),
                           decided_at=now, expires_at=expires_at)
     session.add(made)
-    if party is TEAM and occurrence is None:
+    if party is TEAM and occurrence is None:  # shown by `windows list`: the team's standing one
         approved = decision == "approved"
         row.approved_by, row.approved_at = (who.name, now) if approved else (None, None)
     session.flush()
     record_event(session, "window-approve" if decision == "approved" else "window-deny",
-                 operator=who.name, data={
+                 operator=who, data={
                      "window": row.name, "version": row.version, "tenant": party,
                      "occurrence": occurrence.isoformat() if occurrence else None,
                      "expires_at": expires_at.isoformat() if expires_at else None,
-                     "comment": comment, "via": getattr(who, "via", None),
-                     "source": getattr(who, "source", None)})
+                     "comment": comment})
     return made
 
 
@@ -243,8 +273,7 @@ def revoke(session: Session, row: WindowRow, who: Any, now: datetime | None = No
     returns how many. None standing is ``NotFoundError``."""
     now = now or utcnow()
     party = getattr(who, "tenant", None)
-    if party is not None and party not in _owners(session, [row.id])[row.id]:
-        raise NotFoundError(f"no window named {row.name!r}", hint="see `fleetsched windows list`")
+    check_visible(session, row, who)
     live = session.scalars(sa.select(WindowApproval).where(
         WindowApproval.window_id == row.id, WindowApproval.version == row.version,
         WindowApproval.decision == "approved", WindowApproval.revoked_at.is_(None),
@@ -258,7 +287,6 @@ def revoke(session: Session, row: WindowRow, who: Any, now: datetime | None = No
         decision.revoked_at, decision.revoked_by = now, who.name
     if party is TEAM:
         row.approved_by, row.approved_at = None, None
-    record_event(session, "window-revoke", operator=who.name, data={
-        "window": row.name, "version": row.version, "tenant": party, "revoked": len(live),
-        "via": getattr(who, "via", None), "source": getattr(who, "source", None)})
+    record_event(session, "window-revoke", operator=who, data={
+        "window": row.name, "version": row.version, "tenant": party, "revoked": len(live)})
     return len(live)

@@ -75,7 +75,8 @@ def window_from_row(row: Any, approval: Approval | None = None) -> Window:
         duration=timedelta(seconds=row.duration_s) if row.duration_s is not None else None,
         end_time=row.end_time, start=_utc(row.starts_at), end=_utc(row.ends_at),
         approved=approval.approved, approved_until=approval.until,
-        approved_starts=approval.starts, freeze=row.kind == "freeze")
+        approved_starts=approval.starts, denied_starts=approval.refused,
+        freeze=row.kind == "freeze")
 
 
 # --------------------------------------------------------------------------- assignments

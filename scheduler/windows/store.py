@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, time, timedelta
+from datetime import datetime, time, timedelta, timezone
 from typing import Any
 
 import redis
@@ -27,7 +27,8 @@ from sqlalchemy.orm import Session
 
 from scheduler.calendar.recurrence import localize, zone
 from scheduler.calendar.windows import Window, upcoming
-from scheduler.errors import FleetschedError, NotFoundError, ValidationError
+from scheduler.errors import ConflictError, FleetschedError, NotFoundError, ValidationError
+from scheduler.principal import Principal
 from scheduler.queue.keys import Keys
 from scheduler.queue.presence import redis_now_ms
 from scheduler.queue.route import Where, coord, every_shard
@@ -42,7 +43,7 @@ from scheduler.windows.wire import FREEZE_MARK, REMOVED, publish, unpublish
 
 __all__ = [
     "LIST_COLUMNS", "WindowSpec", "add_window", "assign_window", "copy_windows", "decide_window",
-    "edit_window", "revoke_window_approval",
+    "copy_windows_awaiting", "edit_window", "revoke_window_approval",
     "list_windows", "next_openings", "remove_window", "show_window", "sync_windows",
     "unassign_window",
 ]
@@ -119,32 +120,63 @@ def _clock(window: Window) -> str | None:
     return end.strftime("%H:%M:%S") if isinstance(end, time) else None
 
 
-def _row(session: Session, name: str) -> WindowRow:
-    row = session.scalars(sa.select(WindowRow).where(WindowRow.name == name)).first()
+def _row(session: Session, name: str, *, lock: bool = False) -> WindowRow:
+    """The window ``name``; ``lock``: for a change (``FOR UPDATE`` on PostgreSQL; SQLite's
+    write transaction already holds the database), so two changes of one window, say an edit
+    and an approval, apply one after the other and the second sees the first."""
+    chosen = sa.select(WindowRow).where(WindowRow.name == name)
+    row = session.scalars(chosen.with_for_update() if lock else chosen).first()
     if row is None:
         raise NotFoundError(f"no window named {name!r}", hint="see `fleetsched windows list`")
     return row
 
 
-def _event(session: Session, kind: str, operator: str, data: dict[str, Any]) -> None:
+def _event(session: Session, kind: str, operator: Any, data: dict[str, Any]) -> None:
     record_event(session, kind, operator=operator, data=data)
 
 
-def _copy(connect: Any, keys: Where, rows: Sequence[Any] = (),
-          gone: Sequence[str] = (), stale: bool = False) -> str | None:
-    """Copy to Redis (every shard); returns a warning (the SQL change stands) or None.
-    ``stale``: also turn into tombstones the copies of windows SQL no longer has (a removal
-    Redis missed), in any shard."""
+COPY_LOCK_MS = 10_000  # longer than any copy takes; a holder that died frees it by then
+COPY_WAIT_S = 15.0
+
+
+def _copy(engine: Engine, connect: Any, keys: Where, names: Sequence[str] = (),
+          gone: Sequence[str] = (), every: bool = False) -> str | None:
+    """Copy the windows ``names`` (``every``: all, and tombstones for copies of windows SQL no
+    longer has, a removal Redis missed) and the tombstones ``gone`` to Redis (every shard);
+    returns a warning (the SQL change stands) or None.
+
+    The rows are read from SQL again while holding ``Keys.window_copy_lock``: of two changes
+    copied at once, the copy made last read the record after both committed, so an older copy
+    (an approval) never lands over a newer one (its revocation)."""
+    import time
+    import uuid
+
     try:
         client = connect()
         try:
-            if stale:
-                known = {r.name for r in rows}
-                found = [n for shard in every_shard(keys)
-                         for n in _stale_copies(client, shard, known)]
-                gone = [*gone, *dict.fromkeys(found)]
-            publish(client, keys, rows)
-            unpublish(client, keys, gone, redis_now_ms(client, coord(keys)))
+            lock, mine = coord(keys).window_copy_lock(), uuid.uuid4().hex
+            deadline = time.monotonic() + COPY_WAIT_S
+            while not client.set(lock, mine, nx=True, px=COPY_LOCK_MS):
+                if time.monotonic() > deadline:
+                    raise FleetschedError("another copy of the windows holds its lock")
+                time.sleep(0.02)
+            try:
+                with Session(engine) as session:
+                    chosen = sa.select(WindowRow)
+                    if not every:
+                        chosen = chosen.where(WindowRow.name.in_(list(names)))
+                    rows = _Copy.each(session, session.scalars(chosen).all()) \
+                        if every or names else []
+                if every:
+                    known = {r.name for r in rows}
+                    found = [n for shard in every_shard(keys)
+                             for n in _stale_copies(client, shard, known)]
+                    gone = [*gone, *dict.fromkeys(found)]
+                publish(client, keys, rows)
+                unpublish(client, keys, gone, redis_now_ms(client, coord(keys)))
+            finally:
+                if client.get(lock) in (mine, mine.encode()):  # not one taken after ours expired
+                    client.delete(lock)
         finally:
             client.close()
     except (FleetschedError, redis.RedisError, OSError) as exc:
@@ -164,7 +196,7 @@ def _stale_copies(client: Any, keys: Keys, known: set[str]) -> list[str]:
     return names
 
 
-def add_window(engine: Engine, connect: Any, spec: WindowSpec, *, operator: str,
+def add_window(engine: Engine, connect: Any, spec: WindowSpec, *, operator: Principal | str,
                keys: Where = Keys(),
                now: datetime | None = None) -> tuple[dict[str, Any], str | None]:
     """Validate, record (``window-add``), copy to Redis. Returns (summary, warning)."""
@@ -176,7 +208,7 @@ def add_window(engine: Engine, connect: Any, spec: WindowSpec, *, operator: str,
         if session.scalars(sa.select(WindowRow.id).where(WindowRow.name == spec.name)).first():
             raise ValidationError(f"a window named {spec.name!r} exists",
                                   hint="remove it first, or choose another name")
-        row = WindowRow(**values, created_by=operator)
+        row = WindowRow(**values, created_by=str(operator))
         session.add(row)
         session.flush()
         # The definition as added, so the audit (and a history check) knows it after removal
@@ -185,11 +217,10 @@ def add_window(engine: Engine, connect: Any, spec: WindowSpec, *, operator: str,
             "requires_approval": spec.requires_approval,
             "definition": {k: (v.isoformat() if isinstance(v, datetime) else v)
                            for k, v in values.items() if v is not None}})
-        copy = _Copy.each(session, [row])
     nxt = upcoming(window, now, 1)
     return ({"name": spec.name, "kind": values["kind"],
              "next_open_utc": nxt[0].start_utc if nxt else None},
-            _copy(connect, keys, copy))
+            _copy(engine, connect, keys, [spec.name]))
 
 
 @dataclass(frozen=True)
@@ -220,7 +251,7 @@ class _Copy:
 
 
 def assign_window(engine: Engine, name: str, *, hosts: Sequence[str] = (),
-                  groups: Sequence[str] = (), operator: str) -> int:
+                  groups: Sequence[str] = (), operator: Principal | str) -> int:
     """Assign the window to hosts and groups (``window-assign``); returns the new assignments."""
     from scheduler.record.session import transaction
 
@@ -229,7 +260,7 @@ def assign_window(engine: Engine, name: str, *, hosts: Sequence[str] = (),
                               hint="e.g. fleetsched windows assign sun-night --group customer-acme")
     added = 0
     with transaction(engine) as session:
-        row = _row(session, name)
+        row = _row(session, name, lock=True)
         have = {(a.host_id, a.group_id) for a in row.assignments}
         for what, model, names in (("host", Host, hosts), ("group", Group, groups)):
             for n in names:
@@ -249,7 +280,7 @@ def assign_window(engine: Engine, name: str, *, hosts: Sequence[str] = (),
 
 
 def unassign_window(engine: Engine, connect: Any, name: str, *, hosts: Sequence[str] = (),
-                    groups: Sequence[str] = (), operator: str,
+                    groups: Sequence[str] = (), operator: Principal | str,
                     keys: Where = Keys()) -> tuple[int, str | None]:
     """Remove assignments (``window-unassign``), then copy the definition to Redis again.
 
@@ -261,7 +292,7 @@ def unassign_window(engine: Engine, connect: Any, name: str, *, hosts: Sequence[
         raise ValidationError("give --host or --group (repeatable)",
                               hint="e.g. fleetsched windows unassign sun-night --group customer-acme")
     with transaction(engine) as session:
-        row = _row(session, name)
+        row = _row(session, name, lock=True)
         by_key = {(a.host_id, a.group_id): a for a in row.assignments}
         drop: dict[tuple[int | None, int | None], WindowAssignment] = {}
         for what, model, names in (("host", Host, hosts), ("group", Group, groups)):
@@ -280,32 +311,53 @@ def unassign_window(engine: Engine, connect: Any, name: str, *, hosts: Sequence[
         _event(session, "window-unassign", operator, {"window": name, "hosts": list(hosts),
                                                       "groups": list(groups),
                                                       "removed": len(drop)})
-        copy = _Copy.each(session, [row])
-    return len(drop), _copy(connect, keys, copy)
+    return len(drop), _copy(engine, connect, keys, [name])
 
 
 def decide_window(engine: Engine, connect: Any, name: str, who: Any, decision: str, *,
                   comment: str | None = None, occurrence: str | None = None,
-                  expires: str | None = None,
+                  expires: str | None = None, version: int | None = None,
                   keys: Where = Keys()) -> tuple[dict[str, Any], str | None]:
-    """Record ``who``'s decision on the window's current version for its party
+    """Record ``who``'s decision on the window's current version (``version``: the one the
+    decider read, refused if it is no longer current) for its party
     (``scheduler.windows.approvals.decide``) and copy what the window now allows to Redis.
     Returns (the decision and the window's approval after it, warning)."""
     from scheduler.record.session import transaction
-    from scheduler.windows.approvals import decide
+    from scheduler.windows.approvals import check_visible, decide, effective
 
     now = utcnow()
     with transaction(engine) as session:
-        row = _row(session, name)
+        row = _row(session, name, lock=True)
+        check_visible(session, row, who)  # before anything that would describe the window
+        if version is not None and version != row.version:
+            raise ConflictError(f"window {name!r} is at version {row.version}, not {version}: "
+                                "it changed since you read it",
+                                hint=f"see `fleetsched windows show {name}`, then decide again")
         occurrence_at = _opening_start(row, occurrence) if occurrence else None
         expires_at = _expiry(expires, row.tz, now) if expires else None
         made = decide(session, row, who, decision, comment=comment, occurrence=occurrence_at,
                       expires_at=expires_at, now=now)
-        copy = _Copy.each(session, [row])
         done = {"window": name, "version": made.version, "decision": decision,
                 "party": made.tenant, "occurrence": occurrence_at, "expires_at": expires_at,
-                "at": made.decided_at, "approval": _approval(row, copy[0].approval)}
-    return done, _copy(connect, keys, copy)
+                "at": made.decided_at,
+                "approval": _approval(row, effective(session, [row], now)[row.id])}
+    return done, _copy(engine, connect, keys, [name])
+
+
+def copy_windows_awaiting(engine: Engine, connect: Any, keys: Where = Keys()) -> str | None:
+    """Copy again every window an approval may govern (one that requires approval, or any
+    window once a customer asks for approvals): after the inventory changed, their parties may
+    have; nothing (no connection) when none may. Returns a warning or None."""
+    from scheduler.record.models import Tenant
+
+    with Session(engine) as session:
+        asking = session.scalars(sa.select(Tenant.name).where(Tenant.approval_required)
+                                 .limit(1)).first() is not None
+        chosen = sa.select(WindowRow.name).where(WindowRow.kind != "freeze")
+        if not asking:
+            chosen = chosen.where(WindowRow.requires_approval)
+        names = list(session.scalars(chosen))
+    return copy_windows(engine, connect, names, keys) if names else None
 
 
 def _opening_start(row: WindowRow, text: str) -> datetime:
@@ -317,7 +369,7 @@ def _opening_start(row: WindowRow, text: str) -> datetime:
     found = openings(window_from_row(row), at - timedelta(seconds=1), at + timedelta(seconds=1))
     if not any(o.start_utc == at for o in found):
         raise ValidationError(f"window {row.name!r} has no opening starting at "
-                              f"{at:%Y-%m-%d %H:%M:%S} UTC",
+                              f"{at.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC",
                               hint=f"see `fleetsched windows next {row.name}`")
     return at
 
@@ -338,21 +390,18 @@ def revoke_window_approval(engine: Engine, connect: Any, name: str, who: Any,
     from scheduler.windows.approvals import revoke
 
     with transaction(engine) as session:
-        row = _row(session, name)
+        row = _row(session, name, lock=True)
         count = revoke(session, row, who)
-        copy = _Copy.each(session, [row])
-        done = {"window": name, "revoked": count, "approval": _approval(row, copy[0].approval)}
-    return done, _copy(connect, keys, copy)
+        done = {"window": name, "revoked": count,
+                "approval": _approval(row, effective_approvals(session, [row])[row.id])}
+    return done, _copy(engine, connect, keys, [name])
 
 
 def copy_windows(engine: Engine, connect: Any, names: Sequence[str],
                  keys: Where = Keys()) -> str | None:
     """Copy the named windows to Redis again (after a change of what they cover: their
     parties, hence their approval, may have changed); returns a warning or None."""
-    with Session(engine) as session:
-        rows = session.scalars(sa.select(WindowRow).where(WindowRow.name.in_(names))).all()
-        copy = _Copy.each(session, rows)
-    return _copy(connect, keys, copy)
+    return _copy(engine, connect, keys, names)
 
 
 RULE_FIELDS = {"rrule": "cron", "cron": "rrule", "duration": "end_time", "end_time": "duration"}
@@ -370,7 +419,7 @@ def _spec_of(row: WindowRow) -> WindowSpec:
 
 
 def edit_window(engine: Engine, connect: Any, name: str, changes: dict[str, Any], *,
-                operator: str, keys: Where = Keys()) -> tuple[int, str | None]:
+                operator: Principal | str, keys: Where = Keys()) -> tuple[int, str | None]:
     """Change a window's definition (``WindowSpec`` fields; a rule replaces the other kind of
     rule, a duration an end time): validated in full, then a new version (``window-edit``)
     that every party must approve again. Returns (the new version, warning)."""
@@ -385,7 +434,7 @@ def edit_window(engine: Engine, connect: Any, name: str, changes: dict[str, Any]
     if not changes:
         raise ValidationError("nothing to change", hint="give the options to change")
     with transaction(engine) as session:
-        row = _row(session, name)
+        row = _row(session, name, lock=True)
         given = {k: v for k, v in changes.items()}
         for key, other in RULE_FIELDS.items():
             if given.get(key) is not None and other not in given:
@@ -395,20 +444,20 @@ def edit_window(engine: Engine, connect: Any, name: str, changes: dict[str, Any]
         for key, value in values.items():
             setattr(row, key, value)
         row.version += 1
-        row.changed_by, row.approved_by, row.approved_at = operator, None, None
+        row.changed_by, row.approved_by, row.approved_at = str(operator), None, None
         _event(session, "window-edit", operator, {
             "window": name, "version": row.version,
             "changed": {k: [_plain(before[k]), _plain(values[k])] for k in values
                         if before[k] != values[k]}})
-        version, copy = row.version, _Copy.each(session, [row])
-    return version, _copy(connect, keys, copy)
+        version = row.version
+    return version, _copy(engine, connect, keys, [name])
 
 
 def _plain(value: Any) -> Any:
     return value.isoformat() if isinstance(value, datetime) else value
 
 
-def remove_window(engine: Engine, connect: Any, name: str, *, operator: str,
+def remove_window(engine: Engine, connect: Any, name: str, *, operator: Principal | str,
                   keys: Where = Keys()) -> str | None:
     """Delete the window and its assignments (``window-remove``); returns a warning or None.
 
@@ -417,17 +466,17 @@ def remove_window(engine: Engine, connect: Any, name: str, *, operator: str,
     from scheduler.record.session import transaction
 
     with transaction(engine) as session:
-        row = _row(session, name)
+        row = _row(session, name, lock=True)
         session.delete(row)
         _event(session, "window-remove", operator, {"window": name})
-    return _copy(connect, keys, gone=[name])
+    return _copy(engine, connect, keys, gone=[name])
 
 
 def sync_windows(engine: Engine, connect: Any, keys: Where = Keys()) -> tuple[int, str | None]:
     """Copy every stored definition into Redis again."""
     with Session(engine) as session:
-        rows = _Copy.each(session, list(session.execute(sa.select(WindowRow.__table__))))
-    return len(rows), _copy(connect, keys, rows, stale=True)
+        count = session.scalar(sa.select(sa.func.count()).select_from(WindowRow)) or 0
+    return count, _copy(engine, connect, keys, every=True)
 
 
 # ------------------------------------------------------------------------------ reading
@@ -478,6 +527,8 @@ def _assigned(session: Session, row: WindowRow) -> list[str]:
 def list_windows(session: Session, now: datetime | None = None, *,
                  tenant: str | None = None) -> list[dict[str, Any]]:
     """Every window (``tenant``: those of the customer's hosts and groups, in SQL)."""
+    from scheduler.windows.approvals import party_name
+
     now = now or utcnow()
     chosen = sa.select(WindowRow).order_by(WindowRow.name)
     if tenant is not None:
@@ -492,6 +543,8 @@ def list_windows(session: Session, now: datetime | None = None, *,
         out.append({"name": row.name, "kind": row.kind, "rule": _rule(row),
                     "length": _length(row), "tz": row.tz,
                     "approval": _approval(row, approvals[row.id]),
+                    "pending": [party_name(p) for p in approvals[row.id].pending],
+                    "denied": [party_name(p) for p in approvals[row.id].denied],
                     "assigned": ", ".join(_assigned(session, row)),
                     "next_open_utc": nxt[0].start_utc if nxt else None})
     return out

@@ -70,6 +70,7 @@ def window_hash(row: Any) -> dict[str, str]:
         "approved": "1" if approval.approved else "0",
         "approved_until": _ms(approval.until),
         "approved_starts": " ".join(sorted(_ms(s) for s in approval.starts)),
+        "denied_starts": " ".join(sorted(_ms(s) for s in approval.refused)),
     }
 
 
@@ -79,15 +80,17 @@ def window_from_hash(name: str, data: Mapping[str, str]) -> Window:
         raw = data.get(key) or ""
         return datetime.fromtimestamp(int(raw) / 1000, timezone.utc) if raw else None
     duration = data.get("duration_s") or ""
-    starts = frozenset(datetime.fromtimestamp(int(ms) / 1000, timezone.utc)
-                       for ms in (data.get("approved_starts") or "").split())
+    def instants(key: str) -> frozenset[datetime]:
+        return frozenset(datetime.fromtimestamp(int(ms) / 1000, timezone.utc)
+                         for ms in (data.get(key) or "").split())
     return Window(
         name=name, tz=data.get("tz") or "UTC", rrule=data.get("rrule") or None,
         cron=data.get("cron") or None,
         duration=timedelta(seconds=int(duration)) if duration else None,
         end_time=data.get("end_time") or None, start=when("starts_at"), end=when("ends_at"),
         approved=data.get("approved", "1") == "1", approved_until=when("approved_until"),
-        approved_starts=starts, freeze=data.get("kind") == "freeze")
+        approved_starts=instants("approved_starts"), denied_starts=instants("denied_starts"),
+        freeze=data.get("kind") == "freeze")
 
 
 def publish(client: redis.Redis, keys: Where, rows: Iterable[Any]) -> int:

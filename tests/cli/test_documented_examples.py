@@ -101,7 +101,7 @@ ORDER = [
     "schedules resume", "submit", "tasks list", "tasks show", "jobs show", "tasks pause",
     "tasks resume", "tasks continue", "tasks reprioritize", "tasks retry-failed", "tasks cancel", "tasks wait",
     "tasks watch", "tasks output", "hosts history", "report", "recorder", "reconcile", "status",
-    "doctor", "notify", "top", "worker", "exporter", "server", "redis", "windows deny",
+    "doctor", "notify", "top", "worker", "exporter", "server", "redis", "windows freeze", "windows deny",
     "windows revoke", "windows edit", "windows unassign", "windows remove", "schedules remove",
     "hosts remove", "groups remove", "db prune", "db downgrade", "demo",
 ]

@@ -76,9 +76,27 @@ def test_a_customer_approves_its_window_with_its_token_and_others_cannot(
     data = json.loads(event.data) if isinstance(event.data, str) else event.data
     (token_id,) = [r.id for r in sql_rows(api.database_url, "SELECT id FROM api_tokens "
                                                             "WHERE name = 'acme-change-board'")]
-    assert data["via"] == f"token:{token_id}" and data["version"] == 1
-    assert data["source"] == "127.0.0.1" and data["comment"] == "ok for December"
+    assert data["principal"] == {"via": f"token:{token_id}", "role": "customer-approver",
+                                 "tenant": "acme", "source": "127.0.0.1"}
+    assert data["version"] == 1 and data["comment"] == "ok for December"
     assert event.operator == "admin-at-shell"  # the token's owner: its creator, by default
     # And acme revokes it: pending again
     revoked = api("POST", "/windows/acme-sat/revoke", acme)
     assert revoked.status_code == 200 and revoked.json()["approval"] == "PENDING customer acme"
+
+
+def test_a_customer_declares_a_freeze_over_its_hosts_and_not_over_others(
+        api: Api, tmp_path: Path) -> None:
+    _fleet(api, tmp_path)
+    acme = api.token("acme-change-board", "--role", "customer-approver", "--tenant", "acme")
+    viewer = api.token("acme-dashboard", "--role", "customer-viewer", "--tenant", "acme")
+    body = {"name": "year-end", "start": "2030-12-20T00:00", "end": "2031-01-04T00:00",
+            "tz": "Europe/Berlin", "groups": ["acme"]}
+    assert api("POST", "/windows/freezes", viewer, json=body).status_code == 403
+    foreign = api("POST", "/windows/freezes", acme, json={**body, "groups": ["globex"]})
+    assert foreign.status_code == 404 and "no group named 'globex'" in foreign.text
+    made = api("POST", "/windows/freezes", acme, json=body)
+    assert made.status_code == 201, made.text
+    assert made.json()["name"] == "acme:year-end"
+    listed = [w["name"] for w in api("GET", "/windows", viewer).json()["items"]]
+    assert "acme:year-end" in listed

@@ -7,12 +7,13 @@ Redis copy says."""
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
-import sqlalchemy as sa
 
 from scheduler.calendar.windows import next_opening, upcoming
 from scheduler.config import load_settings
@@ -31,6 +32,20 @@ ACME = Principal("ann", via="token:7", role="customer-approver", tenant="acme")
 ACME_2 = Principal("arno", via="token:8", role="customer-approver", tenant="acme")
 GLOBEX = Principal("gus", via="token:9", role="customer-approver", tenant="globex")
 INITECH = Principal("ida", via="token:10", role="customer-approver", tenant="initech")
+INVENTORY = """[acme]
+acme-[01:02]
+[acme:vars]
+fleetsched_tenant=acme
+[globex]
+globex-01
+[globex:vars]
+fleetsched_tenant=globex
+[team]
+ops-01
+[shared:children]
+acme
+globex
+"""
 WEEKLY = dict(rrule="FREQ=WEEKLY;BYDAY=SA;BYHOUR=22", duration="4h", tz="Europe/Berlin")
 
 
@@ -43,15 +58,8 @@ def fleet(tmp_path: Path, redis_url: str) -> Stores:
                                    "state_dir": tmp_path / "state"},
                                   environ={}, config_path=tmp_path / "config.toml"))
     source = tmp_path / "hosts.ini"
-    source.write_text("[acme]\nacme-[01:02]\n[globex]\nglobex-01\n[team]\nops-01\n"
-                      "[shared:children]\nacme\nglobex\n")
+    source.write_text(INVENTORY)
     inventory.import_hosts(stores, Principal("importer"), source)
-    engine = sa.create_engine(db)
-    with engine.begin() as conn:  # the owners, as the inventory's fleetsched_tenant says
-        for host, tenant in (("acme-01", "acme"), ("acme-02", "acme"), ("globex-01", "globex")):
-            conn.execute(sa.text("UPDATE hosts SET tenant = :t WHERE name = :h"),
-                         {"t": tenant, "h": host})
-    engine.dispose()
     return stores
 
 
@@ -210,3 +218,186 @@ def test_freezes_and_windows_over_nobody_asking_need_no_approval(
     assert _copy(redis_client, "plain")["approved"] == "1"
     with pytest.raises(ValidationError, match="needs no approval from customer acme"):
         windows.approve(fleet, ACME, "plain")
+
+
+def test_a_customer_declares_a_freeze_over_its_own_hosts_only(
+        fleet: Stores, redis_client: redis.Redis) -> None:
+    dates = dict(start="2030-12-20T00:00", end="2031-01-04T00:00", tz="Europe/Berlin")
+    # A host or group of another customer is not found; a group shared with others is refused;
+    # nothing is written by any of them
+    with pytest.raises(NotFoundError, match="no host named 'globex-01'"):
+        windows.freeze(fleet, ACME, "year-end", hosts=["acme-01", "globex-01"], **dates)
+    with pytest.raises(NotFoundError, match="no group named 'globex'"):
+        windows.freeze(fleet, ACME, "year-end", groups=["globex"], **dates)
+    with pytest.raises(ValidationError, match="group 'shared' holds hosts of others too"):
+        windows.freeze(fleet, ACME, "year-end", groups=["shared"], **dates)
+    with pytest.raises(ValidationError, match="needs hosts or groups"):
+        windows.freeze(fleet, ACME, "year-end", **dates)
+    assert not sql_rows(fleet.settings.database_url, "SELECT name FROM windows")
+    # Its own group: a freeze named after the customer, assigned, in Redis, shown to it
+    done = windows.freeze(fleet, ACME, "year-end", groups=["acme"], **dates)
+    assert (done.name, done.kind, done.by) == ("acme:year-end", "freeze", "ann")
+    shown = windows.show(fleet, "acme:year-end", tenant="acme")
+    assert shown["assigned"] == ["group:acme"] and shown["kind"] == "freeze"
+    assert _copy(redis_client, "acme:year-end")["kind"] == "freeze"
+    # The team declares one over any host, under the name it gives
+    assert windows.freeze(fleet, BOB, "dc-move", hosts=["ops-01", "globex-01"],
+                          **dates).name == "dc-move"
+
+
+def test_a_host_moved_to_a_customer_makes_its_window_await_that_customer(
+        fleet: Stores, redis_client: redis.Redis, tmp_path: Path) -> None:
+    # Given the team's window over ops-01, approved by the team
+    _window(fleet, "ops-sat", "team")
+    windows.approve(fleet, BOB, "ops-sat")
+    assert _copy(redis_client, "ops-sat")["approved"] == "1"
+    # When the inventory makes ops-01 acme's
+    source = tmp_path / "hosts.ini"
+    source.write_text(INVENTORY.replace("[team]\nops-01\n", "[team]\nops-01\n[team:vars]\n"
+                                                            "fleetsched_tenant=acme\n"))
+    inventory.import_hosts(fleet, Principal("importer"), source)
+    # Then the window awaits acme, and the workers' copy says so at once
+    assert windows.show(fleet, "ops-sat")["pending"] == ["customer acme"]
+    assert _copy(redis_client, "ops-sat")["approved"] == "0"
+
+
+def test_the_newest_approval_stands_and_leaves_the_party_pending_once_it_expires(
+        fleet: Stores) -> None:
+    from scheduler.record.models import Window as WindowRow
+    from scheduler.windows.approvals import effective
+
+    _window(fleet, "acme-sat", "acme")
+    windows.approve(fleet, ACME, "acme-sat")  # the series, for good
+    windows.approve(fleet, ACME_2, "acme-sat", expires="10d")  # then: only for ten days
+    later = datetime.now(timezone.utc) + timedelta(days=11)
+    with fleet.reading() as session:
+        row = session.query(WindowRow).filter_by(name="acme-sat").one()
+        now_ok, after = effective(session, [row])[row.id], effective(session, [row], later)[row.id]
+    assert now_ok.approved and now_ok.until is not None
+    assert not after.approved and after.pending == ("acme",)
+
+
+# ------------------------------------------------- found by an adversarial review, now held
+
+
+def _second_saturday(redis_client: redis.Redis) -> datetime:
+    model = window_from_hash("acme-sat", _copy(redis_client, "acme-sat"))
+    return upcoming(model, datetime.now(timezone.utc) + timedelta(days=8), 1)[0].start_utc
+
+
+def test_denying_one_occurrence_closes_it_under_a_series_approval_and_after_its_approval(
+        fleet: Stores, redis_client: redis.Redis) -> None:
+    from scheduler.calendar.windows import is_open
+
+    _window(fleet, "acme-sat", "acme")
+    second = _second_saturday(redis_client)
+    windows.approve(fleet, ACME, "acme-sat")
+    done = windows.deny(fleet, ACME_2, "acme-sat", comment="not that Saturday",
+                        occurrence=second.isoformat())
+    assert done.approval == "approved; 1 occurrence(s) denied"
+    claim = window_from_hash("acme-sat", _copy(redis_client, "acme-sat"))
+    assert not is_open([claim], second + timedelta(minutes=1))
+    assert is_open([claim], second - timedelta(days=7) + timedelta(minutes=1))  # the one before
+    # An occurrence approved, then denied: the newest decision stands
+    windows.revoke(fleet, ACME, "acme-sat")
+    windows.approve(fleet, ACME, "acme-sat", occurrence=second.isoformat())
+    assert windows.deny(fleet, ACME_2, "acme-sat", comment="changed our mind",
+                        occurrence=second.isoformat()).approval == "PENDING customer acme"
+
+
+def test_an_occurrence_approval_takes_no_expiry(fleet: Stores, redis_client: redis.Redis) -> None:
+    _window(fleet, "acme-sat", "acme")
+    with pytest.raises(ValidationError, match="not both"):
+        windows.approve(fleet, ACME, "acme-sat", expires="1d",
+                        occurrence=_second_saturday(redis_client).isoformat())
+
+
+def test_a_customer_gets_the_same_answer_for_a_foreign_window_as_for_a_missing_one(
+        fleet: Stores) -> None:
+    _window(fleet, "globex-sat", "globex")
+    windows.add(fleet, ALICE, WindowSpec(name="globex-xmas", freeze=True,
+                                         start="2030-12-24T00:00", end="2030-12-27T00:00"))
+    windows.assign(fleet, ALICE, "globex-xmas", groups=["globex"])
+    for name, extra in (("globex-sat", {}), ("globex-xmas", {}),
+                        ("globex-sat", {"occurrence": "2030-01-01T00:00"}),
+                        ("globex-sat", {"expires": "soon"})):
+        with pytest.raises(NotFoundError, match=f"no window named '{name}'"):
+            windows.approve(fleet, ACME, name, **extra)  # type: ignore[arg-type]
+
+
+def test_a_decision_for_a_version_that_changed_since_is_refused(fleet: Stores) -> None:
+    from scheduler.errors import ConflictError
+
+    _window(fleet, "acme-sat", "acme")
+    windows.edit(fleet, BOB, "acme-sat", duration="5h")
+    with pytest.raises(ConflictError, match="at version 2, not 1"):
+        windows.approve(fleet, ACME, "acme-sat", version=1)
+    assert windows.approve(fleet, ACME, "acme-sat", version=2).version == 2
+
+
+def _slow_connect(fleet: Stores, gate: threading.Event, reached: threading.Event) -> Any:
+    """A connection to the real Redis that is slow to come (a GC pause, a busy network)."""
+    def connect() -> Any:
+        reached.set()
+        gate.wait(30)
+        return fleet.connect()
+    return connect
+
+
+@pytest.mark.parametrize("then", ["revoke", "edit", "sync"])
+def test_a_copy_delayed_past_a_later_change_never_lands_over_it(
+        fleet: Stores, redis_client: redis.Redis, then: str) -> None:
+    from scheduler.windows.store import decide_window, sync_windows
+
+    _window(fleet, "acme-sat", "acme")
+    if then == "sync":
+        windows.approve(fleet, ACME, "acme-sat")
+    gate, reached = threading.Event(), threading.Event()
+
+    def slow() -> None:  # an approval, or a sync, committed but slow to copy
+        with fleet.database() as engine:
+            connect = _slow_connect(fleet, gate, reached)
+            if then == "sync":
+                sync_windows(engine, connect, fleet.shards)
+            else:
+                decide_window(engine, connect, "acme-sat", ACME, "approved", keys=fleet.shards)
+
+    worker = threading.Thread(target=slow)
+    worker.start()
+    assert reached.wait(30)
+    # When a later change commits and copies first
+    if then == "edit":
+        windows.edit(fleet, BOB, "acme-sat", rrule="FREQ=WEEKLY;BYDAY=SU;BYHOUR=3")
+    else:
+        windows.revoke(fleet, ACME_2, "acme-sat")
+    gate.set()
+    worker.join()
+    # Then the copy that lands last shows the record as it is now: pending, the new rule
+    assert windows.show(fleet, "acme-sat")["pending"] == ["customer acme"]
+    data = _copy(redis_client, "acme-sat")
+    assert data["approved"] == "0"
+    assert ("BYDAY=SU" in data["rrule"]) == (then == "edit")
+
+
+def test_a_removed_group_makes_its_window_answer_to_the_team_at_once(
+        fleet: Stores, redis_client: redis.Redis) -> None:
+    _window(fleet, "acme-sat", "acme")
+    windows.approve(fleet, ACME, "acme-sat")
+    assert _copy(redis_client, "acme-sat")["approved"] == "1"
+    inventory.remove_group(fleet, Principal("importer"), "acme")
+    assert windows.show(fleet, "acme-sat")["pending"] == ["the team"]
+    assert _copy(redis_client, "acme-sat")["approved"] == "0"
+
+
+def test_a_customer_reads_its_own_decisions_and_nothing_of_another_customers(
+        fleet: Stores) -> None:
+    _window(fleet, "shared-sat", "shared")
+    windows.deny(fleet, GLOBEX, "shared-sat", comment="globex merger freeze, confidential")
+    shown = windows.show(fleet, "shared-sat", tenant="acme")
+    listed = windows.list_(fleet, tenant="acme")
+    seen = repr(shown) + repr(listed)
+    assert "globex" not in seen and "gus" not in seen and "confidential" not in seen
+    assert shown["pending"] == ["customer acme"] and shown["others_pending"]
+    assert shown["approval"] == "PENDING your approval; awaiting others"
+    # While the team sees every party
+    assert windows.show(fleet, "shared-sat")["denied"] == ["customer globex"]

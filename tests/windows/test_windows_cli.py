@@ -217,8 +217,9 @@ def test_unassigning_removes_only_the_named_assignment_with_an_event_and_later_t
     assert shown["assigned"] == ["host:web-01"]
     [event] = sql_rows(db, "SELECT operator, data FROM events WHERE kind = 'window-unassign'")
     data = json.loads(event.data) if isinstance(event.data, str) else event.data
-    assert event.operator == "alice" and data == {"window": "w", "hosts": [], "groups": ["db"],
-                                                  "removed": 1}
+    assert event.operator == "alice" and data == {
+        "window": "w", "hosts": [], "groups": ["db"], "removed": 1,
+        "principal": {"via": "local-cli", "role": None, "tenant": None, "source": None}}
     assert redis_client.hget(KEYS.window("w"), "starts_at") == str(int(at.timestamp() * 1000))
     # And a windowed task for the db group is now refused: its hosts have no window
     code, _, err = cli("submit", "command", "-t", "group:db", "-p", "cmd=true", "--in-window", "--yes")
