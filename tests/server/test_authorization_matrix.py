@@ -115,6 +115,14 @@ def _revoke(world: World, scope: Scope) -> Request:
                               "globex": "w-globex"}[scope]}}
 
 
+def _freeze(world: World, scope: Scope) -> Request:
+    # a customer's freeze covers its own hosts only: globex's group is not found for acme
+    covered = {"team": {"hosts": ["web-01"]}, "acme": {"groups": ["acme"]},
+               "globex": {"groups": ["globex"]}}[scope]
+    return {"json": {"name": world.fresh("freeze"), "start": "2031-01-01T00:00",
+                     "end": "2031-01-02T00:00", **covered}}
+
+
 def _new_window(world: World, scope: Scope) -> Request:
     return {"json": {"name": world.fresh("w-new"), "cron": "0 1 * * *", "duration": "1h"}}
 
@@ -171,6 +179,7 @@ MATRIX: dict[tuple[str, str], Row] = {
             "path": {"name": {"team": "w-deny", "acme": "w-acme-deny", "globex": "w-globex"}[
                 scope]}, "json": {"comment": "not in the sales week"}}, foreign=True),
     ("POST", "/windows/{name}/revoke"): Row(APPROVERS, _revoke, foreign=True),
+    ("POST", "/windows/freezes"): Row(APPROVERS, _freeze, foreign=True),
     ("GET", "/schedules"): Row(TEAM),
     ("GET", "/schedules/{name}"): Row(TEAM, lambda world, scope: {"path": {"name": "nightly"}}),
     ("POST", "/schedules/{name}/pause"): Row(
