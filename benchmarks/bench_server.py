@@ -21,8 +21,10 @@ every S seconds each (dashboards polling):
 ``GET /api/v1/tasks`` (the first page, 100 tasks), ``GET /api/v1/tasks/{id}`` (the big task),
 and ``GET /api/v1/tasks/{id}/jobs`` (its first page of jobs) where the server has it. Latency is
 each request's round trip seen by its client. Each endpoint runs ``--runs`` times; the table
-shows the median of the runs' p50, p95 and p99, and p99 over the 50 ms target. The clients
-share the machine's cores with the server: on 2 cores they are part of what is measured.
+shows the median of the runs' p50, p95 and p99, p99 over the 50 ms target, and the CPU time per
+request of the server process and of the clients (from /proc and ``time.process_time``), and
+the server's share of one core while it ran: what a request costs, whatever the load. The
+clients share the machine's cores with the server: on 2 cores they are part of what is measured.
 Writes benchmarks/results/bench_server.json.
 """
 
@@ -121,8 +123,14 @@ class Server:
             self.proc.wait(timeout=30)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process ``pid`` so far (Linux: /proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def hammer(base: str, token: str, path: str, clients: int, seconds: float,
-                 think: float = 0.0) -> dict[str, Any]:
+                 think: float = 0.0, server_pid: int | None = None) -> dict[str, Any]:
     """``clients`` loops of GET ``path`` for ``seconds``, each starting a request every
     ``think`` seconds at most (0: the next as soon as the last answered): every round trip's
     latency."""
@@ -149,11 +157,16 @@ async def hammer(base: str, token: str, path: str, clients: int, seconds: float,
                     errors[status] = errors.get(status, 0) + 1
                 await asyncio.sleep(max(0.0, think - (time.perf_counter() - t0)))
 
-        start = time.perf_counter()
+        start, client_cpu = time.perf_counter(), time.process_time()
+        server_cpu = cpu_seconds(server_pid) if server_pid else 0.0
         await asyncio.gather(*(loop(n) for n in range(clients)))
         elapsed = time.perf_counter() - start
+        client_cpu = time.process_time() - client_cpu
+        server_cpu = (cpu_seconds(server_pid) - server_cpu) if server_pid else 0.0
     ms = sorted(x * 1000 for x in latencies)
     return {"requests": len(ms), "per_s": len(ms) / elapsed, "errors": errors,
+            "server_cpu_ms": server_cpu * 1000 / len(ms), "client_cpu_ms":
+            client_cpu * 1000 / len(ms), "server_cpu_share": server_cpu / elapsed,
             "p50": percentile(ms, 50), "p95": percentile(ms, 95), "p99": percentile(ms, 99),
             "max": ms[-1]}
 
@@ -195,7 +208,8 @@ def bench_database(kind: str, database_url: str, redis_url: str, args: argparse.
             for _ in range(args.runs):
                 for name, path in paths.items():
                     runs[name].append(asyncio.run(
-                        hammer(base, token, path, args.clients, args.seconds, args.think)))
+                        hammer(base, token, path, args.clients, args.seconds, args.think,
+                               server.proc.pid if server.proc else None)))
             size = detail_size(base, token)
         finally:
             server.stop()
@@ -205,8 +219,10 @@ def bench_database(kind: str, database_url: str, redis_url: str, args: argparse.
 
 
 def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    med = {k: statistics.median(r[k] for r in runs) for k in ("p50", "p95", "p99", "per_s")}
-    return {**{k: round(v, 1) for k, v in med.items()},
+    med = {k: statistics.median(r[k] for r in runs)
+           for k in ("p50", "p95", "p99", "per_s", "server_cpu_ms", "client_cpu_ms",
+                     "server_cpu_share")}
+    return {**{k: round(v, 2) for k, v in med.items()},
             "p99_over_target": round(med["p99"] / TARGET_MS, 2),
             "runs_p99": [round(r["p99"], 1) for r in runs],
             "requests": sum(r["requests"] for r in runs),
@@ -219,11 +235,14 @@ def table(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
     lines = [f"{args.clients} clients ({pace}), {args.seconds:g} s per endpoint and run, median of "
              f"{args.runs} runs; target p99 < {TARGET_MS:g} ms",
              f"{'database':<10} {'endpoint':<16} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
-             f"{'p99/50ms':>9} {'req/s':>7}  runs' p99"]
+             f"{'p99/50ms':>9} {'req/s':>7} {'srv cpu':>8} {'cli cpu':>8} {'srv %cpu':>8}  "
+             "runs' p99"]
     for r in results:
         for name, e in r["endpoints"].items():
             lines.append(f"{r['database']:<10} {name:<16} {e['p50']:>8.1f} {e['p95']:>8.1f} "
-                         f"{e['p99']:>8.1f} {e['p99_over_target']:>9.2f} {e['per_s']:>7.0f}  "
+                         f"{e['p99']:>8.1f} {e['p99_over_target']:>9.2f} {e['per_s']:>7.0f} "
+                         f"{e['server_cpu_ms']:>6.1f}ms {e['client_cpu_ms']:>6.1f}ms "
+                         f"{e['server_cpu_share'] * 100:>7.0f}%  "
                          f"{e['runs_p99']}" + (f"  errors {e['errors']}" if e["errors"] else ""))
     return "\n".join(lines)
 
