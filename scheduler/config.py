@@ -141,6 +141,13 @@ class Settings:
     oidc_redirect_url: str | None = None
     # How long a login lasts: the server-side session's lifetime, renewed by no request.
     oidc_session_minutes: int = 480
+    # Remote mode (docs/guides/server.md, "Remote mode"): the CLI's commands go through this
+    # `fleetsched server` (https://host:8443) with an API token, instead of opening the
+    # database and Redis. The token is a secret: rather $FLEETSCHED_TOKEN or token_file (a
+    # file holding it, read when a command runs) than the config file.
+    server: str | None = None
+    token: str | None = None
+    token_file: str | None = None
 
     @property
     def effective_database_url(self) -> str:
@@ -153,9 +160,9 @@ class Settings:
         out: dict[str, str] = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name.endswith("_url") and value:
+            if (f.name.endswith("_url") or f.name == "server") and value:
                 value = redact_url(value)
-            elif f.name.endswith(SECRET_SUFFIXES) and value:
+            elif is_secret(f.name) and value:
                 value = MASK
             elif f.name == "oidc_roles":
                 value = ", ".join(f"{claim}={role}" for claim, role in value)
@@ -180,6 +187,12 @@ _PREFIX_RE = re.compile(r"[A-Za-z0-9_.-]{1,32}")
 Source = str  # "default" | "file <path>" | "env FLEETSCHED_X" | "option --x"
 # Settings whose value is a secret: never printed, not even in an error about the value.
 SECRET_SUFFIXES = ("_password", "_secret")
+SECRET_NAMES = ("token",)
+
+
+def is_secret(name: str) -> bool:
+    """Whether the setting ``name`` holds a secret (masked wherever settings are shown)."""
+    return name.endswith(SECRET_SUFFIXES) or name in SECRET_NAMES
 
 
 def _pairs(raw: Any) -> tuple[tuple[str, str], ...]:
@@ -226,7 +239,7 @@ def _coerce(name: str, raw: Any, source: str) -> Any:
         return str(raw)
     except (TypeError, ValueError) as exc:
         shown = redact_url(raw) if name.endswith("_url") and isinstance(raw, str) else raw
-        shown = MASK if name.endswith(SECRET_SUFFIXES) else shown
+        shown = MASK if is_secret(name) else shown
         raise ConfigError(f"{source}: {name} = {shown!r} is not valid ({exc})") from None
 
 
@@ -356,6 +369,25 @@ def validate(settings: Settings) -> None:
     if settings.database_url:
         _check_database_driver(settings.database_url)
     _check_oidc(settings)
+    _check_remote(settings)
+
+
+def _check_remote(settings: Settings) -> None:
+    """Remote mode: an http(s) URL without credentials in it, and one way to give the token."""
+    from urllib.parse import urlsplit
+
+    if settings.token and settings.token_file:
+        raise ConfigError("token and token_file are both set: give the API token one way",
+                          hint="keep token_file (or $FLEETSCHED_TOKEN) and drop the other")
+    if settings.server is None:
+        return
+    parts = urlsplit(settings.server)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"server {redact_url(settings.server)!r} is not an http(s) URL",
+                          hint="e.g. --server https://fleetsched.example.org:8443")
+    if parts.username or parts.password:
+        raise ConfigError(f"server {redact_url(settings.server)!r} holds credentials",
+                          hint="give the API token as token, token_file or $FLEETSCHED_TOKEN")
 
 
 def _check_oidc(settings: Settings) -> None:

@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("scheduler.monitoring",),
     ("scheduler.verbs",),
     ("workers",),
-    ("scheduler.demo", "scheduler.server"),
+    ("scheduler.demo", "scheduler.server", "scheduler.remote"),
     ("scheduler.cli",),
     ("scheduler.__main__",),
 ]

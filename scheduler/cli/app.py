@@ -29,11 +29,12 @@ def root(
     state_dir: Annotated[Path | None, typer.Option(help="Directory for the embedded Redis and SQLite files.")] = None,
     config: Annotated[Path | None, typer.Option(help="TOML config file (default: $XDG_CONFIG_HOME/fleetsched/config.toml).")] = None,
     operator: Annotated[str | None, typer.Option("--as", help="Operator name recorded on changes (default: $FLEETSCHED_OPERATOR or the OS user).")] = None,
+    server: Annotated[str | None, typer.Option("--server", metavar="URL", help="Remote mode: go through this `fleetsched server` with the API token of $FLEETSCHED_TOKEN or the token_file setting (default: the server setting; none: direct mode).")] = None,
 ) -> None:
     """fleetsched: operations jobs for a fleet of hosts."""
     ctx.obj = State(
         {"redis_url": redis_url, "database_url": database_url, "state_dir": state_dir,
-         "operator": operator},
+         "operator": operator, "server": server},
         config,
     )
 
@@ -51,7 +52,7 @@ def version() -> None:
 GROUPS = ("actions", "config", "db", "groups", "hosts", "jobs", "notify", "reconcile", "recorder",
           "redis", "schedules", "tasks", "tenants", "tokens", "windows", "worker")
 COMMANDS = ("submit", "demo", "status", "doctor", "report", "top", "exporter", "server")
-GLOBAL_OPTIONS = ("--redis-url", "--database-url", "--state-dir", "--config", "--as")
+GLOBAL_OPTIONS = ("--redis-url", "--database-url", "--state-dir", "--config", "--as", "--server")
 """The root callback's options; each takes a value (``_invoked`` skips it)."""
 
 

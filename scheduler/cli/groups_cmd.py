@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import verbs_of
+from scheduler.cli.context import verbs, verbs_of
 from scheduler.cli.output import OutputOption
 
 groups_app = typer.Typer(help="Groups of hosts (from inventories or `hosts add --group`).",
@@ -43,10 +43,8 @@ Jobs already running when a limit is set do not count against it.
 @groups_app.command("list")
 def list_cmd(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) -> None:
     """List groups, sorted by name; ``all_hosts`` counts the hosts of child groups too."""
-    from scheduler.verbs.inventory import list_groups
-
-    stores, _principal = verbs_of(ctx)
-    rows = list_groups(stores)
+    inventory, stores, _principal = verbs(ctx, "inventory")
+    rows = inventory.list_groups(stores)
     if fmt is output.OutputFormat.json:
         output.emit_rows(rows, COLUMNS + ["vars"], fmt)
         return

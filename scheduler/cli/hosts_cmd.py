@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import verbs_of
+from scheduler.cli.context import verbs, verbs_of
 from scheduler.cli.output import OutputOption
 from scheduler.errors import ValidationError
 
@@ -135,10 +135,8 @@ def list_cmd(
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
     """List hosts, sorted by name."""
-    from scheduler.verbs.inventory import list_hosts
-
-    stores, _principal = verbs_of(ctx)
-    rows = list_hosts(stores, group=group, match=match)
+    inventory, stores, _principal = verbs(ctx, "inventory")
+    rows = inventory.list_hosts(stores, group=group, match=match)
     if fmt is output.OutputFormat.json:
         output.emit_rows(rows, LIST_COLUMNS + ["vars"], fmt)
         return
@@ -155,10 +153,8 @@ def show_cmd(
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
     """Show one host: address, port, user, groups, variables, source."""
-    from scheduler.verbs.inventory import show_host
-
-    stores, _principal = verbs_of(ctx)
-    row = show_host(stores, name)
+    inventory, stores, _principal = verbs(ctx, "inventory")
+    row = inventory.show_host(stores, name)
     if fmt is output.OutputFormat.table:
         row = {k: (", ".join(v) if k in ("groups", "all_groups") else
                    json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v)
@@ -239,10 +235,9 @@ def history(
 ) -> None:
     """Every recorded event of one host, oldest first: jobs claimed, finished, failed, deferred."""
     from scheduler.reports import TRAIL_COLUMNS
-    from scheduler.verbs.inventory import host_history
 
-    stores, _principal = verbs_of(ctx)
-    rows = host_history(stores, name, limit=limit)
+    inventory, stores, _principal = verbs(ctx, "inventory")
+    rows = inventory.host_history(stores, name, limit=limit)
     columns = [c for c in TRAIL_COLUMNS if c != "host"]
     if fmt is output.OutputFormat.table:
         from scheduler.reports.trail import for_table

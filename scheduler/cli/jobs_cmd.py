@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import verbs_of
+from scheduler.cli.context import verbs
 from scheduler.cli.output import OutputOption
 
 jobs_app = typer.Typer(help="Single jobs: every attempt of one host's job and what it printed.",
@@ -35,10 +35,9 @@ def show_cmd(
     code, duration and output; late results of workers that had lost it; for a job lost with
     its worker, what is known and what to check on the host."""
     from scheduler.queue.output import output_lines, step_summary
-    from scheduler.verbs.tasks import job
 
-    stores, _principal = verbs_of(ctx)
-    view = job(stores, job_id)
+    tasks, stores, _principal = verbs(ctx, "tasks")
+    view = tasks.job(stores, job_id)
     if fmt is not output.OutputFormat.table:
         if fmt is output.OutputFormat.json:
             output.stdout.out(json.dumps(view.as_dict(), indent=2, default=str))

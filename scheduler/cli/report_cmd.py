@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import verbs_of
+from scheduler.cli.context import verbs
 from scheduler.cli.waiting import note_record_behind
 
 EPILOG = """Examples:
@@ -78,13 +78,12 @@ def report(
     """Audit report of jobs: who ran what, where, when, with what outcome."""
     from scheduler.reports import ReportFilter, render_html
     from scheduler.reports.text import write_csv, write_json, write_table
-    from scheduler.verbs.reports import report as report_verb
 
     filters = ReportFilter(since=_when(since, "--since"), until=_when(until, "--until"),
                            task=task, host=host, group=group, action=action, state=state,
                            operator=operator)
-    stores, _principal = verbs_of(ctx)
-    data = report_verb(stores, filters)
+    reports, stores, _principal = verbs(ctx, "reports")
+    data = reports.report(stores, filters)
     note_record_behind(stores, data.unfinished)
     if html is not None:
         _write_atomically(html, render_html(data))

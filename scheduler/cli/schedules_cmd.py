@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import verbs_of
+from scheduler.cli.context import verbs, verbs_of
 from scheduler.cli.output import OutputOption
 
 schedules_app = typer.Typer(help="Recurring schedules: tasks created at cron times, exactly once.",
@@ -89,19 +89,16 @@ def add_cmd(
 def list_cmd(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) -> None:
     """List schedules with their last and next occurrence."""
     from scheduler.schedules.store import LIST_COLUMNS
-    from scheduler.verbs.schedules import list_
 
-    stores, _principal = verbs_of(ctx)
-    output.emit_rows(list_(stores), LIST_COLUMNS, fmt)
+    schedules, stores, _principal = verbs(ctx, "schedules")
+    output.emit_rows(schedules.list_(stores), LIST_COLUMNS, fmt)
 
 
 @schedules_app.command("show", epilog="Example:\n\n  fleetsched schedules show dnssec-roll")
 def show_cmd(ctx: typer.Context, name: Name, fmt: OutputOption = output.OutputFormat.table) -> None:
     """One schedule: definition, options, latest tasks, latest missed occurrences."""
-    from scheduler.verbs.schedules import show
-
-    stores, _principal = verbs_of(ctx)
-    info = show(stores, name)
+    schedules, stores, _principal = verbs(ctx, "schedules")
+    info = schedules.show(stores, name)
     if fmt is not output.OutputFormat.table:
         output.emit_object(info, fmt)
         return

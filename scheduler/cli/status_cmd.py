@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import verbs_of
+from scheduler.cli.context import verbs
 from scheduler.cli.findings import render_findings
 from scheduler.cli.output import OutputOption
 
@@ -30,10 +30,8 @@ def status(
     """Health of Redis, the queue's identity, the database, workers, recorder lag, overdue jobs
     and stuck tasks."""
     from scheduler.health.checks import healthy
-    from scheduler.verbs.status import status as run_status
-
-    stores, _principal = verbs_of(ctx)
-    findings = run_status(stores)
+    checks, stores, _principal = verbs(ctx, "status")
+    findings = checks.status(stores)
     render_findings(findings, fmt)
     if not healthy(findings):
         failed = [f.check for f in findings if f.level == "fail"]

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import verbs_of
+from scheduler.cli.context import verbs, verbs_for
 from scheduler.cli.task_options import request_of
 from scheduler.cli.waiting import report_wait
 from scheduler.errors import DeclinedError, ValidationError
 
 if TYPE_CHECKING:
-    from scheduler.verbs.stores import Stores
+    from scheduler.submission.plan_view import PlanView
 
 EPILOG = """Examples:
 
@@ -55,79 +55,42 @@ stopped (a wave's failures or its --wave-check) has ended for --wait: exit 3.
 """
 
 
-def _when(job: Any) -> str:
-    if job.wclose:
-        frozen = f", frozen until {job.frozen_until.isoformat()}" if job.frozen_until else ""
-        return (f"{job.due.isoformat()} (window {job.window}, closes {job.wclose.isoformat()}"
-                f"{frozen})")
-    if job.frozen_until:
-        return f"{job.due.isoformat()} (frozen until {job.frozen_until.isoformat()}: {job.window})"
-    return "now" if job.due is None else job.due.isoformat()
+def _view(plan: Any, draw: bool = False) -> PlanView:
+    """The plan as ``submit`` shows it (a ``PlanView`` already when the server made it)."""
+    from scheduler.submission.plan_view import PlanView, view_of
+
+    return plan if isinstance(plan, PlanView) else view_of(plan, draw=draw)
 
 
-def _show_plan(plan: Any, fmt: output.OutputFormat) -> None:
-    policy = plan.policy.describe(plan.request)
-    head = {"action": plan.action, "target": str(plan.target), "hosts": len(plan.hosts),
-            "groups": len(plan.groups), "operator": plan.operator,
-            "priority": plan.request.priority, "executor": plan.executor,
-            "start": plan.start.isoformat() if plan.start else "now",
-            "in_window": plan.in_window, "windows": plan.windows_text(), **policy}
-    rows = [{"job": j.seq, "host": j.host, "when": _when(j), "window": j.window,
-             "frozen_until": j.frozen_until.isoformat() if j.frozen_until else None}
-            for j in plan.jobs]
-    frozen = [j for j in plan.jobs if j.frozen_until]
-    if frozen:
-        head["frozen"] = (f"{len(frozen)} of {len(plan.jobs)} hosts are frozen: their jobs wait "
-                          f"until {max(j.frozen_until for j in frozen).isoformat()} at the "
-                          "latest (--break-glass REASON runs through freezes)")
-    spec = plan.request.waves
-    drawn = None
-    if spec is not None and spec.order == "random" and spec.seed is None:
-        import secrets
-
-        drawn = secrets.randbelow(1_000_000)
-    waves = plan.waves(drawn)
-    if waves:
-        head["waves"] = f"{len(waves)}: {plan.request.waves.describe()}"
-        wave_of = {n: k for k, wave in enumerate(waves, 1) for n in wave}
-        for row in rows:
-            row["wave"] = wave_of[row["job"]]
-        rows.sort(key=lambda r: (r["wave"], r["job"]))
-        if drawn is not None:
-            head["waves"] += f" (this draw: seed {drawn})"
-            output.info(f"note: these waves are one random draw, seed {drawn}: submit with "
-                        f"--wave-seed {drawn} to roll out exactly these (without it, the task "
-                        "id seeds the draw)")
+def _show_plan(view: PlanView, fmt: output.OutputFormat) -> None:
+    if view.drawn is not None:
+        output.info(f"note: these waves are one random draw, seed {view.drawn}: submit with "
+                    f"--wave-seed {view.drawn} to roll out exactly these (without it, the task "
+                    "id seeds the draw)")
     if fmt is output.OutputFormat.json:
-        output.emit_object({"dry_run": True, "plan": head, "params": plan.params,
-                            "jobs": rows}, fmt)
+        output.emit_object({"dry_run": True, "plan": view.head, "params": view.params,
+                            "jobs": view.rows}, fmt)
         return
     if fmt is output.OutputFormat.table:
-        output.emit_object(head, fmt)
-    output.emit_rows(rows, (["wave"] if waves else []) + ["job", "host", "when"], fmt)
-
-
-def _blast_radius(plan: Any) -> str:
-    return (f"{plan.action} on {len(plan.hosts)} hosts in {len(plan.groups)} groups"
-            f" (target {plan.target})")
+        output.emit_object(view.head, fmt)
+    output.emit_rows(view.rows, (["wave"] if view.waves else []) + ["job", "host", "when"], fmt)
 
 
 def _confirm(plan: Any, yes: bool) -> None:
-    if yes or not plan.fleet_wide:
+    view = _view(plan)
+    if yes or not view.fleet_wide:
         return
     if not sys.stdin.isatty():
-        raise DeclinedError(f"fleet-wide task not submitted: {_blast_radius(plan)}; "
+        raise DeclinedError(f"fleet-wide task not submitted: {view.blast_radius}; "
                             "there is no terminal to confirm it", hint="add --yes")
-    output.info(f"fleet-wide: {_blast_radius(plan)}")
+    output.info(f"fleet-wide: {view.blast_radius}")
     if not typer.confirm("Submit it?", default=False, err=True):
         raise DeclinedError("not submitted")
 
 
-def _warn_without_workers(stores: Stores) -> None:
+def _warn_without_workers(stores: Any) -> None:
     """Say on stderr when no live worker serves the queue: the task is accepted and waits."""
-    from scheduler.verbs.submit import worker_presence
-
-    presence = worker_presence(stores)
+    presence = verbs_for(stores, "submit").worker_presence(stores)
     if presence is None or presence.live:
         return  # the task is queued; whatever is wrong with Redis now, status will say
     seen = (f" (the last one was seen {presence.last_seen_s:.0f}s ago)"
@@ -175,8 +138,6 @@ def submit(
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="table, json or csv")] = output.OutputFormat.table,
 ) -> None:
     """Submit a task: one job per target host, queued now, later, or in service windows."""
-    from scheduler.verbs.submit import submit as submit_verb
-
     options = {"in_window": in_window, "ignore_windows": ignore_windows,
                "break_glass": break_glass, "max_concurrency": max_concurrency,
                "max_failures": max_failures, "count_failures": count_failures,
@@ -200,17 +161,19 @@ def submit(
         request = load_task_file(file)  # a bad file fails before the database is opened
     else:
         request = request_of(action, target, param, at, in_, options)
-    stores, principal = verbs_of(ctx)
-    done = submit_verb(stores, principal, request, dry_run=dry_run,
-                       confirm=lambda plan: _confirm(plan, yes), request_key=idempotency_key)
+    submitting, stores, principal = verbs(ctx, "submit")
+    done = submitting.submit(stores, principal, request, dry_run=dry_run,
+                             confirm=lambda plan: _confirm(plan, yes),
+                             request_key=idempotency_key)
     if done.task_id is None:
-        _show_plan(done.plan, fmt)
-        output.info(f"dry run: {_blast_radius(done.plan)}; nothing was queued")
+        view = _view(done.plan, draw=True)
+        _show_plan(view, fmt)
+        output.info(f"dry run: {view.blast_radius}; nothing was queued")
         return
     if done.repeat is not None:
         _show_repeat(done.repeat, idempotency_key or "", fmt)
     else:
-        _show_submitted(stores, principal.name, done, fmt)
+        _show_submitted(stores, done, fmt)
     if wait:
         from scheduler.parse import parse_duration
 
@@ -233,18 +196,19 @@ def _show_repeat(first: Any, key: str, fmt: output.OutputFormat) -> None:
                     "may still be queueing it; `fleetsched reconcile` queues it if Redis failed")
 
 
-def _show_submitted(stores: Stores, operator: str, done: Any,
-                    fmt: output.OutputFormat) -> None:
-    plan = done.plan
+def _show_submitted(stores: Any, done: Any, fmt: output.OutputFormat) -> None:
+    from scheduler.submission.plan_view import PlanView
+
+    view = _view(done.plan)
     if fmt is output.OutputFormat.table:
         output.stdout.print(str(done.task_id))
     else:
         output.emit_object({"task_id": done.task_id, "jobs": done.jobs, "state": "queued",
-                            "action": plan.action, "hosts": len(plan.hosts),
-                            "groups": len(plan.groups)}, fmt)
-    output.info(f"task {done.task_id} queued: {_blast_radius(plan)}, as {operator}")
-    waves = plan.waves(done.task_id)
+                            "action": view.head["action"], "hosts": view.head["hosts"],
+                            "groups": view.head["groups"]}, fmt)
+    output.info(f"task {done.task_id} queued: {view.blast_radius}, as {done.operator}")
+    waves = None if isinstance(done.plan, PlanView) else done.plan.waves(done.task_id)
     if waves:
-        output.info(f"in {len(waves)} waves ({plan.request.waves.describe()}): wave 1 is "
+        output.info(f"in {len(waves)} waves ({done.plan.request.waves.describe()}): wave 1 is "
                     f"{len(waves[0])} host(s); `fleetsched tasks show {done.task_id}` follows it")
     _warn_without_workers(stores)

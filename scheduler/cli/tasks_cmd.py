@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import verbs_of
+from scheduler.cli.context import verbs, verbs_of
 from scheduler.cli.output import OutputOption
 from scheduler.cli.waiting import note_record_behind, report_wait
 
@@ -42,9 +42,8 @@ def list_cmd(
 ) -> None:
     """List tasks, newest first."""
     from scheduler.submission.taskinfo import LIST_COLUMNS
-    from scheduler.verbs import tasks
 
-    stores, _principal = verbs_of(ctx)
+    tasks, stores, _principal = verbs(ctx, "tasks")
     rows = tasks.list_(stores, state=state_, operator=operator, action=action, limit=limit)
     output.emit_rows(rows, LIST_COLUMNS, fmt)
     note_record_behind(stores, {r["id"]: r["done"] for r in rows if r["done"] < r["total"]})
@@ -61,9 +60,7 @@ LIVE_SHOWN = ("state", "prio", "overshoot", "max_running", "max_failures")
 def show_cmd(ctx: typer.Context, task_id: TaskId, fmt: OutputOption = output.OutputFormat.table,
              events: Annotated[bool, typer.Option("--events", help="Also the full event trail: every job's claims, results, retries, deferrals.")] = False) -> None:
     """One task: request, policy, counters (live from Redis), failures and the control trail."""
-    from scheduler.verbs import tasks
-
-    stores, _principal = verbs_of(ctx)
+    tasks, stores, _principal = verbs(ctx, "tasks")
     info = tasks.show(stores, task_id, events=events, note=output.info)
     if fmt is not output.OutputFormat.table:
         output.emit_object(info, fmt)
@@ -107,9 +104,8 @@ def show_cmd(ctx: typer.Context, task_id: TaskId, fmt: OutputOption = output.Out
 
 
 def _control(ctx: typer.Context, task_id: int, verb: str, priority: str | None = None) -> None:
-    from scheduler.verbs.tasks import control
-
-    done = control(*verbs_of(ctx), task_id, verb, priority)
+    tasks, stores, principal = verbs(ctx, "tasks")
+    done = tasks.control(stores, principal, task_id, verb, priority)
     what = {"pause": "paused (pending jobs held in order; running ones finish)",
             "resume": f"resumed: {done.count} held jobs released",
             "cancel": f"cancelled: {done.count} jobs that had not started; running ones finish",
@@ -229,7 +225,7 @@ def wait_cmd(
     from scheduler.parse import parse_duration
 
     limit_s = parse_duration(timeout, "--timeout").total_seconds() if timeout else None
-    stores, _principal = verbs_of(ctx)
+    _follow, stores, _principal = verbs(ctx, "follow")
     raise typer.Exit(report_wait(stores, [str(t) for t in dict.fromkeys(task_ids)], limit_s))
 
 
@@ -256,9 +252,7 @@ def output_cmd(
 ) -> None:
     """Every host's output of its job's last attempt, each line prefixed by the host (like
     ``ansible -o`` or ``pssh -i``); stderr lines are marked ``[stderr]``."""
-    from scheduler.verbs import tasks
-
-    stores, _principal = verbs_of(ctx)
+    tasks, stores, _principal = verbs(ctx, "tasks")
     rows = tasks.output(stores, task_id, host=host, failed=failed, grep=grep)
     if fmt is not output.OutputFormat.table:
         output.emit_rows(rows, ["host", "job", "state", "attempt", "exit_code", "lines"], fmt)

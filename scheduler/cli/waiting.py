@@ -9,16 +9,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from scheduler.cli import output
+from scheduler.cli.context import verbs_for
 
 if TYPE_CHECKING:
+    from scheduler.remote.client import Client
     from scheduler.verbs.stores import Stores
 
 
-def report_wait(stores: Stores, ids: list[str], timeout_s: float | None) -> int:
+def report_wait(stores: Stores | Client, ids: list[str], timeout_s: float | None) -> int:
     """Block until the tasks end, print one line per job that failed, return the exit code."""
-    from scheduler.verbs.follow import wait
-
-    done = wait(stores, ids, timeout_s=timeout_s)
+    done = verbs_for(stores, "follow").wait(stores, ids, timeout_s=timeout_s)
     if done.record_behind:
         output.info("warning: the SQL record is behind (is a recorder running?): some "
                     "failed hosts may be missing below; see `fleetsched tasks output "
@@ -37,13 +37,11 @@ def report_wait(stores: Stores, ids: list[str], timeout_s: float | None) -> int:
     return done.exit_code
 
 
-def note_record_behind(stores: Stores, recorded_done: dict[int, int]) -> None:
+def note_record_behind(stores: Stores | Client, recorded_done: dict[int, int]) -> None:
     """One line on stderr when the queue counts more ended jobs than the SQL record for any of
     these tasks (the unfinished ones ``tasks list`` or ``report`` shows, with their recorded
     done count): those views read the record only."""
-    from scheduler.verbs.follow import record_behind
-
-    ahead = record_behind(stores, recorded_done)
+    ahead = verbs_for(stores, "follow").record_behind(stores, recorded_done)
     if ahead:
         shown = ", ".join(map(str, ahead[:10])) + (" ..." if len(ahead) > 10 else "")
         output.info(f"note: the SQL record is behind the queue for task(s) {shown}: these "

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import verbs_of
+from scheduler.cli.context import verbs, verbs_of
 from scheduler.cli.output import OutputOption
 
 windows_app = typer.Typer(help="Service windows and freeze periods: when hosts may be worked on.",
@@ -114,20 +114,17 @@ def edit_cmd(
 @windows_app.command("list", epilog="Example:\n\n  fleetsched windows list -o json")
 def list_cmd(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) -> None:
     """List windows: rule, length, zone, approval, assignments, next opening."""
-    from scheduler.verbs.windows import list_
     from scheduler.windows.store import LIST_COLUMNS
 
-    stores, _principal = verbs_of(ctx)
-    output.emit_rows(list_(stores), LIST_COLUMNS, fmt)
+    windows, stores, _principal = verbs(ctx, "windows")
+    output.emit_rows(windows.list_(stores), LIST_COLUMNS, fmt)
 
 
 @windows_app.command("show", epilog="Example:\n\n  fleetsched windows show sun-night")
 def show_cmd(ctx: typer.Context, name: Name, fmt: OutputOption = output.OutputFormat.table) -> None:
     """One window: definition, approval, assignments, next openings."""
-    from scheduler.verbs.windows import show
-
-    stores, _principal = verbs_of(ctx)
-    info = show(stores, name)
+    windows, stores, _principal = verbs(ctx, "windows")
+    info = windows.show(stores, name)
     if fmt is not output.OutputFormat.table:
         output.emit_object(info, fmt)
         return
@@ -185,10 +182,9 @@ def approve_cmd(ctx: typer.Context, name: Name, comment: Comment = None,
                 fmt: OutputOption = output.OutputFormat.table) -> None:
     """Approve a window's current version for your party (a customer, or the team); jobs run
     in it once every party approved."""
-    from scheduler.verbs.windows import approve
-
-    _decided(approve(*verbs_of(ctx), name, comment=comment, occurrence=occurrence,
-                     expires=expires), fmt)
+    windows, stores, principal = verbs(ctx, "windows")
+    _decided(windows.approve(stores, principal, name, comment=comment, occurrence=occurrence,
+                             expires=expires), fmt)
 
 
 @windows_app.command("deny", epilog="Example:\n\n  fleetsched windows deny acme-weekly --comment 'quarter close'")
@@ -197,18 +193,16 @@ def deny_cmd(ctx: typer.Context, name: Name,
              occurrence: Occurrence = None,
              fmt: OutputOption = output.OutputFormat.table) -> None:
     """Deny a window's current version for your party: no job runs in it until approved."""
-    from scheduler.verbs.windows import deny
-
-    _decided(deny(*verbs_of(ctx), name, comment=comment, occurrence=occurrence), fmt)
+    windows, stores, principal = verbs(ctx, "windows")
+    _decided(windows.deny(stores, principal, name, comment=comment, occurrence=occurrence), fmt)
 
 
 @windows_app.command("revoke", epilog="Example:\n\n  fleetsched windows revoke acme-weekly")
 def revoke_cmd(ctx: typer.Context, name: Name,
                fmt: OutputOption = output.OutputFormat.table) -> None:
     """Revoke your party's approval of a window: no job starts in it from now on."""
-    from scheduler.verbs.windows import revoke
-
-    _decided(revoke(*verbs_of(ctx), name), fmt)
+    windows, stores, principal = verbs(ctx, "windows")
+    _decided(windows.revoke(stores, principal, name), fmt)
 
 
 def _decided(done: Any, fmt: output.OutputFormat) -> None:

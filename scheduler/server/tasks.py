@@ -33,17 +33,21 @@ EXAMPLE = {"action": "shell", "target": "group:web", "params": {"command": "upti
 @router.get("", summary="Tasks, newest first (paged)")
 def list_tasks(request: Request, who: Annotated[Principal, Depends(allowed("tasks.list"))],
                limit: Limit = 100, offset: Offset = 0, state: str | None = None,
-               action: str | None = None) -> dict[str, Any]:
-    rows = tasks.list_(stores_of(request), state=state, action=action, limit=limit + 1,
-                       offset=offset, tenant=who.tenant)
+               action: str | None = None, operator: str | None = None) -> dict[str, Any]:
+    rows = tasks.list_(stores_of(request), state=state, action=action, operator=operator,
+                       limit=limit + 1, offset=offset, tenant=who.tenant)
     return page(rows, limit=limit, offset=offset)
 
 
 @router.get("/{task_id}", summary="One task: its request, progress and counters")
 def show_task(request: Request, task_id: TaskId,
-              who: Annotated[Principal, Depends(allowed("tasks.show"))]) -> dict[str, Any]:
+              who: Annotated[Principal, Depends(allowed("tasks.show"))],
+              events: Annotated[bool, Query(description="Also the task's event trail (every "
+                                            "job's claims, results, retries).")] = False
+              ) -> dict[str, Any]:
     notes: list[str] = []
-    info = tasks.show(stores_of(request), task_id, note=notes.append, tenant=who.tenant)
+    info = tasks.show(stores_of(request), task_id, events=events, note=notes.append,
+                      tenant=who.tenant)
     return {**info, "notes": notes}
 
 
@@ -80,9 +84,17 @@ def submit_task(request: Request, response: Response,
                 "host_count": first.jobs}
     plan = done.plan
     assert plan is not None
+    from scheduler.submission.plan_view import blast_radius, view_of
+
+    # A dry run answers the plan as `submit --dry-run` shows it (the CLI in remote mode prints
+    # it as in direct mode); a submitted task what `submit` says of it.
+    shown = ({"plan": view_of(plan).as_dict()} if done.task_id is None
+             else {"groups": len(plan.groups), "blast_radius": blast_radius(plan),
+                   "fleet_wide": plan.fleet_wide})
     return {"task_id": done.task_id, "jobs": done.jobs, "operator": done.operator,
             "dry_run": done.task_id is None, "repeat": False, "action": plan.action,
-            "hosts": [h.name for h in plan.hosts][:1000], "host_count": len(plan.hosts)}
+            "hosts": [h.name for h in plan.hosts][:1000], "host_count": len(plan.hosts),
+            **shown}
 
 
 @router.get("/{task_id}/output", summary="One host's output: its job's last attempt")
