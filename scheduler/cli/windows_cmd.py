@@ -171,6 +171,8 @@ def unassign_cmd(
 Comment = Annotated[str | None, typer.Option("--comment", help="Why, for the record.")]
 Occurrence = Annotated[str | None, typer.Option(
     "--occurrence", help="Only the opening starting then (ISO; naive: the window's zone).")]
+IfVersion = Annotated[int | None, typer.Option(
+    "--if-version", help="Only if the window is still at this version (see `windows show`).")]
 
 
 @windows_app.command("approve", epilog="Examples:\n\n  fleetsched --as carol windows approve acme-weekly\n\n"
@@ -179,22 +181,24 @@ def approve_cmd(ctx: typer.Context, name: Name, comment: Comment = None,
                 occurrence: Occurrence = None,
                 expires: Annotated[str | None, typer.Option(
                     "--expires", help="The approval lapses: after a duration (30d) or at a time.")] = None,
+                if_version: IfVersion = None,
                 fmt: OutputOption = output.OutputFormat.table) -> None:
     """Approve a window's current version for your party (a customer, or the team); jobs run
     in it once every party approved."""
     windows, stores, principal = verbs(ctx, "windows")
     _decided(windows.approve(stores, principal, name, comment=comment, occurrence=occurrence,
-                             expires=expires), fmt)
+                             expires=expires, version=if_version), fmt)
 
 
 @windows_app.command("deny", epilog="Example:\n\n  fleetsched windows deny acme-weekly --comment 'quarter close'")
 def deny_cmd(ctx: typer.Context, name: Name,
              comment: Annotated[str, typer.Option("--comment", help="Why (required).")],
-             occurrence: Occurrence = None,
+             occurrence: Occurrence = None, if_version: IfVersion = None,
              fmt: OutputOption = output.OutputFormat.table) -> None:
     """Deny a window's current version for your party: no job runs in it until approved."""
     windows, stores, principal = verbs(ctx, "windows")
-    _decided(windows.deny(stores, principal, name, comment=comment, occurrence=occurrence), fmt)
+    _decided(windows.deny(stores, principal, name, comment=comment, occurrence=occurrence,
+                          version=if_version), fmt)
 
 
 @windows_app.command("revoke", epilog="Example:\n\n  fleetsched windows revoke acme-weekly")

@@ -33,14 +33,16 @@ def _decide(stores: Client, name: str, verb: str, body: dict[str, Any] | None) -
 
 
 def approve(stores: Client, _principal: None, name: str, *, comment: str | None = None,
-            occurrence: str | None = None, expires: str | None = None) -> Approval:
-    return _decide(stores, name, "approve",
-                   {"comment": comment, "occurrence": occurrence, "expires": expires})
+            occurrence: str | None = None, expires: str | None = None,
+            version: int | None = None) -> Approval:
+    return _decide(stores, name, "approve", {"comment": comment, "occurrence": occurrence,
+                                             "expires": expires, "version": version})
 
 
 def deny(stores: Client, _principal: None, name: str, *, comment: str,
-         occurrence: str | None = None) -> Approval:
-    return _decide(stores, name, "deny", {"comment": comment, "occurrence": occurrence})
+         occurrence: str | None = None, version: int | None = None) -> Approval:
+    return _decide(stores, name, "deny", {"comment": comment, "occurrence": occurrence,
+                                          "version": version})
 
 
 def revoke(stores: Client, _principal: None, name: str) -> Approval:

@@ -401,3 +401,17 @@ def test_a_customer_reads_its_own_decisions_and_nothing_of_another_customers(
     assert shown["approval"] == "PENDING your approval; awaiting others"
     # While the team sees every party
     assert windows.show(fleet, "shared-sat")["denied"] == ["customer globex"]
+
+
+def test_the_cli_decides_only_on_the_version_it_names(tmp_path: Path, redis_url: str) -> None:
+    from tests.submit_support import cli_with_inventory
+
+    cli = cli_with_inventory(tmp_path, redis_url, "[web]\nweb-01\n")
+    cli.ok("windows", "add", "w", "--cron", "0 22 * * SAT", "--duration", "2h",
+           "--requires-approval", operator="alice")
+    cli.ok("windows", "assign", "w", "--group", "web", operator="alice")
+    cli.ok("windows", "edit", "w", "--duration", "3h", operator="alice")
+    code, out, err = cli("windows", "approve", "w", "--if-version", "1", operator="bob")
+    assert code == 2 and "window 'w' is at version 2, not 1" in err, out + err
+    code, out, err = cli("windows", "approve", "w", "--if-version", "2", operator="bob")
+    assert code == 0 and "approved for the team by bob (version 2)" in err, out + err
