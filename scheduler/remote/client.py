@@ -154,14 +154,15 @@ class Client:
             offset = page.get("next_offset")
         return items
 
-    def events(self, path: str) -> Iterator[tuple[str, Any]]:
+    def events(self, path: str, wait_s: float | None = None) -> Iterator[tuple[str, Any]]:
         """(event, data) of a Server-Sent Events stream until the server ends it; comments
-        (heartbeats) and ``retry`` lines are skipped."""
+        (heartbeats) and ``retry`` lines are skipped. ``TimeoutError`` when nothing came for
+        ``wait_s`` (None: wait as long as the stream lasts)."""
         import httpx
 
         try:
             with self._http.stream("GET", path, timeout=httpx.Timeout(
-                    None, connect=CONNECT_S)) as reply:
+                    None, connect=CONNECT_S, read=wait_s)) as reply:
                 if not reply.is_success:
                     reply.read()
                     raise _error(reply)
@@ -175,6 +176,8 @@ class Client:
                         event = line[6:].strip()
                     elif line.startswith("data:"):
                         data.append(line[5:].strip())
+        except httpx.ReadTimeout:
+            raise TimeoutError from None
         except httpx.HTTPError as exc:
             raise RemoteUnavailableError(
                 f"lost the server {self.url} while following ({type(exc).__name__})",

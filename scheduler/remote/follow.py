@@ -14,7 +14,7 @@ from typing import Any
 
 from scheduler.errors import FleetschedError
 from scheduler.progress import EXIT_CANCELLED, EXIT_FAILED, EXIT_SUCCEEDED
-from scheduler.remote.client import Client
+from scheduler.remote.client import Client, RemoteUnavailableError
 from scheduler.verbs.follow import Waited
 
 __all__ = ["Ended", "EndedProgress", "record_behind", "wait"]
@@ -50,7 +50,8 @@ class Ended:
 def _follow(stores: Client, task_id: str, deadline: float | None,
             failures: list[dict[str, Any]]) -> tuple[Ended, int, bool]:
     wave = None
-    for event, data in stores.events(f"/tasks/{task_id}/events"):
+    left = None if deadline is None else max(0.1, deadline - time.monotonic())
+    for event, data in stores.events(f"/tasks/{task_id}/events", wait_s=left):
         if event == "progress":
             wave = data.get("wave")
         elif event == "failure":
@@ -60,8 +61,10 @@ def _follow(stores: Client, task_id: str, deadline: float | None,
             ended = Ended(task_id, EndedProgress(data["sentence"], data["state"]), wave)
             return ended, int(data["exit_code"]), bool(data["record_behind"])
         if deadline is not None and time.monotonic() > deadline:
-            break
-    raise TimeoutError
+            raise TimeoutError
+    raise RemoteUnavailableError(f"the server {stores.url} ended task {task_id}'s event "
+                                 "stream before the task ended",
+                                 hint=f"wait again: fleetsched tasks wait {task_id}")
 
 
 def wait(stores: Client, ids: list[str], *, timeout_s: float | None) -> Waited:

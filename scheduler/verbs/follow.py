@@ -153,8 +153,10 @@ def follow(stores: Stores, ids: list[str], *, interval_s: float, timeout_s: floa
                          if live else [])
             except NotFoundError:  # a finished task's hash expired while watching
                 continue
-            except TimeoutError as exc:
-                raise FleetschedError(str(exc), hint="wait again, or see fleetsched top") from None
+            except TimeoutError:  # its message gives what was left, not the timeout asked
+                raise FleetschedError(f"tasks {', '.join(ids)} still running after "
+                                      f"{timeout_s:g}s",
+                                      hint="wait again, or see fleetsched top") from None
             break
         if feed is not None:
             # The failures come from SQL: once the queue says the tasks ended, give the

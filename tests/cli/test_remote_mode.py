@@ -101,7 +101,7 @@ SAME = [
     "tasks show {done}", "tasks show {done} -o json", "tasks show {done} --events",
     "tasks show {pending}", "tasks show 999", "tasks output {done}", "tasks output {done} -o json",
     "tasks output {done} --host web-03", "tasks output {done} --failed", "tasks output 999",
-    "tasks output {done} --grep '('", "tasks wait {done}", "tasks wait 999",
+    "tasks output {done} --grep '('", "tasks wait {done}", "tasks wait 999", "tasks wait {pending} --timeout 2s",
     "jobs show {done}.1", "jobs show {done}.1 -o json", "jobs show {done}.1 -o csv",
     "jobs show 999.1", "hosts list", "hosts list -o json", "hosts list -o csv",
     "hosts list --match 'web-0[12]'", "hosts show web-01", "hosts show web-01 -o json",
