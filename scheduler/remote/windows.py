@@ -29,7 +29,8 @@ def _approval(done: dict[str, Any]) -> Approval:
 
 
 def _decide(stores: Client, name: str, verb: str, body: dict[str, Any] | None) -> Approval:
-    return _approval(stores.post(f"/windows/{quote(name, safe='')}/{verb}", body))
+    sent = None if body is None else {k: v for k, v in body.items() if v is not None}
+    return _approval(stores.post(f"/windows/{quote(name, safe='')}/{verb}", sent))
 
 
 def approve(stores: Client, _principal: None, name: str, *, comment: str | None = None,

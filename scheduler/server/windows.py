@@ -118,6 +118,8 @@ class DecisionBody(BaseModel):
     comment: str | None = Field(None, max_length=2000)
     occurrence: str | None = Field(None, description="Only the opening starting then (ISO).")
     expires: str | None = Field(None, description="A duration from now (30d) or an ISO time.")
+    version: int | None = Field(None, ge=1, description="Only if the window is still at this "
+                                "version (409 when it changed since).")
 
 
 @router.post("/{name}/approve", summary="Approve a window's current version for your party")
@@ -126,14 +128,15 @@ def approve_window(request: Request, name: str,
                    body: DecisionBody | None = None) -> dict[str, Any]:
     body = body or DecisionBody()
     return windows.approve(stores_of(request), who, name, comment=body.comment,
-                           occurrence=body.occurrence, expires=body.expires).as_dict()
+                           occurrence=body.occurrence, expires=body.expires,
+                           version=body.version).as_dict()
 
 
 @router.post("/{name}/deny", summary="Deny a window's current version for your party")
 def deny_window(request: Request, name: str, body: DecisionBody,
                 who: Annotated[Principal, Depends(allowed("windows.deny"))]) -> dict[str, Any]:
     return windows.deny(stores_of(request), who, name, comment=body.comment or "",
-                        occurrence=body.occurrence).as_dict()
+                        occurrence=body.occurrence, version=body.version).as_dict()
 
 
 @router.post("/{name}/revoke", summary="Revoke your party's approval of a window")
