@@ -48,7 +48,6 @@ def create_app(settings: Settings) -> FastAPI:
     return app
 
 
-
 def _observe(app: FastAPI) -> None:
     """``/metrics`` (outside ``/api/v1``, no token), and every request timed, counted and
     logged once (``scheduler.server.observe``)."""
@@ -58,3 +57,4 @@ def _observe(app: FastAPI) -> None:
     app.state.metrics = ServerMetrics()
     app.add_route(PATH, app.state.metrics.endpoint, include_in_schema=False)
     app.add_middleware(Observe, metrics=app.state.metrics)
+

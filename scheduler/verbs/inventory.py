@@ -241,8 +241,8 @@ def list_hosts(stores: Stores, *, group: str | None = None, match: str | None = 
                tenant: str | None = None) -> list[dict[str, Any]]:
     """Hosts sorted by name: all, those of ``group`` (child groups included), or those whose
     name matches the pattern ``match`` (``inventory.list_hosts``); ``limit`` of them from
-    ``offset`` (one page read in SQL when neither filter is given); ``tenant``: that
-    customer's only."""
+    ``offset``, one page read in SQL (``inventory.list_hosts`` says when not); ``tenant``:
+    that customer's only."""
     from scheduler.inventory import list_hosts as read
 
     with stores.reading() as session:
