@@ -198,15 +198,18 @@ class RedisCluster:
 
     @staticmethod
     def _masters_seen(node: ClusterNode) -> int:
-        """How many masters serving slots ``node`` knows of (``CLUSTER NODES``)."""
+        """How many masters ``node`` knows of (``CLUSTER NODES``), with slots or not: what
+        ``fleetsched redis status`` counts. A former master that became a replica is still a
+        master without slots in some nodes' view for a moment after the failover (the
+        fresh-clone CI at 3018df3 saw `redis status` count 4 masters and 2 replicas)."""
         text = node.conn.execute_command("CLUSTER NODES")
         if isinstance(text, dict):  # redis-py's parsed form: address -> {flags, slots, ...}
             return sum("master" in str(v.get("flags", "")) and "fail" not in str(v.get("flags", ""))
-                       and bool(v.get("slots")) for v in text.values())
+                       for v in text.values())
         count = 0
         for line in str(text).splitlines():
             fields = line.split()
-            if len(fields) > 8 and "master" in fields[2] and "fail" not in fields[2]:
+            if len(fields) > 2 and "master" in fields[2] and "fail" not in fields[2]:
                 count += 1
         return count
 
