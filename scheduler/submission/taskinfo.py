@@ -82,10 +82,12 @@ def list_tasks(session: Session, *, state: str | None = None, operator: str | No
     return [_row(t) for t in session.scalars(q)]
 
 
-def shown_state() -> sa.ColumnElement[str]:
-    """The state the views show (``Progress.state`` of the task row's counters), as SQL."""
-    n = {c: sa.func.coalesce(getattr(Task, c), 0)
-         for c in ("total", "succeeded", "failed", "lost", "cancelled", "running")}
+def shown_state(n: dict[str, Any] | None = None) -> sa.ColumnElement[str]:
+    """The state the views show (``Progress.state``) as SQL, over the counts ``n`` (SQL
+    expressions: ``total``, ``succeeded``, ``failed``, ``lost``, ``cancelled``, ``running``;
+    None: the task row's counters)."""
+    n = n or {c: sa.func.coalesce(getattr(Task, c), 0)
+              for c in ("total", "succeeded", "failed", "lost", "cancelled", "running")}
     recorded = Task.state
     stopped = sa.and_(Task.wave_state == "stopped", n["running"] == 0,
                       recorded.in_(("active", "paused")))

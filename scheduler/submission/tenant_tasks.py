@@ -30,6 +30,7 @@ from scheduler.submission.taskinfo import (
     LIST_STATES,
     TRAIL_SHOWN,
     request,
+    shown_state,
     summary_line,
 )
 
@@ -43,22 +44,6 @@ def _count(tenant: str, state: str | None = None) -> sa.ScalarSelect[int]:
     q = sa.select(sa.func.count()).select_from(Job).where(Job.task_id == Task.id,
                                                           Job.tenant == tenant)
     return (q if state is None else q.where(Job.state == state)).scalar_subquery()
-
-
-def _shown_state(n: dict[str, Any]) -> sa.ColumnElement[str]:
-    """``Progress.state`` over the counts ``n`` (SQL expressions), as SQL."""
-    recorded = Task.state
-    stopped = sa.and_(Task.wave_state == "stopped", n["running"] == 0,
-                      recorded.in_(("active", "paused")))
-    finished = sa.and_(n["total"] > 0, n["succeeded"] + n["failed"] + n["lost"]
-                       + n["cancelled"] >= n["total"])
-    return sa.case(
-        (recorded.in_(("accepted", "cancelled", "aborted")), recorded),
-        (stopped, "stopped"),
-        (sa.not_(finished), sa.case((recorded == "paused", "paused"), else_="active")),
-        (n["failed"] + n["lost"] > 0, "failed"),
-        (n["cancelled"] > 0, "cancelled"),
-        else_="succeeded")
 
 
 def _progress(t: Task, counts: dict[str, int]) -> Progress:
@@ -86,7 +71,7 @@ def list_tenant_tasks(session: Session, tenant: str, *, state: str | None = None
     if state:
         if state not in LIST_STATES:
             raise ValidationError(f"--state {state!r} must be one of {', '.join(LIST_STATES)}")
-        q = q.where(_shown_state(n) == state)
+        q = q.where(shown_state(n) == state)
     if operator:
         q = q.where(Task.operator == operator)
     if action:
