@@ -7,92 +7,17 @@ refused in one line."""
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.cli.remote_support import SIMULATE, Deployment, deployment, normalised, one_line
 from tests.cli_support import isolated_env, run_cli
-from tests.server.conftest import Api, serve_api
 from tests.servers import free_port
-from tests.submit_support import Cli, data, events, sql_rows
+from tests.submit_support import data, events, sql_rows
 
-SIMULATE = ["--executor", "simulate", "--executor-option", "duration_ms=0"]
-
-
-@dataclass
-class Deployment:
-    """The server, a token of ``tester`` (the direct mode's ``--as``), and the tasks made."""
-
-    api: Api
-    server: str
-    token: str
-    done: int  # a task that ran on the worker: 3 hosts succeeded, 2 failed
-    pending: int  # a task waiting an hour, for the controls
-
-    def direct(self, *args: str) -> tuple[int, str, str]:
-        return self.api.cli(*args, operator="tester")
-
-    def remote(self, *args: str, token: str | None = None,
-               server: str | None = None) -> tuple[int, str, str]:
-        env = isolated_env(Path(self.api.cli.env["XDG_STATE_HOME"] or "/nonexistent"),
-                           FLEETSCHED_TOKEN=token or self.token)
-        return run_cli(["--server", server or self.server, *args], env=env)
-
-
-def _worker(tmp_path: Path, redis_url: str, database_url: str) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCHED_")}
-    env |= {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path)}
-    with (tmp_path / "worker.log").open("wb") as log:
-        return subprocess.Popen(
-            [sys.executable, "-P", "-m", "scheduler", "--redis-url", redis_url,
-             "--database-url", database_url, "worker", "--slots", "4", "--processes", "1",
-             "--grace", "2s"], cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
-
-
-def _recorded(cli: Cli, task_id: int) -> None:
-    """Wait until the record has the task's end (the views that read the record agree)."""
-    deadline = time.monotonic() + 20
-    while f"\n{task_id} " not in cli.ok("tasks", "list", "--state", "succeeded"):
-        assert time.monotonic() < deadline, "the recorder did not record the task's end"
-        time.sleep(0.2)
-
-
-@pytest.fixture
-def deployment(tmp_path: Path, redis_url: str) -> Iterator[Deployment]:
-    with serve_api(tmp_path, redis_url, f"sqlite:///{tmp_path / 'record.db'}") as api:
-        token = api.token("remote-cli", "--role", "admin", "--owner", "tester")
-        worker = _worker(tmp_path, redis_url, api.database_url)
-        try:
-            cli = api.cli
-            done = cli.submit("command", "-t", "group:web", "-p", "cmd=uptime", *SIMULATE,
-                              "--retries", "0", "--name", "ran")
-            # two of five hosts fail: web-01 and web-02 by a failure rate of 1 on them
-            assert cli("tasks", "wait", str(done))[0] == 0
-            _recorded(cli, done)
-            pending = cli.submit("command", "-t", "group:web", "-p", "cmd=true", *SIMULATE,
-                                 "--in", "1h", "--name", "later")
-            cli.ok("windows", "add", "sun-night", "--rrule", "FREQ=WEEKLY;BYDAY=SU;BYHOUR=1",
-                   "--duration", "3h", "--tz", "Europe/Berlin")
-            cli.ok("windows", "assign", "sun-night", "--group", "web")
-            cli.ok("schedules", "add", "nightly", "--cron", "0 3 * * *", "command", "-t",
-                   "group:web", "-p", "cmd=uptime", *SIMULATE)
-            server = api.base.removesuffix("/api/v1")
-            yield Deployment(api, server, token, done, pending)
-        finally:
-            worker.send_signal(signal.SIGTERM)
-            try:
-                worker.wait(20)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-                worker.wait()
+__all__ = ["deployment"]  # the fixture, found by pytest here
 
 
 SAME = [
@@ -120,13 +45,6 @@ SAME = [
 ]
 
 
-def _normalised(text: str) -> str:
-    # The report says when it was made, each run its own; the recorder trims its stream
-    # between the two runs of `status`.
-    return re.sub(r'"generated_at":"[^"]+"|generated\s+\S+ \S+|"stream_length": \d+', "~",
-                  text)
-
-
 def test_every_command_line_prints_the_same_in_direct_and_remote_mode(
         deployment: Deployment) -> None:
     import shlex
@@ -135,7 +53,7 @@ def test_every_command_line_prints_the_same_in_direct_and_remote_mode(
     for line in SAME:
         args = shlex.split(line.format(done=deployment.done, pending=deployment.pending))
         direct, remote = deployment.direct(*args), deployment.remote(*args)
-        if (direct[0], _normalised(direct[1])) != (remote[0], _normalised(remote[1])):
+        if (direct[0], normalised(direct[1])) != (remote[0], normalised(remote[1])):
             differ.append(f"{line}:\n  direct {direct}\n  remote {remote}")
         elif direct[0] not in (0, 3) and direct[2] != remote[2]:  # an error: the same one line
             differ.append(f"{line}: stderr\n  direct {direct[2]!r}\n  remote {remote[2]!r}")
@@ -148,14 +66,6 @@ def test_every_command_line_prints_the_same_in_direct_and_remote_mode(
         pages.append(re.sub(r"\d{4}-\d\d-\d\d[ T][\d:.]+(\+00:00|Z| UTC)?", "T",
                             path.read_text()))
     assert pages[0] == pages[1] and "web-01" in pages[0]
-
-
-def _one_line(err: str) -> str:
-    """The error line of a refusal (its hint may follow); fails unless it is one line."""
-    lines = err.strip().splitlines()
-    assert lines and lines[0].startswith("error: "), err
-    assert all(line.startswith("hint: ") for line in lines[1:]), err
-    return lines[0]
 
 
 def test_the_controls_say_the_same_in_both_modes_and_the_events_name_the_token(
@@ -200,7 +110,7 @@ def test_submit_in_remote_mode_prints_the_id_and_a_repeated_key_gets_the_same_ta
     # And the same key with another request is refused as in direct mode (exit 2, one line)
     changed = [a.replace("cmd=true", "cmd=false") for a in args]
     code, out, err = deployment.remote(*changed, "--idempotency-key", "ci-42")
-    assert (code, out) == (2, "") and "ci-42" in _one_line(err)
+    assert (code, out) == (2, "") and "ci-42" in one_line(err)
     # And a submit without --yes is planned first: a fleet-wide one needs a terminal
     code, out, err = deployment.remote("submit", "command", "-t", "all", "-p", "cmd=true",
                                        *SIMULATE, "--in", "1h")
@@ -241,7 +151,7 @@ def test_a_bad_token_is_refused_in_one_line_that_does_not_repeat_it(
     code, out, err = deployment.remote("tasks", "list", token=bad)
     assert (code, out) == (1, "")
     assert bad not in err and bad[17:] not in err
-    _one_line(err)
+    one_line(err)
     # And a revoked token is refused as well
     [token_id] = [r.id for r in sql_rows(deployment.api.database_url,
                                          "SELECT id FROM api_tokens WHERE name = 'remote-cli'")]
@@ -254,7 +164,7 @@ def test_as_is_refused_in_remote_mode(deployment: Deployment) -> None:
     code, out, err = deployment.remote("--as", "mallory", "tasks", "pause",
                                        str(deployment.pending))
     assert (code, out) == (2, "")
-    assert "--as" in _one_line(err) and "token" in err
+    assert "--as" in one_line(err) and "token" in err
     assert not events(deployment.api.database_url, deployment.pending, kinds=("pause",))
 
 
@@ -268,7 +178,7 @@ def test_a_command_that_needs_direct_mode_is_refused_and_never_runs_locally(
     before = sql_rows(deployment.api.database_url, "SELECT count(*) AS n FROM events")
     code, out, err = deployment.remote(*args)
     assert (code, out) == (2, "")
-    line = _one_line(err)
+    line = one_line(err)
     assert f"fleetsched {args[0]} {args[1]}" in line or args[0] in ("top", "reconcile")
     assert "needs direct mode" in line and deployment.server in line
     assert sql_rows(deployment.api.database_url, "SELECT count(*) AS n FROM events") == before
@@ -280,7 +190,7 @@ def test_a_server_that_is_down_is_one_line_naming_the_url_without_credentials(
     env = isolated_env(tmp_path, FLEETSCHED_TOKEN="fst_000000000000_secretsecret")
     code, out, err = run_cli(["--server", url, "tasks", "list"], env=env)
     assert (code, out) == (1, "")
-    assert url in _one_line(err) and "secretsecret" not in err
+    assert url in one_line(err) and "secretsecret" not in err
     # And a URL holding credentials is refused before anything is sent, without repeating them
     code, out, err = run_cli(["--server", "https://bob:hunter2@fleet.example.org", "status"],
                              env=env)
@@ -305,7 +215,7 @@ def test_the_server_and_token_come_from_the_settings_and_the_token_is_never_show
     assert re.search(r"^token\s+\*+", out, re.M) and deployment.server in out
     # And both a token and a token file is a contradiction, refused in one line
     code, out, err = run_cli(["hosts", "list"], env={**env, "FLEETSCHED_TOKEN": "x"})
-    assert (code, out) == (2, "") and "token_file" in _one_line(err)
+    assert (code, out) == (2, "") and "token_file" in one_line(err)
 
 
 def test_the_root_help_lists_the_server_option() -> None:
@@ -340,7 +250,7 @@ def test_the_documented_examples_of_reading_commands_print_the_same_in_remote_mo
             args = [names.get(a, a) for a in run.args]
             direct, remote = deployment.direct(*args), deployment.remote(*args)
             ran += 1
-            shown = [(code, re.sub(r"seed \d+", "seed N", _normalised(out)))
+            shown = [(code, re.sub(r"seed \d+", "seed N", normalised(out)))
                      for code, out, _err in (direct, remote)]
             if shown[0] != shown[1]:
                 differ.append(f"{example.source}: {example.text}\n  direct {direct}\n"
