@@ -141,6 +141,9 @@ class Client:
     def post(self, path: str, body: Any = None, headers: dict[str, str] | None = None) -> Any:
         return _local_times(self._send("POST", path, json=body, headers=headers).json())
 
+    def delete(self, path: str) -> Any:
+        return _local_times(self._send("DELETE", path).json())
+
     def pages(self, path: str, **params: Any) -> list[Any]:
         """Every item of a paged list (``items``, ``next_offset``), up to ``limit`` in all
         when given."""
