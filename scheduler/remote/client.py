@@ -144,6 +144,9 @@ class Client:
     def delete(self, path: str) -> Any:
         return _local_times(self._send("DELETE", path).json())
 
+    def patch(self, path: str, body: Any) -> Any:
+        return _local_times(self._send("PATCH", path, json=body).json())
+
     def pages(self, path: str, **params: Any) -> list[Any]:
         """Every item of a paged list (``items``, ``next_offset``), up to ``limit`` in all
         when given."""
