@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from scheduler.errors import ValidationError
+from scheduler.principal import Principal
 from scheduler.record.audit import record_event
 from scheduler.record.models import Host, Tenant
 
@@ -42,7 +43,7 @@ def list_tenants(session: Session) -> list[dict[str, Any]]:
             for name in sorted(set(counts) | set(rows))]
 
 
-def set_tenant(session: Session, name: str, *, operator: str,
+def set_tenant(session: Session, name: str, *, operator: Principal | str,
                approval_required: bool | None = None,
                contacts: Sequence[str] | None = None) -> dict[str, Any]:
     """Change tenant ``name``'s settings (None: unchanged); returns them as listed."""

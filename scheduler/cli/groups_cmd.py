@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import verbs, verbs_of
+from scheduler.cli.context import verbs
 from scheduler.cli.output import OutputOption
 
 groups_app = typer.Typer(help="Groups of hosts (from inventories or `hosts add --group`).",
@@ -58,9 +58,8 @@ def remove_cmd(ctx: typer.Context,
                name: Annotated[str, typer.Argument(help="The group's name.")]) -> None:
     """Remove a group: its memberships, its links to other groups and its window assignments.
     Its hosts stay; an inventory that still lists the group brings it back at its next import."""
-    from scheduler.verbs.inventory import remove_group
-
-    done = remove_group(*verbs_of(ctx), name)
+    inventory, stores, principal = verbs(ctx, "inventory")
+    done = inventory.remove_group(stores, principal, name)
     for line in done.notes:
         output.info(line)
     hosts = done.count
@@ -76,12 +75,12 @@ def limit_cmd(
 ) -> None:
     """Limit how many jobs run at once on a group's hosts, across all tasks."""
     from scheduler.errors import ValidationError
-    from scheduler.verbs.inventory import limit_group
 
     if (max_busy is None) == (not remove):
         raise ValidationError("give --max-busy N|P% or --remove",
                               hint="fleetsched groups limit db --max-busy 1")
-    done = limit_group(*verbs_of(ctx), name, max_busy)
+    inventory, stores, principal = verbs(ctx, "inventory")
+    done = inventory.limit_group(stores, principal, name, max_busy)
     count, members, operator = done.count, done.members, done.by
     if count is None:
         output.info(f"group {name}: no limit any more ({len(members)} hosts), by {operator}")

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import verbs, verbs_of
+from scheduler.cli.context import verbs
 from scheduler.cli.output import OutputOption
 from scheduler.errors import ValidationError
 
@@ -42,39 +42,32 @@ def import_cmd(
 ) -> None:
     """Add and update hosts and groups from an Ansible inventory, matched by name."""
     from scheduler.inventory import FORMATS
-    from scheduler.verbs.inventory import import_hosts
 
     if fmt_in is not None and fmt_in not in FORMATS:
         raise ValidationError(f"--format {fmt_in!r} is not one of {', '.join(FORMATS)}")
-    done = import_hosts(*verbs_of(ctx), path, fmt=fmt_in, prune=prune, dry_run=dry_run)
+    inventory, stores, principal = verbs(ctx, "inventory")
+    done = inventory.import_hosts(stores, principal, path, fmt=fmt_in, prune=prune,
+                                  dry_run=dry_run)
     _notes(done.notes)
-    result = done.result
-    plan = result.plan
-    if plan.skipped_secrets:
-        output.info(f"warning: skipped {len(plan.skipped_secrets)} secret variable(s) "
-                    f"({', '.join(plan.skipped_secrets[:5])}"
-                    f"{', ...' if len(plan.skipped_secrets) > 5 else ''}): "
+    skipped = done.skipped_secrets
+    if skipped:
+        output.info(f"warning: skipped {len(skipped)} secret variable(s) "
+                    f"({', '.join(skipped[:5])}{', ...' if len(skipped) > 5 else ''}): "
                     "fleetsched never stores secrets")
-    rows = done.changes
     if fmt is output.OutputFormat.json:
-        output.emit_object({
-            "path": result.path, "format": result.format, "dry_run": dry_run, "prune": prune,
-            "counts": plan.counts(), "changes": rows,
-            "groups": {"added": plan.groups_added, "updated": plan.groups_updated,
-                       "removed": plan.groups_removed},
-            "skipped_secrets": plan.skipped_secrets, "tenants": plan.tenants}, fmt)
-    elif rows:
-        output.emit_rows(rows, ["change", "host", "details"], fmt)
-    c = plan.counts()
+        output.emit_object(done.as_dict(), fmt)
+    elif done.changes:
+        output.emit_rows(done.changes, ["change", "host", "details"], fmt)
+    c = done.counts
     output.info(
-        f"{'dry run, nothing written: would import' if dry_run else 'imported'} {result.path} "
-        f"({result.format}): {c['added']} added, {c['updated']} updated, {c['removed']} removed, "
+        f"{'dry run, nothing written: would import' if dry_run else 'imported'} {done.path} "
+        f"({done.format}): {c['added']} added, {c['updated']} updated, {c['removed']} removed, "
         f"{c['unchanged']} unchanged"
         + (f", {c['left']} left the source (kept)" if c["left"] else "")
         + f"; groups: {c['groups_added']} added, {c['groups_updated']} updated, "
           f"{c['groups_removed']} removed"
-        + ("; tenants: " + ", ".join(f"{t} {n} host(s)" for t, n in sorted(plan.tenants.items()))
-           if plan.tenants else ""))
+        + ("; tenants: " + ", ".join(f"{t} {n} host(s)" for t, n in sorted(done.tenants.items()))
+           if done.tenants else ""))
 
 
 EXPORT_EPILOG = """Examples:
@@ -106,12 +99,11 @@ def export_cmd(
     """Write the stored hosts, groups and variables as an Ansible inventory, with
     ansible_host, ansible_port and ansible_user: what `hosts import` and Ansible read."""
     from scheduler.inventory import EXPORT_FORMATS, render_export
-    from scheduler.verbs.inventory import export_hosts
 
     if fmt_out not in EXPORT_FORMATS:
         raise ValidationError(f"--format {fmt_out!r} is not one of {', '.join(EXPORT_FORMATS)}")
-    stores, _principal = verbs_of(ctx)
-    export = export_hosts(stores, target)
+    inventory, stores, _principal = verbs(ctx, "inventory")
+    export = inventory.export_hosts(stores, target)
     text = render_export(export, fmt_out)
     counted = f"{len(export.hosts)} host(s), {len(export.groups)} group(s)"
     if out is None:
@@ -193,11 +185,10 @@ def add_cmd(
         "--var", help="KEY=VALUE host variable (repeatable)")] = None,
 ) -> None:
     """Add one host by hand (an import never prunes it)."""
-    from scheduler.verbs.inventory import add_host
-
     host_vars = _parse_vars(var or [])
-    done = add_host(*verbs_of(ctx), name, address=address, port=port, user=user,
-                    groups=group or [], host_vars=host_vars)
+    inventory, stores, principal = verbs(ctx, "inventory")
+    done = inventory.add_host(stores, principal, name, address=address, port=port, user=user,
+                              groups=group or [], host_vars=host_vars)
     _notes(done.notes)
     created = done.created
     if created:
@@ -212,9 +203,8 @@ def remove_cmd(
 ) -> None:
     """Remove one host and its group memberships, and its connection data in Redis (a job of
     it still queued then fails at its claim: the host is unknown)."""
-    from scheduler.verbs.inventory import remove_host
-
-    _notes(remove_host(*verbs_of(ctx), name).notes)
+    inventory, stores, principal = verbs(ctx, "inventory")
+    _notes(inventory.remove_host(stores, principal, name).notes)
     output.info(f"removed host {name}")
 
 
@@ -300,7 +290,6 @@ def check_cmd(
     where the host sets fleetsched_files=shell). Strict: never adds a host key."""
     from scheduler.health.hostcheck import SUMMARY_WORDS
     from scheduler.parse import parse_duration
-    from scheduler.verbs.inventory import check_hosts
 
     per_host = parse_duration(timeout, "--timeout").total_seconds()
     options: dict[str, Any] = {}
@@ -310,12 +299,12 @@ def check_cmd(
             raise ValidationError(f"--executor-option {item!r} is not NAME=VALUE",
                                   hint="e.g. --executor-option identity_file=/path/to/key")
         options[key.strip()] = value
-    stores, _principal = verbs_of(ctx)
-    done = check_hosts(stores, target, options=options, concurrency=concurrency,
-                       timeout_s=per_host, become_user=become_user, note=output.info)
-    probes, counts, settings = done.probes, done.counts, stores.settings
+    inventory, stores, _principal = verbs(ctx, "inventory")
+    done = inventory.check_hosts(stores, target, options=options, concurrency=concurrency,
+                                 timeout_s=per_host, become_user=become_user, note=output.info)
+    probes, counts = done.probes, done.counts
     if fmt is output.OutputFormat.json:
-        output.emit_object({"target": target, "known_hosts": str(settings.known_hosts),
+        output.emit_object({"target": target, "known_hosts": done.known_hosts,
                             "hosts": [p.as_dict() for p in probes], "summary": counts,
                             "ok": counts["ok"] == len(probes)}, fmt)
     elif fmt is output.OutputFormat.csv:

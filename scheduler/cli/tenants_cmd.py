@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import verbs_of
+from scheduler.cli.context import verbs
 from scheduler.cli.output import OutputOption
 
 tenants_app = typer.Typer(help="Customers (tenants): their hosts, approvals and contacts.",
@@ -21,10 +21,9 @@ tenants_app = typer.Typer(help="Customers (tenants): their hosts, approvals and 
 def list_cmd(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) -> None:
     """List tenants: hosts, whether their windows need their approval, contacts."""
     from scheduler.tenants import LIST_COLUMNS
-    from scheduler.verbs.tenants import list_
 
-    stores, _principal = verbs_of(ctx)
-    output.emit_rows(list_(stores), LIST_COLUMNS, fmt)
+    tenants, stores, _principal = verbs(ctx, "tenants")
+    output.emit_rows(tenants.list_(stores), LIST_COLUMNS, fmt)
 
 
 @tenants_app.command("set", epilog="Example:\n\n  fleetsched tenants set acme --approval-required "
@@ -41,9 +40,9 @@ def set_cmd(
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
     """Change a tenant's settings (recorded as a tenant-set event)."""
-    from scheduler.verbs.tenants import set_
-
-    done = set_(*verbs_of(ctx), name, approval_required=approval_required, contacts=contact)
+    tenants, stores, principal = verbs(ctx, "tenants")
+    done = tenants.set_(stores, principal, name, approval_required=approval_required,
+                        contacts=contact)
     for note in done["notes"]:
         output.info(note)
     if fmt is not output.OutputFormat.table:

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import verbs_of
+from scheduler.cli.context import verbs
 from scheduler.cli.output import OutputOption
 
 tokens_app = typer.Typer(help="API tokens for `fleetsched server`: create, list, revoke.",
@@ -35,10 +35,11 @@ def create_cmd(
 ) -> None:
     """Create a token and print it on stdout, once: the record keeps only its hash."""
     from scheduler.parse import parse_duration
-    from scheduler.verbs.tokens import create
 
     lifetime = parse_duration(expires, "--expires") if expires else None
-    made = create(*verbs_of(ctx), name, role=role, owner=owner, tenant=tenant, expires=lifetime)
+    tokens, stores, principal = verbs(ctx, "tokens")
+    made = tokens.create(stores, principal, name, role=role, owner=owner, tenant=tenant,
+                         expires=lifetime)
     output.emit_line(made.token)
     until = made.expires_at.isoformat() if made.expires_at else "until revoked"
     output.info(f"token {made.id} ({made.name}) acts as {made.owner} with role {made.role}"
@@ -50,9 +51,9 @@ def create_cmd(
 def list_cmd(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) -> None:
     """List tokens (never their secrets): owner, role, tenant, prefix, times."""
     from scheduler.access.tokens import LIST_COLUMNS
-    from scheduler.verbs.tokens import list_
 
-    output.emit_rows(list_(*verbs_of(ctx)), LIST_COLUMNS, fmt)
+    tokens, stores, principal = verbs(ctx, "tokens")
+    output.emit_rows(tokens.list_(stores, principal), LIST_COLUMNS, fmt)
 
 
 @tokens_app.command("revoke", epilog="Example:\n\n  fleetsched tokens revoke 1")
@@ -61,7 +62,6 @@ def revoke_cmd(
     token_id: Annotated[int, typer.Argument(metavar="ID", help="The token's id (tokens list).")],
 ) -> None:
     """Revoke a token: the next request that shows it is refused."""
-    from scheduler.verbs.tokens import revoke
-
-    row = revoke(*verbs_of(ctx), token_id)
+    tokens, stores, principal = verbs(ctx, "tokens")
+    row = tokens.revoke(stores, principal, token_id)
     output.info(f"token {row['id']} ({row['name']}) revoked at {row['revoked_at'].isoformat()}")

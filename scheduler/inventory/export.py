@@ -10,7 +10,8 @@ What it owns:
    same hosts, groups and vars to ``ansible-inventory --list`` and to ``fleetsched hosts
    import`` (a round trip): ``ansible-json`` (the ``ansible-inventory --list`` shape:
    ``_meta.hostvars``, groups with ``hosts``, ``children`` and ``vars``; an inventory script
-   may print it), ``ini`` and ``yaml``;
+   may print it), ``ini`` and ``yaml``; ``from_ansible_json`` reads the first back into the
+   ``Export`` it was written from (remote mode renders the server's export in any format);
 3. the connection columns written as ``ansible_host``, ``ansible_port`` and ``ansible_user``.
    A variable whose name marks a secret is never written, at any depth, and credentials
    inside values are masked (``validate.public_vars``: an import already drops and masks them,
@@ -130,6 +131,15 @@ def _json(export: Export) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
+def from_ansible_json(data: dict[str, Any]) -> Export:
+    """The ``Export`` that ``render_export(export, "ansible-json")`` wrote as ``data``."""
+    groups = {name: ExportGroup(name=name, vars=body.get("vars", {}),
+                                hosts=tuple(body.get("hosts", ())),
+                                children=tuple(body.get("children", ())))
+              for name, body in data.items() if name not in ("_meta", "all", "ungrouped")}
+    return Export(hosts=data["_meta"]["hostvars"], groups=groups)
+
+
 def _ini_value(value: Any) -> str:
     """``value`` as Ansible's INI reader gives it back: a plain word as is, anything else as
     a Python literal (what both readers try first)."""
@@ -216,4 +226,5 @@ def render_export(export: Export, fmt: str) -> str:
     return renderers[fmt](export)
 
 
-__all__ = ["EXPORT_FORMATS", "Export", "ExportGroup", "read_export", "render_export"]
+__all__ = ["EXPORT_FORMATS", "Export", "ExportGroup", "from_ansible_json", "read_export",
+           "render_export"]

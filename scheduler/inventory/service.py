@@ -45,7 +45,8 @@ def import_inventory(engine: Engine, path: str | os.PathLike[str], *, operator: 
                    dry_run=dry_run)
 
 
-def import_named(engine: Engine, name: str, inventory: Inventory, *, operator: str,
+def import_named(engine: Engine, name: str, inventory: Inventory, *,
+                 operator: Principal | str,
                  prune: bool = False, dry_run: bool = False) -> ImportResult:
     """Import ``inventory``, sent as text under ``name`` rather than read from a file (the
     HTTP API's import): its hosts' source is ``inventory:api:<name>``, so a prune of one name
@@ -56,7 +57,7 @@ def import_named(engine: Engine, name: str, inventory: Inventory, *, operator: s
 
 
 def _import(engine: Engine, inventory: Inventory, *, source: str, label: str, recorded: str,
-            operator: str, prune: bool, dry_run: bool) -> ImportResult:
+            operator: Principal | str, prune: bool, dry_run: bool) -> ImportResult:
     resolved = resolve(inventory)
     with transaction(engine, commit=not dry_run) as session:
         result = sync.plan(session, resolved, source, prune=prune)

@@ -7,8 +7,8 @@ renders the same output in both modes (``scheduler.cli.context.verbs`` picks one
 
 - ``client``: the HTTP connection, the token, and errors as the CLI's;
 - ``status``, ``submit``, ``tasks``, ``follow``, ``inventory``, ``windows``, ``schedules``,
-  ``reports``: the verbs of the same names.
+  ``reports``, ``tenants``, ``tokens``: the verbs of the same names.
 """
 
 __all__ = ["client", "follow", "inventory", "reports", "schedules", "status", "submit",
-           "tasks", "windows"]
+           "tasks", "tenants", "tokens", "windows"]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, FastAPI
 
-from scheduler.server import errors, fleet, reports, schedules, tasks, tenants, windows
+from scheduler.server import errors, fleet, reports, schedules, tasks, tenants, tokens, windows
 from scheduler.server import events, inventory, task_jobs
 from scheduler.verbs.stores import Stores
 from scheduler.server import hardening, sso  # single sign-on; limits and headers
@@ -38,7 +38,7 @@ def create_app(settings: Settings) -> FastAPI:
     for router in (task_jobs.router, events.router, events.status, inventory.router):
         api.include_router(router)
     for router in (tasks.router, tasks.jobs, fleet.router, windows.router, schedules.router,
-                   reports.router, tenants.router):
+                   reports.router, tenants.router, tokens.router):
         api.include_router(router)
     app.include_router(api)
     app.include_router(sso.router, prefix=PREFIX)

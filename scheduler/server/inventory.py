@@ -1,6 +1,7 @@
 """The inventory's administrative verbs over HTTP: ``POST /api/v1/hosts/check`` (a page of the
 target's hosts per request), ``POST /api/v1/hosts/import`` (an inventory sent as text),
-``GET /api/v1/hosts/export``, ``POST /api/v1/groups/{name}/limit`` and
+``GET /api/v1/hosts/export``, ``POST /api/v1/hosts`` and ``DELETE /api/v1/hosts/{name}``
+(``hosts add``, ``hosts remove``), ``POST /api/v1/groups/{name}/limit`` and
 ``DELETE /api/v1/groups/{name}`` (``groups remove``).
 
 A host check reaches hosts over SSH while the request waits, so one request checks at most
@@ -59,6 +60,18 @@ class ImportBody(BaseModel):
     dry_run: bool = False
 
 
+class HostBody(BaseModel):
+    """One host added by hand: ``hosts add``'s options."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(examples=["db-09"])
+    address: str | None = Field(None, description="Default: the name.")
+    port: int | None = Field(None, description="Default: 22.")
+    user: str | None = None
+    groups: list[str] = Field([], max_length=1000, description="Created if new.")
+    vars: dict[str, Any] = Field({}, max_length=1000)
+
+
 class LimitBody(BaseModel):
     """A group's limit across all tasks: N or P%, or null to remove it."""
 
@@ -83,7 +96,7 @@ def check_hosts(request: Request, body: CheckBody,
     following = body.offset + len(done.probes)
     return {"target": body.target, "hosts": [p.as_dict() for p in done.probes],
             "summary": done.counts, "ok": done.counts.get("ok", 0) == len(done.probes),
-            "selected": done.selected, "offset": body.offset,
+            "selected": done.selected, "offset": body.offset, "known_hosts": done.known_hosts,
             "next_offset": following if following < done.selected else None}
 
 
@@ -94,12 +107,25 @@ def import_hosts(request: Request, body: ImportBody,
                  ) -> dict[str, Any]:
     done = inventory.import_text(stores_of(request), who, body.inventory, name=body.name,
                                  fmt=body.format, prune=body.prune, dry_run=body.dry_run)
-    result, plan = done.result, done.result.plan
-    return {"source": result.path, "format": result.format, "dry_run": body.dry_run,
-            "prune": body.prune, "counts": plan.counts(), "changes": done.changes,
-            "groups": {"added": plan.groups_added, "updated": plan.groups_updated,
-                       "removed": plan.groups_removed},
-            "skipped_secrets": plan.skipped_secrets, "by": who.name, "notes": done.notes}
+    answer = done.as_dict()
+    return {"source": answer.pop("path"), **answer, "by": who.name, "notes": done.notes}
+
+
+@router.post("/hosts", summary="Add one host by hand (an import never prunes it)")
+def add_host(request: Request, body: HostBody,
+             who: Annotated[Principal, Depends(allowed("hosts.add"))]) -> dict[str, Any]:
+    done = inventory.add_host(stores_of(request), who, body.name, address=body.address,
+                              port=body.port, user=body.user, groups=body.groups,
+                              host_vars=body.vars)
+    return {"host": body.name, "created": done.created, "by": who.name, "notes": done.notes}
+
+
+@router.delete("/hosts/{name}", summary="Remove one host, its memberships and its connection "
+                                        "data in Redis")
+def remove_host(request: Request, name: str,
+                who: Annotated[Principal, Depends(allowed("hosts.remove"))]) -> dict[str, Any]:
+    done = inventory.remove_host(stores_of(request), who, name)
+    return {"host": name, "by": who.name, "notes": done.notes}
 
 
 @router.get("/hosts/export", summary="The target's hosts, groups and variables as an Ansible "
@@ -122,7 +148,8 @@ def export_hosts(request: Request,
 def limit_group(request: Request, name: str, body: LimitBody,
                 who: Annotated[Principal, Depends(allowed("groups.limit"))]) -> dict[str, Any]:
     done = inventory.limit_group(stores_of(request), who, name, body.max_busy)
-    return {"group": name, "max_busy": done.count, "hosts": len(done.members), "by": done.by}
+    return {"group": name, "max_busy": done.count, "hosts": len(done.members),
+            "members": sorted(done.members), "by": done.by}
 
 
 @router.delete("/groups/{name}", summary="Remove a group (its hosts stay)")

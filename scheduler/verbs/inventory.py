@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,16 +45,36 @@ class Changed:
 
 @dataclass(frozen=True)
 class Imported:
-    """An import's result (its plan: what changed) and the lines about Redis."""
+    """What an import did (a dry run: would do), as the CLI prints it and the API answers it:
+    the source it is recorded under (``path``: the file as named, or ``api:NAME``), the counts,
+    one row per host changed (``change``, ``host``, ``details``, and an update's ``fields``),
+    the groups changed, the secret variables skipped, the source's hosts per customer; and
+    ``notes``, the lines about Redis."""
 
-    result: ImportResult
+    path: str
+    format: str
+    dry_run: bool
+    prune: bool
+    counts: dict[str, int]
+    changes: list[dict[str, Any]]
+    groups: dict[str, list[str]]
+    skipped_secrets: list[str]
+    tenants: dict[str, int]
     notes: list[str] = field(default_factory=list)
 
-    @property
-    def changes(self) -> list[dict[str, Any]]:
-        """One row per host changed: ``change``, ``host``, ``details`` (and an update's
-        ``fields``)."""
-        return _change_rows(self.result.plan)
+    @classmethod
+    def of(cls, result: ImportResult, notes: list[str]) -> Imported:
+        plan = result.plan
+        return cls(path=result.path, format=result.format, dry_run=result.dry_run,
+                   prune=result.prune, counts=plan.counts(), changes=_change_rows(plan),
+                   groups={"added": plan.groups_added, "updated": plan.groups_updated,
+                           "removed": plan.groups_removed},
+                   skipped_secrets=list(plan.skipped_secrets), tenants=dict(plan.tenants),
+                   notes=notes)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Everything but the notes (``hosts import -o json``)."""
+        return {k: v for k, v in asdict(self).items() if k != "notes"}
 
 
 def import_hosts(stores: Stores, principal: Principal, path: Path, *, fmt: str | None = None,
@@ -72,7 +92,7 @@ def import_hosts(stores: Stores, principal: Principal, path: Path, *, fmt: str |
             notes += _push_limits(stores, engine, principal,
                                   always=bool(result.plan.groups_removed))
             notes += _push_freezes(stores, engine)  # a host may have joined a frozen group
-    return Imported(result=result, notes=notes)
+    return Imported.of(result, notes)
 
 
 TEXT_MAX_BYTES = 1024 * 1024  # an inventory sent as text: the HTTP API's body limit too
@@ -98,12 +118,12 @@ def import_text(stores: Stores, principal: Principal, text: str, *, name: str,
     inventory = parse_inventory(decode_text(text.encode(), name, max_bytes=TEXT_MAX_BYTES),
                                 name, fmt)
     with stores.database() as engine:
-        result = import_named(engine, name, inventory, operator=principal.name, prune=prune,
+        result = import_named(engine, name, inventory, operator=principal, prune=prune,
                               dry_run=dry_run)
         notes = [] if dry_run else (
             _push_limits(stores, engine, principal, always=bool(result.plan.groups_removed))
             + _push_freezes(stores, engine))  # a host may have joined a frozen group
-    return Imported(result=result, notes=notes)
+    return Imported.of(result, notes)
 
 
 def add_host(stores: Stores, principal: Principal, name: str, *, address: str | None = None,
@@ -205,6 +225,7 @@ class Checked:
     probes: list[Probe]
     counts: dict[str, int]
     selected: int = 0  # the hosts the target selects (``probes``: a page of them, if asked)
+    known_hosts: str = ""  # the host keys checked against (the checking side's settings)
 
 
 def check_hosts(stores: Stores, target: str, *, options: dict[str, Any], concurrency: int,
@@ -233,7 +254,8 @@ def check_hosts(stores: Stores, target: str, *, options: dict[str, Any], concurr
         note(f"checking {len(hosts)} host(s), {min(concurrency, len(hosts))} at a time")
     probes = check(hosts, stores.settings, options=options, concurrency=concurrency,
                    timeout=timeout_s)
-    return Checked(probes=probes, counts=summarize(probes), selected=len(selected))
+    return Checked(probes=probes, counts=summarize(probes), selected=len(selected),
+                   known_hosts=str(stores.settings.known_hosts))
 
 
 def list_hosts(stores: Stores, *, group: str | None = None, match: str | None = None,

@@ -34,7 +34,7 @@ def set_(stores: Stores, principal: Principal, name: str, *,
 
     with stores.database() as engine:
         with transaction(engine) as session:
-            done = set_tenant(session, name, operator=principal.name,
+            done = set_tenant(session, name, operator=principal,
                               approval_required=approval_required, contacts=contacts)
         warning = None
         if approval_required is not None:

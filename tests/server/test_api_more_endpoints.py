@@ -196,7 +196,7 @@ def test_an_admin_limits_a_group_removes_the_limit_and_removes_the_group(api: Ap
     limited = api("POST", "/groups/web/limit", admin, json={"max_busy": "40%"})
     assert limited.status_code == 200, limited.text
     assert limited.json() == {"group": "web", "max_busy": 2, "hosts": len(HOSTS),
-                              "by": "ops-lead"}
+                              "members": HOSTS, "by": "ops-lead"}
     groups = {g["name"]: g for g in api("GET", "/groups", admin).json()["items"]}
     assert groups["web"]["max_busy"] == "40%"
     removed = api("POST", "/groups/web/limit", admin, json={"max_busy": None}).json()

@@ -127,6 +127,13 @@ def _new_window(world: World, scope: Scope) -> Request:
     return {"json": {"name": world.fresh("w-new"), "cron": "0 1 * * *", "duration": "1h"}}
 
 
+def _doomed_token(world: World) -> int:
+    """A token made to be revoked, one per call."""
+    code, _out, err = world.cli("tokens", "create", world.fresh("t-doomed"), "--role", "viewer")
+    assert code == 0, err
+    return int(err.split()[1])  # "token <id> (<name>) acts as ..."
+
+
 SUBMIT = {"action": "command", "target": "web-01", "params": {"cmd": "true"}, "in": "1h"}
 MATRIX: dict[tuple[str, str], Row] = {
     ("GET", "/openapi.json"): Row(EVERY, anyone=frozenset({200})),
@@ -197,6 +204,15 @@ MATRIX: dict[tuple[str, str], Row] = {
         ADMIN, lambda world, scope: {"path": {"name": "web"}, "json": {"max_busy": "3"}}),
     ("DELETE", "/groups/{name}"): Row(
         ADMIN, lambda world, scope: {"path": {"name": world.fresh("g-doomed")}}),
+    ("POST", "/hosts"): Row(ADMIN, lambda world, scope: {"json": {
+        "name": world.fresh("added"), "groups": ["web"], "vars": {"rack": "r1"}}}),
+    ("DELETE", "/hosts/{name}"): Row(
+        ADMIN, lambda world, scope: {"path": {"name": world.fresh("h-doomed")}}),
+    ("GET", "/tokens"): Row(ADMIN),
+    ("POST", "/tokens"): Row(ADMIN, lambda world, scope: {"json": {
+        "name": world.fresh("t-new"), "role": "viewer", "expires": "1d"}}),
+    ("DELETE", "/tokens/{token_id}"): Row(ADMIN, lambda world, scope: {
+        "path": {"token_id": _doomed_token(world)}}),
     ("POST", "/windows/{name}/unassign"): Row(  # a spare host of w-team's for each call
         WINDOWS, lambda world, scope: {**_window(world, scope),
                                        "json": {"hosts": [world.fresh("spare")]}}),
@@ -273,6 +289,7 @@ def _world(api: Api, tmp_path: Path) -> World:
         cli.ok("schedules", "add", f"s-doomed-{n}", "--cron", "0 3 * * *", "command", "-t",
                "group:web", "-p", "cmd=true")
         cli.ok("hosts", "add", f"spare-{n}", "--group", f"g-doomed-{n}")
+        cli.ok("hosts", "add", f"h-doomed-{n}")
         cli.ok("windows", "assign", "w-team", "--host", f"spare-{n}")
     return world
 
