@@ -15,8 +15,8 @@ __all__ = ["CUSTOMER_ROLES", "ROLES", "TENANT_FILTERED", "check_role"]
 READ = frozenset({
     "status", "tasks.list", "tasks.show", "tasks.jobs", "tasks.watch", "tasks.output",
     "jobs.show", "hosts.list", "hosts.show", "hosts.history", "groups.list", "windows.list",
-    "windows.show", "status.followers",
-    "schedules.list", "schedules.show", "report", "tenants.list"})
+    "windows.show", "windows.next", "status.followers",
+    "schedules.list", "schedules.show", "schedules.next", "report", "tenants.list"})
 CONTROL = frozenset({
     "tasks.submit", "tasks.cancel", "tasks.pause", "tasks.resume", "tasks.continue",
     "tasks.retry-failed", "tasks.reprioritize"})
@@ -30,7 +30,8 @@ ADMIN = frozenset({
     "tenants.set"})
 CUSTOMER_READ = frozenset({
     "status", "tasks.list", "tasks.show", "tasks.jobs", "tasks.watch", "jobs.show",
-    "hosts.list", "hosts.show", "hosts.history", "windows.list", "windows.show"})
+    "hosts.list", "hosts.show", "hosts.history", "windows.list", "windows.show",
+    "windows.next"})
 
 ROLES: dict[str, frozenset[str]] = {
     "viewer": READ,
@@ -50,7 +51,8 @@ CUSTOMER_ROLES = frozenset({"customer-viewer", "customer-approver"})
 # where a task says so, and no task option says so yet.
 TENANT_FILTERED = frozenset({
     "status", "tasks.list", "tasks.show", "tasks.jobs", "tasks.output", "jobs.show",
-    "hosts.list", "hosts.show", "hosts.history", "windows.list", "windows.show"})
+    "hosts.list", "hosts.show", "hosts.history", "windows.list", "windows.show",
+    "windows.next"})
 
 # A window decision is the principal's own party's: another customer's window is not found
 # (scheduler.windows.approvals).

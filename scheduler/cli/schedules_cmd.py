@@ -1,8 +1,8 @@
 """``fleetsched schedules add|list|show|pause|resume|remove|next``: recurring tasks.
 
 Thin: the task options are parsed exactly as ``fleetsched submit`` parses them
-(``scheduler.cli.task_options``), then one verb of ``scheduler.verbs.schedules`` checks,
-records and arms the schedule. Workers fire it (no leader process). Rules: docs/guides/windows-and-schedules.md.
+(``scheduler.cli.task_options``), then one verb of ``scheduler.verbs.schedules`` (in remote
+mode ``scheduler.remote.schedules``) checks, records and arms the schedule. Workers fire it (no leader process). Rules: docs/guides/windows-and-schedules.md.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import verbs, verbs_of
+from scheduler.cli.context import verbs
 from scheduler.cli.output import OutputOption
 
 schedules_app = typer.Typer(help="Recurring schedules: tasks created at cron times, exactly once.",
@@ -65,7 +65,6 @@ def add_cmd(
     from scheduler.cli.task_options import request_of
     from scheduler.parse import parse_duration
     from scheduler.schedules.store import ScheduleSpec
-    from scheduler.verbs.schedules import add
 
     options = {"in_window": in_window, "ignore_windows": ignore_windows,
                "max_concurrency": max_concurrency, "max_failures": max_failures,
@@ -77,7 +76,8 @@ def add_cmd(
     spec = ScheduleSpec(name=name, request=request, tz=tz, cron=cron, every=every,
                         catchup=catch_up, catchup_window_s=int(window.total_seconds()),
                         overlap=overlap)
-    done = add(*verbs_of(ctx), spec)
+    schedules, stores, principal = verbs(ctx, "schedules")
+    done = schedules.add(stores, principal, spec)
     if fmt is not output.OutputFormat.table:
         output.emit_object(done.as_dict(), fmt)
     nxt = done.next
@@ -112,18 +112,16 @@ def show_cmd(ctx: typer.Context, name: Name, fmt: OutputOption = output.OutputFo
 @schedules_app.command("pause", epilog="Example:\n\n  fleetsched schedules pause dnssec-roll")
 def pause_cmd(ctx: typer.Context, name: Name) -> None:
     """Stop firing until resume (occurrences meanwhile are recorded as missed at resume)."""
-    from scheduler.verbs.schedules import pause
-
-    done = pause(*verbs_of(ctx), name)
+    schedules, stores, principal = verbs(ctx, "schedules")
+    done = schedules.pause(stores, principal, name)
     output.info(f"schedule {name} {'paused' if done.changed else 'was paused already'}")
 
 
 @schedules_app.command("resume", epilog="Example:\n\n  fleetsched schedules resume dnssec-roll")
 def resume_cmd(ctx: typer.Context, name: Name) -> None:
     """Fire again from the next occurrence (also re-arms a schedule Redis lost)."""
-    from scheduler.verbs.schedules import resume
-
-    done = resume(*verbs_of(ctx), name)
+    schedules, stores, principal = verbs(ctx, "schedules")
+    done = schedules.resume(stores, principal, name)
     nxt = done.next
     output.info(f"schedule {name} {'resumed' if done.changed else 'armed'}: "
                 f"{done.missed} occurrences recorded as missed; next "
@@ -133,9 +131,8 @@ def resume_cmd(ctx: typer.Context, name: Name) -> None:
 @schedules_app.command("remove", epilog="Example:\n\n  fleetsched schedules remove dnssec-roll")
 def remove_cmd(ctx: typer.Context, name: Name) -> None:
     """Remove a schedule; the tasks it created stay, with their record."""
-    from scheduler.verbs.schedules import remove
-
-    remove(*verbs_of(ctx), name)
+    schedules, stores, principal = verbs(ctx, "schedules")
+    schedules.remove(stores, principal, name)
     output.info(f"schedule {name} removed")
 
 
@@ -144,7 +141,5 @@ def next_cmd(ctx: typer.Context, name: Name,
              count: Annotated[int, typer.Option("--count", "-n", help="How many occurrences.")] = 5,
              fmt: OutputOption = output.OutputFormat.table) -> None:
     """The next occurrences, in the schedule's zone and in UTC."""
-    from scheduler.verbs.schedules import next_
-
-    stores, _principal = verbs_of(ctx)
-    output.emit_rows(next_(stores, name, count), ["local", "tz", "utc"], fmt)
+    schedules, stores, _principal = verbs(ctx, "schedules")
+    output.emit_rows(schedules.next_(stores, name, count), ["local", "tz", "utc"], fmt)

@@ -1,7 +1,8 @@
-"""``fleetsched windows add|list|show|assign|unassign|approve|remove|next|sync``: service windows.
+"""``fleetsched windows add|freeze|edit|list|show|assign|unassign|approve|deny|revoke|remove|next|sync``:
+service windows.
 
-Thin: parse, call one verb of ``scheduler.verbs.windows``, render through
-``scheduler.cli.output``.
+Thin: parse, call one verb of ``scheduler.verbs.windows`` (in remote mode
+``scheduler.remote.windows``; ``sync`` is direct only), render through ``scheduler.cli.output``.
 Rules and DST behaviour: docs/guides/windows-and-schedules.md.
 """
 
@@ -19,6 +20,8 @@ windows_app = typer.Typer(help="Service windows and freeze periods: when hosts m
                           no_args_is_help=True)
 
 Name = Annotated[str, typer.Argument(help="The window's name.")]
+IfVersion = Annotated[int | None, typer.Option(
+    "--if-version", help="Only if the window is still at this version (see `windows show`).")]
 
 
 def _notes(lines: list[str]) -> None:
@@ -51,13 +54,13 @@ def add_cmd(
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
     """Add a recurring or one-off window (or a freeze period); nothing is written if it is invalid."""
-    from scheduler.verbs.windows import add
     from scheduler.windows.store import WindowSpec
 
     spec = WindowSpec(name=name, tz=tz, rrule=rrule, cron=cron, duration=duration,
                       end_time=end_time, start=start, end=end, freeze=freeze,
                       requires_approval=requires_approval, description=description)
-    done = add(*verbs_of(ctx), spec)
+    windows, stores, principal = verbs(ctx, "windows")
+    done = windows.add(stores, principal, spec)
     if fmt is not output.OutputFormat.table:
         output.emit_object(done.as_dict(), fmt)
     _notes(done.notes)
@@ -79,10 +82,9 @@ def freeze_cmd(
     description: Annotated[str | None, typer.Option("--description", help="Free text.")] = None,
 ) -> None:
     """Declare a freeze over hosts or groups at once (nothing runs on them inside it)."""
-    from scheduler.verbs.windows import freeze
-
-    done = freeze(*verbs_of(ctx), name, start=start, end=end, tz=tz, hosts=host, groups=group,
-                  description=description)
+    windows, stores, principal = verbs(ctx, "windows")
+    done = windows.freeze(stores, principal, name, start=start, end=end, tz=tz, hosts=host,
+                          groups=group, description=description)
     _notes(done.notes)
     output.info(f"freeze {done.name} declared by {done.by}")
 
@@ -99,14 +101,15 @@ def edit_cmd(
     tz: Annotated[str | None, typer.Option("--tz", help="A new IANA time zone.")] = None,
     requires_approval: Annotated[bool | None, typer.Option("--requires-approval/--no-requires-approval", help="Whether its hosts' owners must approve it.")] = None,
     description: Annotated[str | None, typer.Option("--description", help="New free text.")] = None,
+    if_version: IfVersion = None,
 ) -> None:
     """Change a window's definition: a new version, which every party must approve again."""
-    from scheduler.verbs.windows import edit
-
     given = {"rrule": rrule, "cron": cron, "duration": duration, "end_time": end_time,
              "start": start, "end": end, "tz": tz, "requires_approval": requires_approval,
              "description": description}
-    done = edit(*verbs_of(ctx), name, **{k: v for k, v in given.items() if v is not None})
+    windows, stores, principal = verbs(ctx, "windows")
+    done = windows.edit(stores, principal, name, version=if_version,
+                        **{k: v for k, v in given.items() if v is not None})
     _notes(done.notes)
     output.info(f"window {name}: version {done.count} (by {done.by}); its approvals start again")
 
@@ -146,9 +149,8 @@ def assign_cmd(
     group: Annotated[list[str] | None, typer.Option("--group", help="A group (repeatable).")] = None,
 ) -> None:
     """Assign a window to hosts or groups (a host's own assignment beats its groups')."""
-    from scheduler.verbs.windows import assign
-
-    done = assign(*verbs_of(ctx), name, hosts=host, groups=group)
+    windows, stores, principal = verbs(ctx, "windows")
+    done = windows.assign(stores, principal, name, hosts=host, groups=group)
     _notes(done.notes)
     output.info(f"window {name}: {done.count} new assignments (by {done.by})")
 
@@ -161,9 +163,8 @@ def unassign_cmd(
     group: Annotated[list[str] | None, typer.Option("--group", help="A group (repeatable).")] = None,
 ) -> None:
     """Remove a window's assignment to hosts or groups (jobs already queued keep their window)."""
-    from scheduler.verbs.windows import unassign
-
-    done = unassign(*verbs_of(ctx), name, hosts=host, groups=group)
+    windows, stores, principal = verbs(ctx, "windows")
+    done = windows.unassign(stores, principal, name, hosts=host, groups=group)
     _notes(done.notes)
     output.info(f"window {name}: {done.count} assignments removed (by {done.by})")
 
@@ -171,8 +172,6 @@ def unassign_cmd(
 Comment = Annotated[str | None, typer.Option("--comment", help="Why, for the record.")]
 Occurrence = Annotated[str | None, typer.Option(
     "--occurrence", help="Only the opening starting then (ISO; naive: the window's zone).")]
-IfVersion = Annotated[int | None, typer.Option(
-    "--if-version", help="Only if the window is still at this version (see `windows show`).")]
 
 
 @windows_app.command("approve", epilog="Examples:\n\n  fleetsched --as carol windows approve acme-weekly\n\n"
@@ -222,9 +221,8 @@ def _decided(done: Any, fmt: output.OutputFormat) -> None:
 @windows_app.command("remove", epilog="Example:\n\n  fleetsched windows remove dc-move")
 def remove_cmd(ctx: typer.Context, name: Name) -> None:
     """Remove a window and its assignments (queued jobs naming it wait; cancel them)."""
-    from scheduler.verbs.windows import remove
-
-    _notes(remove(*verbs_of(ctx), name).notes)
+    windows, stores, principal = verbs(ctx, "windows")
+    _notes(windows.remove(stores, principal, name).notes)
     output.info(f"window {name} removed")
 
 
@@ -233,10 +231,9 @@ def next_cmd(ctx: typer.Context, name: Name,
              count: Annotated[int, typer.Option("--count", "-n", help="How many openings.")] = 5,
              fmt: OutputOption = output.OutputFormat.table) -> None:
     """The next openings, in the window's zone and in UTC (approved or not)."""
-    from scheduler.verbs.windows import next_
-
-    stores, _principal = verbs_of(ctx)
-    output.emit_rows(next_(stores, name, count), ["start_local", "end_local", "tz", "start_utc", "end_utc"], fmt)
+    windows, stores, _principal = verbs(ctx, "windows")
+    output.emit_rows(windows.next_(stores, name, count),
+                     ["start_local", "end_local", "tz", "start_utc", "end_utc"], fmt)
 
 
 @windows_app.command("sync", epilog="Example:\n\n  fleetsched windows sync")

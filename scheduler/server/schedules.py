@@ -1,4 +1,5 @@
-"""``/api/v1/schedules``: list, show, add, remove, and the controls pause and resume.
+"""``/api/v1/schedules``: list, show, next occurrences, add, remove, and the controls pause and
+resume.
 
 A schedule's body holds ``schedules add``'s options as keys and its task as ``task``: a task
 file's keys (``action``, ``target``, ``params`` ...), mapped by the one mapping the CLI, task
@@ -80,6 +81,13 @@ def show_schedule(request: Request, name: str,
                   who: Annotated[Principal, Depends(allowed("schedules.show"))]
                   ) -> dict[str, Any]:
     return schedules.show(stores_of(request), name)
+
+
+@router.get("/{name}/next", summary="A schedule's next occurrences, in its zone and in UTC")
+def next_occurrences(request: Request, name: str,
+                     who: Annotated[Principal, Depends(allowed("schedules.next"))],
+                     count: int = 5) -> dict[str, Any]:  # the verb refuses a bad count
+    return {"items": schedules.next_(stores_of(request), name, count)}
 
 
 def _control(verb: str) -> Any:

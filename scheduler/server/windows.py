@@ -1,9 +1,10 @@
-"""``/api/v1/windows``: list, show, add (a freeze too), assign and unassign (hosts and groups),
-remove, and approve.
+"""``/api/v1/windows``: list, show, next openings, add (a freeze too), edit, assign and unassign
+(hosts and groups), remove, and the decisions approve, deny and revoke.
 
 A window's body holds ``scheduler.windows.store.WindowSpec``'s fields as JSON keys (those of
 ``windows add``'s options); its model is made from the dataclass, so the two cannot drift, and
-an unknown key is refused.
+an unknown key is refused. An edit's body holds the fields that may change (all but ``name``
+and ``freeze``), each optional, and ``version``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ WindowBody: type[BaseModel] = create_model(  # type: ignore[call-overload]
     **{f.name: (_HINTS[f.name], ... if f.default is dataclasses.MISSING else f.default)
        for f in dataclasses.fields(WindowSpec)})
 
+EditBody: type[BaseModel] = create_model(  # type: ignore[call-overload]
+    "EditBody", __config__=ConfigDict(extra="forbid"),
+    version=(int | None, Field(None, ge=1, description="Only if the window is still at this "
+                               "version (409 when it changed since).")),
+    **{f.name: (_HINTS[f.name] | None, None) for f in dataclasses.fields(WindowSpec)
+       if f.name not in ("name", "freeze")})
+
 
 class AssignBody(BaseModel):
     """The hosts and groups a window is assigned to."""
@@ -51,11 +59,29 @@ def show_window(request: Request, name: str,
     return windows.show(stores_of(request), name, tenant=who.tenant)
 
 
+@router.get("/{name}/next", summary="A window's next openings, in its zone and in UTC "
+                                   "(approved or not)")
+def next_openings(request: Request, name: str,
+                  who: Annotated[Principal, Depends(allowed("windows.next"))],
+                  count: int = 5) -> dict[str, Any]:  # the verb refuses a bad count
+    return {"items": windows.next_(stores_of(request), name, count, tenant=who.tenant)}
+
+
 @router.post("", status_code=201, summary="Add a recurring or one-off window, or a freeze")
 def add_window(request: Request, body: WindowBody,  # type: ignore[valid-type]
                who: Annotated[Principal, Depends(allowed("windows.add"))]) -> dict[str, Any]:
     done = windows.add(stores_of(request), who, WindowSpec(**body.model_dump()))
     return {**done.as_dict(), "requires_approval": done.requires_approval, "by": done.by,
+            "notes": list(done.notes)}
+
+
+@router.patch("/{name}", summary="Change a window's definition: a new version, which every "
+                                 "party must approve again")
+def edit_window(request: Request, name: str, body: EditBody,  # type: ignore[valid-type]
+                who: Annotated[Principal, Depends(allowed("windows.edit"))]) -> dict[str, Any]:
+    given = body.model_dump(exclude_none=True)
+    done = windows.edit(stores_of(request), who, name, **given)
+    return {"window": done.window, "count": done.count, "by": done.by,
             "notes": list(done.notes)}
 
 

@@ -192,14 +192,17 @@ def revoke(stores: Stores, principal: Principal, name: str) -> Approval:
                     party=principal.tenant, approval=done["approval"], notes=_notes(warning))
 
 
-def edit(stores: Stores, principal: Principal, name: str, **changes: Any) -> WindowChange:
+def edit(stores: Stores, principal: Principal, name: str, *, version: int | None = None,
+         **changes: Any) -> WindowChange:
     """Change window ``name``'s definition (``WindowSpec`` fields): a new version, which every
-    party must approve again; ``count``: the new version."""
+    party must approve again; ``count``: the new version. ``version``: the version the changer
+    read (refused, ``ConflictError``, when the window changed since)."""
     from scheduler.windows.store import edit_window
 
     with stores.database() as engine:
         version, warning = edit_window(engine, stores.connect, name, changes,
-                                       operator=principal, keys=stores.shards)
+                                       operator=principal, version=version,
+                                       keys=stores.shards)
     return WindowChange(window=name, verb="edit", by=principal.name, count=version,
                         notes=_notes(warning))
 
@@ -257,12 +260,18 @@ def show(stores: Stores, name: str, *, tenant: str | None = None) -> dict[str, A
         return scoped_window(session, tenant, show_window(session, name))
 
 
-def next_(stores: Stores, name: str, count: int = 5) -> list[dict[str, Any]]:
+def next_(stores: Stores, name: str, count: int = 5, *,
+          tenant: str | None = None) -> list[dict[str, Any]]:
     """The next ``count`` openings (1 to 1000), in the window's zone and in UTC, approved or
-    not."""
+    not. ``tenant``: only a window of that customer's hosts or groups (another is not
+    found)."""
     from scheduler.windows.store import next_openings
 
     with stores.reading() as session:
+        if tenant is not None:
+            from scheduler.windows.tenant_view import check_visible
+
+            check_visible(session, name, tenant)
         return next_openings(session, name, count)
 
 

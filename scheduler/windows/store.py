@@ -329,10 +329,7 @@ def decide_window(engine: Engine, connect: Any, name: str, who: Any, decision: s
     with transaction(engine) as session:
         row = _row(session, name, lock=True)
         check_visible(session, row, who)  # before anything that would describe the window
-        if version is not None and version != row.version:
-            raise ConflictError(f"window {name!r} is at version {row.version}, not {version}: "
-                                "it changed since you read it",
-                                hint=f"see `fleetsched windows show {name}`, then decide again")
+        _check_version(row, version, "decide")
         occurrence_at = _opening_start(row, occurrence) if occurrence else None
         expires_at = _expiry(expires, row.tz, now) if expires else None
         made = decide(session, row, who, decision, comment=comment, occurrence=occurrence_at,
@@ -342,6 +339,15 @@ def decide_window(engine: Engine, connect: Any, name: str, who: Any, decision: s
                 "at": made.decided_at,
                 "approval": _approval(row, effective(session, [row], now)[row.id])}
     return done, _copy(engine, connect, keys, [name])
+
+
+def _check_version(row: WindowRow, version: int | None, verb: str) -> None:
+    """``ConflictError`` unless the window is still at ``version`` (the one its changer or
+    decider read; None: no check)."""
+    if version is not None and version != row.version:
+        raise ConflictError(f"window {row.name!r} is at version {row.version}, not {version}: "
+                            "it changed since you read it",
+                            hint=f"see `fleetsched windows show {row.name}`, then {verb} again")
 
 
 def copy_windows_awaiting(engine: Engine, connect: Any, keys: Where = Keys()) -> str | None:
@@ -419,10 +425,12 @@ def _spec_of(row: WindowRow) -> WindowSpec:
 
 
 def edit_window(engine: Engine, connect: Any, name: str, changes: dict[str, Any], *,
-                operator: Principal | str, keys: Where = Keys()) -> tuple[int, str | None]:
+                operator: Principal | str, version: int | None = None,
+                keys: Where = Keys()) -> tuple[int, str | None]:
     """Change a window's definition (``WindowSpec`` fields; a rule replaces the other kind of
     rule, a duration an end time): validated in full, then a new version (``window-edit``)
-    that every party must approve again. Returns (the new version, warning)."""
+    that every party must approve again (``version``: the one the changer read, refused if it
+    is no longer current). Returns (the new version, warning)."""
     from dataclasses import replace
 
     from scheduler.record.session import transaction
@@ -435,6 +443,7 @@ def edit_window(engine: Engine, connect: Any, name: str, changes: dict[str, Any]
         raise ValidationError("nothing to change", hint="give the options to change")
     with transaction(engine) as session:
         row = _row(session, name, lock=True)
+        _check_version(row, version, "edit")
         given = {k: v for k, v in changes.items()}
         for key, other in RULE_FIELDS.items():
             if given.get(key) is not None and other not in given:

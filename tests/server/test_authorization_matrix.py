@@ -172,6 +172,9 @@ MATRIX: dict[tuple[str, str], Row] = {
     ("GET", "/groups"): Row(TEAM),
     ("GET", "/windows"): Row(EVERY),
     ("GET", "/windows/{name}"): Row(EVERY, _window, foreign=True),
+    ("GET", "/windows/{name}/next"): Row(EVERY, _window, foreign=True),
+    ("PATCH", "/windows/{name}"): Row(WINDOWS, lambda world, scope: {
+        **_window(world, scope), "json": {"description": world.fresh("edit")}}),
     ("POST", "/windows"): Row(WINDOWS, _new_window),
     ("POST", "/windows/{name}/assign"): Row(
         WINDOWS, lambda world, scope: {**_window(world, scope), "json": {"hosts": ["web-02"]}},
@@ -189,6 +192,8 @@ MATRIX: dict[tuple[str, str], Row] = {
     ("POST", "/windows/freezes"): Row(APPROVERS, _freeze, foreign=True),
     ("GET", "/schedules"): Row(TEAM),
     ("GET", "/schedules/{name}"): Row(TEAM, lambda world, scope: {"path": {"name": "nightly"}}),
+    ("GET", "/schedules/{name}/next"): Row(
+        TEAM, lambda world, scope: {"path": {"name": "nightly"}}),
     ("POST", "/schedules/{name}/pause"): Row(
         WINDOWS, lambda world, scope: {"path": {"name": "nightly"}}),
     ("POST", "/schedules/{name}/resume"): Row(
