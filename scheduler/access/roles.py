@@ -15,8 +15,8 @@ __all__ = ["CUSTOMER_ROLES", "ROLES", "TENANT_FILTERED", "check_role"]
 READ = frozenset({
     "status", "tasks.list", "tasks.show", "tasks.jobs", "tasks.watch", "tasks.output",
     "jobs.show", "hosts.list", "hosts.show", "hosts.history", "groups.list", "windows.list",
-    "windows.show", "windows.next", "status.followers",
-    "schedules.list", "schedules.show", "schedules.next", "report", "tenants.list"})
+    "windows.show", "status.followers",
+    "schedules.list", "schedules.show", "report", "tenants.list"})
 CONTROL = frozenset({
     "tasks.submit", "tasks.cancel", "tasks.pause", "tasks.resume", "tasks.continue",
     "tasks.retry-failed", "tasks.reprioritize"})
@@ -29,9 +29,9 @@ ADMIN = frozenset({
     "hosts.remove", "hosts.check", "hosts.export", "groups.remove", "groups.limit",
     "tenants.set"})
 CUSTOMER_READ = frozenset({
-    "status", "tasks.list", "tasks.show", "tasks.jobs", "tasks.watch", "jobs.show",
-    "hosts.list", "hosts.show", "hosts.history", "windows.list", "windows.show",
-    "windows.next"})
+    "status", "tasks.list", "tasks.show", "tasks.jobs", "tasks.watch", "tasks.output",
+    "jobs.show",
+    "hosts.list", "hosts.show", "hosts.history", "windows.list", "windows.show"})
 
 ROLES: dict[str, frozenset[str]] = {
     "viewer": READ,
@@ -47,12 +47,12 @@ CUSTOMER_ROLES = frozenset({"customer-viewer", "customer-approver"})
 # The verbs whose reads filter by the principal's tenant, in SQL (scheduler.record.tenancy;
 # another customer's object is not found): a tenant-scoped principal may call these and no
 # other, whatever its role, since any other verb would show it every customer's rows.
-# tasks.output is filtered but not a customer role's: outputs are shown to a customer only
-# where a task says so, and no task option says so yet.
+# Of its own jobs, a customer reads the output only where the task says so
+# (scheduler.record.tenancy.output_shown); tasks.watch streams its own hosts' events only.
 TENANT_FILTERED = frozenset({
-    "status", "tasks.list", "tasks.show", "tasks.jobs", "tasks.output", "jobs.show",
-    "hosts.list", "hosts.show", "hosts.history", "windows.list", "windows.show",
-    "windows.next"})
+    "status", "tasks.list", "tasks.show", "tasks.jobs", "tasks.watch", "tasks.output",
+    "jobs.show",
+    "hosts.list", "hosts.show", "hosts.history", "windows.list", "windows.show"})
 
 # A window decision is the principal's own party's: another customer's window is not found
 # (scheduler.windows.approvals).

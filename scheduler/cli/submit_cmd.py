@@ -109,6 +109,7 @@ def submit(
     in_window: Annotated[bool, typer.Option("--in-window", help="Each host's job waits for the host's next service window (the default for actions that require windows, such as firmware).")] = False,
     ignore_windows: Annotated[bool, typer.Option("--ignore-windows", help="Run an action that requires service windows outside them (recorded with the task). Freezes still hold its jobs.")] = False,
     break_glass: Annotated[str | None, typer.Option("--break-glass", metavar="REASON", help="Run through freezes (every job of every task waits for its host's freezes otherwise); the reason is recorded with the task.")] = None,
+    customer_output: Annotated[bool, typer.Option("--customer-output", help="Customers (customer-viewer, customer-approver tokens) may read the output of their own hosts' jobs; without it they see states and exit codes only.")] = False,
     max_concurrency: Annotated[str | None, typer.Option("--max-concurrency", help="Jobs of this task running at once: N or P% of its hosts.")] = None,
     max_failures: Annotated[str | None, typer.Option("--max-failures", help="Abort after this many hosts failed: N or P%. Counts hosts that failed any attempt (see --count-failures).")] = None,
     count_failures: Annotated[str, typer.Option("--count-failures", help="What --max-failures counts: attempts (hosts that failed any attempt: a failing change stops after N hosts, retries or not) or final (jobs failed for good, after their retries).")] = "attempts",
@@ -139,7 +140,8 @@ def submit(
 ) -> None:
     """Submit a task: one job per target host, queued now, later, or in service windows."""
     options = {"in_window": in_window, "ignore_windows": ignore_windows,
-               "break_glass": break_glass, "max_concurrency": max_concurrency,
+               "break_glass": break_glass, "customer_output": customer_output,
+               "max_concurrency": max_concurrency,
                "max_failures": max_failures, "count_failures": count_failures,
                "timeout": timeout, "retries": retries,
                "backoff": backoff, "name": name, "priority": priority, "executor": executor,

@@ -320,6 +320,9 @@ class Task(Base):
     in_window: Mapped[bool] = mapped_column(default=False)
     ignore_windows: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
     break_glass: Mapped[str | None] = mapped_column(sa.Text)
+    # A customer principal reads its own hosts' job output (stdout, stderr, errors) only where
+    # the task says so (scheduler.record.tenancy.output_shown); its states and exit codes always.
+    customer_output: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
     start_at: Mapped[datetime | None]  # not before; None = now
     # Notification targets of this task (webhook URLs, mailto:), besides the global ones.
     notify: Mapped[list[str] | None] = mapped_column(JSONDoc)

@@ -7,7 +7,12 @@ own queries, so a tenant-scoped read fetches that customer's rows and nothing el
 4. its groups: those holding one of its hosts, directly or through child groups (a recursive
    query up the group tree);
 5. its windows: those assigned to one of its hosts or to one of its groups;
-6. its counts (:func:`tenant_counts`): what ``status`` answers a customer.
+6. its counts (:func:`tenant_counts`): what ``status`` answers a customer;
+7. its jobs' output (:func:`output_shown`): their states and exit codes always, their output
+   (stdout, stderr, and the error lines, which may quote stderr) only where the task was
+   submitted with ``--customer-output``; every read that shows output asks this one rule
+   (``tasks output``, ``jobs show``, a task's jobs and failures, the event stream) and says
+   ``output_withheld`` where it applied it.
 
 Something a tenant may not see is answered as something that does not exist (``NotFound``),
 by the reads themselves: existence does not leak.
@@ -24,12 +29,13 @@ from scheduler.record.models import (
     JOB_FINAL_STATES,
     Host,
     Job,
+    Task,
     WindowAssignment,
     group_children,
     group_hosts,
 )
 
-__all__ = ["tenant_counts", "tenant_groups", "tenant_hosts", "tenant_task_ids",
+__all__ = ["output_shown", "tenant_counts", "tenant_groups", "tenant_hosts", "tenant_task_ids",
            "tenant_windows"]
 
 _H, _J, _WA = Host.__table__, Job.__table__, WindowAssignment.__table__
@@ -79,3 +85,12 @@ def tenant_counts(session: Session, tenant: str) -> dict[str, Any]:
         "jobs": dict(sorted(session.execute(sa.select(_J.c.state, sa.func.count()).where(mine)
                                             .group_by(_J.c.state)).all())),
     }
+
+
+def output_shown(db: Session | sa.Connection, task_id: int, tenant: str | None) -> bool:
+    """Whether a reader of ``tenant`` is shown the output of task ``task_id``'s jobs (rule 7):
+    the team (``tenant`` None) always; a customer where the task says ``customer_output``."""
+    if tenant is None:
+        return True
+    shown = db.execute(sa.select(Task.customer_output).where(Task.id == task_id)).scalar()
+    return bool(shown)

@@ -38,7 +38,7 @@ def request_keys(request: TaskRequest) -> dict[str, Any]:
         "name": request.name, "at": request.at.isoformat() if request.at else None,
         "in": _seconds(request.delay.total_seconds()) if request.delay else None,
         "in_window": request.in_window, "ignore_windows": request.ignore_windows,
-        "break_glass": request.break_glass,
+        "break_glass": request.break_glass, "customer_output": request.customer_output,
         "max_concurrency": str(request.max_concurrency) if request.max_concurrency else None,
         "max_failures": str(request.max_failures) if request.max_failures else None,
         "count_failures": request.count_failures,

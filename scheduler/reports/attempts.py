@@ -9,8 +9,10 @@
   (``--host``, ``--failed``, ``--grep``).
 
 Both take a ``tenant``: only that customer's jobs are read (another's is not found, as one that
-does not exist), and :func:`without_output` is what a customer is shown of a job (no command
-output: a customer sees outputs only where a task says so, and no task option says so yet).
+does not exist), and their output is shown by the one rule of
+``scheduler.record.tenancy.output_shown`` (the task's ``customer_output``); where it is not,
+:func:`without_output` is what the customer is shown of a job (states and exit codes, no command
+output or error line) and the answer says ``output_withheld``.
 
 Output comes from the events' ``output`` field: the JSON list of per-command records a worker
 writes (``workers/results.py``), secrets already masked by the action; for an action that
@@ -31,6 +33,7 @@ from sqlalchemy.engine import Engine
 from scheduler.errors import NotFoundError
 from scheduler.queue.output import job_records, output_lines
 from scheduler.record.models import Event, Job, Task
+from scheduler.record.tenancy import output_shown
 from scheduler.record.types import from_ms
 
 __all__ = ["Attempt", "JobView", "job_attempts", "task_outputs", "without_output"]
@@ -68,11 +71,15 @@ class JobView:
     attempts: list[Attempt]
     late: list[dict[str, Any]]  # results refused because the job was claimed again (stale)
     lost_note: str | None = None
+    output_withheld: bool | None = None  # a customer's read: whether the rule withheld output
 
     def as_dict(self) -> dict[str, Any]:
-        return {"job": self.job, "task": self.task, "host": self.host, "state": self.state,
-                "attempts": [a.as_dict() for a in self.attempts], "late": self.late,
-                "lost_note": self.lost_note}
+        shown = {"job": self.job, "task": self.task, "host": self.host, "state": self.state,
+                 "attempts": [a.as_dict() for a in self.attempts], "late": self.late,
+                 "lost_note": self.lost_note}
+        if self.output_withheld is not None:
+            shown["output_withheld"] = self.output_withheld
+        return shown
 
 
 def _commands(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -153,7 +160,7 @@ def _view(row: Any, events: list[Any]) -> JobView:
 
 def job_attempts(engine: Engine, job_id: str, *, tenant: str | None = None) -> JobView:
     """Everything the record holds about one job's runs; ``NotFoundError`` if it has none (or,
-    with ``tenant``, if it is not that customer's)."""
+    with ``tenant``, if it is not that customer's, whose output the tenancy rule decides)."""
     q = sa.select(Job.id, Job.task_id, Job.host, Job.state).where(Job.id == job_id)
     if tenant is not None:
         q = q.where(Job.tenant == tenant)
@@ -162,7 +169,9 @@ def job_attempts(engine: Engine, job_id: str, *, tenant: str | None = None) -> J
         if row is None:
             raise NotFoundError(f"no job {job_id!r}",
                                 hint="job ids are <task>.<n>: see `fleetsched tasks show TASK`")
-        return _view(row, _events_of(conn, [job_id])[job_id])
+        view = _view(row, _events_of(conn, [job_id])[job_id])
+        return view if tenant is None else _for_tenant(
+            view, output_shown(conn, row.task_id, tenant))
 
 
 def task_outputs(engine: Engine, task_id: int, *, host: str | None = None,
@@ -170,7 +179,8 @@ def task_outputs(engine: Engine, task_id: int, *, host: str | None = None,
                  tenant: str | None = None) -> list[dict[str, Any]]:
     """Per job of the task, its last attempt: host, state, exit code, output lines (matching
     ``grep`` when given; hosts with no matching line are left out). ``tenant``: that customer's
-    jobs only, without their lines (a task with none of its jobs is not found)."""
+    jobs only (a task with none of its jobs is not found), their lines as the tenancy rule
+    says; each row then says ``output_withheld``."""
     pattern = re.compile(grep) if grep else None
     out = []
     mine = Job.task_id == task_id
@@ -181,6 +191,7 @@ def task_outputs(engine: Engine, task_id: int, *, host: str | None = None,
     with engine.connect() as conn:
         if conn.execute(exists).first() is None:
             raise NotFoundError(f"no task {task_id}", hint="see `fleetsched tasks list`")
+        shown = tenant is None or output_shown(conn, task_id, tenant)
         q = sa.select(Job.id, Job.task_id, Job.host, Job.state).where(mine)
         if host:
             q = q.where(Job.host == host)
@@ -192,18 +203,28 @@ def task_outputs(engine: Engine, task_id: int, *, host: str | None = None,
             events = _events_of(conn, [j.id for j in chunk])
             for job in chunk:
                 view = _view(job, events[job.id])
-                row = _output_row(view if tenant is None else without_output(view), pattern)
+                if tenant is not None:
+                    view = _for_tenant(view, shown)
+                row = _output_row(view, pattern)
                 if row is not None:
-                    out.append(row)
+                    out.append(row if tenant is None
+                               else {**row, "output_withheld": view.output_withheld})
     return out
 
 
 def without_output(view: JobView) -> JobView:
-    """``view`` with no command's output (stdout, stderr) in any attempt or late result."""
+    """``view`` with no command's output (stdout, stderr) in any attempt or late result, and
+    no error line (it may quote the last line of stderr): states and exit codes only."""
     for attempt in view.attempts:
         attempt.commands = []
+        attempt.error = None
     view.late = [{**late, "commands": []} for late in view.late]
     return view
+
+
+def _for_tenant(view: JobView, shown: bool) -> JobView:
+    view.output_withheld = not shown
+    return view if shown else without_output(view)
 
 
 def _output_row(view: JobView, pattern: re.Pattern[str] | None) -> dict[str, Any] | None:

@@ -18,6 +18,11 @@ over HTTP), and ``GET /api/v1/status/followers``, what following costs.
    skips the first N failures. Progress is a snapshot: the current one is sent on connect.
 4. The last follower to leave stops the poller; a task that does not exist is a 404 before any
    stream starts.
+5. A customer follows a task of its own hosts (``follow.TenantScope``; another's task is a
+   404, as elsewhere) on the same feed, filtered on its way out: progress and the end counted
+   over its own jobs (the poller reads the counts of every followed tenant in one query, and
+   only while a customer follows), the failures and the host of its own hosts only, numbered
+   among its own, their output only where the task says so (``record.tenancy.output_shown``).
 """
 
 from __future__ import annotations
@@ -36,10 +41,11 @@ from starlette.types import Receive, Scope, Send
 
 from scheduler.errors import FleetschedError
 from scheduler.principal import Principal
+from scheduler.progress import from_job_states
 from scheduler.redact import redact_exception
 from scheduler.server.auth import allowed, stores_of
 from scheduler.server.ids import TaskId
-from scheduler.verbs.follow import Tracked, Tracker
+from scheduler.verbs.follow import TenantScope, Tracked, Tracker, tenant_jobs, tenant_scope
 from scheduler.verbs.stores import Stores
 
 __all__ = ["FAILURES_SENT", "FEEDS", "FOLLOWERS", "HEARTBEAT_S", "POLLS", "POLL_S", "QUERIES",
@@ -82,9 +88,12 @@ class Feed:
     problem: dict[str, Any] | None = None
     end: dict[str, Any] | None = None
     error: FleetschedError | None = None  # the first read failed: no stream is served
+    # Per tenant whose customers follow: its progress and end events (its own jobs' counts)
+    tenant_progress: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tenant_end: dict[str, dict[str, Any]] = field(default_factory=dict)
     version: int = 0
     ready: asyncio.Event = field(default_factory=asyncio.Event)
-    followers: set[asyncio.Event] = field(default_factory=set)
+    followers: dict[asyncio.Event, str | None] = field(default_factory=dict)  # -> its tenant
     poller: asyncio.Task[None] | None = None
     counted: int = 0  # the tracker's queries already in QUERIES
 
@@ -108,7 +117,7 @@ class Feed:
                         tracker = await asyncio.to_thread(
                             Tracker, stores, self.task_id, host=self.host,
                             failures_cap=FAILURES_SENT)
-                    read = await asyncio.to_thread(tracker.read)
+                    read = await asyncio.to_thread(tracker.read, self.tenants())
                 except Exception as exc:  # noqa: BLE001 - Redis or the record away: try again
                     if self.progress is None:
                         self.publish(error=_as_error(exc))
@@ -130,6 +139,10 @@ class Feed:
             if tracker is not None:
                 await asyncio.to_thread(tracker.close)
 
+    def tenants(self) -> set[str]:
+        """The tenants of the customers following now."""
+        return {t for t in self.followers.values() if t is not None}
+
     def _count(self, tracker: Tracker, *, polls: int = 0) -> None:
         global POLLS, QUERIES
         POLLS += polls
@@ -145,6 +158,11 @@ class Feed:
             changes["failures"] = self.failures + [_failure(f) for f in read.failures]
         if read.host_jobs is not None:
             changes["host_jobs"] = {"host": self.host, "jobs": read.host_jobs}
+        tenants = {t: _tenant_counts(read, jobs) for t, jobs in read.tenant_jobs.items()}
+        if any(self.tenant_progress.get(t) != p for t, p in tenants.items()):
+            # unchanged ones keep their object: a follower sends a tenant's when it is new
+            changes["tenant_progress"] = {**self.tenant_progress, **{
+                t: p for t, p in tenants.items() if self.tenant_progress.get(t) != p}}
         if changes or not self.ready.is_set():
             self.publish(**changes)
 
@@ -163,7 +181,26 @@ class Feed:
             changes["failures"] = self.failures + [_failure(f) for f in last.failures]
         if last.host_jobs is not None and last.host_jobs != (self.host_jobs or {}).get("jobs"):
             changes["host_jobs"] = {"host": self.host, "jobs": last.host_jobs}
+        tenants = self.tenants()
+        if tenants:
+            try:
+                jobs = await asyncio.to_thread(tracker.tenant_jobs, tenants)
+            except Exception as exc:  # noqa: BLE001 - each customer's end is read on its own
+                _as_error(exc)
+                jobs = {}
+            self._count(tracker)
+            changes["tenant_end"] = {t: _tenant_end(self.task_id, ended.recorded_state, n,
+                                                    behind) for t, n in jobs.items()}
         self.publish(**changes)
+
+    async def end_of(self, stores: Stores, tenant: str) -> dict[str, Any]:
+        """``tenant``'s end event, read now for a customer who came after the end was."""
+        if tenant not in self.tenant_end:
+            jobs = await asyncio.to_thread(_tenant_jobs_now, stores, self.task_id, tenant)
+            assert self.end is not None
+            self.tenant_end[tenant] = _tenant_end(self.task_id, self.end["state"], jobs,
+                                                  self.end["record_behind"])
+        return self.tenant_end[tenant]
 
 
 def _as_error(exc: Exception) -> FleetschedError:
@@ -179,6 +216,26 @@ def _counts(read: Tracked) -> dict[str, Any]:
     t = read.progress
     return {"task_id": int(t.task_id), **t.progress.counts(), "action": t.action,
             "wave": t.wave_line() or None, "sentence": t.progress.sentence()}
+
+
+def _tenant_counts(read: Tracked, jobs: dict[str, int]) -> dict[str, Any]:
+    """A customer's progress event: the task's state, its own jobs' counts."""
+    t = read.progress
+    p = from_job_states(t.progress.recorded_state, jobs)
+    return {"task_id": int(t.task_id), **p.counts(), "action": t.action, "wave": None,
+            "sentence": p.sentence()}
+
+
+def _tenant_end(task_id: int, recorded_state: str, jobs: dict[str, int],
+                behind: bool) -> dict[str, Any]:
+    p = from_job_states(recorded_state, jobs)
+    return {**p.counts(), "task_id": task_id, "exit_code": p.exit_code,
+            "sentence": p.sentence(), "record_behind": behind}
+
+
+def _tenant_jobs_now(stores: Stores, task_id: int, tenant: str) -> dict[str, int]:
+    with stores.database() as engine:
+        return tenant_jobs(engine, task_id, [tenant])[tenant]
 
 
 def _failure(f: dict[str, Any]) -> dict[str, Any]:
@@ -199,21 +256,22 @@ class Hub:
         self.stores = stores
         self.feeds: dict[tuple[int, str | None], Feed] = {}
 
-    def join(self, task_id: int, host: str | None) -> tuple[Feed, asyncio.Event]:
+    def join(self, task_id: int, host: str | None,
+             tenant: str | None = None) -> tuple[Feed, asyncio.Event]:
         feed = self.feeds.get((task_id, host))
         if feed is None:
             feed = self.feeds[(task_id, host)] = Feed(task_id, host)
             feed.poller = asyncio.create_task(feed.run(self.stores))
             _add(feeds=1)
         wake = asyncio.Event()
-        feed.followers.add(wake)
+        feed.followers[wake] = tenant
         _add(followers=1)
         return feed, wake
 
     def leave(self, feed: Feed, wake: asyncio.Event) -> None:
         if wake not in feed.followers:
             return
-        feed.followers.discard(wake)
+        del feed.followers[wake]
         _add(followers=-1)
         if not feed.followers and self.feeds.get((feed.task_id, feed.host)) is feed:
             del self.feeds[(feed.task_id, feed.host)]
@@ -234,23 +292,50 @@ def _frame(event: str, data: Any, event_id: int) -> str:
     return f"id: {event_id}\nevent: {event}\ndata: {text}\n\n"
 
 
-async def _stream(hub: Hub, feed: Feed, wake: asyncio.Event, sent: int) -> AsyncIterator[str]:
-    """One follower's events, from the feed it shares (see the module docstring)."""
+def _shown(feed: Feed, event: str, scope: TenantScope | None) -> Any:
+    """What the feed holds for ``event``, for this follower (``scope``: a customer's)."""
+    if scope is None or event == "problem":
+        return getattr(feed, event)
+    if event == "progress":
+        return feed.tenant_progress.get(scope.tenant)
+    return feed.host_jobs  # host_jobs: filtered as it is sent
+
+
+def _as_sent(event: str, value: Any, scope: TenantScope | None) -> Any:
+    if scope is not None and event == "host_jobs":
+        return {"host": value["host"], "jobs": scope.host_jobs(value["jobs"])}
+    return value
+
+
+async def _stream(hub: Hub, feed: Feed, wake: asyncio.Event, resume: int,
+                  scope: TenantScope | None = None) -> AsyncIterator[str]:
+    """One follower's events, from the feed it shares (see the module docstring); a customer's
+    (``scope``) filtered to its own hosts, failures numbered among its own."""
     seen: dict[str, Any] = {}
+    read = counted = 0  # the feed's failures looked at; this follower's among them
     try:
         yield "retry: 2000\n\n"
         while True:
             wake.clear()
-            while sent < len(feed.failures):
-                sent += 1
-                yield _frame("failure", feed.failures[sent - 1], sent)
+            while read < len(feed.failures):
+                read += 1
+                failure = feed.failures[read - 1]
+                shown = failure if scope is None else scope.failure(failure)
+                if shown is None:
+                    continue
+                counted += 1
+                if counted > resume:
+                    yield _frame("failure", shown, counted)
+            sent = max(counted, resume)
             for event in ("progress", "host_jobs", "problem"):
-                value = getattr(feed, event)
+                value = _shown(feed, event, scope)
                 if value is not None and seen.get(event) is not value:
                     seen[event] = value
-                    yield _frame("host" if event == "host_jobs" else event, value, sent)
+                    yield _frame("host" if event == "host_jobs" else event,
+                                 _as_sent(event, value, scope), sent)
             if feed.end is not None:
-                yield _frame("end", feed.end, sent)
+                end = feed.end if scope is None else await feed.end_of(hub.stores, scope.tenant)
+                yield _frame("end", end, sent)
                 return
             try:
                 await asyncio.wait_for(wake.wait(), HEARTBEAT_S)
@@ -289,12 +374,15 @@ async def task_events(request: Request, task_id: TaskId,
                           "Resume: the failures already received."))] = None
                       ) -> StreamingResponse:
     hub = _hub(request)
-    feed, wake = hub.join(task_id, host)
+    scope = None
+    if who.tenant is not None:  # a customer: its own task (else a 404), its own hosts
+        scope = await asyncio.to_thread(tenant_scope, hub.stores, task_id, who.tenant, host)
+    feed, wake = hub.join(task_id, host, who.tenant)
     await feed.ready.wait()
     if feed.error is not None:
         hub.leave(feed, wake)
         raise feed.error
-    return _EventStream(_stream(hub, feed, wake, last_event_id or 0),
+    return _EventStream(_stream(hub, feed, wake, last_event_id or 0, scope),
                         leave=lambda: hub.leave(feed, wake))
 
 

@@ -22,7 +22,7 @@ __all__ = ["KEYS", "task_request"]
 # Everything a task request can say, named as in a task file (the CLI's flags are the same
 # words with dashes: max_concurrency is --max-concurrency).
 KEYS = ("action", "target", "params", "name", "at", "in", "in_window", "ignore_windows",
-        "break_glass", "max_concurrency",
+        "break_glass", "customer_output", "max_concurrency",
         "max_failures", "count_failures", "timeout", "retries", "backoff", "priority", "executor",
         "executor_options", "become", "become_user", "idempotent", "allow_overlap", "notify",
         "waves", "wave_order", "wave_pause", "wave_gate", "wave_check", "wave_seed")
@@ -61,7 +61,7 @@ def task_request(given: Mapping[str, Any], *, flag: str = "--",
         action=given["action"], target=given["target"], params=dict(given.get("params") or {}),
         at=at, delay=delay,
         in_window=bool(given.get("in_window")), ignore_windows=bool(given.get("ignore_windows")),
-        break_glass=given.get("break_glass"),
+        break_glass=given.get("break_glass"), customer_output=bool(given.get("customer_output")),
         max_concurrency=max_concurrency, max_failures=max_failures,
         count_failures=given.get("count_failures") or "attempts",
         timeout_s=None if timeout is None else timeout.total_seconds(),

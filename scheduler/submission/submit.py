@@ -94,6 +94,7 @@ class TaskRequest:
     in_window: bool = False
     ignore_windows: bool = False  # run outside the hosts' windows an action requires (recorded)
     break_glass: str | None = None  # the operator's reason to run through freezes (recorded)
+    customer_output: bool = False  # customers read their own hosts' output (record.tenancy)
     max_concurrency: Limit | None = None
     max_failures: Limit | None = None
     count_failures: str = "attempts"  # what max_failures counts: see TaskSpec.count_failures
@@ -447,6 +448,7 @@ def record_task(session: Session, plan: Plan, *, now: datetime | None = None,
         backoff_ms=p.backoff_ms, timeout_s=max(1, math.ceil(p.timeout_ms / 1000)),
         idempotent=p.idempotent, exclusive=p.exclusive, in_window=plan.in_window,
         ignore_windows=r.ignore_windows, break_glass=plan.break_glass, start_at=plan.start,
+        customer_output=r.customer_output,
         notify=list(plan.notify) or None), plan.jobs, now))
     waves = plan.waves(task_id)
     if r.waves is not None:
@@ -459,7 +461,7 @@ def record_task(session: Session, plan: Plan, *, now: datetime | None = None,
         "name": r.name, "target": str(plan.target), "hosts": len(plan.hosts),
         "groups": plan.groups[:50], "in_window": plan.in_window,
         "ignore_windows": r.ignore_windows, "break_glass": plan.break_glass,
-        "windows": plan.windows_text(),
+        "customer_output": r.customer_output, "windows": plan.windows_text(),
         "start": plan.start.isoformat() if plan.start else None,
         "notify": [parse_notify_target(t).shown for t in plan.notify] or None,
         "waves": {**plan.wave_policy(), "waves": [[f"{task_id}.{n}" for n in w] for w in waves]}

@@ -10,6 +10,7 @@ A task file is one mapping; every key of ``fleetsched submit`` has its place, no
     in_window: false                   # firmware and other actions that require windows: true
     # ignore_windows: true             # run such an action outside its windows (recorded)
     # break_glass: "INC-4711: ..."     # run through freezes; the reason is recorded
+    # customer_output: true            # customers read their own hosts' output
     max_concurrency: 10%               # a number or a percentage of the task's hosts
     max_failures: 2
     timeout: 5m
@@ -210,6 +211,7 @@ def _request(fields: dict, where: _Where) -> TaskRequest:
         in_window=_bool(fields, "in_window", where),
         ignore_windows=_bool(fields, "ignore_windows", where),
         break_glass=_reason(fields, where),
+        customer_output=_bool(fields, "customer_output", where),
         executor_options=_executor_options(fields, where),
         idempotent=_bool(fields, "idempotent", where),
         allow_overlap=_bool(fields, "allow_overlap", where),

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 from scheduler.errors import NotFoundError, ValidationError
 from scheduler.progress import Progress, from_job_states, from_task_hash, from_task_row
 from scheduler.record.models import JOB_STATES, TASK_STATES, Event, Job, Schedule, Task
+from scheduler.record.tenancy import output_shown
 
 __all__ = ["CONTROL_KINDS", "LIST_COLUMNS", "behind_note", "list_tasks", "params_text", "policy_text",
            "progress_of", "request", "show_task", "shown_state", "summary_line", "task_jobs",
@@ -106,7 +107,8 @@ def task_jobs(session: Session, task_id: int, *, state: str | None = None, limit
               offset: int = 0, tenant: str | None = None) -> list[dict[str, Any]]:
     """One page of a task's jobs in host order (``limit`` from ``offset``, in SQL), optionally
     those in one job state: where each is, not what it printed (``task_outputs`` has that).
-    ``tenant``: that customer's jobs only (a task without one of them is not found)."""
+    ``tenant``: that customer's jobs only (a task without one of them is not found), their
+    error lines as ``record.tenancy.output_shown`` says, each row saying ``output_withheld``."""
     mine = Job.task_id == task_id
     if tenant is not None:
         mine = sa.and_(mine, Job.tenant == tenant)
@@ -122,8 +124,12 @@ def task_jobs(session: Session, task_id: int, *, state: str | None = None, limit
          .where(mine).order_by(Job.seq).limit(limit).offset(offset))
     if state is not None:
         q = q.where(Job.state == state)
-    return [{**r._mapping, "error": (r.error or "")[:JOB_ERROR_SHOWN] or None}
-            for r in session.execute(q)]
+    if tenant is None:
+        return [{**r._mapping, "error": (r.error or "")[:JOB_ERROR_SHOWN] or None}
+                for r in session.execute(q)]
+    shown = output_shown(session, task_id, tenant)
+    return [{**r._mapping, "error": ((r.error or "")[:JOB_ERROR_SHOWN] or None) if shown else None,
+             "output_withheld": not shown} for r in session.execute(q)]
 
 
 def request(t: Task, schedule_name: str | None = None) -> dict[str, Any]:
@@ -246,6 +252,7 @@ def show_task(session: Session, task_id: int, live: dict[str, str] | None) -> di
     req = request(t, schedule.name if schedule else None)
     out.update({"params": req["params"], "executor": t.executor, "in_window": t.in_window,
                 "ignore_windows": t.ignore_windows, "break_glass": t.break_glass,
+                "customer_output": t.customer_output,
                 "start_at": t.start_at, "policy": req["policy"], "origin": req["origin"],
                 "windows": req["windows"]})
     jobs = dict(session.execute(sa.select(Job.state, sa.func.count()).where(

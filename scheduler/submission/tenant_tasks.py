@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from scheduler.errors import NotFoundError, ValidationError
 from scheduler.progress import Progress, from_job_states
 from scheduler.record.models import Event, Job, Schedule, Task
-from scheduler.record.tenancy import tenant_task_ids
+from scheduler.record.tenancy import output_shown, tenant_task_ids
 from scheduler.submission.taskinfo import (
     CONTROL_KINDS,
     FAILED_SHOWN,
@@ -108,7 +108,9 @@ def show_tenant_task(session: Session, task_id: int, tenant: str) -> dict[str, A
                                        Job.error)
                              .where(mine, Job.state.in_(("failed", "lost")))
                              .order_by(Job.seq).limit(FAILED_SHOWN)).all()
-    out["failures"] = [dict(r._mapping) for r in failed]
+    shown = output_shown(session, task_id, tenant)
+    out["failures"] = [{**r._mapping, "error": r.error if shown else None} for r in failed]
+    out["output_withheld"] = not shown
     trail = session.execute(sa.select(Event.ts, Event.kind, Event.operator)
                             .where(Event.task_id == str(task_id),
                                    Event.kind.in_(CONTROL_KINDS))

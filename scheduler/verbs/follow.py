@@ -10,14 +10,18 @@
 4. ``record_behind``: the tasks whose record counts fewer ended jobs than the queue (the views
    that read the record only say so);
 5. ``Tracker``: one task read again and again on connections it holds (the HTTP API's one
-   poller per followed task): progress, new failures, one host's jobs on request.
+   poller per followed task): progress, new failures, one host's jobs on request, and the job
+   counts of the tenants whose customers follow it (one query for all of them);
+6. ``TenantScope`` (``tenant_scope``): what a customer following a task is shown of what the
+   tracker read: its own hosts' failures and jobs only, their output where the task says so
+   (``record.tenancy.output_shown``), its own jobs' counts.
 """
 
 from __future__ import annotations
 
 import io
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -30,8 +34,8 @@ if TYPE_CHECKING:
 
     from scheduler.views.snapshot import TaskProgress
 
-__all__ = ["RECORD_WAIT_S", "Followed", "Tracked", "Tracker", "Waited", "follow", "progress",
-           "record_behind", "wait"]
+__all__ = ["RECORD_WAIT_S", "Followed", "TenantScope", "Tracked", "Tracker", "Waited", "follow",
+           "progress", "record_behind", "tenant_jobs", "tenant_scope", "wait"]
 
 Note = Callable[[str], None]
 RECORD_WAIT_S = 15.0  # how long wait gives the recorders to put the last results in SQL
@@ -265,11 +269,13 @@ class Tracked:
     """One read of a followed task: its ``progress`` now; the ``failures`` recorded since the
     last read (``FailureFeed`` rows); with a host asked for, that host's job rows
     (``task_outputs``: state and last attempt's lines), read again only when the task's done
-    count moved (None: not read this time)."""
+    count moved (None: not read this time); ``tenant_jobs``: the job counts by state of each
+    tenant asked for (from the record)."""
 
     progress: TaskProgress
     failures: list[dict[str, Any]]
     host_jobs: list[dict[str, Any]] | None
+    tenant_jobs: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 class Tracker:
@@ -302,8 +308,9 @@ class Tracker:
         self._done_seen = -1
         self.queries = 0
 
-    def read(self) -> Tracked:
-        """The task now (``NotFoundError`` when neither Redis nor the record knows it)."""
+    def read(self, tenants: Collection[str] = ()) -> Tracked:
+        """The task now (``NotFoundError`` when neither Redis nor the record knows it), with the
+        job counts of ``tenants``."""
         from scheduler.views.snapshot import read_tasks
 
         self.queries += 1
@@ -319,7 +326,15 @@ class Tracker:
             self.queries += 1
             host_jobs = task_outputs(self.engine, int(self.task_id), host=self.host)
             self._done_seen = found.done
-        return Tracked(progress=found, failures=failures, host_jobs=host_jobs)
+        return Tracked(progress=found, failures=failures, host_jobs=host_jobs,
+                       tenant_jobs=self.tenant_jobs(tenants))
+
+    def tenant_jobs(self, tenants: Collection[str]) -> dict[str, dict[str, int]]:
+        """The task's job counts by state of each of ``tenants`` (none asked: no query)."""
+        if not tenants:
+            return {}
+        self.queries += 1
+        return tenant_jobs(self.engine, int(self.task_id), tenants)
 
     def _failures(self) -> list[dict[str, Any]]:
         """The failures recorded since the last read, up to the cap (once it is reached, the
@@ -353,3 +368,66 @@ class Tracker:
     def close(self) -> None:
         self.client.close()
         self.engine.dispose()
+
+
+@dataclass(frozen=True)
+class TenantScope:
+    """What a customer of ``tenant`` following a task is shown: the failures and jobs of its
+    ``hosts`` in the task, their output only where ``output`` (the tenancy rule) allows."""
+
+    tenant: str
+    hosts: frozenset[str]
+    output: bool
+
+    def failure(self, f: dict[str, Any]) -> dict[str, Any] | None:
+        """A failure event as this customer gets it (None: another tenant's host)."""
+        if f["host"] not in self.hosts:
+            return None
+        if self.output:
+            return {**f, "output_withheld": False}
+        return {**f, "error": None, "last_lines": [], "output_withheld": True}
+
+    def host_jobs(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``task_outputs`` rows as this customer gets them."""
+        if self.output:
+            return [{**r, "output_withheld": False} for r in rows if r["host"] in self.hosts]
+        return [{**r, "lines": [], "output_withheld": True} for r in rows
+                if r["host"] in self.hosts]
+
+
+def tenant_scope(stores: Stores, task_id: int, tenant: str,
+                 host: str | None = None) -> TenantScope:
+    """``tenant``'s scope in task ``task_id``; ``NotFoundError`` for a task without a job of it
+    (as one that does not exist), or for ``host`` when it is not one of its hosts there."""
+    import sqlalchemy as sa
+
+    from scheduler.record.models import Job
+    from scheduler.record.tenancy import output_shown
+
+    with stores.reading() as session:
+        hosts = frozenset(session.execute(sa.select(Job.host).where(
+            Job.task_id == task_id, Job.tenant == tenant)).scalars())
+        if not hosts:
+            raise NotFoundError(f"no task {task_id}", hint="see `fleetsched tasks list`")
+        if host is not None and host not in hosts:
+            raise NotFoundError(f"no job of host {host!r} in task {task_id}",
+                                hint=f"see `fleetsched tasks show {task_id}`")
+        return TenantScope(tenant, hosts, output_shown(session, task_id, tenant))
+
+
+def tenant_jobs(engine: Engine, task_id: int, tenants: Collection[str]
+                ) -> dict[str, dict[str, int]]:
+    """Task ``task_id``'s job counts by state of each of ``tenants``, in one query (the record's
+    numbers: a customer is counted over its own jobs, as ``tasks show`` counts them)."""
+    import sqlalchemy as sa
+
+    from scheduler.record.models import Job
+
+    out: dict[str, dict[str, int]] = {t: {} for t in tenants}
+    with engine.connect() as conn:
+        for tenant, state, n in conn.execute(
+                sa.select(Job.tenant, Job.state, sa.func.count())
+                .where(Job.task_id == task_id, Job.tenant.in_(list(tenants)))
+                .group_by(Job.tenant, Job.state)):
+            out[tenant][state] = n
+    return out

@@ -154,7 +154,7 @@ def jobs(stores: Stores, task_id: int, *, state: str | None = None, limit: int =
 def output(stores: Stores, task_id: int, *, host: str | None = None, failed: bool = False,
            grep: str | None = None, tenant: str | None = None) -> list[dict[str, Any]]:
     """Every job's output of its last attempt (``reports.attempts.task_outputs``; ``tenant``:
-    that customer's jobs, without their output)."""
+    that customer's jobs, their output where the task shows it to customers)."""
     from scheduler.reports.attempts import task_outputs
 
     if grep is not None:
@@ -171,9 +171,9 @@ def job(stores: Stores, job_id: str, *, tenant: str | None = None) -> JobView:
     """Job ``job_id`` (``<task>.<n>``): its host and state, every attempt with its steps and
     output, late results refused, and what is known when it was lost
     (``reports.attempts.job_attempts``; ``NotFoundError`` when the record has none).
-    ``tenant``: only that customer's job (another's is not found), without its output."""
-    from scheduler.reports.attempts import job_attempts, without_output
+    ``tenant``: only that customer's job (another's is not found), its output where the task
+    shows it to customers (``record.tenancy.output_shown``)."""
+    from scheduler.reports.attempts import job_attempts
 
     with stores.database() as engine:
-        view = job_attempts(engine, job_id, tenant=tenant)
-    return view if tenant is None else without_output(view)
+        return job_attempts(engine, job_id, tenant=tenant)

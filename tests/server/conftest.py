@@ -1,13 +1,15 @@
 """What the HTTP API's tests share: ``fleetsched server`` as a real process (uvicorn on a
 loopback port) on real Redis and a SQLite record with five hosts in group ``web``, driven over
-HTTP with ``httpx`` (``Api``), beside a CLI on the same deployment."""
+HTTP with ``httpx`` (``Api``), beside a CLI on the same deployment, and a worker node on it
+(``worker``) for the tests that run their tasks."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -17,7 +19,7 @@ import pytest
 from tests.servers import free_port, wait_for_port
 from tests.submit_support import Cli
 
-__all__ = ["HOSTS", "Api", "api", "serve_api"]
+__all__ = ["HOSTS", "Api", "api", "serve_api", "worker"]
 
 HOSTS = [f"web-{n:02}" for n in range(1, 6)]
 
@@ -70,3 +72,28 @@ def serve_api(tmp_path: Path, redis_url: str, database_url: str) -> Iterator[Api
         proc.terminate()
         proc.wait(timeout=15)
         log.close()
+
+
+@pytest.fixture
+def worker(api: Api, tmp_path: Path, redis_url: str) -> Iterator[Callable[[], None]]:
+    """``start()`` starts a worker node on the API's deployment; it is stopped afterwards."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start() -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCHED_")}
+        env |= {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path)}
+        with (tmp_path / "worker.log").open("wb") as log:
+            procs.append(subprocess.Popen(
+                [sys.executable, "-P", "-m", "scheduler", "--redis-url", redis_url,
+                 "--database-url", api.database_url, "worker", "--slots", "4", "--processes",
+                 "1", "--grace", "2s"], cwd=tmp_path, env=env, stdout=log,
+                stderr=subprocess.STDOUT))
+
+    yield start
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
