@@ -5,8 +5,9 @@ the local verb returns.
    anything (a bad file is the same one line, and nothing is sent), then sends its text under
    the file's name: the server records the hosts' source as ``api:NAME``, so a prune removes
    only what that name imported.
-2. ``check_hosts`` asks for the target's hosts a page at a time (``POST /hosts/check``), with
-   the server's SSH settings: executor options name files on this machine, and are refused.
+2. ``check_hosts`` asks for the target's hosts a page at a time (``POST /hosts/check``), each
+   page as many hosts as the server checks well within the answer's timeout, with the server's
+   SSH settings: executor options name files on this machine, and are refused.
 3. ``export_hosts`` reads the ``ansible-json`` export and rebuilds the ``Export`` the command
    renders in the format asked.
 """
@@ -20,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from scheduler.errors import ValidationError
-from scheduler.remote.client import Client
-from scheduler.verbs.inventory import Changed, Checked, Imported, Limited
+from scheduler.remote.client import READ_S, Client
+from scheduler.verbs.inventory import CHECK_MAX, Changed, Checked, Imported, Limited
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -117,8 +118,12 @@ def check_hosts(stores: Client, target: str, *, options: dict[str, Any], concurr
             "settings (identity files, known_hosts, ssh config)",
             hint="drop --executor-option, or run hosts check where the key is, without "
                  "--server")
+    # A host may take its timeout at each step (connect, handshake, login, a command): a page
+    # holds the rounds of `concurrency` hosts that fit a quarter of the answer's timeout.
+    rounds = max(1, int(READ_S / 4 // timeout_s))
     body: dict[str, Any] = {"target": target, "concurrency": concurrency,
-                            "timeout": f"{timeout_s}s", "become_user": become_user}
+                            "timeout": f"{timeout_s}s", "become_user": become_user,
+                            "limit": min(CHECK_MAX, concurrency * rounds)}
     probes: list[Probe] = []
     offset: int | None = 0
     page: dict[str, Any] = {}

@@ -22,14 +22,11 @@ from scheduler.errors import ValidationError
 from scheduler.principal import Principal
 from scheduler.server.auth import allowed, stores_of
 from scheduler.verbs import inventory
+from scheduler.verbs.inventory import CHECK_CONCURRENCY_MAX, CHECK_MAX, CHECK_TIMEOUT_MAX
 
 __all__ = ["CHECK_CONCURRENCY_MAX", "CHECK_MAX", "CHECK_TIMEOUT_MAX", "router"]
 
 router = APIRouter(tags=["hosts"])
-
-CHECK_MAX = 200  # hosts checked by one request
-CHECK_CONCURRENCY_MAX = 50
-CHECK_TIMEOUT_MAX = 30.0  # seconds, per host
 
 
 class CheckBody(BaseModel):

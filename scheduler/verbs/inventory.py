@@ -218,6 +218,13 @@ def limit_group(stores: Stores, principal: Principal, name: str,
     return Limited(count=count, members=list(members), by=principal.name)
 
 
+# A check made while an HTTP request waits (the API's, a page at a time in remote mode): at
+# most CHECK_MAX hosts, CHECK_CONCURRENCY_MAX at a time, each within CHECK_TIMEOUT_MAX seconds.
+CHECK_MAX = 200
+CHECK_CONCURRENCY_MAX = 50
+CHECK_TIMEOUT_MAX = 30.0
+
+
 @dataclass(frozen=True)
 class Checked:
     """Each host's probe, and the counts by status (``hostcheck.summarize``)."""

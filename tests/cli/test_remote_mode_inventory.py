@@ -177,6 +177,8 @@ def test_hosts_export_and_check_print_the_same_in_both_modes(
              ["hosts", "check", "probe-*", "--timeout", "2s"],
              ["hosts", "check", "probe-*", "--timeout", "2s", "-o", "json"],
              ["hosts", "check", "probe-2", "--timeout", "2s", "-o", "csv", "-c", "1"],
+             # through the server: a page of one host per request, three requests
+             ["hosts", "check", "probe-*", "--timeout", "30s", "-c", "1"],
              ["hosts", "check", "nope-*"], ["hosts", "check", "probe-1", "--timeout", "0s"],
              ["hosts", "check", "probe-1", "--become-user", "no body"]]
     differ = []
