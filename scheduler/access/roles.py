@@ -15,8 +15,8 @@ __all__ = ["CUSTOMER_ROLES", "ROLES", "TENANT_FILTERED", "check_role"]
 READ = frozenset({
     "status", "tasks.list", "tasks.show", "tasks.jobs", "tasks.watch", "tasks.output",
     "jobs.show", "hosts.list", "hosts.show", "hosts.history", "groups.list", "windows.list",
-    "windows.show", "status.followers",
-    "schedules.list", "schedules.show", "report", "tenants.list"})
+    "windows.show", "windows.next", "status.followers", "top",
+    "schedules.list", "schedules.show", "schedules.next", "report", "tenants.list"})
 CONTROL = frozenset({
     "tasks.submit", "tasks.cancel", "tasks.pause", "tasks.resume", "tasks.continue",
     "tasks.retry-failed", "tasks.reprioritize"})
@@ -31,7 +31,8 @@ ADMIN = frozenset({
 CUSTOMER_READ = frozenset({
     "status", "tasks.list", "tasks.show", "tasks.jobs", "tasks.watch", "tasks.output",
     "jobs.show",
-    "hosts.list", "hosts.show", "hosts.history", "windows.list", "windows.show"})
+    "hosts.list", "hosts.show", "hosts.history", "windows.list", "windows.show",
+    "windows.next"})
 
 ROLES: dict[str, frozenset[str]] = {
     "viewer": READ,
@@ -52,7 +53,8 @@ CUSTOMER_ROLES = frozenset({"customer-viewer", "customer-approver"})
 TENANT_FILTERED = frozenset({
     "status", "tasks.list", "tasks.show", "tasks.jobs", "tasks.watch", "tasks.output",
     "jobs.show",
-    "hosts.list", "hosts.show", "hosts.history", "windows.list", "windows.show"})
+    "hosts.list", "hosts.show", "hosts.history", "windows.list", "windows.show",
+    "windows.next"})
 
 # A window decision is the principal's own party's: another customer's window is not found
 # (scheduler.windows.approvals).

@@ -1,7 +1,7 @@
 """``fleetsched tasks list|show|cancel|pause|resume|retry-failed|reprioritize``.
 
 Thin: parse, call one verb of ``scheduler.verbs.tasks`` (list, show, output, the controls) or
-``scheduler.verbs.follow`` (watch, wait), render. A control is recorded with the operator's
+``scheduler.verbs.follow`` (watch, wait), in remote mode ``scheduler.remote``'s, render. A control is recorded with the operator's
 name (``--as``) in SQL before the command returns.
 """
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import verbs, verbs_of
+from scheduler.cli.context import verbs
 from scheduler.cli.output import OutputOption
 from scheduler.cli.waiting import note_record_behind, report_wait
 
@@ -188,14 +188,14 @@ def watch(
 ) -> None:
     """Progress bars per task, throughput, ETA and failures as they happen, until the tasks end."""
     from scheduler.parse import parse_duration
-    from scheduler.verbs.follow import exit_code, follow, progress
+    from scheduler.verbs.follow import exit_code
 
     limit_s = parse_duration(timeout, "--timeout").total_seconds() if timeout else None
     ids = [str(t) for t in dict.fromkeys(task_ids)]
-    stores, _principal = verbs_of(ctx)
-    tasks = (progress(stores, ids) if once
-             else follow(stores, ids, interval_s=interval, timeout_s=limit_s,
-                         console=output.stderr, note=output.info).tasks)
+    follow, stores, _principal = verbs(ctx, "follow")
+    tasks = (follow.progress(stores, ids) if once
+             else follow.follow(stores, ids, interval_s=interval, timeout_s=limit_s,
+                                console=output.stderr, note=output.info).tasks)
     output.emit_rows(summary_rows(tasks), SUMMARY_COLUMNS, fmt)
     if once and not all(t.progress.ended for t in tasks):
         raise typer.Exit(0)

@@ -1,8 +1,9 @@
 """``fleetsched top``: a live dashboard of the whole queue (``--once``: one frame and exit).
 
-Thin: ``scheduler.verbs.status.queue_view`` connects to Redis, then ``scheduler.views.live.top``
-redraws ``scheduler.views.top_frame`` until Ctrl-C (exit code 0). ``--once`` prints one frame
-(``scheduler.verbs.status.snapshot``) on stdout, as a table or JSON.
+Thin: ``scheduler.verbs.status.frames`` reads the queue's frames from Redis (in remote mode
+``scheduler.remote.status.frames``, from the server), ``scheduler.views.live.top`` redraws
+``scheduler.views.top_frame`` until Ctrl-C (exit code 0). ``--once`` prints one frame
+(``snapshot``) on stdout, as a table or JSON.
 
 A shard that does not answer (its master failing over) is a line of the frame, not an error
 (``scheduler.views.snapshot``): so on a cluster the connection skips the eviction check of
@@ -17,7 +18,7 @@ from typing import Annotated
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import verbs_of
+from scheduler.cli.context import verbs
 
 EPILOG = """Examples:
 
@@ -39,7 +40,6 @@ def top(
 ) -> None:
     """Live view of the queue: due, overdue, running, parked, deferred, tasks, workers."""
     from scheduler.errors import ValidationError
-    from scheduler.verbs.status import queue_view, snapshot
     from scheduler.views import top_frame
     from scheduler.views.live import top as run_top
 
@@ -47,17 +47,16 @@ def top(
         raise ValidationError("top has no csv form", hint="use --output table or json")
     if fmt is output.OutputFormat.json and not once:
         raise ValidationError("--output json needs --once", hint="fleetsched top --once --output json")
-    stores, _principal = verbs_of(ctx)
+    status, stores, _principal = verbs(ctx, "status")
     if once:
-        snap = snapshot(stores)
+        snap = status.snapshot(stores)
         if fmt is output.OutputFormat.json:
             output.emit_object(snap.as_dict(), fmt)
         else:
             output.stdout.print(top_frame(snap))
         return
-    with queue_view(stores) as (client, shards):
+    with status.frames(stores) as take:
         try:
-            run_top(client, shards, output.stdout, interval_s=interval,
-                    overload_threshold_ms=stores.settings.overload_threshold_ms)
+            run_top(take, output.stdout, interval_s=interval)
         except KeyboardInterrupt:
             return

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from fastapi import APIRouter, FastAPI
 
 from scheduler.server import errors, fleet, reports, schedules, tasks, tenants, tokens, windows
-from scheduler.server import events, inventory, task_jobs
+from scheduler.server import events, inventory, live, task_jobs
 from scheduler.verbs.stores import Stores
 from scheduler.server import hardening, sso  # single sign-on; limits and headers
 
@@ -35,7 +35,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.stores = Stores(settings, hold=True)  # one pool for every request
     api = APIRouter(prefix=PREFIX)
     # Before fleet's, whose /hosts/{name} would take /hosts/export for a host's name.
-    for router in (task_jobs.router, events.router, events.status, inventory.router):
+    for router in (task_jobs.router, events.router, events.status, live.router,
+                   inventory.router):
         api.include_router(router)
     for router in (tasks.router, tasks.jobs, fleet.router, windows.router, schedules.router,
                    reports.router, tenants.router, tokens.router):

@@ -1,5 +1,6 @@
 """How the system is now: ``status`` (the health checks) and ``snapshot`` (one frame of the
-queue, what ``top`` shows); for a customer, ``tenant_status`` (its own counts).
+queue, what ``top`` shows; ``frames``: one after another, as ``top`` redraws them); for a
+customer, ``tenant_status`` (its own counts).
 
 1. ``status`` runs ``scheduler.health.checks.status``: every check is a finding (ok, warn or
    fail), a Redis or database that does not answer among them, never an exception.
@@ -11,7 +12,7 @@ queue, what ``top`` shows); for a customer, ``tenant_status`` (its own counts).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from scheduler.queue.shards import Shards
     from scheduler.views import QueueSnapshot
 
-__all__ = ["queue_view", "snapshot", "status", "tenant_status"]
+__all__ = ["frames", "queue_view", "snapshot", "status", "tenant_status"]
 
 
 def status(stores: Stores) -> list[Finding]:
@@ -70,8 +71,16 @@ def queue_view(stores: Stores) -> Iterator[tuple[redis.Redis, Shards]]:
 def snapshot(stores: Stores) -> QueueSnapshot:
     """One frame of the whole queue: due, overdue, running, parked, deferred, held and dead
     jobs, the tasks and the workers (``views.take_snapshot``)."""
+    with frames(stores) as take:
+        return take()
+
+
+@contextmanager
+def frames(stores: Stores) -> Iterator[Callable[[], QueueSnapshot]]:
+    """``take()``: a frame of the queue each time it is called, read on one client (closed
+    afterwards) through :func:`queue_view`."""
     from scheduler.views import take_snapshot
 
+    threshold = stores.settings.overload_threshold_ms
     with queue_view(stores) as (client, shards):
-        return take_snapshot(client, shards,
-                             overload_threshold_ms=stores.settings.overload_threshold_ms)
+        yield lambda: take_snapshot(client, shards, overload_threshold_ms=threshold)

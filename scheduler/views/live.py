@@ -6,6 +6,10 @@
    when every watched task has ended: all its jobs finished, or it was cancelled or aborted
    and nothing of it runs any more.
 
+Both loops take what they draw from a function (``take``, ``read``) and the failures from a
+feed (``poll()``): Redis and the record here, the HTTP API in remote mode
+(``scheduler.remote.follow``, ``scheduler.remote.status``), drawn the same.
+
 Both draw on the console they are given (``rich.live.Live``, no alternate screen), so a
 terminal keeps the last frame; on a non-terminal only the final frame is printed.
 """
@@ -16,7 +20,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import redis
 from rich.console import Console, Group
@@ -33,7 +37,6 @@ from scheduler.views.snapshot import (
     RateMeter,
     TaskProgress,
     read_tasks,
-    take_snapshot,
 )
 from scheduler.visible import visible
 
@@ -42,10 +45,12 @@ from scheduler.visible import visible
 def live_view(console: Console) -> Iterator[Live]:
     """A ``rich.live.Live`` redrawn by hand; on a non-terminal (a pipe, a log file) only its
     last frame is written, and a newline after it, so the next message starts a line."""
-    with Live(console=console, auto_refresh=False, transient=False) as live:
-        yield live
-    if not console.is_terminal:
-        console.line()
+    try:
+        with Live(console=console, auto_refresh=False, transient=False) as live:
+            yield live
+    finally:  # an error (a watch's timeout) starts its own line too
+        if not console.is_terminal:
+            console.line()
 
 
 def ended(task: TaskProgress) -> bool:
@@ -53,11 +58,12 @@ def ended(task: TaskProgress) -> bool:
     return task.progress.ended
 
 
-def top(client: redis.Redis, keys: Keys | Shards, console: Console, *, interval_s: float = 1.0,
-        overload_threshold_ms: int = 100, iterations: int | None = None) -> QueueSnapshot:
-    """Redraw ``fleetsched top`` until Ctrl-C (or ``iterations`` frames); the last snapshot."""
+def top(take: Callable[[], QueueSnapshot], console: Console, *, interval_s: float = 1.0,
+        iterations: int | None = None) -> QueueSnapshot:
+    """Redraw ``fleetsched top`` from ``take()`` until Ctrl-C (or ``iterations`` frames); the
+    last snapshot."""
     meter = RateMeter()
-    snap = take_snapshot(client, keys, overload_threshold_ms=overload_threshold_ms)
+    snap = take()
     with live_view(console) as live:
         n = 0
         while True:
@@ -68,7 +74,13 @@ def top(client: redis.Redis, keys: Keys | Shards, console: Console, *, interval_
             if iterations is not None and n >= iterations:
                 return snap
             time.sleep(interval_s)
-            snap = take_snapshot(client, keys, overload_threshold_ms=overload_threshold_ms)
+            snap = take()
+
+
+class Feed(Protocol):
+    """Where ``watch`` gets the failures to print: each new one once, oldest first."""
+
+    def poll(self) -> list[dict[str, Any]]: ...
 
 
 class FailureFeed:
@@ -135,17 +147,11 @@ def failure_line(f: dict[str, Any]) -> Text:
 
 
 def watch(client: redis.Redis, keys: Keys | Shards, task_ids: list[str], console: Console, *,
-          feed: FailureFeed | None = None, interval_s: float = 0.5,
+          feed: Feed | None = None, interval_s: float = 0.5,
           labels: dict[str, str] | None = None, header: Callable[[], Text] | None = None,
           timeout_s: float | None = None) -> tuple[list[TaskProgress], list[dict[str, Any]]]:
-    """Draw the tasks until each has ended (see the module docstring).
-
-    Returns the final progress of each task and the failures printed. ``NotFoundError`` for a
-    task Redis does not know; ``TimeoutError`` after ``timeout_s``.
-    """
-    meter = RateMeter()
-    failures: list[dict[str, Any]] = []
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    """Draw the tasks, read from Redis, until each has ended (``draw``). ``NotFoundError`` for
+    a task Redis does not know."""
 
     def read() -> list[TaskProgress]:
         found = read_tasks(client, keys, task_ids)
@@ -155,6 +161,22 @@ def watch(client: redis.Redis, keys: Keys | Shards, task_ids: list[str], console
                                 hint="fleetsched tasks list shows the tasks")
         return [t for t in found if t is not None]
 
+    return draw(read, task_ids, console, feed=feed, interval_s=interval_s, labels=labels,
+                header=header, timeout_s=timeout_s)
+
+
+def draw(read: Callable[[], list[TaskProgress]], task_ids: list[str], console: Console, *,
+         feed: Feed | None = None, interval_s: float = 0.5,
+         labels: dict[str, str] | None = None, header: Callable[[], Text] | None = None,
+         timeout_s: float | None = None) -> tuple[list[TaskProgress], list[dict[str, Any]]]:
+    """Draw the tasks ``read()`` gives until each has ended (see the module docstring).
+
+    Returns the final progress of each task and the failures printed; ``TimeoutError`` after
+    ``timeout_s``.
+    """
+    meter = RateMeter()
+    failures: list[dict[str, Any]] = []
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     tasks = read()
     waves: dict[str, str] = {}
     with live_view(console) as live:
@@ -183,4 +205,4 @@ def watch(client: redis.Redis, keys: Keys | Shards, task_ids: list[str], console
     return tasks, failures
 
 
-__all__ = ["FailureFeed", "ended", "failure_line", "live_view", "top", "watch"]
+__all__ = ["FailureFeed", "Feed", "draw", "ended", "failure_line", "live_view", "top", "watch"]

@@ -1,4 +1,4 @@
-"""The window and schedule commands in remote mode (``fleetsched --server URL`` with
+"""The window, schedule and live-view commands in remote mode (``fleetsched --server URL`` with
 an API token) behave as in direct mode: on one deployment (``tests.cli.remote_support``), each
 step is run directly on one object and through the server on another of its own name, and
 prints the same stdout, stderr and exit code once the names are made alike; each change
@@ -162,3 +162,41 @@ def test_schedule_changes_print_the_same_in_both_modes_and_name_the_token(
                               "schedule-remove"}, kinds
         assert all(vias == {via} for vias in kinds.values()), kinds
 
+
+def _frame(text: str) -> str:
+    # What differs run to run: the workers' heartbeats, the clock, the recorder's trimming
+    return re.sub(r'[\d.]+s ago|"(age_s|now_ms|ms|stream_length)": [\d.]+|stream \d+', "~",
+                  text)
+
+
+def test_the_live_views_print_the_same_in_both_modes(deployment: Deployment) -> None:
+    done, pending = deployment.done, deployment.pending
+    lines = [["tasks", "watch", str(done), "--once"],
+             ["tasks", "watch", str(done), str(pending), "--once", "-o", "json"],
+             ["tasks", "watch", str(done), "--once", "-o", "csv"],
+             ["tasks", "watch", "999", "--once"], ["tasks", "watch", str(done), "999"],
+             ["tasks", "watch", str(pending), "--timeout", "2s", "--interval", "0.2"],
+             ["top", "--once"], ["top", "--once", "-o", "json"], ["top", "-o", "csv"]]
+    for args in lines:
+        direct, remote = deployment.direct(*args), deployment.remote(*args)
+        assert (direct[0], _frame(direct[1])) == (remote[0], _frame(remote[1])), args
+        if direct[0]:  # the same error, after the same frame where one was drawn
+            assert direct[2] == remote[2], args
+            assert one_line(direct[2][direct[2].index("error: "):]), args
+    assert deployment.remote("tasks", "watch", str(pending), "--once")[0] == 0
+    assert str(done) in deployment.remote("top", "--once")[1]
+    # And a live watch draws the bars of a task that ended alike, exit 0
+    direct, remote = (run("tasks", "watch", str(done)) for run in (deployment.direct,
+                                                                    deployment.remote))
+    assert direct == remote and direct[0] == 0 and "succeeded" in remote[1]
+    # And the failures of one that failed too: the two failed hosts, each with its last
+    # lines, then the summary, exit 3
+    cli = deployment.api.cli
+    failed = cli.submit("command", "-t", "web-01,web-02", "-p", "cmd=false", "--executor",
+                        "simulate", "--executor-option", "duration_ms=0", "--executor-option",
+                        "failure_rate=1", "--retries", "0")
+    assert cli("tasks", "wait", str(failed))[0] == 3
+    direct, remote = (run("tasks", "watch", str(failed)) for run in (deployment.direct,
+                                                                      deployment.remote))
+    assert direct == remote and direct[0] == 3
+    assert "fail" in remote[2] and "on web-01" in remote[2] and "on web-02" in remote[2]

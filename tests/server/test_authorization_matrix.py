@@ -148,9 +148,12 @@ MATRIX: dict[tuple[str, str], Row] = {
         "path": {"name": "acme"}, "json": {"approval_required": False}}),
     ("GET", "/status"): Row(EVERY),
     ("GET", "/status/followers"): Row(TEAM),
+    ("GET", "/status/queue"): Row(TEAM),  # top's frame: every customer's tasks, the workers
     ("GET", "/tasks"): Row(EVERY),
     ("GET", "/tasks/{task_id}"): Row(EVERY, _task(), foreign=True),
     ("GET", "/tasks/{task_id}/jobs"): Row(EVERY, _task(), foreign=True),
+    # tasks watch's numbers, read from the queue: every customer's jobs counted
+    ("GET", "/tasks/{task_id}/progress"): Row(TEAM, _task(), foreign=True),
     # a customer follows and reads its own hosts' jobs only (output where the task says so)
     ("GET", "/tasks/{task_id}/events"): Row(EVERY, _task(), foreign=True, stream=True),
     ("GET", "/tasks/{task_id}/output"): Row(EVERY, _output, foreign=True),
@@ -172,6 +175,9 @@ MATRIX: dict[tuple[str, str], Row] = {
     ("GET", "/groups"): Row(TEAM),
     ("GET", "/windows"): Row(EVERY),
     ("GET", "/windows/{name}"): Row(EVERY, _window, foreign=True),
+    ("GET", "/windows/{name}/next"): Row(EVERY, _window, foreign=True),
+    ("PATCH", "/windows/{name}"): Row(WINDOWS, lambda world, scope: {
+        **_window(world, scope), "json": {"description": world.fresh("edit")}}),
     ("POST", "/windows"): Row(WINDOWS, _new_window),
     ("POST", "/windows/{name}/assign"): Row(
         WINDOWS, lambda world, scope: {**_window(world, scope), "json": {"hosts": ["web-02"]}},
@@ -189,6 +195,8 @@ MATRIX: dict[tuple[str, str], Row] = {
     ("POST", "/windows/freezes"): Row(APPROVERS, _freeze, foreign=True),
     ("GET", "/schedules"): Row(TEAM),
     ("GET", "/schedules/{name}"): Row(TEAM, lambda world, scope: {"path": {"name": "nightly"}}),
+    ("GET", "/schedules/{name}/next"): Row(
+        TEAM, lambda world, scope: {"path": {"name": "nightly"}}),
     ("POST", "/schedules/{name}/pause"): Row(
         WINDOWS, lambda world, scope: {"path": {"name": "nightly"}}),
     ("POST", "/schedules/{name}/resume"): Row(

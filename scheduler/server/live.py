@@ -1,0 +1,44 @@
+"""``GET /api/v1/tasks/{id}/progress`` and ``GET /api/v1/status/queue``: what the live views
+read, one frame at a time. ``tasks watch`` and ``top`` in remote mode poll them and draw what
+they draw in direct mode (``scheduler.views``); the numbers are the verbs' (``follow.progress``,
+``status.snapshot``), so the frames are the same.
+
+Both name every customer's tasks (their operators, actions and counts) and the team's
+workers: the team's reads.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+
+from scheduler.errors import ForbiddenError
+from scheduler.principal import Principal
+from scheduler.server.auth import allowed, stores_of
+from scheduler.server.ids import TaskId
+from scheduler.verbs import follow, status
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+
+@router.get("/tasks/{task_id}/progress", tags=["tasks"],
+            summary="A task's numbers now, as `tasks watch` draws them (live from Redis, or "
+                    "the record's for a task Redis no longer has)")
+def task_progress(request: Request, task_id: TaskId,
+                  who: Annotated[Principal, Depends(allowed("tasks.watch"))]) -> dict[str, Any]:
+    if who.tenant is not None:  # the queue's counts are every customer's jobs
+        raise ForbiddenError("a task's live numbers are not filtered by tenant, so a token "
+                             f"scoped to tenant {who.tenant} may not read them",
+                             hint="follow the task's events instead (GET /tasks/{id}/events)")
+    return follow.progress(stores_of(request), [str(task_id)])[0].as_dict()
+
+
+@router.get("/status/queue", tags=["status"],
+            summary="One frame of the queue, as `top` draws it: due, overdue, running, parked, "
+                    "held, dead, the tasks and the workers")
+def queue_frame(request: Request,
+                who: Annotated[Principal, Depends(allowed("top"))]) -> dict[str, Any]:
+    return status.snapshot(stores_of(request)).as_dict()
