@@ -114,6 +114,10 @@ class Settings:
     # both or neither (docs/guides/server.md). None: plain HTTP, for loopback or behind a proxy.
     server_tls_cert: str | None = None
     server_tls_key: str | None = None
+    # `fleetsched server` keeps its answers of the task list, a task's detail and its job pages
+    # this long (scheduler/server/read_cache.py): polling dashboards share one answer; a request
+    # with `Cache-Control: no-cache` (the CLI's) is always answered afresh. 0: keep nothing.
+    server_read_cache_ms: int = 1000
     # Notifications (docs/guides/notifications.md): targets told about every task and schedule
     # (webhook URLs, mailto:ADDRESS; TOML list or comma-separated), and the kinds they are told.
     notify: tuple[str, ...] = ()
@@ -338,6 +342,9 @@ def validate(settings: Settings) -> None:
     if settings.overload_lock_ms < 100:
         raise ConfigError(f"overload_lock_ms = {settings.overload_lock_ms} is too short "
                           "(at least 100 ms)")
+    if not 0 <= settings.server_read_cache_ms <= 60_000:
+        raise ConfigError(f"server_read_cache_ms = {settings.server_read_cache_ms} is out of "
+                          "range (0 to 60000)")
     if settings.log_level.lower() not in LOG_LEVELS:
         raise ConfigError(f"log_level must be one of {', '.join(LOG_LEVELS)}, "
                           f"not {settings.log_level!r}")

@@ -101,8 +101,10 @@ class Client:
         self._http = httpx.Client(
             base_url=f"{self.url}/api/v1", verify=True, follow_redirects=False,
             timeout=httpx.Timeout(READ_S, connect=CONNECT_S),
+            # no-cache: what the server answers a command is never its brief read cache's
+            # (scheduler/server/read_cache.py), so a command prints what direct mode prints
             headers={"Authorization": f"Bearer {_token(settings)}",
-                     "User-Agent": "fleetsched-cli"})
+                     "User-Agent": "fleetsched-cli", "Cache-Control": "no-cache"})
 
     def close(self) -> None:
         self._http.close()

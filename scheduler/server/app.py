@@ -14,7 +14,7 @@ from fastapi import APIRouter, FastAPI
 from scheduler.server import errors, fleet, reports, schedules, tasks, tenants, tokens, windows
 from scheduler.server import events, inventory, live, task_jobs
 from scheduler.verbs.stores import Stores
-from scheduler.server import hardening, sso  # single sign-on; limits and headers
+from scheduler.server import hardening, read_cache, sso  # sign-on; limits, headers; cache
 
 if TYPE_CHECKING:
     from scheduler.config import Settings
@@ -33,6 +33,7 @@ def create_app(settings: Settings) -> FastAPI:
                               "`Authorization: Bearer fst_...` (`fleetsched tokens create`).",
                   openapi_url=f"{PREFIX}/openapi.json", docs_url=None, redoc_url=None)
     app.state.stores = Stores(settings, hold=True)  # one pool for every request
+    app.state.read_cache = read_cache.ReadCache(settings.server_read_cache_ms / 1000)
     api = APIRouter(prefix=PREFIX)
     # Before fleet's, whose /hosts/{name} would take /hosts/export for a host's name.
     for router in (task_jobs.router, events.router, events.status, live.router,
@@ -43,6 +44,7 @@ def create_app(settings: Settings) -> FastAPI:
         api.include_router(router)
     app.include_router(api)
     app.include_router(sso.router, prefix=PREFIX)
+    app.add_middleware(read_cache.WriteGeneration, cache=app.state.read_cache)
     app.add_middleware(hardening.Hardening)  # inside the access log, which sees its 413, 429
     errors.install(app)
     _observe(app)

@@ -71,7 +71,9 @@ def serve(app: FastAPI, settings: Settings, *, host: str, port: int) -> None:
     import uvicorn
 
     try:
-        uvicorn.run(app, host=host, port=port, log_config=None, access_log=False,
+        # h11, whatever else is installed: its 16 KiB limit on a request's head is one of the
+        # server's limits (docs/guides/server.md, "Limits and headers"); httptools has none.
+        uvicorn.run(app, host=host, port=port, log_config=None, access_log=False, http="h11",
                     server_header=False, ssl_certfile=settings.server_tls_cert,
                     ssl_keyfile=settings.server_tls_key,
                     timeout_graceful_shutdown=SHUTDOWN_GRACE_S)

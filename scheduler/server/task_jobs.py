@@ -13,6 +13,7 @@ from scheduler.principal import Principal
 from scheduler.server.auth import allowed, stores_of
 from scheduler.server.ids import TaskId
 from scheduler.server.paging import Limit, Offset, page
+from scheduler.server.read_cache import cached
 from scheduler.verbs import tasks
 
 __all__ = ["router"]
@@ -27,6 +28,9 @@ def task_jobs(request: Request, task_id: TaskId,
               state: Annotated[str | None, Query(description=(
                   "Only jobs in this state (pending, running, succeeded, failed, lost, "
                   "cancelled ...)."))] = None) -> dict[str, Any]:
-    rows = tasks.jobs(stores_of(request), task_id, state=state, limit=limit + 1, offset=offset,
-                      tenant=who.tenant)
-    return {"task_id": task_id, **page(rows, limit=limit, offset=offset)}
+    def compute() -> dict[str, Any]:
+        rows = tasks.jobs(stores_of(request), task_id, state=state, limit=limit + 1,
+                          offset=offset, tenant=who.tenant)
+        return {"task_id": task_id, **page(rows, limit=limit, offset=offset)}
+
+    return cached(request, who, compute)  # type: ignore[return-value]

@@ -17,6 +17,7 @@ from scheduler.errors import ValidationError
 from scheduler.principal import Principal
 from scheduler.server.auth import allowed, stores_of
 from scheduler.server.paging import Limit, Offset, page
+from scheduler.server.read_cache import cached
 from scheduler.server.ids import TaskId
 from scheduler.verbs import submit as submit_verb
 from scheduler.verbs import tasks
@@ -34,9 +35,12 @@ EXAMPLE = {"action": "shell", "target": "group:web", "params": {"command": "upti
 def list_tasks(request: Request, who: Annotated[Principal, Depends(allowed("tasks.list"))],
                limit: Limit = 100, offset: Offset = 0, state: str | None = None,
                action: str | None = None, operator: str | None = None) -> dict[str, Any]:
-    rows = tasks.list_(stores_of(request), state=state, action=action, operator=operator,
-                       limit=limit + 1, offset=offset, tenant=who.tenant)
-    return page(rows, limit=limit, offset=offset)
+    def compute() -> dict[str, Any]:
+        rows = tasks.list_(stores_of(request), state=state, action=action, operator=operator,
+                           limit=limit + 1, offset=offset, tenant=who.tenant)
+        return page(rows, limit=limit, offset=offset)
+
+    return cached(request, who, compute)  # type: ignore[return-value]
 
 
 @router.get("/{task_id}", summary="One task: its request, progress and counters")
@@ -45,10 +49,13 @@ def show_task(request: Request, task_id: TaskId,
               events: Annotated[bool, Query(description="Also the task's event trail (every "
                                             "job's claims, results, retries).")] = False
               ) -> dict[str, Any]:
-    notes: list[str] = []
-    info = tasks.show(stores_of(request), task_id, events=events, note=notes.append,
-                      tenant=who.tenant)
-    return {**info, "notes": notes}
+    def compute() -> dict[str, Any]:
+        notes: list[str] = []
+        info = tasks.show(stores_of(request), task_id, events=events, note=notes.append,
+                          tenant=who.tenant)
+        return {**info, "notes": notes}
+
+    return cached(request, who, compute)  # type: ignore[return-value]
 
 
 def _request(body: dict[str, Any]) -> Any:
