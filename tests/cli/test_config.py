@@ -301,3 +301,12 @@ def test_bad_single_sign_on_settings_are_refused_in_one_line(
     with pytest.raises(ConfigError) as refused:
         load_settings(environ={**environ, "XDG_CONFIG_HOME": str(tmp_path)}, config_path=None)
     assert message in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_the_servers_read_cache_time_comes_from_the_environment_and_is_checked() -> None:
+    environ = {"FLEETSCHED_SERVER_READ_CACHE_MS": "0"}
+    assert load_settings(environ=environ, config_path=None).server_read_cache_ms == 0
+    with pytest.raises(ConfigError, match=r"server_read_cache_ms = '-1' is not valid"):
+        load_settings(environ={"FLEETSCHED_SERVER_READ_CACHE_MS": "-1"}, config_path=None)
+    with pytest.raises(ConfigError, match=r"server_read_cache_ms = 90000 is out of range"):
+        load_settings(environ={"FLEETSCHED_SERVER_READ_CACHE_MS": "90000"}, config_path=None)
