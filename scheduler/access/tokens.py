@@ -6,6 +6,7 @@
    once, by ``create_token``'s caller.
 3. ``authenticate`` runs on every request: unknown, malformed, expired and revoked tokens all
    get the same one line, so a caller learns nothing of which; revocation holds at once.
+   ``refused`` tells them apart for the audit record only (``auth_fail`` events).
 4. Creating and revoking a token are audit events (``token_create``, ``token_revoke``) naming
    the token's id, never its value.
 5. A create retried after a lost reply must not mint a second live token: a name is held by
@@ -33,7 +34,7 @@ from scheduler.record.audit import record_event
 from scheduler.record.models import ApiToken
 from scheduler.record.types import utcnow
 
-__all__ = ["PREFIX", "Authenticated", "authenticate", "create_token", "list_tokens",
+__all__ = ["PREFIX", "Authenticated", "authenticate", "create_token", "list_tokens", "refused",
            "revoke_token"]
 
 PREFIX = "fst_"
@@ -117,6 +118,25 @@ def revoke_token(session: Session, token_id: int, *, by: Principal | str) -> dic
         record_event(session, "token_revoke", operator=by,
                      data={"token_id": row.id, "name": row.name, "owner": row.owner})
     return _row(row)
+
+
+def refused(session: Session, token: str, *, now: datetime | None = None) -> dict[str, Any]:
+    """Why ``token`` is refused, for the audit record (never the token): ``why`` (malformed,
+    unknown, wrong secret, revoked, expired) and the id of the token its lookup names; with
+    ``owner``, ``role`` and ``tenant`` only when the secret matched (it was that token)."""
+    shape = _SHAPE.match(token)
+    if shape is None:
+        return {"why": "malformed"}
+    row = session.scalars(sa.select(ApiToken).where(ApiToken.lookup == shape.group(1))).first()
+    if row is None:
+        return {"why": "unknown"}
+    if not hmac.compare_digest(row.hash, _digest(token)):
+        return {"why": "wrong secret", "token_id": row.id}
+    now = now or utcnow()
+    why = ("revoked" if row.revoked_at is not None else
+           "expired" if row.expires_at is not None and row.expires_at <= now else "valid")
+    return {"why": why, "token_id": row.id, "owner": row.owner, "role": row.role,
+            "tenant": row.tenant}
 
 
 def authenticate(session: Session, token: str, *, now: datetime | None = None) -> Authenticated:

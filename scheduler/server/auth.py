@@ -5,18 +5,21 @@ revoked or expired token is refused at once), then the role's check for the rout
 The token is read from the header only (never a query string, which logs would keep). A
 request without one may carry a single sign-on session cookie instead
 (``scheduler.server.sso.cookie_principal``, which also checks a write's CSRF token).
+A refused one leaves in the request's state how to describe it (``refused``), which
+``scheduler.server.hardening`` records as an ``auth_fail`` event when it is due.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from fastapi import Request
 
 from scheduler.errors import UnauthenticatedError
 from scheduler.principal import Principal
-from scheduler.server.sso import cookie_principal
+from scheduler.server.sso import SESSION_COOKIE, cookie_principal
 from scheduler.verbs import access
 from scheduler.verbs.stores import Stores
 
@@ -36,12 +39,26 @@ def _bearer(request: Request) -> str:
     return token.strip()
 
 
+def _presented(request: Request) -> Callable[[], dict[str, Any]]:
+    """How to describe what a refused request presented (run only if it is recorded)."""
+    if "authorization" in request.headers:
+        stores, token = stores_of(request), request.headers["authorization"].partition(" ")[2]
+        return lambda: access.refusal(stores, token.strip())
+    if request.cookies.get(SESSION_COOKIE):
+        return lambda: {"presented": "session cookie", "why": "unknown, ended or expired"}
+    return lambda: {"presented": "nothing"}
+
+
 def allowed(verb: str) -> Callable[[Request], Principal]:
     """A dependency: the request's principal, if its role may call ``verb``."""
 
     def principal(request: Request) -> Principal:
-        who = cookie_principal(request) or access.authenticate(stores_of(request),
-                                                                _bearer(request))
+        try:
+            who = cookie_principal(request) or access.authenticate(stores_of(request),
+                                                                    _bearer(request))
+        except UnauthenticatedError:
+            request.state.refused = _presented(request)
+            raise
         who = replace(who, source=request.client.host if request.client else None)
         request.state.principal = who  # for the access log (scheduler.server.observe)
         access.authorize(who, verb)

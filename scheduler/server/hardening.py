@@ -10,6 +10,11 @@
 3. Security headers on every answer: ``nosniff``, no framing, no referrer, a content security
    policy that lets a JSON answer load nothing, and ``Cache-Control: no-store`` unless the
    route chose its own.
+4. Failed authentications (every 401, and a single sign-on login refused 403) are recorded
+   as ``auth_fail`` audit events, as few as ``scheduler.access.refusals`` allows: the first
+   of an address's minute at once (what the route that refused it left in the request's
+   state as ``refused``: a callable describing what was presented, run only then), the rest
+   counted into one event after the minute.
 
 The counts live in this process (one server process per address is the usual deployment;
 several processes each count their own, so the limit is per process). A plain ASGI middleware,
@@ -18,16 +23,22 @@ like ``scheduler.server.observe``: no task or copy per request, and a stream pas
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
+from scheduler.access.refusals import Refusal, RefusalLog
 from scheduler.server.errors import body
 from scheduler.server.headers import CACHE_CONTROL, SECURITY_HEADERS
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+    from scheduler.verbs.stores import Stores
 
 __all__ = ["AUTH_FAILURES_PER_MINUTE", "MAX_BODY_BYTES", "Hardening"]
 
@@ -85,6 +96,7 @@ class Hardening:
         self.app = app
         self.max_body = max_body
         self.failures = failures or Failures()
+        self.refusals = RefusalLog()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -92,6 +104,9 @@ class Hardening:
             return
         client = scope.get("client")
         address = client[0] if client else "unknown"
+        ended = self.refusals.ended(time.time())
+        if ended:
+            await _record(scope, ended)
         wait = self.failures.retry_after(address, time.monotonic())
         if wait:
             await _answer(send, 429, "too many failed authentications from this address",
@@ -134,6 +149,7 @@ class Hardening:
             if message["type"] == "http.response.start":
                 started = True
                 message = self._headed(message, scope, address)
+                await self._refused(message["status"], scope, address)
             await send(message)
 
         try:
@@ -154,3 +170,38 @@ class Hardening:
             log.warning("authentication refused from %s: %s %r (%d this minute)", address,
                         scope["method"], scope["path"], count)
         return {**message, "headers": headers}
+
+    async def _refused(self, status: int, scope: Scope, address: str) -> None:
+        """Record a failed authentication (responsibility 4)."""
+        state: dict[str, Any] = scope.get("state") or {}
+        describe = state.get("refused")
+        if status != 401 and not (status == 403 and describe is not None):
+            return
+        first = self.refusals.refused(address, time.time())
+        if first is None:
+            return
+        where = {"method": scope["method"], "path": scope["path"]}
+        await _record(scope, [first], describe or (lambda: {"presented": "nothing"}), where)
+
+
+async def _record(scope: Scope, refusals: list[Refusal],
+                  describe: Callable[[], dict[str, Any]] | None = None,
+                  where: dict[str, str] | None = None) -> None:
+    """Write the events in a thread (the record is not asked on the event loop); a record
+    that cannot be written is logged, never the request's failure."""
+    from scheduler.verbs.access import record_refusals
+
+    def write() -> None:
+        stores: Stores = scope["app"].state.stores
+        rows = refusals
+        if describe is not None:
+            rows = [replace(r, detail={**describe(), **(where or {})}) for r in refusals]
+        record_refusals(stores, rows)
+
+    try:
+        await asyncio.to_thread(write)
+    except Exception as exc:  # noqa: BLE001 - the audit record away: say so, answer anyway
+        from scheduler.redact import redact_exception
+
+        log.error("failed authentications could not be recorded: %s: %s",
+                  type(exc).__name__, redact_exception(exc))

@@ -13,6 +13,9 @@ principal of a request that carries a session cookie instead of a bearer token.
    session's CSRF token, or it is refused before any verb runs. Bearer tokens need no CSRF
    token: a browser never adds them on its own.
 4. ``POST /auth/logout`` ends the session for every server process and clears the cookies.
+5. A login and a logout are audit events (``scheduler.verbs.sso``); a callback that fails
+   leaves what it was in the request's state (``refused``), for its ``auth_fail`` event
+   (``scheduler.server.hardening``).
 
 Cookies are ``Secure`` except when the callback URL is plain HTTP on loopback (a first try
 or a test on this machine, where a browser would not send a ``Secure`` cookie back).
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from dataclasses import replace
 from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Request, Response
@@ -93,8 +97,21 @@ def login(request: Request) -> Response:
     return reply
 
 
+def _source(request: Request) -> str | None:
+    return request.client.host if request.client else None
+
+
 @router.get("/callback", summary="Where the identity provider sends the browser back")
 def callback(request: Request, state: str = "", code: str = "", error: str = "") -> Response:
+    try:
+        return _callback(request, state, code, error)
+    except (UnauthenticatedError, ForbiddenError) as exc:
+        why = str(exc)
+        request.state.refused = lambda: {"presented": "single sign-on callback", "why": why}
+        raise
+
+
+def _callback(request: Request, state: str, code: str, error: str) -> Response:
     if error:
         shown = error if _PROVIDER_ERROR.fullmatch(error) else "an error"
         raise UnauthenticatedError(f"the identity provider refused the login: {shown}",
@@ -103,7 +120,7 @@ def callback(request: Request, state: str = "", code: str = "", error: str = "")
         raise UnauthenticatedError("the callback needs the provider's state and code",
                                    hint="start at GET /api/v1/auth/login")
     session_id, session = sso.complete(_stores(request), state, code,
-                                       request.cookies.get(LOGIN_COOKIE))
+                                       request.cookies.get(LOGIN_COOKIE), _source(request))
     reply = JSONResponse(_who(session))
     lifetime = _stores(request).settings.oidc_session_minutes * 60
     secure = _secure(request)
@@ -126,10 +143,12 @@ def session(request: Request) -> dict[str, object]:
 
 @router.post("/logout", status_code=204, summary="End the session")
 def logout(request: Request) -> Response:
-    if cookie_principal(request) is None:
+    who = cookie_principal(request)
+    if who is None:
         raise UnauthenticatedError("no session to end (logout is for session cookies; revoke "
                                    "a token with `fleetsched tokens revoke`)")
-    sso.end(_stores(request), request.cookies[SESSION_COOKIE])
+    sso.end(_stores(request), request.cookies[SESSION_COOKIE],
+            replace(who, source=_source(request)))
     reply = Response(status_code=204)
     secure = _secure(request)
     reply.delete_cookie(SESSION_COOKIE, path="/api", secure=secure, httponly=True,

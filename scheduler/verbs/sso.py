@@ -1,12 +1,18 @@
 """Single sign-on for people, as verbs the HTTP API calls: start a login, finish it into a
 session, find a session's principal, end it (``scheduler.access.oidc`` speaks to the issuer,
-``scheduler.access.sessions`` keeps logins and sessions in Redis)."""
+``scheduler.access.sessions`` keeps logins and sessions in Redis).
+
+A login and a logout are audit events (``login``, ``logout``) naming the principal as every
+event does (``oidc:<issuer>#<subject>``, role, tenant, the client's address), never the
+session id, the code or a token; a refused login is an ``auth_fail`` event
+(``scheduler.server.hardening``)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from scheduler.access import oidc, sessions
@@ -16,6 +22,7 @@ if TYPE_CHECKING:
     import redis
 
     from scheduler.access.sessions import Session
+    from scheduler.principal import Principal
     from scheduler.queue.keys import Keys
     from scheduler.verbs.stores import Stores
 
@@ -39,11 +46,12 @@ def begin(stores: Stores, redirect_uri: str) -> tuple[str, str]:
 
 
 def complete(stores: Stores, state: str, code: str, browser_state: str | None,
-             ) -> tuple[str, Session]:
+             source: str | None = None) -> tuple[str, Session]:
     """Finish the login of ``state`` with the issuer's ``code``: a new session (its id for the
     cookie, and the session). The state must be one this server started, not used before,
     and the one the same browser was given (``browser_state``, from its login cookie), so
-    nobody can log a victim into their own account with a callback link."""
+    nobody can log a victim into their own account with a callback link. Recorded as a
+    ``login`` event from ``source`` (the client's address)."""
     refused = UnauthenticatedError("this login is unknown, expired or already used",
                                    hint="log in again: GET /api/v1/auth/login")
     with _sessions(stores) as (client, keys):
@@ -54,9 +62,19 @@ def complete(stores: Stores, state: str, code: str, browser_state: str | None,
         principal = oidc.identity(stores.settings, claims)
         session_id, session = sessions.open_session(
             client, keys, principal, stores.settings.oidc_session_minutes * 60)
+    _record(stores, "login", replace(principal, source=source),
+            {"session_minutes": stores.settings.oidc_session_minutes})
     log.info("single sign-on: %s logged in as %s (%s)", principal.name, principal.role,
              principal.via)
     return session_id, session
+
+
+def _record(stores: Stores, kind: str, principal: Principal, data: dict[str, object]) -> None:
+    from scheduler.record.audit import record_event
+    from scheduler.record.session import transaction
+
+    with stores.database() as engine, transaction(engine) as session:
+        record_event(session, kind, operator=principal, data=data)
 
 
 def session_of(stores: Stores, session_id: str) -> Session:
@@ -69,7 +87,9 @@ def session_of(stores: Stores, session_id: str) -> Session:
     return found
 
 
-def end(stores: Stores, session_id: str) -> None:
-    """End the session of ``session_id`` (logout), for every server process at once."""
+def end(stores: Stores, session_id: str, principal: Principal) -> None:
+    """End the session of ``session_id`` (logout), for every server process at once; recorded
+    as ``principal``'s ``logout`` event."""
     with _sessions(stores) as (client, keys):
         sessions.end(client, keys, session_id)
+    _record(stores, "logout", principal, {})
