@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.cli_support import isolated_env, run_cli
 from tests.server.conftest import Api
 from tests.server.test_sse import _events, _followers
 
@@ -55,6 +56,13 @@ def _get(api: Api, token: str, path: str, seen: list[str], **params: Any) -> Any
     assert reply.status_code == 200, reply.text
     seen.append(reply.text)
     return reply.json()
+
+
+def _remote(api: Api, token: str, *args: str) -> tuple[int, str, str]:
+    """The CLI in remote mode, through this server with ``token``."""
+    env = isolated_env(Path(api.cli.env["XDG_STATE_HOME"] or "/nonexistent"),
+                       FLEETSCHED_TOKEN=token)
+    return run_cli(["--server", api.base.removesuffix("/api/v1"), *args], env=env)
 
 
 def _reads(api: Api, token: str, task_id: int, seen: list[str]) -> dict[str, Any]:
@@ -109,6 +117,17 @@ def test_a_customer_reads_its_jobs_output_only_where_the_task_says_so(
     everything = "".join(seen + seen_shown)
     assert "globex" not in everything
     assert "web-01" not in everything
+    # And the CLI in remote mode with acme's token prints the same: no output, then its own
+    for task_id, printed in ((withheld, False), (shown, True)):
+        code, out, err = _remote(api, acme, "tasks", "output", str(task_id))
+        assert code == 0, err
+        assert "acme-01" in out and "acme-02" in out and "globex" not in out
+        assert ("[simulated] acme-01: uptime" in out) is printed
+        assert "[simulated]" not in out or printed
+        code, out, err = _remote(api, acme, "jobs", "show", read["jobs"][0]["id"]
+                                 if task_id == shown else hidden["jobs"][0]["id"])
+        assert code == 0 and "acme-01" in out, err
+        assert ("[simulated]" in out) is printed
     # While the team reads every host's output of both, as before
     viewer = api.token("dash", "--role", "viewer")
     for task_id in (withheld, shown):
