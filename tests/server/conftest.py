@@ -19,7 +19,7 @@ import pytest
 from tests.servers import free_port, wait_for_port
 from tests.submit_support import Cli
 
-__all__ = ["HOSTS", "Api", "api", "serve_api", "worker"]
+__all__ = ["HOSTS", "Api", "api", "serve_api", "server_process", "worker"]
 
 HOSTS = [f"web-{n:02}" for n in range(1, 6)]
 
@@ -57,17 +57,28 @@ def serve_api(tmp_path: Path, redis_url: str, database_url: str) -> Iterator[Api
     cli.ok("db", "upgrade")
     (tmp_path / "hosts.ini").write_text("[web]\n" + "\n".join(HOSTS) + "\n")
     cli.ok("hosts", "import", str(tmp_path / "hosts.ini"))
+    with server_process(tmp_path, redis_url, database_url) as (base, proc):
+        yield Api(base, cli, database_url, proc)
+
+
+@contextmanager
+def server_process(tmp_path: Path, redis_url: str, database_url: str,
+                   env: dict[str, str] | None = None,
+                   ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``fleetsched server`` on a deployment that exists, with ``env``'s settings beside the
+    two URLs: (its API's base URL, the process); its log is ``server.log``."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCHED_")}
-    env |= {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path)}
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCHED_")}
+    inherited |= {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path),
+                  **(env or {})}
     log = (tmp_path / "server.log").open("w")
     proc = subprocess.Popen(
         [sys.executable, "-P", "-m", "scheduler", "--redis-url", redis_url, "--database-url",
          database_url, "server", "--port", str(port)],
-        cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
+        cwd=tmp_path, env=inherited, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for_port("127.0.0.1", port, timeout=30)
-        yield Api(f"http://127.0.0.1:{port}/api/v1", cli, database_url, proc)
+        yield f"http://127.0.0.1:{port}/api/v1", proc
     finally:
         proc.terminate()
         proc.wait(timeout=15)
