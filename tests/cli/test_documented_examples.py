@@ -17,17 +17,32 @@ What the test changes in an example, all of it listed here:
 
 Examples that cannot run in a test are in ``SKIPPED`` with the reason; examples whose point is
 a refusal or an unreachable server are in ``EXPECTED`` with their exit code.
+
+The examples run twice, each time on a new installation: in direct mode, and in remote mode
+(``--server`` and an admin token, through a real ``fleetsched server`` on the installation),
+where each exits as in direct mode. What the remote pass changes, all of it listed here:
+
+- ``DIRECT_ONLY``: a command that stays the deployment's is run directly, as its operator
+  would, after checking that the server refuses it ("needs direct mode");
+- ``--as NAME`` is refused through a server by design: the example runs with a token of NAME
+  instead (``owners``); those tokens are made first, so ``tokens revoke N`` names N plus their
+  number (the N-th token an example made, as in direct mode);
+- the examples of ``READING`` commands are also run directly, and must print the same.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
+from itertools import zip_longest
 from pathlib import Path
 
 import pytest
 import yaml
 
+from scheduler.config import Settings
+from tests.cli.remote_support import READING, normalised
 from tests.cli_support import isolated_env, run_cli
 from tests.doc_examples import (
     Example,
@@ -40,6 +55,7 @@ from tests.doc_examples import (
     segments,
 )
 from tests.notify_support import Smtp, Webhook
+from tests.server.conftest import server_process
 from tests.worker_support import WorkerProcess
 
 SIMULATED = ["--executor", "simulate", "--executor-option", "duration_ms=0"]
@@ -78,6 +94,20 @@ EXPECTED: dict[str, tuple[int, str]] = {
        for t, rest in (("42", ""), ("12", "    # pass the gate (recorded with alice's name)"))},
 }
 
+# The commands that stay an administrator's at the deployment: refused through a server, they
+# are run directly in the remote pass (a prefix of the command path).
+DIRECT_ONLY: dict[tuple[str, ...], str] = {
+    ("db",): "the schema and the record's upkeep (upgrade, downgrade, prune, history)",
+    ("windows", "sync"): "rebuilds the Redis copies of the windows from the record",
+    ("reconcile",): "repairs the queue from the record",
+    ("redis",): "the embedded redis-server of a deployment",
+    ("notify",): "sends from the deployment's targets and SMTP settings; reads its outbox",
+    ("worker",): "a node, and the nodes' heartbeats in Redis",
+    ("recorder",): "drains the event stream into the record",
+    ("doctor",): "checks the deployment's own settings, Redis and database",
+}
+OPERATOR = "alice"  # the installation's operator, and the owner of the remote pass's token
+
 # The fleet every example names: groups of hosts (an Ansible inventory, INI and JSON).
 FLEET = {
     "web": [f"web-{n:02}" for n in range(1, 9)],
@@ -105,6 +135,26 @@ ORDER = [
     "windows revoke", "windows edit", "windows unassign", "windows remove", "schedules remove",
     "hosts remove", "groups remove", "db prune", "db downgrade", "demo",
 ]
+
+
+def direct_only(path: tuple[str, ...]) -> bool:
+    return any(path[:len(prefix)] == prefix for prefix in DIRECT_ONLY)
+
+
+def owners() -> list[str]:
+    """Whose tokens the remote pass uses: the operator's, then every ``--as NAME`` of an
+    example."""
+    named = {r.args[i + 1] for e in all_examples() for r in segments(e.text)
+             for i, word in enumerate(r.args[:-1]) if word == "--as"}
+    return [OPERATOR, *sorted(named - {OPERATOR})]
+
+
+def without_as(args: list[str]) -> tuple[list[str], str]:
+    """(the arguments without ``--as NAME``, NAME or the installation's operator)."""
+    if "--as" not in args:
+        return args, OPERATOR
+    at = args.index("--as")
+    return args[:at] + args[at + 2:], args[at + 1]
 
 
 def skip_reason(example: Example) -> str | None:
@@ -180,13 +230,15 @@ class Installation:
 
     def __init__(self, tmp: Path, redis_url: str, notify_url: str, smtp_port: int) -> None:
         self.tmp, self.redis_url = tmp, redis_url
+        self.server: str | None = None  # the remote pass's: examples go through it
+        self.tokens: dict[str, str] = {}  # owner: admin token, for the remote pass
         # the global notification target: a real local webhook receiver (`notify test`)
-        self.env = isolated_env(tmp, FLEETSCHED_REDIS_URL=redis_url, FLEETSCHED_OPERATOR="alice",
+        self.env = isolated_env(tmp, FLEETSCHED_REDIS_URL=redis_url, FLEETSCHED_OPERATOR=OPERATOR,
                                 FLEETSCHED_DATABASE_URL=f"sqlite:///{tmp / 'record.db'}",
                                 FLEETSCHED_NOTIFY=notify_url, FLEETSCHED_SMTP_HOST="127.0.0.1",
                                 FLEETSCHED_SMTP_PORT=str(smtp_port))
         # redis start/stop/status are about the embedded server: no redis_url for them.
-        self.embedded_env = isolated_env(tmp / "embedded", FLEETSCHED_OPERATOR="alice",
+        self.embedded_env = isolated_env(tmp / "embedded", FLEETSCHED_OPERATOR=OPERATOR,
                                          FLEETSCHED_DATABASE_URL=f"sqlite:///{tmp / 'record.db'}")
 
     def cli(self, *args: str) -> str:
@@ -194,7 +246,42 @@ class Installation:
         assert code == 0, f"fixture step {' '.join(args)} exited {code}: {err}"
         return out
 
-    def run(self, run: Run, variables: dict[str, str]) -> tuple[int, str, str]:
+    def serve(self, server: str) -> None:
+        """From now on, examples go through ``server``, with admin tokens made here."""
+        for owner in owners():
+            self.tokens[owner] = self.cli("tokens", "create", f"docs-{owner}", "--role",
+                                          "admin", "--owner", owner).strip()
+        self.server = server
+
+    def run(self, run: Run, variables: dict[str, str],
+            direct: bool = False) -> tuple[int, str, str]:
+        """``run`` through the server in the remote pass (unless ``direct`` or a command of
+        ``DIRECT_ONLY``), else at the deployment."""
+        args, env = self.prepared(run, variables)
+        if self.server is None or direct or direct_only(command_path(args)):
+            return run_cli(args, env)
+        return self.through_server(args, run.env)
+
+    def through_server(self, args: list[str], extra_env: dict[str, str]) -> tuple[int, str, str]:
+        assert self.server is not None
+        args, owner = without_as(args)
+        if command_path(args) == ("tokens", "revoke"):
+            args = [str(int(a) + len(self.tokens)) if a.isdigit() else a for a in args]
+        env = isolated_env(self.tmp, FLEETSCHED_SERVER=self.server,
+                           FLEETSCHED_TOKEN=self.tokens[owner])
+        return run_cli(args, {**env, **extra_env})
+
+    def refusal(self, run: Run, variables: dict[str, str]) -> str | None:
+        """Why a command of ``DIRECT_ONLY`` is wrongly listed there: the server did not refuse
+        it in one line (None: it did)."""
+        args, _env = self.prepared(run, variables)
+        code, out, err = self.through_server(args, run.env)
+        if (code, out) == (2, "") and "needs direct mode" in err:
+            return None
+        return f"through the server: exit {code}, {err.strip()[:200]!r}, not refused"
+
+    def prepared(self, run: Run, variables: dict[str, str]) -> tuple[list[str], dict]:
+        """The example's arguments with the test's changes, and its environment."""
         args = [variables.get(a[1:], a) if a.startswith("$") else a for a in run.args]
         args = [SUBSTITUTE[a].format(redis_url=self.redis_url) if a in SUBSTITUTE else a
                 for a in args]
@@ -206,12 +293,12 @@ class Installation:
         args += ONCE.get(path, [])
         env = dict(self.embedded_env if path[:1] == ("redis",) else self.env)
         env.update(run.env)
-        return run_cli(args, env)
+        return args, env
 
 
-@pytest.fixture
-def installation(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch,
-                 webhook: Webhook, smtp: Smtp):
+@pytest.fixture(params=["direct", "remote"])
+def installation(request: pytest.FixtureRequest, tmp_path: Path, redis_url: str,
+                 monkeypatch: pytest.MonkeyPatch, webhook: Webhook, smtp: Smtp):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "inventory.ini").write_text(inventory_ini())
     (tmp_path / "hosts.ini").write_text(inventory_ini())
@@ -239,7 +326,14 @@ def installation(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
             code, _, err = run_cli(["tasks", "wait", n, "--timeout", "60s"], inst.env)
             assert code == 0, f"task {n} did not end: {err}\n{worker.tail()}"
         inst.cli("recorder", "--drain")
-        yield inst
+        if request.param == "direct":
+            yield inst
+            return
+        settings = {k: v for k, v in inst.env.items() if k.startswith("FLEETSCHED_") and v}
+        with server_process(tmp_path, redis_url, inst.env["FLEETSCHED_DATABASE_URL"],
+                            env=settings) as (base, _process):
+            inst.serve(base.removesuffix("/api/v1"))
+            yield inst
     finally:
         worker.stop()
         # the embedded server the redis examples started
@@ -260,9 +354,41 @@ def test_every_skip_and_expected_code_still_names_an_example() -> None:
     examples = all_examples()
     paths = {command_path(r.args) for e in examples for r in segments(e.text)}
     assert set(SKIPPED) <= paths
+    assert set(DIRECT_ONLY) <= {path[:len(prefix)] for path in paths for prefix in DIRECT_ONLY}
     assert set(EXPECTED) <= {e.text for e in examples}
     # a synopsis ("[--slots N]") is never run as if it were a command line
     assert not [e for e in examples if " [-" in e.text and not skip_reason(e)]
+
+
+def shown(out: str) -> str:
+    """Output as compared between the modes (the report's time, a dry run's seed)."""
+    return re.sub(r"seed \d+", "seed N", normalised(out))
+
+
+def difference(installation: Installation, run: Run, variables: dict[str, str],
+               remote: tuple[int, str]) -> str | None:
+    """How a reading command's answer through the server differs from the one given directly
+    (None: they are the same). A task moving on between the two runs (a wave done) can make
+    them differ once, or the server's answer a second old (``server_read_cache_ms``): then
+    both run again after that second, and only a difference that stays is one."""
+    for again in (False, True):
+        if again:
+            time.sleep(Settings.server_read_cache_ms / 1000 + 0.1)
+            remote = installation.run(run, variables)[:2]
+        direct = installation.run(run, variables, direct=True)
+        if (remote[0], shown(remote[1])) == (direct[0], shown(direct[1])):
+            return None
+    return first_difference(remote, direct)
+
+
+def first_difference(remote: tuple[int, str], direct: tuple[int, str, str]) -> str:
+    if remote[0] != direct[0]:
+        return f"exit {remote[0]} through the server, {direct[0]} directly"
+    pairs = zip_longest(shown(remote[1]).splitlines(), shown(direct[1]).splitlines(),
+                        fillvalue="(no line)")
+    line, there, here = next(((n, a, b) for n, (a, b) in enumerate(pairs, 1) if a != b),
+                             (0, remote[1], direct[1]))
+    return f"line {line} through the server {there!r}\n    directly {here!r}"
 
 
 def test_every_documented_example_runs_and_exits_as_it_should(
@@ -277,6 +403,12 @@ def test_every_documented_example_runs_and_exits_as_it_should(
         want, _why = EXPECTED.get(example.text, (0, ""))
         variables: dict[str, str] = {}
         for run in segments(example.text):
+            path = command_path(run.args)
+            refused = installation.server and direct_only(path) and installation.refusal(
+                run, variables)
+            if refused:
+                failures.append(f"{example.source}: {example.text}\n    {refused}")
+                break
             code, out, err = installation.run(run, variables)
             if run.capture:
                 variables[run.capture] = out.strip()
@@ -284,8 +416,13 @@ def test_every_documented_example_runs_and_exits_as_it_should(
                 failures.append(f"{example.source}: {example.text}\n    exit {code}, expected "
                                 f"{want}: {err.strip()[:400]}")
                 break
+            if installation.server and path in READING and (
+                    differ := difference(installation, run, variables, (code, out))):
+                failures.append(f"{example.source}: {example.text}\n    {differ}")
+                break
         ran += 1
     with capsys.disabled():
-        print(f"\n{ran} documented examples run, {skipped} skipped, "
+        mode = "through a server" if installation.server else "directly"
+        print(f"\n{ran} documented examples run {mode}, {skipped} skipped, "
               f"{time.monotonic() - started:.1f}s")
     assert not failures, f"{len(failures)} of {ran} examples failed:\n" + "\n".join(failures)

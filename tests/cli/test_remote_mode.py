@@ -12,7 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.remote_support import SIMULATE, Deployment, deployment, normalised, one_line
+from tests.cli.remote_support import (
+    READING,
+    SIMULATE,
+    Deployment,
+    deployment,
+    normalised,
+    one_line,
+)
 from tests.cli_support import isolated_env, run_cli
 from tests.servers import free_port
 from tests.submit_support import data, events, sql_rows
@@ -224,13 +231,9 @@ def test_the_root_help_lists_the_server_option() -> None:
     assert code == 0 and "--server" in out
 
 
-# The documented examples (tests/doc_examples.py) of the commands that only read, and dry runs:
-# run in both modes on this deployment, they print the same. The task, job and host they name
-# are this deployment's (as tests/cli/test_documented_examples.py substitutes its own).
-READING = {("status",), ("tasks", "list"), ("tasks", "show"), ("tasks", "output"),
-           ("tasks", "wait"), ("jobs", "show"), ("hosts", "list"), ("hosts", "show"),
-           ("hosts", "history"), ("groups", "list"), ("windows", "list"), ("windows", "show"),
-           ("schedules", "list"), ("schedules", "show"), ("report",)}
+# The documented examples (tests/doc_examples.py) of the commands that only read (READING), and
+# dry runs: run in both modes on this deployment, they print the same. The task, job and host
+# they name are this deployment's (as tests/cli/test_documented_examples.py substitutes its own).
 
 
 def test_the_documented_examples_of_reading_commands_print_the_same_in_remote_mode(
