@@ -19,6 +19,7 @@ from fastapi import Request
 
 from scheduler.errors import UnauthenticatedError
 from scheduler.principal import Principal
+from scheduler.server.read_cache import write_begins
 from scheduler.server.sso import SESSION_COOKIE, cookie_principal
 from scheduler.verbs import access
 from scheduler.verbs.stores import Stores
@@ -62,6 +63,7 @@ def allowed(verb: str) -> Callable[[Request], Principal]:
         who = replace(who, source=request.client.host if request.client else None)
         request.state.principal = who  # for the access log (scheduler.server.observe)
         access.authorize(who, verb)
+        write_begins(request)  # the read cache keeps nothing past a write (read_cache)
         return who
 
     return principal
