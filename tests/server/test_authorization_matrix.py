@@ -23,6 +23,7 @@ from scheduler.config import Settings
 from scheduler.server.app import PREFIX, create_app
 from tests.server.conftest import Api
 from tests.submit_support import Cli
+from tests.tenants_support import customers_ini
 
 TEAM = frozenset({"viewer", "operator", "window-admin", "admin"})
 CUSTOMER = frozenset({"customer-viewer", "customer-approver"})
@@ -35,21 +36,8 @@ APPROVED = ("w-approve", "w-deny", "w-acme", "w-acme-deny")  # windows that need
 DOOMED = 8  # windows, schedules and groups made to be removed: one per call of a removal
 OK = frozenset({200, 201})
 
-CUSTOMERS_INI = """\
-[acme]
-acme-01
-acme-02
-[acme:vars]
-fleetsched_tenant=acme
-[globex]
-globex-01
-globex-02
-[globex:vars]
-fleetsched_tenant=globex
-[customers:children]
-acme
-globex
-"""
+CUSTOMERS_INI = (customers_ini(acme=("acme-01", "acme-02"), globex=("globex-01", "globex-02"))
+                 + "[customers:children]\nacme\nglobex\n")
 
 
 @dataclass

@@ -11,20 +11,9 @@ from pathlib import Path
 
 from tests.server.conftest import Api
 from tests.submit_support import sql_rows
+from tests.tenants_support import ACME_AND_GLOBEX
 
-INVENTORY = """[acme]
-acme-01
-acme-02
-
-[acme:vars]
-fleetsched_tenant=acme
-
-[globex]
-globex-01
-
-[globex:vars]
-fleetsched_tenant=globex
-"""
+INVENTORY = ACME_AND_GLOBEX
 
 
 def _fleet(api: Api, tmp_path: Path) -> None:

@@ -19,18 +19,9 @@ import pytest
 from tests.cli_support import isolated_env, run_cli
 from tests.server.conftest import Api
 from tests.server.test_sse import _events, _followers
+from tests.tenants_support import ACME_AND_GLOBEX
 
-CUSTOMERS_INI = """\
-[acme]
-acme-01
-acme-02
-[acme:vars]
-fleetsched_tenant=acme
-[globex]
-globex-01
-[globex:vars]
-fleetsched_tenant=globex
-"""
+CUSTOMERS_INI = ACME_AND_GLOBEX
 EVERYONE = "acme-01,acme-02,globex-01,web-01"
 
 

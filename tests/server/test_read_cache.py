@@ -11,6 +11,7 @@ from pathlib import Path
 
 from scheduler.server.read_cache import ReadCache
 from tests.server.conftest import Api
+from tests.tenants_support import customers_ini
 
 SIMULATE = ["--executor", "simulate", "--in", "1h"]
 FRESH = {"Cache-Control": "no-cache"}
@@ -55,9 +56,7 @@ def test_an_answer_is_shared_for_at_most_a_second_and_never_past_a_write(api: Ap
 def test_an_answer_is_never_shared_across_tenants_or_given_to_a_revoked_token(
         tmp_path: Path, api: Api) -> None:
     # Given hosts of two customers, and a task on each customer's hosts
-    (tmp_path / "tenants.ini").write_text(
-        "[acme]\nacme-01\n[acme:vars]\nfleetsched_tenant=acme\n"
-        "[globex]\nglobex-01\n[globex:vars]\nfleetsched_tenant=globex\n")
+    (tmp_path / "tenants.ini").write_text(customers_ini(acme=["acme-01"], globex=["globex-01"]))
     api.cli.ok("hosts", "import", str(tmp_path / "tenants.ini"))
     acme_task = api.cli.submit("command", "-t", "group:acme", "-p", "cmd=true", *SIMULATE)
     globex_task = api.cli.submit("command", "-t", "group:globex", "-p", "cmd=true", *SIMULATE)

@@ -9,20 +9,9 @@ import pytest
 
 from scheduler.record.migrate import upgrade
 from tests.submit_support import Cli, inventory, sql_rows
+from tests.tenants_support import ACME_AND_GLOBEX
 
-FLEET = """
-[acme]
-acme-01
-acme-02
-[acme:vars]
-fleetsched_tenant=acme
-[globex]
-globex-01
-[globex:vars]
-fleetsched_tenant=globex
-[ops]
-ops-01
-"""
+FLEET = ACME_AND_GLOBEX + "[ops]\nops-01\n"
 
 
 @pytest.fixture

@@ -14,23 +14,9 @@ from scheduler.record.migrate import upgrade
 from scheduler.verbs import inventory, status, tasks, windows
 from scheduler.verbs.stores import Stores
 from tests.submit_support import Cli
+from tests.tenants_support import ACME_AND_GLOBEX
 
-FLEET = """\
-[acme]
-acme-01
-acme-02
-[acme:vars]
-fleetsched_tenant=acme
-[globex]
-globex-01
-[globex:vars]
-fleetsched_tenant=globex
-[customers:children]
-acme
-globex
-[web]
-web-01
-"""
+FLEET = ACME_AND_GLOBEX + "[customers:children]\nacme\nglobex\n[web]\nweb-01\n"
 
 
 @pytest.fixture
