@@ -3,8 +3,8 @@ read, one frame at a time. ``tasks watch`` and ``top`` in remote mode poll them 
 they draw in direct mode (``scheduler.views``); the numbers are the verbs' (``follow.progress``,
 ``status.snapshot``), so the frames are the same.
 
-Both name every customer's tasks (their operators, actions and counts) and the team's
-workers: the team's reads.
+A task's progress for a customer counts its own jobs only (``follow.tenant_progress``); the
+queue's frame names every customer's tasks and the team's workers: the team's read.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 
-from scheduler.errors import ForbiddenError
 from scheduler.principal import Principal
 from scheduler.server.auth import allowed, stores_of
 from scheduler.server.ids import TaskId
@@ -29,10 +28,8 @@ router = APIRouter()
                     "the record's for a task Redis no longer has)")
 def task_progress(request: Request, task_id: TaskId,
                   who: Annotated[Principal, Depends(allowed("tasks.watch"))]) -> dict[str, Any]:
-    if who.tenant is not None:  # the queue's counts are every customer's jobs
-        raise ForbiddenError("a task's live numbers are not filtered by tenant, so a token "
-                             f"scoped to tenant {who.tenant} may not read them",
-                             hint="follow the task's events instead (GET /tasks/{id}/events)")
+    if who.tenant is not None:  # the queue's counts are every customer's jobs: its own only
+        return follow.tenant_progress(stores_of(request), str(task_id), who.tenant).as_dict()
     return follow.progress(stores_of(request), [str(task_id)])[0].as_dict()
 
 

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from scheduler.views.snapshot import TaskProgress
 
 __all__ = ["RECORD_WAIT_S", "Followed", "TenantScope", "Tracked", "Tracker", "Waited", "follow",
-           "progress", "record_behind", "tenant_jobs", "tenant_scope", "wait"]
+           "progress", "record_behind", "tenant_jobs", "tenant_progress", "tenant_scope", "wait"]
 
 Note = Callable[[str], None]
 RECORD_WAIT_S = 15.0  # how long wait gives the recorders to put the last results in SQL
@@ -76,6 +76,26 @@ def progress(stores: Stores, ids: list[str]) -> list[TaskProgress]:
     missing = [tid for tid, t in zip(ids, found) if t is None]
     recorded = _from_record(stores, missing) if missing else {}
     return [t if t is not None else recorded[tid] for tid, t in zip(ids, found)]
+
+
+def tenant_progress(stores: Stores, task_id: str, tenant: str) -> TaskProgress:
+    """What a customer of ``tenant`` watching task ``task_id`` is shown (``tasks watch`` through
+    a server): the task's state, and the counts of its own jobs only, from the record as
+    ``tasks show`` counts them; nothing that counts another customer's jobs (the parked and
+    lost-worker counts, why a wave is held). ``NotFoundError`` for a task without a job of
+    ``tenant``, as for one that does not exist."""
+    from dataclasses import replace
+
+    from scheduler.progress import from_job_states
+
+    tenant_scope(stores, int(task_id), tenant)
+    [task] = progress(stores, [task_id])
+    with stores.database() as engine:
+        counts = tenant_jobs(engine, int(task_id), [tenant])[tenant]
+    own = from_job_states(task.state, counts)
+    return replace(task, total=own.total, running=own.running, succeeded=own.succeeded,
+                   failed=own.failed, lost=own.lost, cancelled=own.cancelled, losses=0,
+                   parked=0, wave_why="")
 
 
 def _from_record(stores: Stores, ids: list[str]) -> dict[str, TaskProgress]:

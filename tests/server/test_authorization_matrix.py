@@ -141,7 +141,7 @@ MATRIX: dict[tuple[str, str], Row] = {
     ("GET", "/tasks/{task_id}"): Row(EVERY, _task(), foreign=True),
     ("GET", "/tasks/{task_id}/jobs"): Row(EVERY, _task(), foreign=True),
     # tasks watch's numbers, read from the queue: every customer's jobs counted
-    ("GET", "/tasks/{task_id}/progress"): Row(TEAM, _task(), foreign=True),
+    ("GET", "/tasks/{task_id}/progress"): Row(EVERY, _task(), foreign=True),
     # a customer follows and reads its own hosts' jobs only (output where the task says so)
     ("GET", "/tasks/{task_id}/events"): Row(EVERY, _task(), foreign=True, stream=True),
     ("GET", "/tasks/{task_id}/output"): Row(EVERY, _output, foreign=True),

@@ -247,3 +247,34 @@ def test_followers_of_mixed_roles_and_tenants_share_one_poller(
     assert 1 <= polls <= 6, (during, later)
     assert later["queries"] - during["queries"] <= 5 * polls
     assert before["feeds"] == 0
+
+
+def test_a_customer_watching_a_task_through_the_server_counts_its_own_jobs_only(
+        customers: Api, worker: Callable[[], None]) -> None:
+    import json
+
+    api = customers
+    # Given a task over acme's two hosts, globex's and the team's, all failed
+    operator = api.token("ci", "--role", "operator")
+    task_id = _submit(api, operator)
+    team_only = _submit(api, operator, target="web-01")
+    worker()
+    for tid in (task_id, team_only):
+        assert api.cli("tasks", "wait", str(tid), "--timeout", "60s")[0] == 3
+    acme = api.token("acme", "--role", "customer-viewer", "--tenant", "acme")
+    viewer = api.token("dash", "--role", "viewer")
+    # When acme and the team watch it through the server (`tasks watch --once`)
+    shown = {}
+    for name, token in (("acme", acme), ("team", viewer)):
+        code, out, err = _remote(api, token, "tasks", "watch", str(task_id), "--once",
+                                 "-o", "json")
+        assert code == 3, err  # the task failed: watch's exit code, as in direct mode
+        [frame] = json.loads(out)
+        shown[name] = (frame["total"], frame["failed"], frame["succeeded"])
+    # Then acme's frame counts its own two jobs, the team's all four
+    assert shown == {"acme": (2, 2, 0), "team": (4, 4, 0)}
+    # And a task without a job of acme's is one acme cannot see, as one that does not exist
+    code, out, err = _remote(api, acme, "tasks", "watch", str(team_only), "--once")
+    assert (code, out) == _remote(api, acme, "tasks", "watch", "999", "--once")[:2]
+    assert code != 0 and f"no task {team_only}" in err
+    assert api("GET", f"/tasks/{team_only}/progress", acme).status_code == 404
