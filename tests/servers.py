@@ -134,6 +134,18 @@ class RedisServer:
         return self.proc is not None and self.proc.poll() is None
 
 
+def stop_process(proc: subprocess.Popen, timeout: float = 20.0) -> None:
+    """SIGTERM (if it still runs), then SIGKILL if it has not ended within ``timeout``: how the
+    tests end the fleetsched processes they start (servers, worker nodes)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def start_redis(tmp: Path, **kwargs) -> RedisServer:
     binary = redis_server_binary()
     if binary is None:

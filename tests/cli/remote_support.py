@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import pytest
 
 from tests.cli_support import isolated_env, run_cli
 from tests.server.conftest import Api, serve_api
+from tests.servers import stop_process
 from tests.submit_support import Cli
 
 SIMULATE = ["--executor", "simulate", "--executor-option", "duration_ms=0"]
@@ -89,12 +89,7 @@ def deployment(tmp_path: Path, redis_url: str) -> Iterator[Deployment]:
             server = api.base.removesuffix("/api/v1")
             yield Deployment(api, server, token, done, pending)
         finally:
-            worker.send_signal(signal.SIGTERM)
-            try:
-                worker.wait(20)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-                worker.wait()
+            stop_process(worker)
 
 
 def normalised(text: str) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from scheduler.record.engine import make_engine
 from scheduler.record.migrate import upgrade
 from scheduler.submission.submit import TaskRequest, submit
 from tests.cli_support import isolated_env, run_cli
+from tests.servers import stop_process
 
 HOSTS = [f"web-{i:02d}" for i in range(1, 7)]
 
@@ -72,13 +72,7 @@ def worker(fleet: dict) -> Iterator[Callable[[], subprocess.Popen]]:
 
     yield start
     for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 def test_top_once_counts_due_jobs_and_shows_each_task(fleet: dict) -> None:

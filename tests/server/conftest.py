@@ -6,7 +6,6 @@ HTTP with ``httpx`` (``Api``), beside a CLI on the same deployment, and a worker
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -16,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.servers import free_port, wait_for_port
+from tests.servers import free_port, stop_process, wait_for_port
 from tests.submit_support import Cli
 
 __all__ = ["HOSTS", "Api", "api", "serve_api", "server_process", "worker"]
@@ -102,9 +101,4 @@ def worker(api: Api, tmp_path: Path, redis_url: str) -> Iterator[Callable[[], No
 
     yield start
     for proc in procs:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
