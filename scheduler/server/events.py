@@ -2,7 +2,7 @@
 over HTTP), and ``GET /api/v1/status/followers``, what following costs.
 
 1. One ``Feed`` per followed task (and host asked for) in the server process: one poller reads
-   the task through one ``scheduler.verbs.follow.Tracker`` every ``POLL_S`` and publishes what
+   the task through one ``scheduler.verbs.tracking.Tracker`` every ``POLL_S`` and publishes what
    changed; every follower of the task is woken to send it, so 100 followers cost the record
    and Redis what one does (``POLLS`` and ``QUERIES`` count the pollers' reads and round trips,
    ``FEEDS`` and ``FOLLOWERS`` what is open: for the benchmark and the metrics).
@@ -18,7 +18,7 @@ over HTTP), and ``GET /api/v1/status/followers``, what following costs.
    skips the first N failures. Progress is a snapshot: the current one is sent on connect.
 4. The last follower to leave stops the poller; a task that does not exist is a 404 before any
    stream starts.
-5. A customer follows a task of its own hosts (``follow.TenantScope``; another's task is a
+5. A customer follows a task of its own hosts (``tracking.TenantScope``; another's task is a
    404, as elsewhere) on the same feed, filtered on its way out: progress and the end counted
    over its own jobs (the poller reads the counts of every followed tenant in one query, and
    only while a customer follows), the failures and the host of its own hosts only, numbered
@@ -45,8 +45,8 @@ from scheduler.progress import from_job_states
 from scheduler.redact import redact_exception
 from scheduler.server.auth import allowed, stores_of
 from scheduler.server.ids import TaskId
-from scheduler.verbs.follow import TenantScope, Tracked, Tracker, tenant_jobs, tenant_scope
 from scheduler.verbs.stores import Stores
+from scheduler.verbs.tracking import TenantScope, Tracked, Tracker, tenant_jobs, tenant_scope
 
 __all__ = ["FAILURES_SENT", "FEEDS", "FOLLOWERS", "HEARTBEAT_S", "POLLS", "POLL_S", "QUERIES",
            "router", "stats", "status"]

@@ -3,7 +3,7 @@ read, one frame at a time. ``tasks watch`` and ``top`` in remote mode poll them 
 they draw in direct mode (``scheduler.views``); the numbers are the verbs' (``follow.progress``,
 ``status.snapshot``), so the frames are the same.
 
-A task's progress for a customer counts its own jobs only (``follow.tenant_progress``); the
+A task's progress for a customer counts its own jobs only (``tracking.tenant_progress``); the
 queue's frame names every customer's tasks and the team's workers: the team's read.
 """
 
@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Request
 from scheduler.principal import Principal
 from scheduler.server.auth import allowed, stores_of
 from scheduler.server.ids import TaskId
-from scheduler.verbs import follow, status
+from scheduler.verbs import follow, status, tracking
 
 __all__ = ["router"]
 
@@ -29,7 +29,7 @@ router = APIRouter()
 def task_progress(request: Request, task_id: TaskId,
                   who: Annotated[Principal, Depends(allowed("tasks.watch"))]) -> dict[str, Any]:
     if who.tenant is not None:  # the queue's counts are every customer's jobs: its own only
-        return follow.tenant_progress(stores_of(request), str(task_id), who.tenant).as_dict()
+        return tracking.tenant_progress(stores_of(request), str(task_id), who.tenant).as_dict()
     return follow.progress(stores_of(request), [str(task_id)])[0].as_dict()
 
 
