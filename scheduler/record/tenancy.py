@@ -6,7 +6,10 @@ own queries, so a tenant-scoped read fetches that customer's rows and nothing el
 3. its tasks: those with at least one job of it (``ix_jobs_tenant_task_id``);
 4. its groups: those holding one of its hosts, directly or through child groups (a recursive
    query up the group tree);
-5. its windows: those assigned to one of its hosts or to one of its groups;
+5. its windows: those assigned to one of its hosts or to one of its groups, but another
+   customer's own freezes (named ``<tenant>:<name>``, :func:`freeze_tenant`): a group may come
+   to hold hosts of two customers after one of them froze it, and that freeze stays its own
+   (it holds only its hosts' jobs, ``windows.assignment.effective``);
 6. its counts (:func:`tenant_counts`): what ``status`` answers a customer;
 7. its jobs' output (:func:`output_shown`): their states and exit codes always, their output
    (stdout, stderr, and the error lines, which may quote stderr) only where the task was
@@ -20,6 +23,7 @@ by the reads themselves: existence does not leak.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import sqlalchemy as sa
@@ -30,15 +34,24 @@ from scheduler.record.models import (
     Host,
     Job,
     Task,
+    Window,
     WindowAssignment,
     group_children,
     group_hosts,
 )
 
-__all__ = ["output_shown", "tenant_counts", "tenant_groups", "tenant_hosts", "tenant_task_ids",
-           "tenant_windows"]
+__all__ = ["freeze_tenant", "output_shown", "tenant_counts", "tenant_groups", "tenant_hosts",
+           "tenant_task_ids", "tenant_windows"]
 
-_H, _J, _WA = Host.__table__, Job.__table__, WindowAssignment.__table__
+_H, _J, _W, _WA = Host.__table__, Job.__table__, Window.__table__, WindowAssignment.__table__
+
+
+def freeze_tenant(name: str, tenants: Collection[str]) -> str | None:
+    """The customer whose own freeze window ``name`` is: the ``<tenant>`` of a name
+    ``<tenant>:<name>`` when it is one of ``tenants`` (``windows.customer_freezes``); None for
+    the team's windows."""
+    prefix, colon, _rest = name.partition(":")
+    return prefix if colon and prefix in tenants else None
 
 
 def tenant_hosts(tenant: str) -> sa.Select[tuple[str]]:
@@ -66,8 +79,14 @@ def tenant_groups(tenant: str) -> sa.Select[tuple[int]]:
 def tenant_windows(tenant: str) -> sa.Select[tuple[int]]:
     """The ids of the windows assigned to one of ``tenant``'s hosts or groups."""
     hosts = sa.select(_H.c.id).where(_H.c.tenant == tenant)
-    return sa.select(_WA.c.window_id).where(sa.or_(_WA.c.host_id.in_(hosts),
-                                                    _WA.c.group_id.in_(tenant_groups(tenant))))
+    others = _H.alias("others")
+    theirs = sa.select(_W.c.id).where(sa.exists().where(  # another customer's own freezes
+        others.c.tenant.is_not(None), others.c.tenant != tenant,
+        sa.func.substr(_W.c.name, 1, sa.func.length(others.c.tenant) + 1)
+        == others.c.tenant + ":"))
+    return sa.select(_WA.c.window_id).where(
+        sa.or_(_WA.c.host_id.in_(hosts), _WA.c.group_id.in_(tenant_groups(tenant))),
+        _WA.c.window_id.not_in(theirs))
 
 
 def tenant_counts(session: Session, tenant: str) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -46,6 +46,7 @@ from scheduler.calendar.windows import (
 from scheduler.errors import ValidationError
 from scheduler.record.models import Group, Host, WindowAssignment, group_children, group_hosts
 from scheduler.record.models import Window as WindowRow
+from scheduler.record.tenancy import freeze_tenant
 from scheduler.windows.approvals import Approval
 from scheduler.windows.approvals import effective as effective_approvals
 from scheduler.windows.wire import BREAK_GLASS, FREEZE_MARK
@@ -152,7 +153,18 @@ def effective(session: Session, hosts: Iterable[str]) -> dict[str, EffectiveWind
     names = list(hosts)
     groups = host_groups(session, names)
     assignments = load_assignments(session)
-    return {h: effective_window(h, groups.get(h, {"all": 0}), assignments) for h in names}
+    tenant_of: dict[str, str | None] = {
+        name: tenant for name, tenant in session.execute(sa.select(Host.name, Host.tenant))}
+    tenants = {t for t in tenant_of.values() if t}
+    out = {}
+    for h in names:
+        eff = effective_window(h, groups.get(h, {"all": 0}), assignments)
+        # A customer's own freeze holds its own hosts only, even in a group that has come to
+        # hold another customer's hosts since it was declared (record.tenancy.freeze_tenant).
+        own = tuple(f for f in eff.freezes
+                    if freeze_tenant(f.name, tenants) in (None, tenant_of.get(h)))
+        out[h] = eff if own == eff.freezes else replace(eff, freezes=own)
+    return out
 
 
 # ------------------------------------------------------------------------- submission

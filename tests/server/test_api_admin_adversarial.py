@@ -58,3 +58,19 @@ def test_an_import_through_the_api_does_not_extend_a_customers_freeze_to_another
         assert imported.status_code in (400, 409), imported.text
         assert _frozen(api.database_url)["globex-01"] == ""
 
+
+
+def test_a_team_freeze_whose_name_holds_a_colon_still_holds_every_customers_hosts(
+        api: Api, tmp_path: Path) -> None:
+    # Given the two customers' hosts in one team group, and a team freeze named "q4:close"
+    # ("q4" names no customer, so the name is the team's, not a customer's own freeze)
+    (tmp_path / "customers.ini").write_text(ACME_AND_GLOBEX + "[db]\nacme-01\nglobex-01\n")
+    api.cli.ok("hosts", "import", str(tmp_path / "customers.ini"))
+    api.cli.ok("windows", "freeze", "q4:close", "--start", "2030-12-20T00:00", "--end",
+               "2031-01-04T00:00", "--group", "db")
+    # Then it holds both customers' hosts in the group, and each customer is shown it
+    frozen = _frozen(api.database_url)
+    assert frozen["acme-01"] == "q4:close" and frozen["globex-01"] == "q4:close"
+    for tenant in ("acme", "globex"):
+        token = api.token(f"{tenant}-dash", "--role", "customer-viewer", "--tenant", tenant)
+        assert api("GET", "/windows/q4:close", token).status_code == 200
