@@ -120,6 +120,11 @@ def test_a_claim_whose_places_call_stalls_past_the_lease_gives_its_job_back(
     t0 = time.monotonic()
     t = threading.Thread(target=w1_claims, daemon=True)
     t.start()
+    # w2 starts once w1 holds 1.0 (a loaded machine may run w2's first claim before w1's: w1
+    # would then find nothing in shard 1 and have nothing to give back)
+    while not any(e.get("kind") == "claim" and e.get("worker") == "w1"
+                  for e in _events_of(other, JOB)) and time.monotonic() - t0 < pause_s / 2:
+        time.sleep(0.02)
     while time.monotonic() - t0 < pause_s - 0.5:
         _w2_claims(other, seen)
         time.sleep(0.1)
