@@ -40,10 +40,11 @@ def test_a_job_a_live_node_runs_is_put_back_under_its_token_and_never_runs_twice
     cli = cli_with_inventory(tmp_path, redis_url, "[web]\nweb-01\nweb-02\n")
     env = {"FLEETSCHED_DATABASE_URL": cli.database_url}
     q = Queue(redis_client, KEYS)
-    # Given a non-idempotent task whose two 12 s jobs run on a live node (long enough that
-    # they cannot end before reconcile, however slow a shared machine starts it)
+    # Given a non-idempotent task whose two 25 s jobs run on a live node (long enough that
+    # they cannot end before reconcile, however slow a shared machine starts it: 12 s jobs
+    # ended first on a loaded CI run, and were then settled by their late results)
     task = cli.submit("command", "-t", "group:web", "-p", "cmd=true", "--executor", "simulate",
-                      "--executor-option", "duration_ms=12000", "--not-idempotent")
+                      "--executor-option", "duration_ms=25000", "--not-idempotent")
     node = start_worker("node-a", slots=2, processes=1, lease="2s", env=env)
     wait_until(lambda: q.task_state(str(task)).get("running") == "2", 15, "both running",
                node.tail, [node])
@@ -63,7 +64,7 @@ def test_a_job_a_live_node_runs_is_put_back_under_its_token_and_never_runs_twice
     assert time.monotonic() - started < 8, "reconcile waited the lease, not the nodes' reports"
     assert {redis_client.hget(KEYS.job(f"{task}.{k}"), "state") for k in (0, 1)} == {"running"}
     # And the node's acks end them: each ran once, the task succeeded
-    code, out, err = cli("tasks", "wait", str(task), "--timeout", "30s")
+    code, out, err = cli("tasks", "wait", str(task), "--timeout", "60s")
     assert code == 0, out + err + node.tail() + dump(redis_client)
     drain(redis_client, cli.database_url)
     assert job_states(cli.database_url, task) == {f"{task}.0": "succeeded", f"{task}.1": "succeeded"}
