@@ -34,7 +34,8 @@ from scheduler.record.audit import record_event
 from scheduler.record.models import ApiToken
 from scheduler.record.types import utcnow
 
-__all__ = ["PREFIX", "Authenticated", "authenticate", "create_token", "list_tokens", "refused",
+__all__ = ["PREFIX", "Authenticated", "authenticate", "create_token", "is_live", "list_tokens",
+           "refused",
            "revoke_token"]
 
 PREFIX = "fst_"
@@ -94,6 +95,15 @@ def _refuse_a_live_twin(session: Session, name: str, owner: str) -> None:
                             "nothing was created",
                             hint=f"if its token was lost, revoke it (`fleetsched tokens revoke "
                                  f"{live}`) and create it again")
+
+
+def is_live(session: Session, token_id: int) -> bool:
+    """Whether token ``token_id`` is neither revoked nor expired (a console session opened with
+    it ends when it does)."""
+    now = utcnow()
+    return session.scalar(sa.select(ApiToken.id).where(
+        ApiToken.id == token_id, ApiToken.revoked_at.is_(None),
+        sa.or_(ApiToken.expires_at.is_(None), ApiToken.expires_at > now))) is not None
 
 
 def _row(t: ApiToken) -> dict[str, Any]:

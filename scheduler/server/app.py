@@ -1,8 +1,9 @@
 """The HTTP API's application: ``create_app(settings)`` (the process around it is
 ``scheduler.server.service``).
 
-Every route lives under ``/api/v1``; the OpenAPI document is ``/api/v1/openapi.json``. No
-interactive docs page: it would load scripts from a CDN.
+Every route of the API lives under ``/api/v1``; the OpenAPI document is
+``/api/v1/openapi.json``. No interactive docs page: it would load scripts from a CDN. The web
+console's pages are ``/ui`` (``scheduler.server.console``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from scheduler.server import errors, fleet, reports, schedules, tasks, tenants, 
 from scheduler.server import events, inventory, live, task_jobs
 from scheduler.verbs.stores import Stores
 from scheduler.server import hardening, read_cache, sso  # sign-on; limits, headers; cache
+from scheduler.server import console
 
 if TYPE_CHECKING:
     from scheduler.config import Settings
@@ -44,6 +46,7 @@ def create_app(settings: Settings) -> FastAPI:
         api.include_router(router)
     app.include_router(api)
     app.include_router(sso.router, prefix=PREFIX)
+    console.install(app)  # the web console's pages, /ui
     app.add_middleware(read_cache.WriteGeneration, cache=app.state.read_cache)
     app.add_middleware(hardening.Hardening)  # inside the access log, which sees its 413, 429
     errors.install(app)

@@ -1,4 +1,4 @@
-"""Errors as JSON: ``{"error": {"code": <the CLI's exit code>, "kind": ..., "message": ...,
+"""Errors as JSON (as pages for the web console's ``/ui``): ``{"error": {"code": <the CLI's exit code>, "kind": ..., "message": ...,
 "hint": ...}}`` with an HTTP status chosen by the error's class.
 
 The message and hint are the CLI's one line each (``scheduler.errors``). An error that is no
@@ -12,7 +12,7 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from scheduler import errors as e
@@ -44,25 +44,44 @@ def body(code: int, kind: str, message: str, hint: str | None = None) -> dict[st
     return {"error": {"code": code, "kind": kind, "message": message, "hint": hint}}
 
 
-def _fleetsched(_request: Request, exc: Exception) -> JSONResponse:
+def _console(request: Request) -> bool:
+    """Whether the request is for a page of the web console, which answers errors as pages."""
+    from scheduler.server.console import PREFIX
+
+    return request.url.path == PREFIX or request.url.path.startswith(PREFIX + "/")
+
+
+def _fleetsched(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, e.FleetschedError)
     status = next((s for cls, s in STATUS if isinstance(exc, cls)), 500)
+    if _console(request):
+        from scheduler.server.console.web import error_page
+
+        return error_page(request, status, str(exc), exc.hint)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse(body(exc.exit_code, type(exc).__name__, str(exc), exc.hint),
                         status_code=status, headers=headers)
 
 
-def _invalid(_request: Request, exc: Exception) -> JSONResponse:
+def _invalid(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     first = exc.errors()[0] if exc.errors() else {}
     where = ".".join(str(p) for p in first.get("loc", ()))
     message = f"{where}: {first.get('msg', 'invalid request')}" if where else "invalid request"
+    if _console(request):
+        from scheduler.server.console.web import error_page
+
+        return error_page(request, 422, message, None)
     return JSONResponse(body(e.ValidationError.exit_code, "ValidationError", message,
                              "see /api/v1/openapi.json"), status_code=422)
 
 
-def _http(_request: Request, exc: Exception) -> JSONResponse:
+def _http(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
+    if _console(request):
+        from scheduler.server.console.web import error_page
+
+        return error_page(request, exc.status_code, str(exc.detail), None)
     return JSONResponse(body(4 if exc.status_code == 404 else 1, "HTTPError", str(exc.detail)),
                         status_code=exc.status_code)
 

@@ -5,9 +5,11 @@ principal of a request that carries a session cookie instead of a bearer token.
    a short ``fleetsched_login`` cookie holding the state, so the callback comes back to the
    browser that started the login.
 2. ``GET /auth/callback`` finishes the login (``scheduler.verbs.sso``) and sets two cookies:
-   ``fleetsched_session`` (the opaque session id; ``HttpOnly``, ``SameSite=Lax``,
-   ``Path=/api``) and ``fleetsched_csrf`` (readable by the page's script, which echoes it in an
-   ``X-CSRF-Token`` header on every write).
+   ``fleetsched_session`` (the opaque session id; ``HttpOnly``, ``SameSite=Lax``, ``Path=/``:
+   the API and the web console's pages) and ``fleetsched_csrf`` (readable by a page's script,
+   which echoes it in an ``X-CSRF-Token`` header on every write; the console's forms carry it
+   as a field). A login started with ``?next=/ui/...`` (the console's sign-in) ends with a
+   redirect there; otherwise the callback answers the session as JSON.
 3. ``cookie_principal``: a request with no ``Authorization`` header and a session cookie is
    that session's principal; a write (anything but GET, HEAD, OPTIONS) must echo the
    session's CSRF token, or it is refused before any verb runs. Bearer tokens need no CSRF
@@ -37,13 +39,25 @@ from scheduler.principal import Principal
 from scheduler.verbs import sso
 from scheduler.verbs.stores import Stores
 
-__all__ = ["CSRF_COOKIE", "CSRF_HEADER", "SESSION_COOKIE", "cookie_principal", "router"]
+__all__ = [
+    "CSRF_COOKIE",
+    "CSRF_HEADER",
+    "SESSION_COOKIE",
+    "clear_session",
+    "console_page",
+    "cookie_principal",
+    "router",
+    "secure_cookies",
+    "set_session",
+]
 
 router = APIRouter(prefix="/auth", tags=["auth"])
 
 SESSION_COOKIE = "fleetsched_session"
 CSRF_COOKIE = "fleetsched_csrf"
 LOGIN_COOKIE = "fleetsched_login"
+NEXT_COOKIE = "fleetsched_next"  # the console page a login returns to
+CONSOLE = "/ui"
 CSRF_HEADER = "X-CSRF-Token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _PROVIDER_ERROR = re.compile(r"[a-z_]{1,40}")  # an OAuth error code, shown back only if it is one
@@ -59,7 +73,8 @@ def _redirect_uri(request: Request) -> str:
     return configured or str(request.url_for("callback"))
 
 
-def _secure(request: Request) -> bool:
+def secure_cookies(request: Request) -> bool:
+    """Whether cookies are ``Secure``: everywhere but a plain-HTTP loopback deployment."""
     parts = urlsplit(_redirect_uri(request))
     return not (parts.scheme == "http" and parts.hostname in ("127.0.0.1", "::1", "localhost"))
 
@@ -87,13 +102,29 @@ def _who(session: Session) -> dict[str, object]:
             "csrf_token": session.csrf}
 
 
+def console_page(target: str | None) -> str | None:
+    """``target`` if it is a page of the web console (a path under ``/ui``, nothing that could
+    send the browser to another site), else None."""
+    if not target or not (target == CONSOLE or target.startswith(CONSOLE + "/")):
+        return None
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or "\\" in target or "//" in parts.path:
+        return None
+    return target
+
+
 @router.get("/login", status_code=302, response_class=RedirectResponse,
             summary="Log in with the configured identity provider (a redirect to it)")
-def login(request: Request) -> Response:
+def login(request: Request, next: str | None = None) -> Response:
     state, url = sso.begin(_stores(request), _redirect_uri(request))
     reply = RedirectResponse(url, status_code=302)
+    secure = secure_cookies(request)
     reply.set_cookie(LOGIN_COOKIE, state, max_age=LOGIN_TTL_S, path="/api/v1/auth",
-                     secure=_secure(request), httponly=True, samesite="lax")
+                     secure=secure, httponly=True, samesite="lax")
+    page = console_page(next)
+    if page is not None:
+        reply.set_cookie(NEXT_COOKIE, page, max_age=LOGIN_TTL_S, path="/api/v1/auth",
+                         secure=secure, httponly=True, samesite="lax")
     return reply
 
 
@@ -121,16 +152,33 @@ def _callback(request: Request, state: str, code: str, error: str) -> Response:
                                    hint="start at GET /api/v1/auth/login")
     session_id, session = sso.complete(_stores(request), state, code,
                                        request.cookies.get(LOGIN_COOKIE), _source(request))
-    reply = JSONResponse(_who(session))
+    page = console_page(request.cookies.get(NEXT_COOKIE))
+    reply: Response = (RedirectResponse(page, status_code=303) if page
+                       else JSONResponse(_who(session)))
+    set_session(request, reply, session_id, session)
+    secure = secure_cookies(request)
+    for name in (LOGIN_COOKIE, NEXT_COOKIE):
+        reply.delete_cookie(name, path="/api/v1/auth", secure=secure, httponly=True,
+                            samesite="lax")
+    return reply
+
+
+def set_session(request: Request, reply: Response, session_id: str, session: Session) -> None:
+    """Give the browser the session's two cookies (single sign-on's callback, the console's
+    sign-in with a token)."""
     lifetime = _stores(request).settings.oidc_session_minutes * 60
-    secure = _secure(request)
-    reply.set_cookie(SESSION_COOKIE, session_id, max_age=lifetime, path="/api", secure=secure,
+    secure = secure_cookies(request)
+    reply.set_cookie(SESSION_COOKIE, session_id, max_age=lifetime, path="/", secure=secure,
                      httponly=True, samesite="lax")
     reply.set_cookie(CSRF_COOKIE, session.csrf, max_age=lifetime, path="/", secure=secure,
                      httponly=False, samesite="lax")
-    reply.delete_cookie(LOGIN_COOKIE, path="/api/v1/auth", secure=secure, httponly=True,
-                        samesite="lax")
-    return reply
+
+
+def clear_session(request: Request, reply: Response) -> None:
+    """Take the session's two cookies back (logout)."""
+    secure = secure_cookies(request)
+    reply.delete_cookie(SESSION_COOKIE, path="/", secure=secure, httponly=True, samesite="lax")
+    reply.delete_cookie(CSRF_COOKIE, path="/", secure=secure, samesite="lax")
 
 
 @router.get("/session", summary="The session's principal and CSRF token")
@@ -150,8 +198,5 @@ def logout(request: Request) -> Response:
     sso.end(_stores(request), request.cookies[SESSION_COOKIE],
             replace(who, source=_source(request)))
     reply = Response(status_code=204)
-    secure = _secure(request)
-    reply.delete_cookie(SESSION_COOKIE, path="/api", secure=secure, httponly=True,
-                        samesite="lax")
-    reply.delete_cookie(CSRF_COOKIE, path="/", secure=secure, samesite="lax")
+    clear_session(request, reply)
     return reply

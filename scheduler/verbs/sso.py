@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from scheduler.queue.keys import Keys
     from scheduler.verbs.stores import Stores
 
-__all__ = ["begin", "complete", "end", "session_of"]
+__all__ = ["begin", "complete", "end", "session_of", "token_session"]
 
 log = logging.getLogger("fleetsched.server.sso")
 
@@ -69,6 +69,24 @@ def complete(stores: Stores, state: str, code: str, browser_state: str | None,
     return session_id, session
 
 
+def token_session(stores: Stores, token: str, source: str | None = None) -> tuple[str, Session]:
+    """A session for the bearer ``token``'s principal (the web console's sign-in with a token,
+    for a first try or where no identity provider is set): the same session, cookies and
+    CSRF token as single sign-on gives, for ``oidc_session_minutes`` and no longer than the
+    token lives (``session_of`` checks it on every request). Recorded as a ``login`` event; the token is never kept."""
+    from scheduler.verbs.access import authenticate
+
+    principal = authenticate(stores, token)
+    seconds = stores.settings.oidc_session_minutes * 60
+    with _sessions(stores) as (client, keys):
+        session_id, session = sessions.open_session(client, keys, principal, seconds)
+    _record(stores, "login", replace(principal, source=source),
+            {"session_minutes": stores.settings.oidc_session_minutes, "with": "token"})
+    log.info("console: %s signed in with token %s as %s", principal.name, principal.via,
+             principal.role)
+    return session_id, session
+
+
 def _record(stores: Stores, kind: str, principal: Principal, data: dict[str, object]) -> None:
     from scheduler.record.audit import record_event
     from scheduler.record.session import transaction
@@ -81,10 +99,21 @@ def session_of(stores: Stores, session_id: str) -> Session:
     """The live session of the cookie's ``session_id`` (``UnauthenticatedError`` if none)."""
     with _sessions(stores) as (client, keys):
         found = sessions.find(client, keys, session_id)
-    if found is None:
+    if found is None or not _token_live(stores, found.principal):
         raise UnauthenticatedError("the session is unknown, ended or expired",
                                    hint="log in again: GET /api/v1/auth/login")
     return found
+
+
+def _token_live(stores: Stores, principal: Principal) -> bool:
+    """A session opened with a token (``token_session``) lives no longer than the token: a
+    revoked or expired one ends it at the next request."""
+    if not principal.via.startswith("token:"):
+        return True
+    from scheduler.access.tokens import is_live
+
+    with stores.reading() as session:
+        return is_live(session, int(principal.via.partition(":")[2]))
 
 
 def end(stores: Stores, session_id: str, principal: Principal) -> None:

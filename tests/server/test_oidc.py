@@ -109,10 +109,11 @@ def test_a_person_logs_in_at_the_provider_and_uses_the_api_with_the_session_cook
     who = reply.json()
     assert (who["name"], who["via"], who["role"]) == ("alice", f"oidc:{issuer}#u-1001",
                                                       "operator")
-    # And the session cookie is HttpOnly, SameSite=Lax, for /api only (not Secure on loopback)
+    # And the session cookie is HttpOnly, SameSite=Lax, for the API and the console (not Secure on
+    # loopback)
     cookies = reply.headers.get_list("set-cookie")
     session = next(c for c in cookies if c.startswith("fleetsched_session="))
-    assert "HttpOnly" in session and "SameSite=lax" in session and "Path=/api;" in session
+    assert "HttpOnly" in session and "SameSite=lax" in session and "Path=/;" in session
     assert "Secure" not in session
     csrf = next(c for c in cookies if c.startswith("fleetsched_csrf="))
     assert "HttpOnly" not in csrf and who["csrf_token"] in csrf
