@@ -1,6 +1,7 @@
 """The task options ``submit`` and ``schedules add`` share, as a ``TaskRequest``.
 
-Only the command line's own syntax is parsed here (``--param NAME=VALUE`` pairs,
+Only the command line's own syntax is parsed here (``--param NAME=VALUE`` pairs through
+``scheduler.submission.request.pairs``, which the web console's submit form shares,
 ``--executor-option`` and ``--become-user``); the values are mapped to a request by
 ``scheduler.submission.request.task_request``, as a task file's are.
 """
@@ -15,26 +16,11 @@ if TYPE_CHECKING:
     from scheduler.submission.submit import TaskRequest
 
 
-def pairs(values: list[str] | None, option: str) -> dict[str, str]:
-    """``NAME=VALUE`` options as a mapping; a malformed or repeated name is refused."""
-    out: dict[str, str] = {}
-    for raw in values or []:
-        key, sep, value = raw.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ValidationError(f"{option} {raw!r} is not NAME=VALUE",
-                                  hint=f"e.g. {option} cmd='uptime'")
-        if key in out:
-            raise ValidationError(f"{option} {key} is given twice")
-        out[key] = value
-    return out
-
-
 def request_of(action: str | None, target: str | None, params: list[str] | None,
                at: str | None, in_: str | None, options: dict[str, Any]) -> TaskRequest:
     """The request the options ask for; ``options`` by the option's name (``max_concurrency``
     for ``--max-concurrency``), a missing one meaning not given."""
-    from scheduler.submission.request import task_request
+    from scheduler.submission.request import pairs, task_request
 
     if not action:
         raise ValidationError("no action given", hint="fleetsched submit ACTION --target EXPR, "
@@ -53,6 +39,8 @@ def request_of(action: str | None, target: str | None, params: list[str] | None,
 
 def _executor_options(options: dict[str, Any]) -> dict[str, Any]:
     """``--executor-option`` pairs, with ``--become-user`` as the ssh option ``become_user``."""
+    from scheduler.submission.request import pairs
+
     out: dict[str, Any] = pairs(options.get("executor_option"), "--executor-option")
     if options.get("become_user"):
         if "become_user" in out:

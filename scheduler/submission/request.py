@@ -17,7 +17,7 @@ from scheduler.errors import ValidationError
 from scheduler.parse import parse_duration, parse_limit, parse_time
 from scheduler.submission.submit import TaskRequest
 
-__all__ = ["KEYS", "task_request"]
+__all__ = ["KEYS", "pairs", "task_request"]
 
 # Everything a task request can say, named as in a task file (the CLI's flags are the same
 # words with dashes: max_concurrency is --max-concurrency).
@@ -29,6 +29,21 @@ KEYS = ("action", "target", "params", "name", "at", "in", "in_window", "ignore_w
 WAVE_KEYS = ("waves", "wave_order", "wave_pause", "wave_gate", "wave_check", "wave_seed")
 
 Locate = Callable[[str, ValidationError], ValidationError]
+
+
+def pairs(values: list[str] | None, option: str) -> dict[str, str]:
+    """``NAME=VALUE`` options as a mapping; a malformed or repeated name is refused."""
+    out: dict[str, str] = {}
+    for raw in values or []:
+        key, sep, value = raw.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValidationError(f"{option} {raw!r} is not NAME=VALUE",
+                                  hint=f"e.g. {option} cmd='uptime'")
+        if key in out:
+            raise ValidationError(f"{option} {key} is given twice")
+        out[key] = value
+    return out
 
 
 def task_request(given: Mapping[str, Any], *, flag: str = "--",
