@@ -88,3 +88,7 @@ def console(tmp_path: Path, redis_url: str) -> Iterator[Console]:
             yield made
         finally:
             made.close()
+
+
+# The browser tests' fixtures (a Chromium per module, a page per test), for every module here.
+from tests.server.console.browser import browser_page, chromium  # noqa: F401
