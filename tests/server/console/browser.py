@@ -117,9 +117,14 @@ def browser_page(chromium: Browser, console: Console) -> Iterator[InBrowser]:
     context.set_default_timeout(WAIT_MS)
     page = context.new_page()
     seen = InBrowser(page, console)
-    page.on("pageerror", lambda exc: seen.errors.append(f"script: {exc}"))
+
+    def ours() -> bool:  # another site's page (an identity provider's) is not the console's
+        return page.url.startswith(console.root)
+
+    page.on("pageerror", lambda exc: seen.errors.append(f"script: {exc}") if ours() else None)
     page.on("console", lambda msg: seen.errors.append(f"console: {msg.text}")
-            if msg.type == "error" and not msg.text.startswith(REFUSED_PAGE) else None)
+            if msg.type == "error" and not msg.text.startswith(REFUSED_PAGE) and ours()
+            else None)
     try:
         yield seen
     finally:

@@ -1,0 +1,37 @@
+"""Signing in to the web console by single sign-on in a real browser, against a real OpenID
+Connect provider process (``oidc-provider-mock``, the fixtures of tests/server/test_oidc.py):
+the sign-in page's button, the server's redirect to the provider, the provider's own login
+form filled in the browser, the callback, and back on the console's page asked for."""
+
+from __future__ import annotations
+
+from playwright.sync_api import expect
+
+from tests.server.console.browser import InBrowser
+from tests.server.test_oidc import _person, issuer, oidc_config  # noqa: F401 - the fixtures
+
+
+def test_a_person_signs_in_by_single_sign_on_and_lands_on_the_page_asked_for(
+        oidc_config: str, browser_page: InBrowser) -> None:  # noqa: F811 - the fixture
+    page = browser_page.page
+    _person(oidc_config, "u-2001", preferred_username="alice", groups=["fleet-operators"])
+    # Given a browser without a session that asks for the fleet page
+    browser_page.go("/ui/?from=sso")
+    # Then the sign-in page offers single sign-on beside the token
+    sso = page.get_by_role("link", name="Sign in with single sign-on")
+    expect(sso).to_be_visible()
+    expect(page.get_by_label("API token")).to_be_visible()
+    # When she follows it, the provider's own login form is shown; she signs in there
+    sso.click()
+    page.wait_for_url(lambda url: url.startswith(oidc_config))
+    page.get_by_placeholder("sub").fill("u-2001")
+    page.get_by_role("button", name="Authorize").click()
+    # Then the callback brings her back to the page she asked for, signed in as an operator
+    expect(page).to_have_url(f"{browser_page.root}/ui/?from=sso")
+    expect(page.get_by_text("alice · operator")).to_be_visible()
+    expect(page.get_by_role("heading", name="Fleet now", level=1)).to_be_visible()
+    expect(page.locator("[data-live-status]")).to_have_text("live")
+    # And her session works for the pages' forms: signing out ends it
+    page.get_by_role("button", name="Sign out").click()
+    expect(page).to_have_url(f"{browser_page.root}/ui/login")
+    assert browser_page.errors == []
