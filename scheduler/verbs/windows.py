@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from scheduler.windows.store import WindowSpec
 
 __all__ = ["Approval", "WindowAdded", "WindowChange", "add", "approve", "assign", "deny", "edit", "freeze", "list_",
-           "next_", "remove", "revoke", "show", "sync", "unassign"]
+           "next_", "openings", "remove", "revoke", "show", "sync", "timeline", "unassign",
+           "waiting"]
 
 
 @dataclass(frozen=True)
@@ -273,6 +274,60 @@ def next_(stores: Stores, name: str, count: int = 5, *,
 
             check_visible(session, name, tenant)
         return next_openings(session, name, count)
+
+
+def timeline(stores: Stores, start_utc: datetime, end_utc: datetime, *,
+             tenant: str | None = None, group: str | None = None) -> list[dict[str, Any]]:
+    """The windows and freezes per assignment target (``windows.timeline.lanes``), each
+    window's ``windows list`` row with ``openings``: those overlapping ``[start_utc,
+    end_utc)``, each with its approval state (``windows.timeline``). ``tenant``: that
+    customer's windows, assignments and decisions only; ``group``: that group's row only."""
+    from scheduler.windows.store import list_windows
+    from scheduler.windows.timeline import lanes, period_states
+
+    with stores.reading() as session:
+        rows = list_windows(session, tenant=tenant)
+        if tenant is not None:
+            from scheduler.windows.tenant_view import scoped_rows
+
+            rows = scoped_rows(session, tenant, rows)
+        states = period_states(session, [r["name"] for r in rows], start_utc, end_utc,
+                               tenant=tenant)
+    return [{"target": target, "windows": [{**w, "openings": states.get(w["name"], [])}
+                                           for w in ws]}
+            for target, ws in lanes(rows, group=group)]
+
+
+def openings(stores: Stores, name: str, count: int = 5, *,
+             tenant: str | None = None) -> list[dict[str, Any]]:
+    """The next ``count`` openings (1 to 1000) of window ``name``, each with its approval
+    state and the decisions that speak to it (``windows.timeline``). ``tenant``: only a
+    window of that customer's hosts or groups, with its own party's decisions."""
+    from scheduler.errors import ValidationError
+    from scheduler.windows.timeline import next_states
+
+    if not 1 <= count <= 1000:
+        raise ValidationError(f"--count {count} must be from 1 to 1000")
+    with stores.reading() as session:
+        if tenant is not None:
+            from scheduler.windows.tenant_view import check_visible
+
+            check_visible(session, name, tenant)
+        return next_states(session, name, count, tenant=tenant)
+
+
+def waiting(stores: Stores, name: str, *, tenant: str | None = None, limit: int = 50,
+            offset: int = 0) -> list[dict[str, Any]]:
+    """The unfinished jobs whose window field names window ``name`` (``windows.waiting``),
+    soonest due first. ``tenant``: only a window of that customer's, and its own jobs."""
+    from scheduler.windows.waiting import jobs_waiting
+
+    with stores.reading() as session:
+        if tenant is not None:
+            from scheduler.windows.tenant_view import check_visible
+
+            check_visible(session, name, tenant)
+        return jobs_waiting(session, name, tenant=tenant, limit=limit, offset=offset)
 
 
 def _push_freezes(stores: Stores, engine: Engine) -> str | None:
