@@ -34,8 +34,9 @@ def install(app: FastAPI) -> None:
     from urllib.parse import quote
 
     from scheduler.server.console import fleet, signin
+    from scheduler.server.console import submit
 
-    for module in (signin, fleet):
+    for module in (signin, fleet, submit):
         app.include_router(module.router, prefix=PREFIX, include_in_schema=False)
     app.mount(f"{PREFIX}/static", StaticFiles(directory=HERE / "static"), name="console-static")
 
