@@ -35,8 +35,9 @@ def install(app: FastAPI) -> None:
 
     from scheduler.server.console import fleet, signin
     from scheduler.server.console import submit
+    from scheduler.server.console import calendar, customer, windows
 
-    for module in (signin, fleet, submit):
+    for module in (signin, fleet, submit, customer, windows, calendar):
         app.include_router(module.router, prefix=PREFIX, include_in_schema=False)
     app.mount(f"{PREFIX}/static", StaticFiles(directory=HERE / "static"), name="console-static")
 
