@@ -4,7 +4,9 @@ Thin: build ``scheduler.demo.run.DemoOptions``, run a ``Demo`` (its live view on
 print the audit summary and the commands to explore further (stdout), or with
 ``--output json`` a machine-readable summary (each task's completion time, whether Bob's
 finished first, the reorders, the audit). Never touches the operator's own queue: the demo
-runs in a private temporary state directory (``--keep`` keeps it).
+runs in a private temporary state directory (``--keep`` keeps it). With ``--web`` the demo's
+fleet is in the web console too (``scheduler.demo.web``): its URL and a token on stderr, and
+after the summary the console stays up until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -24,9 +26,13 @@ EPILOG = """Examples:
 
   fleetsched demo --keep            # keep the state directory to explore it afterwards
 
+  fleetsched demo --web             # and watch it in the web console (URL and token printed)
+
   fleetsched demo --output json | jq '.tasks.bob.completed_s, .tasks.alice.completed_s'
 
 Everything is simulated (no host is contacted) and private to the demo: its own Redis and SQLite in a temporary directory; your configuration and queue are never used.
+
+With --web the demo also runs `fleetsched server` on a free loopback port and prints the console's URL and an admin token (stderr) before the tasks start; open the URL and paste the token. After the summary the console stays up, on the demo's record, until you press Ctrl-C; then the demo stops it and cleans up.
 """
 
 
@@ -57,14 +63,22 @@ def demo(
     speed: Annotated[float, typer.Option(help="Run faster (2 = half the time) or slower.", min=0.1, max=100)] = 1.0,
     keep: Annotated[bool, typer.Option("--keep", help="Keep the demo's state directory (Redis AOF, SQLite) to explore it.")] = False,
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="table or json (a summary for scripts)")] = output.OutputFormat.table,
+    web: Annotated[bool, typer.Option("--web", help="Also serve the web console on a loopback port (URL and token printed); it stays up after the summary until Ctrl-C.")] = False,
 ) -> None:
     """Simulate 3,000 hosts: Alice's fleet-wide task, Bob's small one, fair share, an audit."""
-    from scheduler.demo.run import Demo, DemoOptions, to_json
+    from scheduler.demo.run import Demo, DemoOptions
     from scheduler.errors import ValidationError
 
     if fmt is output.OutputFormat.csv:
         raise ValidationError("the demo has no csv form", hint="use --output table or json")
-    result = Demo(DemoOptions(hosts=hosts, speed=speed, keep=keep), output.stderr).run()
+    Demo(DemoOptions(hosts=hosts, speed=speed, keep=keep, web=web), output.stderr).run(
+        report=lambda result: _report(result, fmt))
+
+
+def _report(result: Any, fmt: output.OutputFormat) -> None:
+    """The summary on stdout: the audit table and what to explore, or JSON."""
+    from scheduler.demo.run import to_json
+
     if fmt is output.OutputFormat.json:
         output.stdout.out(to_json(result), highlight=False)
         return

@@ -16,6 +16,10 @@ A :class:`Demo` runs these steps, each on real components, in a private state di
    (``scheduler.reports``) for a short audit summary, the embedded Redis is stopped, and the
    directory removed (kept with ``--keep``).
 
+With ``--web`` the server runs beside the workers from step 3 (``scheduler.demo.web``): the
+console's URL and an admin token are printed, and after the summary the console stays up,
+on the demo's record, until Ctrl-C (or SIGTERM); then step 6's clean-up.
+
 ``--speed`` scales every duration (jobs, Bob's delay, the overload threshold); the slots are
 sized so Alice's task takes about 45 s / speed whatever ``--hosts`` is.
 """
@@ -35,7 +39,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.text import Text
@@ -43,6 +47,11 @@ from rich.text import Text
 from scheduler.config import Settings, load_settings
 from scheduler.demo.fleet import add_windows, write_inventory
 from scheduler.errors import FleetschedError, ValidationError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from scheduler.demo.web import WebConsole
 
 __all__ = ["DemoOptions", "DemoResult", "Demo"]
 
@@ -60,6 +69,7 @@ class DemoOptions:
     keep: bool = False
     workers: int = WORKERS
     seed: str = "demo"
+    web: bool = False  # also serve the web console until Ctrl-C (scheduler.demo.web)
 
     def __post_init__(self) -> None:
         if not 10 <= self.hosts <= 100_000:
@@ -142,6 +152,7 @@ class Demo:
         self._interrupted = False
         self.client: Any = None
         self.engine: Any = None
+        self.web: WebConsole | None = None
 
     def _on_signal(self, _signum: int, _frame: Any) -> None:
         self._interrupted = True
@@ -209,6 +220,27 @@ class Demo:
                 last = tail.splitlines()[-1] if tail else f"exit code {proc.returncode}"
                 raise FleetschedError(f"demo worker {n + 1} exited: {last}",
                                       hint="run fleetsched demo --keep to keep its log")
+
+    def open_console(self) -> None:
+        """With ``--web``: the server on the demo's deployment, its URL and a token printed."""
+        from scheduler.demo import web
+
+        self.web = web.start(self.settings, _env(self.config, self.dir, self.overload_ms),
+                             self.dir, self.check_interrupt, _die_with_demo)
+        self.console.print(Text(f"web console: {self.web.url}", style="bold"), soft_wrap=True)
+        self.console.print(Text(f"sign in with this token: {self.web.token}", style="bold"),
+                           soft_wrap=True)
+
+    def hold(self) -> None:
+        """With ``--web``, after the summary: keep the console up until Ctrl-C or SIGTERM."""
+        assert self.web is not None
+        self.say(f"The demo has ended; its web console stays up at {self.web.url} "
+                 "until Ctrl-C.", "bold")
+        while not self._interrupted:
+            if not self.web.alive():
+                raise FleetschedError("the demo's web console stopped",
+                                      hint=f"see {self.web.log} (run with --keep)")
+            time.sleep(0.2)
 
     def submit(self, run: TaskRun, target: str, cmd: str) -> None:
         from scheduler.queue.shards import shards_of
@@ -371,13 +403,17 @@ class Demo:
                 self.client.close()
             if self.engine is not None:
                 self.engine.dispose()
+            if self.web is not None:
+                self.web.stop()
             try:
                 embedded.stop(self.settings)
             finally:
                 if not self.o.keep:
                     shutil.rmtree(self.dir, ignore_errors=True)
 
-    def run(self) -> DemoResult:
+    def run(self, report: Callable[[DemoResult], None] | None = None) -> DemoResult:
+        """The demo's steps; ``report(result)`` is called before the clean-up (with
+        ``--web``, before the console is held up until Ctrl-C)."""
         t0 = time.monotonic()
         alice, bob = TaskRun("Alice"), TaskRun("Bob")
         interrupted = False
@@ -386,11 +422,20 @@ class Demo:
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             for step in (self.setup, self.start_workers,
+                         *((self.open_console,) if self.o.web else ()),
                          lambda: self.submit(alice, "all", "apt-get install --only-upgrade -y openssl"),
                          lambda: self.follow(alice, bob), self.drain_and_stop):
                 self.check_interrupt()
                 step()
             audit = self.audit([alice, bob])
+            result = DemoResult(self.o, [alice, bob], alice.submitted, state_dir=str(self.dir)
+                                if self.o.keep else None, elapsed_s=time.monotonic() - t0,
+                                audit=audit)
+            result.reorders = audit["reorder_events"]
+            if report is not None:
+                report(result)
+            if self.web is not None:
+                self.hold()  # Ctrl-C here is the demo's normal end
         except KeyboardInterrupt:
             interrupted = True
             raise
@@ -398,10 +443,6 @@ class Demo:
             for s, handler in previous.items():
                 signal.signal(s, handler)
             self.close(interrupted)
-        result = DemoResult(self.o, [alice, bob], alice.submitted, state_dir=str(self.dir)
-                            if self.o.keep else None, elapsed_s=time.monotonic() - t0,
-                            audit=audit)
-        result.reorders = audit["reorder_events"]
         return result
 
 
