@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
-from tests.server.console.browser import WAIT_MS, InBrowser, screenshot
+from tests.server.console.browser import WAIT_MS, InBrowser
 
 
 def test_an_operator_signs_in_with_a_token_and_sees_a_task_appear_live(
@@ -38,7 +38,6 @@ def test_an_operator_signs_in_with_a_token_and_sees_a_task_appear_live(
     expect(page.locator("#health .findings li").first).to_be_visible(timeout=WAIT_MS)
     # Without a reload: the page's own state is still there
     assert page.evaluate("() => window.notReloaded") == "still"
-    screenshot(page, "fleet")
     # When the task is cancelled at the shell, it leaves the running tasks, live again
     browser_page.console.api.cli.ok("tasks", "cancel", str(task_id), operator="olga")
     expect(queue).to_contain_text("No task is running.", timeout=WAIT_MS)
@@ -50,7 +49,6 @@ def test_a_wrong_token_stays_on_the_sign_in_page_with_one_line(browser_page: InB
     browser_page.go("/ui/?from=bookmark")
     # The page asked for without a session sends the browser to sign in, and back after
     expect(page).to_have_url(f"{browser_page.root}/ui/login?next=%2Fui%2F%3Ffrom%3Dbookmark")
-    screenshot(page, "sign-in")
     page.get_by_label("API token").fill("fst_nope_nope")
     page.get_by_role("button", name="Sign in", exact=True).click()
     expect(page.get_by_role("alert")).to_have_text("that token is unknown, expired or revoked")
