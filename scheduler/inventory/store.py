@@ -6,7 +6,8 @@ What it owns:
 1. ``group_members(session, group)``: the hosts of a group including its child groups (``all``:
    every host; ``ungrouped``: hosts in no group); ``hosts_in_groups`` for several; and
    ``group_member_map`` (every group at once, the shape ``scheduler.submission.targets`` takes);
-2. ``list_hosts`` (filters: group with its children, fnmatch name pattern), ``show_host``,
+2. ``list_hosts`` (filters: group with its children, fnmatch name pattern, variables),
+   ``show_host``,
    ``list_groups``;
 3. ``add_host`` and ``remove_host`` by hand (``source = "cli"``), each recorded as an event
    (``host-add``, ``host-remove``) in the same transaction.
@@ -17,6 +18,7 @@ Every function takes a session inside a transaction the caller opened.
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -171,11 +173,12 @@ def _host_rows(session: Session, names: set[str] | None, *, limit: int | None = 
 
 
 def list_hosts(session: Session, *, group: str | None = None, match: str | None = None,
-               limit: int | None = None, offset: int = 0,
-               tenant: str | None = None) -> list[dict[str, Any]]:
+               limit: int | None = None, offset: int = 0, tenant: str | None = None,
+               host_vars: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Hosts sorted by name, optionally those of ``group`` (with its children) whose name
-    matches the fnmatch pattern ``match``; ``limit`` of them from ``offset`` (one page read in
-    SQL, but for a group of more than ``IN_CHUNK`` hosts or a pattern with a ``[...]``
+    matches the fnmatch pattern ``match`` and whose variables hold ``host_vars`` (each value
+    compared as text, in SQL: ``_vars_match``); ``limit`` of them from ``offset`` (one page
+    read in SQL, but for a group of more than ``IN_CHUNK`` hosts or a pattern with a ``[...]``
     class). ``tenant``: that customer's hosts only, in SQL; a group without any of them is
     not found, as a group that does not exist."""
     names = group_members(session, group) if group else None
@@ -183,11 +186,13 @@ def list_hosts(session: Session, *, group: str | None = None, match: str | None 
         names &= _tenant_hosts(session, tenant, names)
         if not names:
             raise NotFoundError(f"no group named {group!r}", hint="see `fleetsched groups list`")
+    held = _vars_match(session, host_vars) if host_vars else None
     named = _name_matches(session, match) if match else None
     if not match or named is not None:
+        wanted = [c for c in (named, held) if c is not None]
         return _host_rows(session, names, limit=limit, offset=offset, tenant=tenant,
-                          named=named)
-    rows = [r for r in _host_rows(session, names, tenant=tenant)
+                          named=sa.and_(*wanted) if wanted else None)
+    rows = [r for r in _host_rows(session, names, tenant=tenant, named=held)
             if fnmatch.fnmatchcase(r["name"], match)]
     return rows[offset:None if limit is None else offset + limit]
 
@@ -205,6 +210,33 @@ def _name_matches(session: Session, pattern: str) -> sa.ColumnElement[bool] | No
     like = (pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             .replace("*", "%").replace("?", "_"))
     return name.like(like, escape="\\")
+
+
+VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")  # a variable a host search names
+
+
+def _vars_match(session: Session, wanted: dict[str, str]) -> sa.ColumnElement[bool]:
+    """Hosts whose own variables hold each ``wanted`` key with that value, compared as text
+    in SQL (a number as written, ``true``/``false`` as JSON spells them; a list or mapping
+    value never matches): PostgreSQL's ``->>``, SQLite's ``json_extract``."""
+    column = Host.__table__.c.vars
+    sqlite = session.get_bind().dialect.name == "sqlite"
+    conditions = []
+    for key, value in wanted.items():
+        if not VAR_NAME.fullmatch(key):
+            raise ValidationError(f"{key[:120]!r} is not a variable name",
+                                  hint="letters, digits and '_', e.g. rack=r12")
+        if sqlite:
+            path = f'$."{key}"'
+            kind = sa.func.json_type(column, path)
+            text: Any = sa.case((kind == "true", "true"), (kind == "false", "false"),
+                                (kind.in_(("object", "array")), None),
+                                else_=sa.cast(sa.func.json_extract(column, path), sa.Text))
+        else:
+            text = sa.case((sa.func.json_typeof(column[key]).in_(("object", "array")), None),
+                           else_=column[key].as_string())
+        conditions.append(text == value)
+    return sa.and_(*conditions)
 
 
 def _tenant_hosts(session: Session, tenant: str, names: set[str]) -> set[str]:

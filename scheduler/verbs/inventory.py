@@ -1,6 +1,6 @@
 """The inventory's verbs: hosts import (of a file, or of text: ``import_text``), add, remove
-and check; groups remove and limit; and the reads: hosts list, show, history and export,
-groups list.
+and check; groups remove and limit; and the reads: hosts list, show, history, windows and
+export, groups list.
 
 1. Each change is written to the record by ``scheduler.inventory`` as the principal's.
 2. Then the queue follows it: a P% group limit follows its group's size and a removed group's
@@ -29,8 +29,9 @@ if TYPE_CHECKING:
     from scheduler.inventory import Export, ImportResult
 
 __all__ = ["Changed", "Checked", "Imported", "Limited", "add_host", "check_hosts",
-           "export_hosts", "host_history", "import_hosts", "import_text", "limit_group",
-           "list_groups", "list_hosts", "remove_group", "remove_host", "show_host"]
+           "export_hosts", "host_history", "host_windows", "import_hosts", "import_text",
+           "limit_group", "list_groups", "list_hosts", "remove_group", "remove_host",
+           "show_host"]
 
 
 @dataclass(frozen=True)
@@ -266,17 +267,17 @@ def check_hosts(stores: Stores, target: str, *, options: dict[str, Any], concurr
 
 
 def list_hosts(stores: Stores, *, group: str | None = None, match: str | None = None,
-               limit: int | None = None, offset: int = 0,
-               tenant: str | None = None) -> list[dict[str, Any]]:
-    """Hosts sorted by name: all, those of ``group`` (child groups included), or those whose
-    name matches the pattern ``match`` (``inventory.list_hosts``); ``limit`` of them from
-    ``offset``, one page read in SQL (``inventory.list_hosts`` says when not); ``tenant``:
-    that customer's only."""
+               limit: int | None = None, offset: int = 0, tenant: str | None = None,
+               host_vars: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Hosts sorted by name: all, those of ``group`` (child groups included), those whose
+    name matches the pattern ``match``, those whose variables hold ``host_vars`` (values as
+    text) (``inventory.list_hosts``); ``limit`` of them from ``offset``, one page read in SQL
+    (``inventory.list_hosts`` says when not); ``tenant``: that customer's only."""
     from scheduler.inventory import list_hosts as read
 
     with stores.reading() as session:
         return read(session, group=group, match=match, limit=limit, offset=offset,
-                    tenant=tenant)
+                    tenant=tenant, host_vars=host_vars)
 
 
 def show_host(stores: Stores, name: str, *, tenant: str | None = None) -> dict[str, Any]:
@@ -297,6 +298,29 @@ def host_history(stores: Stores, name: str, *, limit: int = 1000, offset: int = 
 
     with stores.database() as engine:
         return event_trail(engine, host=name, limit=limit, offset=offset, tenant=tenant)
+
+
+def host_windows(stores: Stores, name: str) -> list[dict[str, Any]]:
+    """The service windows and freezes that hold host ``name``'s jobs now, as submit applies
+    them (``windows.assignment.effective``: its windows from one source, every freeze), each
+    with its next opening in UTC (None: no more). Call ``show_host`` first for a customer:
+    this reads no tenant."""
+    from scheduler.calendar.windows import upcoming
+    from scheduler.record.types import utcnow
+    from scheduler.windows.assignment import effective
+
+    with stores.reading() as session:
+        eff = effective(session, [name])[name]
+    now = utcnow()
+    rows = []
+    for kind, windows in (("window", eff.windows), ("freeze", eff.freezes)):
+        for window in windows:
+            following = upcoming(window, now, 1)
+            rows.append({"name": window.name, "kind": kind, "source": eff.source,
+                         "approved": window.approved,
+                         "next_open_utc": following[0].start_utc if following else None,
+                         "next_close_utc": following[0].end_utc if following else None})
+    return rows
 
 
 def export_hosts(stores: Stores, target: str = "all") -> Export:
