@@ -2,7 +2,9 @@
 live counters of the task hash in Redis where it can be reached.
 
 1. :func:`list_tasks`: newest first, filtered by state (as the views show it, in SQL:
-   :func:`shown_state`), operator or action; :func:`task_jobs`: one page of a task's jobs;
+   :func:`shown_state`), operator, action, a group its target names or creation time;
+   :func:`task_jobs`: one page of a task's jobs (by state, exit code, text in its output);
+   :func:`wave_counts`: a rollout's jobs of each wave by state;
 2. :func:`show_task`: one task's request, rollout policy, counters (SQL, and live from Redis),
    jobs by state, the failed jobs with their errors, and the control trail (submit, create,
    pause, resume, cancel, abort, retry-failed, reprioritize events with their operators);
@@ -17,6 +19,8 @@ say when the SQL record (job rows, failures, outputs) has fewer ended jobs than 
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -27,9 +31,9 @@ from scheduler.progress import Progress, from_job_states, from_task_hash, from_t
 from scheduler.record.models import JOB_STATES, TASK_STATES, Event, Job, Schedule, Task
 from scheduler.record.tenancy import output_shown
 
-__all__ = ["CONTROL_KINDS", "LIST_COLUMNS", "behind_note", "list_tasks", "params_text", "policy_text",
-           "progress_of", "request", "show_task", "shown_state", "summary_line", "task_jobs",
-           "windows_text"]
+__all__ = ["CONTROL_KINDS", "LIST_COLUMNS", "behind_note", "created_between", "list_tasks",
+           "params_text", "policy_text", "progress_of", "request", "show_task", "shown_state",
+           "summary_line", "target_names_group", "task_jobs", "wave_counts", "windows_text"]
 
 LIST_COLUMNS = ["id", "name", "action", "target", "operator", "priority", "state", "wave",
                 "total", "succeeded", "failed", "lost", "running", "created_at"]
@@ -66,12 +70,17 @@ def _row(t: Any) -> dict[str, Any]:
 
 
 def list_tasks(session: Session, *, state: str | None = None, operator: str | None = None,
-               action: str | None = None, limit: int = 50,
-               offset: int = 0) -> list[dict[str, Any]]:
+               action: str | None = None, limit: int = 50, offset: int = 0,
+               group: str | None = None, since: datetime | None = None,
+               until: datetime | None = None) -> list[dict[str, Any]]:
     """The newest ``limit`` tasks after the newest ``offset`` (optionally in one state, as the
     views name it: ``stopped`` is a rollout in waves that waits for an operator; ``active``
-    leaves those out)."""
+    leaves those out; ``group``: whose target includes ``group:GROUP`` as one of its terms;
+    ``since``/``until``: created in that time)."""
     q = sa.select(Task).order_by(Task.id.desc()).limit(limit).offset(offset)
+    q = q.where(*created_between(since, until))
+    if group:
+        q = q.where(target_names_group(group))
     if state:
         if state not in LIST_STATES:
             raise ValidationError(f"--state {state!r} must be one of {', '.join(LIST_STATES)}")
@@ -81,6 +90,43 @@ def list_tasks(session: Session, *, state: str | None = None, operator: str | No
     if action:
         q = q.where(Task.action == action)
     return [_row(t) for t in session.scalars(q)]
+
+
+def target_names_group(group: str) -> sa.ColumnElement[bool]:
+    """Whether a task's target expression includes ``group:GROUP`` as one of its terms (not
+    an exclusion, not another group whose name starts alike), in SQL."""
+    term = "%," + re.sub(r"([\\%_])", r"\\\1", f"group:{group}") + ",%"
+    terms = (sa.literal(",", sa.String) + sa.func.replace(Task.target, " ", "", type_=sa.String)
+             + ",")
+    return terms.like(term, escape="\\")
+
+
+def created_between(since: datetime | None,
+                    until: datetime | None) -> list[sa.ColumnElement[bool]]:
+    """The conditions of a task created at ``since`` or later and before ``until``."""
+    return [*([Task.created_at >= since] if since else []),
+            *([Task.created_at < until] if until else [])]
+
+
+def wave_counts(session: Session, task_id: int) -> list[dict[str, int]] | None:
+    """The jobs of each wave of a rollout by state (None: not rolled out in waves): the waves
+    as the ``submit`` event recorded them (``fanout.recorded_waves``), the states in one query
+    of the task's (id, state) pairs, so a 10,000-host task costs one read."""
+    from scheduler.submission.fanout import recorded_waves
+
+    waves = recorded_waves(session, task_id)
+    if waves is None:
+        return None
+    states = dict(session.execute(sa.select(Job.id, Job.state)
+                                  .where(Job.task_id == task_id)).tuples().all())
+    out: list[dict[str, int]] = []
+    for ids in waves:
+        counts: dict[str, int] = {}
+        for job_id in ids:
+            state = states.get(job_id, "accepted")
+            counts[state] = counts.get(state, 0) + 1
+        out.append(counts)
+    return out
 
 
 def shown_state(n: dict[str, Any] | None = None) -> sa.ColumnElement[str]:
@@ -104,11 +150,14 @@ def shown_state(n: dict[str, Any] | None = None) -> sa.ColumnElement[str]:
 
 
 def task_jobs(session: Session, task_id: int, *, state: str | None = None, limit: int = 100,
-              offset: int = 0, tenant: str | None = None) -> list[dict[str, Any]]:
+              offset: int = 0, tenant: str | None = None, exit_code: int | None = None,
+              text: str | None = None) -> list[dict[str, Any]]:
     """One page of a task's jobs in host order (``limit`` from ``offset``, in SQL), optionally
-    those in one job state: where each is, not what it printed (``task_outputs`` has that).
+    those in one job state, with one exit code, or whose error or output's tail holds ``text``
+    (any case): where each is, not what it printed (``task_outputs`` has that).
     ``tenant``: that customer's jobs only (a task without one of them is not found), their
-    error lines as ``record.tenancy.output_shown`` says, each row saying ``output_withheld``."""
+    error lines as ``record.tenancy.output_shown`` says, each row saying ``output_withheld``;
+    ``text`` is refused where its output is withheld (a match would tell what it says)."""
     mine = Job.task_id == task_id
     if tenant is not None:
         mine = sa.and_(mine, Job.tenant == tenant)
@@ -124,10 +173,19 @@ def task_jobs(session: Session, task_id: int, *, state: str | None = None, limit
          .where(mine).order_by(Job.seq).limit(limit).offset(offset))
     if state is not None:
         q = q.where(Job.state == state)
+    if exit_code is not None:
+        q = q.where(Job.exit_code == exit_code)
+    shown = tenant is None or output_shown(session, task_id, tenant)
+    if text:
+        if not shown:
+            raise ValidationError("this task's output is not shown to customers: its jobs "
+                                  "cannot be searched by text")
+        pattern = "%" + re.sub(r"([\\%_])", r"\\\1", text.lower()) + "%"
+        q = q.where(sa.or_(sa.func.lower(Job.error).like(pattern, escape="\\"),
+                           sa.func.lower(Job.output_tail).like(pattern, escape="\\")))
     if tenant is None:
         return [{**r._mapping, "error": (r.error or "")[:JOB_ERROR_SHOWN] or None}
                 for r in session.execute(q)]
-    shown = output_shown(session, task_id, tenant)
     return [{**r._mapping, "error": ((r.error or "")[:JOB_ERROR_SHOWN] or None) if shown else None,
              "output_withheld": not shown} for r in session.execute(q)]
 

@@ -15,6 +15,7 @@ numbers), the control trail's job counts and errors, and a rollout's per-wave si
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -29,6 +30,7 @@ from scheduler.submission.taskinfo import (
     FAILED_SHOWN,
     LIST_STATES,
     TRAIL_SHOWN,
+    created_between,
     request,
     shown_state,
     summary_line,
@@ -61,12 +63,14 @@ def _row(t: Task, progress: Progress) -> dict[str, Any]:
 
 def list_tenant_tasks(session: Session, tenant: str, *, state: str | None = None,
                       operator: str | None = None, action: str | None = None, limit: int = 50,
-                      offset: int = 0) -> list[dict[str, Any]]:
+                      offset: int = 0, since: datetime | None = None,
+                      until: datetime | None = None) -> list[dict[str, Any]]:
     """The newest ``limit`` of ``tenant``'s tasks after the newest ``offset``, counted over its
-    jobs (``state``: as the views name it, of those counts)."""
+    jobs (``state``: as the views name it, of those counts; ``since``/``until``: created in
+    that time)."""
     n = {"total": _count(tenant), **{s: _count(tenant, s) for s in _COUNTED}}
     q = (sa.select(Task, *(expr.label(f"n_{name}") for name, expr in n.items()))
-         .where(Task.id.in_(tenant_task_ids(tenant)))
+         .where(Task.id.in_(tenant_task_ids(tenant)), *created_between(since, until))
          .order_by(Task.id.desc()).limit(limit).offset(offset))
     if state:
         if state not in LIST_STATES:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from scheduler.errors import FleetschedError, ValidationError
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from scheduler.reports.attempts import JobView
 
 __all__ = ["CONTROLS", "TaskChange", "cancel", "continue_", "control", "job", "jobs", "list_",
-           "output", "pause", "reprioritize", "resume", "retry_failed", "show"]
+           "output", "pause", "reprioritize", "resume", "retry_failed", "show", "waves"]
 
 Note = Callable[[str], None]
 CONTROLS = ("pause", "resume", "cancel", "continue", "retry-failed", "reprioritize")
@@ -93,20 +94,26 @@ def reprioritize(stores: Stores, principal: Principal, task_id: int,
 
 def list_(stores: Stores, *, state: str | None = None, operator: str | None = None,
           action: str | None = None, limit: int = 50, offset: int = 0,
-          tenant: str | None = None) -> list[dict[str, Any]]:
+          tenant: str | None = None, group: str | None = None,
+          since: datetime | None = None, until: datetime | None = None) -> list[dict[str, Any]]:
     """Tasks of the record, newest first, ``limit`` after the newest ``offset``
-    (``taskinfo.list_tasks``); ``tenant``: that customer's, counted over its jobs
-    (``tenant_tasks.list_tenant_tasks``)."""
+    (``taskinfo.list_tasks``; ``group``: whose target names that group; ``since``/``until``:
+    created then); ``tenant``: that customer's, counted over its jobs
+    (``tenant_tasks.list_tenant_tasks``), never filtered by a target it is not shown."""
     from scheduler.submission.taskinfo import list_tasks
 
     with stores.reading() as session:
         if tenant is not None:
             from scheduler.submission.tenant_tasks import list_tenant_tasks
 
+            if group:
+                raise ValidationError("a customer's tasks are not filtered by their target "
+                                      "(it may name other customers' groups)")
             return list_tenant_tasks(session, tenant, state=state, operator=operator,
-                                     action=action, limit=limit, offset=offset)
+                                     action=action, limit=limit, offset=offset, since=since,
+                                     until=until)
         return list_tasks(session, state=state, operator=operator, action=action, limit=limit,
-                          offset=offset)
+                          offset=offset, group=group, since=since, until=until)
 
 
 def show(stores: Stores, task_id: int, *, events: bool = False,
@@ -140,15 +147,26 @@ def show(stores: Stores, task_id: int, *, events: bool = False,
 
 
 def jobs(stores: Stores, task_id: int, *, state: str | None = None, limit: int = 100,
-         offset: int = 0, tenant: str | None = None) -> list[dict[str, Any]]:
-    """One page of task ``task_id``'s jobs in host order, optionally in one job state
-    (``taskinfo.task_jobs``: paged in SQL, so a 10,000-host task is read a page at a time);
-    ``tenant``: that customer's jobs only."""
+         offset: int = 0, tenant: str | None = None, exit_code: int | None = None,
+         text: str | None = None) -> list[dict[str, Any]]:
+    """One page of task ``task_id``'s jobs in host order, optionally in one job state, with one
+    exit code or with ``text`` in their error or output (``taskinfo.task_jobs``: paged and
+    filtered in SQL, so a 10,000-host task is read a page at a time); ``tenant``: that
+    customer's jobs only."""
     from scheduler.submission.taskinfo import task_jobs
 
     with stores.reading() as session:
         return task_jobs(session, task_id, state=state, limit=limit, offset=offset,
-                         tenant=tenant)
+                         tenant=tenant, exit_code=exit_code, text=text)
+
+
+def waves(stores: Stores, task_id: int) -> list[dict[str, int]] | None:
+    """A rollout's jobs of each wave by state (``taskinfo.wave_counts``; None: not in waves).
+    Whole-wave numbers, so none for a customer (``tenant_tasks``)."""
+    from scheduler.submission.taskinfo import wave_counts
+
+    with stores.reading() as session:
+        return wave_counts(session, task_id)
 
 
 def output(stores: Stores, task_id: int, *, host: str | None = None, failed: bool = False,
