@@ -33,11 +33,11 @@ def install(app: FastAPI) -> None:
     """Add the console to ``app`` (see the module docstring)."""
     from urllib.parse import quote
 
-    from scheduler.server.console import fleet, signin
+    from scheduler.server.console import fleet, signin, tasks
     from scheduler.server.console import hosts, submit
     from scheduler.server.console import calendar, customer, windows
 
-    for module in (signin, fleet, submit, hosts, customer, windows, calendar):
+    for module in (signin, fleet, submit, hosts, customer, windows, calendar, tasks):
         app.include_router(module.router, prefix=PREFIX, include_in_schema=False)
     app.mount(f"{PREFIX}/static", StaticFiles(directory=HERE / "static"), name="console-static")
 
