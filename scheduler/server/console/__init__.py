@@ -34,10 +34,10 @@ def install(app: FastAPI) -> None:
     from urllib.parse import quote
 
     from scheduler.server.console import fleet, signin, tasks
-    from scheduler.server.console import hosts, submit
+    from scheduler.server.console import audit, hosts, submit
     from scheduler.server.console import calendar, customer, windows
 
-    for module in (signin, fleet, submit, hosts, customer, windows, calendar, tasks):
+    for module in (signin, fleet, submit, hosts, audit, customer, windows, calendar, tasks):
         app.include_router(module.router, prefix=PREFIX, include_in_schema=False)
     app.mount(f"{PREFIX}/static", StaticFiles(directory=HERE / "static"), name="console-static")
 
