@@ -5,9 +5,13 @@ schedules with their next occurrences; a customer sees only its own windows and 
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import redis
+
+from tests.schedule_support import fired
 from tests.server.console.conftest import Console
 from tests.tenants_support import customers_ini
 
@@ -36,6 +40,24 @@ def _calendar(console: Console, tmp_path: Path) -> None:
            operator="alice")
     cli.ok("schedules", "add", "nightly", "command", "--cron", "0 3 * * *", "-t", "group:web",
            "-p", "cmd=true")
+    cli.ok("schedules", "add", "often", "command", "--every", "2s", "-t", "web-01",
+           "-p", "cmd=true")
+
+
+def _fire(console: Console, redis_url: str, name: str) -> int:
+    """Claim and fire schedule ``name``'s entry once it is due; its task's id."""
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            made = [t for r in fired(client, console.api.database_url) if r.name == name
+                    for t in r.tasks]
+            if made:
+                return made[0]
+            time.sleep(0.5)
+    finally:
+        client.close()
+    raise AssertionError(f"schedule {name} never fired")
 
 
 def _listed(html: str, window: str) -> int:
@@ -44,7 +66,7 @@ def _listed(html: str, window: str) -> int:
 
 
 def test_the_team_sees_every_opening_of_the_coming_weeks_with_its_state(
-        console: Console, tmp_path: Path) -> None:
+        console: Console, tmp_path: Path, redis_url: str) -> None:
     _calendar(console, tmp_path)
     team = console.as_role("viewer")
     page = team.get("/ui/calendar")
@@ -67,7 +89,11 @@ def test_the_team_sees_every_opening_of_the_coming_weeks_with_its_state(
     assert "style=" not in html
     # And the schedules, with their next three occurrences and no task yet
     assert "<h2 id=\"sch-h\">Schedules</h2>" in html and ">nightly" in html
-    assert "none yet" in html
+    assert "none yet" in html  # nightly has made no task
+    # When a schedule fires (as a worker fires it), its task is listed with its state
+    task = _fire(console, redis_url, "often")
+    html = team.get("/ui/calendar").text
+    assert f'<a href="/ui/tasks/{task}">task {task}</a> <span class="state-' in html
     # One week: 7 nightly openings; one group: its row only
     assert _listed(team.get("/ui/calendar?weeks=1").text, "web-nightly") == 7
     acme_only = team.get("/ui/calendar?group=acme").text
