@@ -1,6 +1,7 @@
 """``hosts list`` (and ``GET /api/v1/hosts``) reads one page in SQL with its ``match`` and
 ``group`` filters, on SQLite and PostgreSQL, and a page means what ``fnmatchcase`` over every
-host would: ``*`` and ``?`` as wildcards, ``_`` and ``%`` as themselves, case-sensitive."""
+host would: ``*`` and ``?`` as wildcards, ``_`` and ``%`` as themselves, case-sensitive. The
+console's host search by variable (``host_vars``) is read in SQL too, alike on both."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
+from scheduler.errors import ValidationError
 from scheduler.inventory import import_inventory, list_hosts
 from scheduler.record.session import transaction
 
@@ -68,3 +70,32 @@ def test_a_pattern_with_a_class_is_matched_in_python_with_the_same_pages(
         fleet: Engine) -> None:
     names, _ = _page(fleet, match="web-0[13579]", limit=2, offset=1)
     assert names == ["web-03", "web-05"]
+
+
+def test_hosts_are_found_by_their_own_variables_as_text_in_one_sql_page(
+        engine: Engine, tmp_path: Path) -> None:
+    # Given hosts whose variables are text, numbers, booleans and a list
+    path = tmp_path / "vars.ini"
+    path.write_text("[db]\ndb-1 rack=r1 slots=4 ssd=True tags=\"['a']\"\n"
+                    "db-2 rack=r2 slots=8 ssd=False\ndb-3 rack=r1 slots=4.5\n"
+                    "[web]\nweb-1 rack=r1\n")
+    import_inventory(engine, path, operator="tester")
+
+    def found(**wanted: str) -> list[str]:
+        names, statements = _page(engine, host_vars=wanted, limit=10)
+        assert any("LIMIT" in s and "FROM hosts" in s for s in statements), statements
+        return names
+
+    # Then each value is compared as text, the same on SQLite and PostgreSQL
+    assert found(rack="r1") == ["db-1", "db-3", "web-1"]
+    assert found(rack="r1", slots="4") == ["db-1"]
+    assert found(slots="4.5") == ["db-3"]
+    assert found(ssd="true") == ["db-1"] and found(ssd="false") == ["db-2"]
+    assert found(tags="['a']") == [] and found(tags='["a"]') == []  # a list never matches
+    assert found(rack="R1") == [] and found(nope="r1") == []
+    # With a name pattern (a class: matched in Python) and a group, paged
+    names, _ = _page(engine, host_vars={"rack": "r1"}, match="[dw]*-1", group="db")
+    assert names == ["db-1"]
+    assert _page(engine, host_vars={"rack": "r1"}, limit=1, offset=1)[0] == ["db-3"]
+    with pytest.raises(ValidationError, match="is not a variable name"):
+        _page(engine, host_vars={"a'b": "x"})
