@@ -1,11 +1,14 @@
 """Submitting from the web console (``scheduler.server.console.submit``) on a real server: the
 form, the dry run's plan, the confirmation that submits one task however often it is posted,
-a task file, bad input answered with one line and nothing written, CSRF and roles."""
+a task file, a big plan (counts, the first 50 jobs, the random wave draw shown is the one
+submitted), bad input answered with one line and nothing written, CSRF and roles."""
 
 from __future__ import annotations
 
 import html
+import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -133,3 +136,25 @@ def test_a_viewer_may_not_submit(console: Console) -> None:
     assert reply.status_code == 403
     assert 'href="/ui/submit"' not in viewer.get("/ui/hosts").text  # no link to the page
     assert _tasks(console) == []
+
+
+def test_a_big_plan_shows_counts_and_its_first_fifty_jobs_and_the_draw_shown_is_submitted(
+        console: Console, tmp_path: Path) -> None:
+    (tmp_path / "bulk.ini").write_text("[bulk]\n" + "".join(f"bulk-{n:03}\n"
+                                                            for n in range(1, 121)))
+    console.api.cli.ok("hosts", "import", str(tmp_path / "bulk.ini"))
+    olga = console.as_role("operator", owner="olga")
+    # When she plans a rollout in random order over 120 hosts
+    plan = _plan(olga, task_file="action: command\ntarget: group:bulk\nparams: {cmd: uptime}\n"
+                                 "in: 1h\nwaves: 10,50%\nwave_order: random\n")
+    # Then the page counts every host and wave and lists the first 50 jobs
+    assert "Confirm: submit to 120 hosts" in plan and "(the first 50 of 120)" in plan
+    assert len(re.findall(r"<td>bulk-\d{3}</td>", plan)) == 50
+    assert re.findall(r'<tr><td>(\d)</td><td class="num">(\d+)</td></tr>', plan) == [
+        ("1", "10"), ("2", "60"), ("3", "50")]
+    # And the random draw it shows is the one the confirmation submits
+    seed = _hidden(plan)["wave_seed"]
+    assert f"this draw: seed {seed}" in plan
+    assert olga.post("/ui/submit", _hidden(plan)).status_code == 303
+    ((waves,),) = sql_rows(console.api.database_url, "SELECT waves FROM tasks")
+    assert json.loads(waves)["seed"] == int(seed)
