@@ -18,7 +18,7 @@ import pytest
 from tests.servers import free_port, stop_process, wait_for_port
 from tests.submit_support import Cli
 
-__all__ = ["HOSTS", "Api", "api", "serve_api", "server_process", "worker"]
+__all__ = ["HOSTS", "Api", "api", "serve_api", "server_process", "worker", "worker_nodes"]
 
 HOSTS = [f"web-{n:02}" for n in range(1, 6)]
 
@@ -87,6 +87,15 @@ def server_process(tmp_path: Path, redis_url: str, database_url: str,
 @pytest.fixture
 def worker(api: Api, tmp_path: Path, redis_url: str) -> Iterator[Callable[[], None]]:
     """``start()`` starts a worker node on the API's deployment; it is stopped afterwards."""
+    with worker_nodes(tmp_path, redis_url, api.database_url) as start:
+        yield start
+
+
+@contextmanager
+def worker_nodes(tmp_path: Path, redis_url: str,
+                 database_url: str) -> Iterator[Callable[[], None]]:
+    """``start()`` starts a worker node (4 slots, its recorder and wave controller) on the
+    deployment; every node started is stopped on leaving. Its log is ``worker.log``."""
     procs: list[subprocess.Popen[bytes]] = []
 
     def start() -> None:
@@ -95,10 +104,12 @@ def worker(api: Api, tmp_path: Path, redis_url: str) -> Iterator[Callable[[], No
         with (tmp_path / "worker.log").open("wb") as log:
             procs.append(subprocess.Popen(
                 [sys.executable, "-P", "-m", "scheduler", "--redis-url", redis_url,
-                 "--database-url", api.database_url, "worker", "--slots", "4", "--processes",
+                 "--database-url", database_url, "worker", "--slots", "4", "--processes",
                  "1", "--grace", "2s"], cwd=tmp_path, env=env, stdout=log,
                 stderr=subprocess.STDOUT))
 
-    yield start
-    for proc in procs:
-        stop_process(proc)
+    try:
+        yield start
+    finally:
+        for proc in procs:
+            stop_process(proc)

@@ -13,21 +13,24 @@ real server.
    that role; ``sign_in_with(page, root, token)`` does it with a given token.
 4. ``screenshot(page, name)`` writes ``docs/images/console-NAME.png`` when
    ``FLEETSCHED_SCREENSHOTS=1`` (so a CI run never rewrites the docs).
+5. ``worker_node``: ``start()`` starts a worker node on the console's deployment, for the
+   scenarios whose tasks run (``tests.server.conftest.worker_nodes``).
 
-``conftest.py`` of this folder gives every test module here the two fixtures.
+``conftest.py`` of this folder gives every test module here these fixtures.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.server.conftest import worker_nodes
 from tests.servers import missing
 
 if TYPE_CHECKING:
@@ -36,7 +39,7 @@ if TYPE_CHECKING:
     from tests.server.console.conftest import Console
 
 __all__ = ["WAIT_MS", "InBrowser", "browser_page", "chromium", "chromium_binary", "screenshot",
-           "sign_in_with"]
+           "sign_in_with", "worker_node"]
 
 # The browser's own places, then Debian's wrapper script's target.
 CANDIDATES = ("chromium-headless-shell", "/usr/lib/chromium/chromium-headless-shell")
@@ -137,3 +140,9 @@ def screenshot(page: Page, name: str) -> None:
         return
     IMAGES.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(IMAGES / f"console-{name}.png"), full_page=False)
+
+
+@pytest.fixture
+def worker_node(console: Console, tmp_path: Path, redis_url: str) -> Iterator[Callable[[], None]]:
+    with worker_nodes(tmp_path, redis_url, console.api.database_url) as start:
+        yield start

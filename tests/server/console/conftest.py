@@ -91,4 +91,4 @@ def console(tmp_path: Path, redis_url: str) -> Iterator[Console]:
 
 
 # The browser tests' fixtures (a Chromium per module, a page per test), for every module here.
-from tests.server.console.browser import browser_page, chromium  # noqa: F401
+from tests.server.console.browser import browser_page, chromium, worker_node  # noqa: F401
