@@ -33,9 +33,17 @@ def install(app: FastAPI) -> None:
     """Add the console to ``app`` (see the module docstring)."""
     from urllib.parse import quote
 
-    from scheduler.server.console import fleet, signin, tasks
-    from scheduler.server.console import audit, hosts, submit
-    from scheduler.server.console import calendar, customer, windows
+    from scheduler.server.console import (
+        audit,
+        calendar,
+        customer,
+        fleet,
+        hosts,
+        signin,
+        submit,
+        tasks,
+        windows,
+    )
 
     for module in (signin, fleet, submit, hosts, audit, customer, windows, calendar, tasks):
         app.include_router(module.router, prefix=PREFIX, include_in_schema=False)
