@@ -262,7 +262,9 @@ def _call(api: Api, method: str, template: str, token: str | None, request: Requ
         return reply
 
 
-def _world(api: Api, tmp_path: Path) -> World:
+def build_world(api: Api, tmp_path: Path) -> World:
+    """The team's, acme's and globex's hosts, tasks, windows and schedule (the console's matrix,
+    tests/server/console/test_matrix.py, builds the same)."""
     cli = api.cli
     (tmp_path / "customers.ini").write_text(CUSTOMERS_INI)
     cli.ok("hosts", "import", str(tmp_path / "customers.ini"))
@@ -302,7 +304,7 @@ def test_every_endpoint_answers_every_role_as_the_matrix_says(api: Api, tmp_path
     assert routes - set(MATRIX) == set(), "endpoints without a row in MATRIX"
     assert set(MATRIX) - routes == set(), "rows in MATRIX for endpoints the app does not serve"
     # And one server with the team's hosts, acme's and globex's, a task and a window of each
-    world = _world(api, tmp_path)
+    world = build_world(api, tmp_path)
     tokens = {role: api.token(role, "--role", role,
                               *(["--tenant", "acme"] if role in CUSTOMER else []))
               for role in sorted(EVERY)}
@@ -340,7 +342,7 @@ def test_every_endpoint_answers_every_role_as_the_matrix_says(api: Api, tmp_path
 
 def test_a_customer_is_shown_its_own_rows_and_nothing_that_names_another_customer(
         api: Api, tmp_path: Path) -> None:
-    world = _world(api, tmp_path)
+    world = build_world(api, tmp_path)
     viewer = api.token("dash", "--role", "viewer")
     acme = [api.token(role, "--role", role, "--tenant", "acme") for role in sorted(CUSTOMER)]
     seen: list[str] = []
@@ -391,7 +393,7 @@ def test_a_customer_token_sees_no_output_of_its_own_jobs(api: Api, tmp_path: Pat
                                                           role: str) -> None:
     # Given tasks submitted without --customer-output (tests/server/test_customer_output.py
     # runs them and reads their output with and without it)
-    world = _world(api, tmp_path)
+    world = build_world(api, tmp_path)
     token = api.token(role, "--role", role, "--tenant", "acme")
     job = api("GET", f"/jobs/{world.jobs['acme']}", token).json()
     assert all(a["commands"] == [] for a in job["attempts"])
