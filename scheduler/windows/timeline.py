@@ -27,7 +27,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from scheduler.calendar.windows import Opening, is_open, openings, upcoming
+from scheduler.calendar.windows import Opening, Window, is_open, openings, upcoming
 from scheduler.errors import NotFoundError
 from scheduler.record.models import Window as WindowRow
 from scheduler.windows.approvals import Approval, effective, party_name
@@ -51,9 +51,10 @@ def period_states(session: Session, names: Sequence[str], start_utc: datetime,
     (the caller chose names the viewer may see)."""
     rows = session.scalars(sa.select(WindowRow).where(WindowRow.name.in_(list(names)))).all()
     approvals = effective(session, rows, now)
-    return {row.name: [_state(row, approvals[row.id], o, tenant)
+    return {row.name: [_state(row, approvals[row.id], o, tenant, used)
                        for o in openings(window_from_row(row), start_utc, end_utc)]
-            for row in rows}
+            for row in rows
+            for used in [window_from_row(row, approvals[row.id])]}
 
 
 def next_states(session: Session, name: str, count: int, *, tenant: str | None = None,
@@ -65,18 +66,21 @@ def next_states(session: Session, name: str, count: int, *, tenant: str | None =
     if row is None:
         raise NotFoundError(f"no window named {name!r}", hint="see `fleetsched windows list`")
     approval = effective(session, [row], now)[row.id]
-    return [_state(row, approval, o, tenant)
+    used = window_from_row(row, approval)
+    return [_state(row, approval, o, tenant, used)
             for o in upcoming(window_from_row(row), now or utcnow(), count)]
 
 
-def _state(row: WindowRow, approval: Approval, opening: Opening,
-           tenant: str | None) -> dict[str, Any]:
+def _state(row: WindowRow, approval: Approval, opening: Opening, tenant: str | None,
+           used: Window) -> dict[str, Any]:
+    """``opening``'s state and decisions; ``used``: the window as its approval lets it be
+    used (``window_from_row(row, approval)``)."""
     said = _said(row, approval, opening.start_utc, tenant)
     if row.kind == "freeze":
         state = "freeze"
     elif not approval.parties:
         state = "open"
-    elif is_open([window_from_row(row, approval)], opening.start_utc):
+    elif is_open([used], opening.start_utc):
         state = "approved"
     elif any(d["decision"] == "denied" for d in said) or (tenant is None and (
             approval.denied or opening.start_utc in approval.refused)):
