@@ -20,6 +20,7 @@ say when the SQL record (job rows, failures, outputs) has fewer ended jobs than 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from datetime import datetime
 from typing import Any
 
@@ -110,23 +111,33 @@ def created_between(since: datetime | None,
 
 def wave_counts(session: Session, task_id: int) -> list[dict[str, int]] | None:
     """The jobs of each wave of a rollout by state (None: not rolled out in waves): the waves
-    as the ``submit`` event recorded them (``fanout.recorded_waves``), the states in one query
-    of the task's (id, state) pairs, so a 10,000-host task costs one read."""
+    as the ``submit`` event recorded them (``fanout.recorded_waves``), counted in one query
+    whatever the task's size: a GROUP BY over each wave's range of host numbers when every
+    wave is one range (inventory order), else the task's (number, state) pairs."""
     from scheduler.submission.fanout import recorded_waves
 
     waves = recorded_waves(session, task_id)
     if waves is None:
         return None
-    states = dict(session.execute(sa.select(Job.id, Job.state)
-                                  .where(Job.task_id == task_id)).tuples().all())
-    out: list[dict[str, int]] = []
-    for ids in waves:
-        counts: dict[str, int] = {}
-        for job_id in ids:
-            state = states.get(job_id, "accepted")
-            counts[state] = counts.get(state, 0) + 1
-        out.append(counts)
-    return out
+    cut = len(f"{task_id}.")  # job ids are <task>.<n>
+    numbers = [[int(job_id[cut:]) for job_id in ids] for ids in waves]
+    ranges = [(min(ns), max(ns)) if ns else (0, -1) for ns in numbers]
+    mine = Job.task_id == task_id
+    if all(hi - lo + 1 == len(ns) for (lo, hi), ns in zip(ranges, numbers, strict=True)):
+        wave = sa.case(*((Job.seq.between(lo, hi), k) for k, (lo, hi) in enumerate(ranges)),
+                       else_=-1)
+        counts: list[Counter[str]] = [Counter() for _ in numbers]
+        for k, state, count in session.execute(sa.select(wave, Job.state, sa.func.count())
+                                               .where(mine).group_by(wave, Job.state)):
+            if k >= 0:
+                counts[k][state] += count
+    else:
+        states = dict(session.execute(sa.select(Job.seq, Job.state).where(mine)).all())
+        counts = [Counter(states.get(n, "accepted") for n in ns) for ns in numbers]
+    for k, ns in enumerate(numbers):  # jobs the recorders have not written yet
+        if (missing := len(ns) - sum(counts[k].values())) > 0:
+            counts[k]["accepted"] += missing
+    return [dict(c) for c in counts]
 
 
 def shown_state(n: dict[str, Any] | None = None) -> sa.ColumnElement[str]:
