@@ -16,13 +16,13 @@ from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response
 from scheduler.errors import ValidationError
 from scheduler.principal import Principal
 from scheduler.server.auth import allowed, stores_of
+from scheduler.server.ids import TaskId
 from scheduler.server.paging import Limit, Offset, page
 from scheduler.server.read_cache import cached
-from scheduler.server.ids import TaskId
 from scheduler.verbs import submit as submit_verb
 from scheduler.verbs import tasks
 
-__all__ = ["jobs", "router"]
+__all__ = ["jobs", "request_of_body", "router"]
 
 router = APIRouter(prefix="/tasks", tags=["tasks"])
 jobs = APIRouter(prefix="/jobs", tags=["tasks"])
@@ -58,7 +58,9 @@ def show_task(request: Request, task_id: TaskId,
     return cached(request, who, compute)  # type: ignore[return-value]
 
 
-def _request(body: dict[str, Any]) -> Any:
+def request_of_body(body: dict[str, Any]) -> Any:
+    """The task request of a JSON body (or a form's fields mapped to its keys: the console's
+    submit form), refused in one line naming the key."""
     from scheduler.submission.request import KEYS, task_request
 
     unknown = sorted(set(body) - set(KEYS) - {"dry_run"})
@@ -81,7 +83,7 @@ def submit_task(request: Request, response: Response,
                     alias="Idempotency-Key", description="Send the same key again after a lost "
                     "reply: the first task comes back instead of a second.")] = None
                 ) -> dict[str, Any]:
-    done = submit_verb.submit(stores_of(request), who, _request(body),
+    done = submit_verb.submit(stores_of(request), who, request_of_body(body),
                               dry_run=bool(body.get("dry_run")), request_key=idempotency_key)
     if done.repeat is not None:
         response.status_code = 200

@@ -61,7 +61,7 @@ def _kept(fields: dict[str, str]) -> dict[str, str]:
 
 def request_of(fields: dict[str, str]) -> TaskRequest:
     """The task request a posted form asks for (``ValidationError`` naming the field)."""
-    from scheduler.server.tasks import _request as api_request
+    from scheduler.server.tasks import request_of_body
     from scheduler.submission.request import pairs
 
     if fields.get("task_file", "").strip():
@@ -74,7 +74,7 @@ def request_of(fields: dict[str, str]) -> TaskRequest:
         body |= {k: True for k in FLAG_KEYS if fields.get(k)}
         lines = [line for line in fields.get("params", "").splitlines() if line.strip()]
         body["params"] = pairs(lines, "parameter")
-        request = api_request(body)
+        request = request_of_body(body)
     seed = fields.get("wave_seed", "").strip()
     if seed and request.waves is not None and request.waves.seed is None:
         # The random draw the plan page showed: the confirmation rolls out exactly it.
