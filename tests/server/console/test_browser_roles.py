@@ -13,6 +13,7 @@ from tests.server.console.browser import InBrowser
 from tests.tenants_support import ACME_AND_GLOBEX
 
 ACTION_BUTTONS = ("Approve", "Deny", "Revoke your approval", "Show the plan")
+TASK_CONTROLS = ("Pause", "Resume", "Continue the rollout", "Retry failed jobs", "Cancel")
 CUSTOMER_NAV = ["My hosts", "Tasks", "Calendar", "Hosts"]
 TEAM_NAV = ["Fleet", "Tasks", "Calendar", "Hosts", "Audit"]
 
@@ -39,6 +40,12 @@ def _nav(page: Page) -> list[str]:
     return page.get_by_role("navigation", name="Pages").get_by_role("link").all_inner_texts()
 
 
+def _controls(page: Page) -> set[str]:
+    """The task page's control buttons (links to their confirmations)."""
+    shown = page.locator("main nav.actions").get_by_role("link").all_inner_texts()
+    return {c.strip() for c in shown} & set(TASK_CONTROLS)
+
+
 def _buttons(page: Page) -> set[str]:
     shown = {b.strip() for b in page.locator("main").get_by_role("button").all_inner_texts()}
     return shown & set(ACTION_BUTTONS)
@@ -48,6 +55,10 @@ def test_a_customer_sees_its_own_hosts_and_another_customers_are_not_found(
         browser_page: InBrowser, tmp_path: Path) -> None:
     page, root = browser_page.page, browser_page.root
     _customers(browser_page, tmp_path)
+    cli = browser_page.console.api.cli
+    simulate = ["-p", "cmd=true", "--executor", "simulate", "--in", "1h"]
+    globex_task = cli.submit("command", "-t", "group:globex", *simulate)
+    both_task = cli.submit("command", "-t", "group:acme,group:globex", *simulate)
     # When acme's approver signs in
     browser_page.sign_in("customer-approver", tenant="acme", owner="ann")
     # Then its view lists its two hosts and nothing of globex
@@ -60,6 +71,22 @@ def test_a_customer_sees_its_own_hosts_and_another_customers_are_not_found(
     # When it types the address of globex's window, then the page is not found
     assert _status_of(page, "/ui/windows/globex-sun", root) == 404
     expect(page.get_by_role("heading", level=1)).to_have_text("Not found")
+    assert "globex-01" not in page.content()
+    # And so are globex's host and globex's task, typed as addresses
+    assert _status_of(page, "/ui/hosts/globex-01", root) == 404
+    assert _status_of(page, f"/ui/tasks/{globex_task}", root) == 404
+    assert "globex-01" not in page.content()
+    # While its own host, and its own part of the team's task over both, are there
+    assert _status_of(page, "/ui/hosts/acme-01", root) == 200
+    assert _status_of(page, f"/ui/tasks/{both_task}", root) == 200
+    expect(page.locator("#hosts")).to_contain_text("acme-01")
+    assert "globex" not in page.content().lower()
+    # And the host search, by name or by group, finds none of globex's hosts
+    browser_page.go("/ui/hosts")
+    page.get_by_label("Name", exact=True).fill("globex*")
+    page.get_by_role("button", name="Search").click()
+    expect(page.get_by_text("No host matches.")).to_be_visible()
+    browser_page.go("/ui/hosts?group=globex")
     assert "globex-01" not in page.content()
     # And its own window's page is there, covering its own hosts only
     assert _status_of(page, "/ui/windows/acme-sat", root) == 200
@@ -78,6 +105,9 @@ def test_the_buttons_follow_the_role(browser_page: InBrowser, tmp_path: Path) ->
     cli.ok("windows", "add", "web-pending", "--cron", "0 6 * * 3", "--duration", "2h",
            "--requires-approval", operator="alice")
     cli.ok("windows", "assign", "web-pending", "--group", "web", operator="alice")
+    # And a task of the team's waiting on acme's hosts
+    task = cli.submit("command", "-t", "group:acme", "-p", "cmd=true", "--executor",
+                      "simulate", "--in", "1h")
     cases = [
         # (role, tenant, pages in the header, buttons on acme-sat's page, on web-pending's)
         ("viewer", None, TEAM_NAV, set(), set()),
@@ -99,6 +129,11 @@ def test_the_buttons_follow_the_role(browser_page: InBrowser, tmp_path: Path) ->
             assert web == 404, role
         else:
             assert web == 200 and _buttons(page) == on_web, role
+        # The task's controls: an operator's (and no customer role's)
+        assert _status_of(page, f"/ui/tasks/{task}", root) == 200, role
+        assert _controls(page) == ({"Pause", "Cancel"} if role == "operator" else set()), role
+        confirm = _status_of(page, f"/ui/tasks/{task}/cancel", root)
+        assert confirm == (200 if role == "operator" else 403), role
         # A page whose verb the role lacks is refused with a page, not shown
         if "Submit" not in nav:
             assert _status_of(page, "/ui/submit", root) == 403, role
