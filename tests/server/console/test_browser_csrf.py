@@ -24,8 +24,11 @@ FORGE = """(i) => {
   HTMLFormElement.prototype.submit.call(form);
 }"""
 
-# The pages with forms that change something, as the role that sees their buttons.
-PAGES = ["/ui/", "/ui/submit", "/ui/windows/web-pending", "/ui/calendar"]
+# Every page with a form, as an admin who sees every button ({task}: a task waiting).
+PAGES = ["/ui/", "/ui/submit", "/ui/windows/web-pending", "/ui/calendar", "/ui/tasks",
+         "/ui/tasks/{task}", "/ui/hosts", "/ui/hosts/web-01", "/ui/audit",
+         *(f"/ui/tasks/{{task}}/{verb}"
+           for verb in ("cancel", "pause", "resume", "continue", "retry-failed"))]
 
 
 def _post_forms(browser_page: InBrowser, path: str) -> list[dict[str, object]]:
@@ -56,10 +59,13 @@ def test_every_form_refuses_a_wrong_csrf_token(browser_page: InBrowser) -> None:
     cli.ok("windows", "add", "web-pending", "--cron", "0 6 * * 3", "--duration", "2h",
            "--requires-approval", operator="alice")
     cli.ok("windows", "assign", "web-pending", "--group", "web", operator="alice")
+    # And a task waiting to start in an hour
+    task = cli.submit("command", "-t", "group:web", "-p", "cmd=true", "--executor", "simulate",
+                      "--in", "1h")
     browser_page.sign_in("admin", owner="ada")
     page = browser_page.page
     seen = 0
-    for path in PAGES:
+    for path in (p.format(task=task) for p in PAGES):
         for form in _post_forms(browser_page, path):
             # When the form is posted with a wrong token, then it is refused
             assert _forged(browser_page, path, int(form["index"])) == 403, (path, form)  # type: ignore[call-overload]
@@ -79,10 +85,12 @@ def test_every_form_refuses_a_wrong_csrf_token(browser_page: InBrowser) -> None:
     with page.expect_navigation() as answer:
         page.evaluate(FORGE, index)
     assert answer.value is not None and answer.value.status == 403
-    # Then the forms were there to be tried (sign out, submit, approve, deny, ...)
-    assert seen >= 4
-    # And nothing changed: no task, the window still waits, the session is still open
-    assert sql_rows(browser_page.console.api.database_url, "SELECT id FROM tasks") == []
+    # Then the forms were there to be tried (sign out, submit, approve, deny, the controls)
+    assert seen >= 4 + 5
+    # And nothing changed: no other task, the task still waiting, the window still waits, the
+    # session is still open
+    rows = sql_rows(browser_page.console.api.database_url, "SELECT id, state FROM tasks")
+    assert [(r.id, r.state) for r in rows] == [(task, "active")]
     browser_page.go("/ui/windows/web-pending")
     expect(page.get_by_text("pending approval").first).to_be_visible()
     browser_page.go("/ui/")
