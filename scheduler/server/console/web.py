@@ -149,6 +149,10 @@ def error_page(request: Request, status: int, message: str, hint: str | None) ->
         seen = None
     titles = {400: "Not accepted", 401: "Sign in", 403: "Not allowed", 404: "Not found",
               409: "Not now", 422: "Not accepted", 503: "Unavailable"}
+    # A refused form goes back to the page it was on (``/ui/windows/W/approve`` -> the window).
+    path = request.url.path
+    back = (path.rsplit("/", 1)[0] if request.method == "POST" and path.count("/") > 2
+            else f"{PREFIX}/")
     return render(request, seen, "error.html", status=status,
                   title=titles.get(status, "Something went wrong"), message=message,
-                  hint=hint)
+                  hint=hint, back=back)
