@@ -34,7 +34,7 @@ from tests.server.conftest import worker_nodes
 from tests.servers import missing
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Browser, Locator, Page
 
     from tests.server.console.conftest import Console
 
@@ -134,10 +134,13 @@ def browser_page(chromium: Browser, console: Console) -> Iterator[InBrowser]:
         context.close()
 
 
-def screenshot(page: Page, name: str) -> None:
-    """``docs/images/console-NAME.png`` of the viewport, with ``FLEETSCHED_SCREENSHOTS=1``."""
+def screenshot(page: Page, name: str, at: Locator | None = None) -> None:
+    """``docs/images/console-NAME.png`` of the viewport (scrolled to ``at``'s top), with
+    ``FLEETSCHED_SCREENSHOTS=1``."""
     if os.environ.get("FLEETSCHED_SCREENSHOTS") != "1":
         return
+    if at is not None:
+        at.evaluate("element => element.scrollIntoView({block: 'start'})")
     IMAGES.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(IMAGES / f"console-{name}.png"), full_page=False)
 

@@ -51,7 +51,7 @@ def test_an_operator_follows_a_rollout_to_its_stop_and_continues_it(
     expect(summary.locator('tr[data-wave="2"] [data-state="waiting"]')).to_have_text("4")
     assert page.evaluate("() => window.notReloaded") is True
     expect(status).not_to_have_text("finished")
-    screenshot(page, "task-stopped")
+    screenshot(page, "task-stopped", at=page.get_by_role("heading", name="Progress"))
     # When she presses Continue, the confirmation names what will happen
     page.reload()  # the controls are drawn with the page: the stop came after it was drawn
     page.get_by_role("link", name="Continue the rollout").click()
