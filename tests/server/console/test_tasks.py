@@ -205,8 +205,11 @@ def test_progress_by_state_and_by_wave_and_the_continue_control(
     first, second = re.findall(r'<tr data-wave="\d">(.*?)</tr>', waves, re.DOTALL)
     assert re.search(r'data-state="succeeded">2<', first)
     assert re.search(r'data-state="waiting">3<', second)
-    # And the continue button leads to a confirmation naming the next wave's jobs
+    # And the continue button leads to a confirmation naming the next wave's jobs; the live
+    # summary brings it too (the controls the state allows now)
     assert f'href="/ui/tasks/{task_id}/continue"' in page.text
+    fragments, _ = _events(operator, f"/ui/tasks/{task_id}/live", lambda got, done: "summary" in got)
+    assert f'href="/ui/tasks/{task_id}/continue"' in fragments["summary"]
     confirm = operator.get(f"/ui/tasks/{task_id}/continue")
     assert '<div class="confirm">' in confirm.text
     assert (f"Continue task {task_id}: pass the gate after wave 1 of 2. Then wave 2 of 2 "
