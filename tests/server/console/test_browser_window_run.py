@@ -19,11 +19,11 @@ LONG_MS = 4 * WAIT_MS  # a node on a loaded machine runs both jobs
 def test_a_customer_approves_a_window_and_its_jobs_then_run_in_it(
         browser_page: InBrowser, worker_node: Callable[[], None], tmp_path: Path) -> None:
     page, cli = browser_page.page, browser_page.console.api.cli
-    # Given acme's hosts, and a window over them open now (each hour for two hours) that
+    # Given acme's hosts, and a window over them open now (each day, all day) that
     # needs acme's approval
     (tmp_path / "customers.ini").write_text(ACME_AND_GLOBEX)
     cli.ok("hosts", "import", str(tmp_path / "customers.ini"))
-    cli.ok("windows", "add", "acme-now", "--cron", "0 * * * *", "--duration", "2h",
+    cli.ok("windows", "add", "acme-now", "--cron", "0 0 * * *", "--duration", "24h",
            "--requires-approval", operator="alice")
     cli.ok("windows", "assign", "acme-now", "--group", "acme", operator="alice")
     task = ["command", "-t", "group:acme", "-p", "cmd=true", "--executor", "simulate",
