@@ -1,7 +1,8 @@
 """Signing in to the web console by single sign-on in a real browser, against a real OpenID
 Connect provider process (``oidc-provider-mock``, the fixtures of tests/server/test_oidc.py):
 the sign-in page's button, the server's redirect to the provider, the provider's own login
-form filled in the browser, the callback, and back on the console's page asked for."""
+form filled in the browser, the callback, and back on the console's page asked for; a person
+the provider knows but fleetsched gives no role is refused on a console page."""
 
 from __future__ import annotations
 
@@ -34,4 +35,26 @@ def test_a_person_signs_in_by_single_sign_on_and_lands_on_the_page_asked_for(
     # And her session works for the pages' forms: signing out ends it
     page.get_by_role("button", name="Sign out").click()
     expect(page).to_have_url(f"{browser_page.root}/ui/login")
+    assert browser_page.errors == []
+
+
+def test_a_person_without_a_role_is_refused_on_a_console_page_with_one_line(
+        oidc_config: str, browser_page: InBrowser) -> None:  # noqa: F811 - the fixture
+    page = browser_page.page
+    _person(oidc_config, "u-2002", email="carol@example.com", groups=["marketing"])
+    browser_page.go("/ui/login")
+    page.get_by_role("link", name="Sign in with single sign-on").click()
+    page.wait_for_url(lambda url: url.startswith(oidc_config))
+    page.get_by_placeholder("sub").fill("u-2002")
+    with page.expect_navigation(url=lambda url: "/api/v1/auth/callback" in url) as answer:
+        page.get_by_role("button", name="Authorize").click()
+    # Then the callback answers a console page, not the API's JSON: 403 with the one line
+    assert answer.value is not None and answer.value.status == 403
+    expect(page.get_by_role("heading", level=1)).to_have_text("Not allowed")
+    expect(page.get_by_role("alert")).to_have_text(
+        "carol@example.com has no fleetsched role: no value of the 'groups' claim is in "
+        "oidc_roles")
+    # And no session was opened: the console still asks to sign in
+    browser_page.go("/ui/")
+    assert "/ui/login" in page.url
     assert browser_page.errors == []
