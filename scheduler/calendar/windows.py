@@ -49,6 +49,8 @@ from scheduler.calendar.recurrence import (
 from scheduler.errors import ValidationError
 
 DEFAULT_HORIZON = timedelta(days=2 * 366)  # how far next_opening looks before giving up
+UPCOMING_FIRST_SPAN = timedelta(days=8)  # upcoming's first search, four times longer each next
+CONTINUOUS_SHOWN = timedelta(days=31)  # upcoming: an opening this long is shown cut there
 _LOOKBACK = timedelta(days=2)  # longer than any wall-clock-end opening (< 24 h + a DST shift)
 
 
@@ -266,10 +268,23 @@ def upcoming(window: Window, after: datetime, count: int = 5) -> list[Opening]:
     """The next ``count`` openings ending after ``after`` (one in progress comes first).
 
     ``Opening.start_local``/``end_local`` give the window's zone for display next to UTC.
+    An opening that runs on without a break for ``CONTINUOUS_SHOWN`` or more (an hourly window
+    two hours long never closes) ends where the search stopped, that far ahead or more:
+    its end is for display, never for a job's placement (``next_opening`` has its own horizon).
     """
     at = as_utc(after)
-    until = at.replace(year=at.year + HORIZON_YEARS, day=1)
-    return list(islice(_union([window], at, until), max(count, 0)))
+    horizon = at.replace(year=at.year + HORIZON_YEARS, day=1)
+    span = UPCOMING_FIRST_SPAN
+    while True:
+        # Searched over a span that grows until it holds ``count`` openings, the last one
+        # closed inside it: a nightly window costs a week's openings, not ten years'.
+        until = min(at + span, horizon)
+        found = list(islice(_union([window], at, until), max(count, 0)))
+        at_edge = bool(found) and found[-1].end_utc >= until
+        if until == horizon or (len(found) >= max(count, 0) and not at_edge) or (
+                at_edge and span >= CONTINUOUS_SHOWN):
+            return found
+        span *= 4
 
 
 def _subtract(stretches: Iterator[Opening], freezes: Iterator[Opening]) -> Iterator[Opening]:
@@ -401,6 +416,7 @@ def effective_window(host: str, groups: Mapping[str, int],
 
 
 __all__ = [
-    "Assignment", "DEFAULT_HORIZON", "EffectiveWindows", "Opening", "Window",
-    "effective_window", "is_open", "next_opening", "openings", "parse_clock", "upcoming",
+    "Assignment", "CONTINUOUS_SHOWN", "DEFAULT_HORIZON", "EffectiveWindows", "Opening",
+    "Window", "effective_window", "is_open", "next_opening", "openings", "parse_clock",
+    "upcoming",
 ]
