@@ -42,6 +42,17 @@ def fleetsched(env: dict[str, str], *args: str, stdin: str | None = None) -> str
     return done.stdout
 
 
+def record_with_hosts(env: dict[str, str], tmp: Path, hosts: int, *, token: str,
+                      role: str) -> str:
+    """The record migrated, ``hosts`` hosts (``host-00000`` ...) imported in group ``fleet``,
+    and an API token named ``token`` of ``role`` created: the token (the server benchmarks)."""
+    fleetsched(env, "db", "upgrade")
+    inventory = tmp / "hosts.ini"
+    inventory.write_text("[fleet]\n" + "".join(f"host-{n:05d}\n" for n in range(hosts)))
+    fleetsched(env, "hosts", "import", str(inventory))
+    return fleetsched(env, "tokens", "create", token, "--role", role).strip()
+
+
 class ProcessGroup:
     """Worker processes, each in its own session (a stop reaches its children), logging to one
     file; ``stop`` sends SIGTERM to each group, then SIGKILL after ``stop_timeout_s``. The peer

@@ -47,7 +47,14 @@ sys.path.insert(0, str(ROOT))
 import httpx
 
 from benchmarks._common import compile_bytecode, save_result
-from benchmarks._node import FLEETSCHED, Nodes, ProcessGroup, fleetsched, node_env
+from benchmarks._node import (
+    FLEETSCHED,
+    Nodes,
+    ProcessGroup,
+    fleetsched,
+    node_env,
+    record_with_hosts,
+)
 from tests.servers import free_port, start_redis, wait_for_port
 
 FAILURE_RATE = 0.02
@@ -107,13 +114,8 @@ class Deployment:
         self.groups: list[ProcessGroup] = []
 
     def setup(self) -> None:
-        fleetsched(self.env, "db", "upgrade")
-        inventory = self.tmp / "hosts.ini"
-        inventory.write_text("[fleet]\n" + "".join(f"host-{n:05d}\n"
-                                                  for n in range(self.args.hosts)))
-        fleetsched(self.env, "hosts", "import", str(inventory))
-        self.token = fleetsched(self.env, "tokens", "create", "bench-console", "--role",
-                                "operator").strip()
+        self.token = record_with_hosts(self.env, self.tmp, self.args.hosts, token="bench-console",
+                                       role="operator")
         server = ProcessGroup([[FLEETSCHED, "server", "--port", str(self.port)]],
                               self.tmp / "server.log", self.env, cwd=self.tmp)
         self.groups.append(server)

@@ -50,7 +50,14 @@ import httpx  # noqa: E402
 import redis  # noqa: E402
 
 from benchmarks._common import compile_bytecode, save_result  # noqa: E402
-from benchmarks._node import FLEETSCHED, Nodes, ProcessGroup, fleetsched, node_env  # noqa: E402
+from benchmarks._node import (  # noqa: E402
+    FLEETSCHED,
+    Nodes,
+    ProcessGroup,
+    fleetsched,
+    node_env,
+    record_with_hosts,
+)
 from tests.servers import free_port, start_redis, wait_for_port  # noqa: E402
 
 FAILURE_RATE = 0.02
@@ -69,13 +76,8 @@ class Deployment:
         self.groups: list[ProcessGroup] = []
 
     def setup(self) -> None:
-        fleetsched(self.env, "db", "upgrade")
-        inventory = self.tmp / "hosts.ini"
-        inventory.write_text("[fleet]\n" + "".join(f"host-{n:05d}\n"
-                                                  for n in range(self.args.hosts)))
-        fleetsched(self.env, "hosts", "import", str(inventory))
-        self.token = fleetsched(self.env, "tokens", "create", "bench-sse", "--role",
-                                "viewer").strip()
+        self.token = record_with_hosts(self.env, self.tmp, self.args.hosts, token="bench-sse",
+                                       role="viewer")
 
     def start(self, job_ms: int) -> int:
         """The server and the worker node up, the task submitted; its id."""

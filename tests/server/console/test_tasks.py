@@ -7,10 +7,7 @@ confirmations, CSRF and roles, and a customer kept to its own tasks."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,8 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.server.conftest import worker_nodes
 from tests.server.console.conftest import Browsing, Console
-from tests.servers import stop_process
 from tests.submit_support import Cli, sql_rows
 from tests.tenants_support import customers_ini
 
@@ -31,21 +28,8 @@ FAILING = ("sh -c 'case $FLEETSCHED_HOST in web-01|web-02) echo BOOM on $FLEETSC
 @pytest.fixture
 def worker(console: Console, tmp_path: Path, redis_url: str) -> Iterator[Callable[[], None]]:
     """``start()`` starts a worker node on the console's deployment; stopped afterwards."""
-    procs: list[subprocess.Popen[bytes]] = []
-
-    def start() -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCHED_")}
-        env |= {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path)}
-        with (tmp_path / "worker.log").open("wb") as log:
-            procs.append(subprocess.Popen(
-                [sys.executable, "-P", "-m", "scheduler", "--redis-url", redis_url,
-                 "--database-url", console.api.database_url, "worker", "--slots", "4",
-                 "--processes", "1", "--grace", "2s"], cwd=tmp_path, env=env, stdout=log,
-                stderr=subprocess.STDOUT))
-
-    yield start
-    for proc in procs:
-        stop_process(proc)
+    with worker_nodes(tmp_path, redis_url, console.api.database_url) as start:
+        yield start
 
 
 def _submit(console: Console, *args: str, operator: str = "tester") -> int:
