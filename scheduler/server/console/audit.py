@@ -52,7 +52,7 @@ def filters_of(given: dict[str, str]) -> ReportFilter:
     from scheduler.reports import ReportFilter
 
     task = given.get("task")
-    if task is not None and not (task.isdigit() and 1 <= int(task) < 2**63):
+    if task is not None and not (task.isascii() and task.isdigit() and 1 <= int(task) < 2**63):
         raise ValidationError(f"task {task[:40]!r} is not a task id", hint="e.g. 42")
     return ReportFilter(since=parse_ago(given["since"], "since") if "since" in given else None,
                         until=parse_ago(given["until"], "until") if "until" in given else None,

@@ -31,13 +31,14 @@ router = APIRouter()
 
 PAGE = 100  # hosts a page
 HISTORY_PAGE = 50  # events a page of a host's history
+MAX_OFFSET = 2**62  # past it, an offset overflows the database's integer
 
 
 @router.get("/hosts", include_in_schema=False)
 def hosts_page(request: Request, seen: Annotated[Viewer, Depends(page_viewer("hosts.list"))],
                match: str = "", group: str = "",
                var: Annotated[list[str] | None, Query()] = None,
-               offset: Annotated[int, Query(ge=0)] = 0) -> Response:
+               offset: Annotated[int, Query(ge=0, lt=MAX_OFFSET)] = 0) -> Response:
     from scheduler.submission.request import pairs
 
     wanted = [v.strip() for v in var or [] if v.strip()]
@@ -62,7 +63,7 @@ def hosts_page(request: Request, seen: Annotated[Viewer, Depends(page_viewer("ho
 @router.get("/hosts/{name}", include_in_schema=False)
 def host_page(request: Request, name: str,
               seen: Annotated[Viewer, Depends(page_viewer("hosts.show"))],
-              offset: Annotated[int, Query(ge=0)] = 0) -> Response:
+              offset: Annotated[int, Query(ge=0, lt=MAX_OFFSET)] = 0) -> Response:
     stores = stores_of(request)
     tenant = seen.principal.tenant
     host = inventory.show_host(stores, name, tenant=tenant)  # another customer's: 404

@@ -78,8 +78,10 @@ def request_of(fields: dict[str, str]) -> TaskRequest:
     seed = fields.get("wave_seed", "").strip()
     if seed and request.waves is not None and request.waves.seed is None:
         # The random draw the plan page showed: the confirmation rolls out exactly it.
-        if not seed.isdigit():
-            raise ValidationError(f"wave_seed {seed!r} is not a number")
+        from scheduler.submission.waves import MAX_SEED
+
+        if not (seed.isascii() and seed.isdigit()) or int(seed) > MAX_SEED:
+            raise ValidationError(f"wave_seed {seed!r} must be a number from 0 to {MAX_SEED}")
         request = replace(request, waves=replace(request.waves, seed=int(seed)))
     return request
 

@@ -19,6 +19,7 @@ sizes and no target; another customer's task is not found.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -54,7 +55,7 @@ class HostFilter:
     @classmethod
     def of(cls, state: str, exit: str, text: str, offset: int) -> HostFilter:
         shown = cls(state.strip(), exit.strip(), text.strip(), offset)
-        if shown.exit and not shown.exit.lstrip("-").isdigit():
+        if shown.exit and not re.fullmatch(r"-?[0-9]{1,10}", shown.exit):
             raise ValidationError(f"exit code {shown.exit!r} is not a whole number")
         if shown.exit and not -2**31 <= int(shown.exit) < 2**31:
             raise ValidationError(f"exit code {shown.exit} is out of range")

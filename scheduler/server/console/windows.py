@@ -84,7 +84,7 @@ def _decision(fields: dict[str, str]) -> tuple[str | None, int | None]:
     text = fields.get("version", "").strip()
     if not text:
         return comment, None
-    if not text.isdigit() or int(text) < 1:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise ValidationError(f"version {text!r} must be a whole number from 1")
     return comment, int(text)
 
