@@ -22,6 +22,13 @@ from scheduler.cli.context import State
 from scheduler.errors import FleetschedError
 
 
+def _print_version(asked: bool) -> None:
+    """``--version``: the ``version`` command's output, then stop before any command runs."""
+    if asked:
+        version()
+        raise typer.Exit()
+
+
 def root(
     ctx: typer.Context,
     redis_url: Annotated[str | None, typer.Option(help="Redis URL; default: the embedded private server.", envvar=None)] = None,
@@ -30,6 +37,7 @@ def root(
     config: Annotated[Path | None, typer.Option(help="TOML config file (default: $XDG_CONFIG_HOME/fleetsched/config.toml).")] = None,
     operator: Annotated[str | None, typer.Option("--as", help="Operator name recorded on changes (default: $FLEETSCHED_OPERATOR or the OS user).")] = None,
     server: Annotated[str | None, typer.Option("--server", metavar="URL", help="Remote mode: go through this `fleetsched server` with the API token of $FLEETSCHED_TOKEN or the token_file setting (default: the server setting; none: direct mode).")] = None,
+    show_version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version, help="Print the fleetsched version and exit (as `fleetsched version`).")] = False,
 ) -> None:
     """fleetsched: operations jobs for a fleet of hosts."""
     ctx.obj = State(
@@ -101,6 +109,8 @@ def _invoked(args: list[str]) -> str | None:
         arg = args[i]
         if arg in GROUPS + COMMANDS + ("version",):
             return arg
+        if arg == "--version":
+            return "version"
         if arg in GLOBAL_OPTIONS:
             i += 2
         elif arg.startswith(tuple(f"{o}=" for o in GLOBAL_OPTIONS)):

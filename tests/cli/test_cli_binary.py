@@ -39,6 +39,14 @@ def test_the_console_script_is_installed_and_prints_its_version(tmp_path: Path) 
     assert result.stderr == ""
 
 
+def test_the_version_option_prints_what_the_version_command_prints(tmp_path: Path) -> None:
+    command = run(tmp_path, "version")
+    option = run(tmp_path, "--version")
+    assert option.returncode == 0, option.stderr
+    assert option.stdout == command.stdout
+    assert option.stderr == ""
+
+
 def test_help_lists_the_operator_commands(tmp_path: Path) -> None:
     result = run(tmp_path, "--help")
     assert result.returncode == 0
