@@ -138,3 +138,29 @@ def test_reconcile_after_redis_lost_everything_stages_the_later_waves_again(
     assert (t["wave"], t["waves"], t["wave_state"]) == ("1", "3", "running")
     assert '"gate":"approve"' in t["wave_policy"]
     assert redis_client.sismember(KEYS.waving, str(task))
+
+
+def test_resume_of_a_rollout_stopped_by_its_check_is_refused_with_the_way_on(
+        cli: Cli, redis_client: redis.Redis) -> None:
+    from scheduler.queue.client import Queue
+    from scheduler.queue.waves import move
+
+    # Given a rollout whose wave check failed: the controller moved it checking -> stopped (the
+    # task stays active: nothing is held, the next wave waits for the operator)
+    task = cli.submit("command", "-t", "group:web", "-p", "cmd=true", "--waves", "1,2",
+                      "--wave-check", "false")
+    queue = Queue(redis_client, KEYS)
+    assert move(queue, str(task), 1, ["running"], "checking", "wave-check")
+    assert move(queue, str(task), 1, ["checking"], "stopped", "wave-stop", why="web-01: failed")
+    before = queue.task_state(str(task))
+    assert (before["state"], before["wave_state"]) == ("active", "stopped")
+    # When the operator asks to resume it
+    code, out, err = cli("tasks", "resume", str(task))
+    # Then it is refused as other refused changes are (exit 2), in one line with the way on,
+    # and nothing changed
+    assert code == 2, (out, err)
+    lines = err.splitlines()
+    assert lines[0].startswith("error: ") and "rollout stopped at wave 1" in lines[0], err
+    assert f"fleetsched tasks continue {task}" in err and f"fleetsched tasks cancel {task}" in err
+    assert "resumed" not in out + err
+    assert queue.task_state(str(task)) == before

@@ -108,6 +108,27 @@ def test_continue_retry_failed_and_reprioritize_are_operator_controls(api: Api) 
                       404) == MISSING_TASK
 
 
+def test_resume_of_a_rollout_stopped_by_its_check_is_refused_as_the_cli_refuses_it(
+        api: Api, redis_client: Any) -> None:
+    from scheduler.queue.client import Queue
+    from scheduler.queue.waves import move
+    from tests.submit_support import KEYS
+
+    operator = api.token("ci", "--role", "operator", "--owner", "deploy-bot")
+    task_id = api.cli.submit("command", "-t", "group:web", "-p", "cmd=true", "--waves", "1,2",
+                             "--wave-check", "false")
+    queue = Queue(redis_client, KEYS)
+    assert move(queue, str(task_id), 1, ["running"], "checking", "wave-check")
+    assert move(queue, str(task_id), 1, ["checking"], "stopped", "wave-stop", why="failed")
+    before = queue.task_state(str(task_id))
+    refused = _error(api("POST", f"/tasks/{task_id}/resume", operator), 409)
+    assert refused["kind"] == "TaskNotActiveError"
+    assert f"`fleetsched tasks continue {task_id}`" in refused["message"]
+    code, _out, err = api.cli("tasks", "resume", str(task_id))
+    assert code == refused["code"] == 2 and f"error: {refused['message']}" in err
+    assert queue.task_state(str(task_id)) == before
+
+
 def test_hosts_show_history_and_groups(api: Api) -> None:
     viewer = api.token("dash", "--role", "viewer")
     customer = api.token("acme", "--role", "customer-viewer", "--tenant", "acme")

@@ -13,8 +13,9 @@ ARGV[5]     first (1 | 0): the first call switches the task to active (event res
 ARGV[6]     wake channel
 ARGV[7]     principal: JSON recorded with the event ('' = none)
 Returns     {moved, remaining}; moved jobs are pending again at their due time
-Errors      {-3 UNKNOWN_TASK | -7 TASK_NOT_ACTIVE (cancelled or aborted; or paused with its
-            rollout in waves stopped: `tasks continue` passes the stop first) | -4 BAD_ARGUMENT,
+Errors      {-3 UNKNOWN_TASK | -7 TASK_NOT_ACTIVE (cancelled or aborted; or its rollout in
+            waves stopped, by failures or by its check: `tasks continue` passes the stop first)
+            | -4 BAD_ARGUMENT,
             message}
 ]]
 local task_key, held = KEYS[1], KEYS[2]
@@ -31,8 +32,9 @@ if not t[1] then return fs_err(FS_UNKNOWN_TASK, 'no task ' .. task_id) end
 if t[1] ~= 'active' and t[1] ~= 'paused' then
   return fs_err(FS_TASK_NOT_ACTIVE, 'task ' .. task_id .. ' is ' .. t[1] .. '; it cannot be resumed')
 end
--- A rollout stopped by its wave's failures or check: resuming would run the rest of that wave.
-if t[1] == 'paused' and first == '1' and t[3] == 'stopped' then
+-- A rollout stopped by its wave's failures or check: resuming would run the rest of that wave
+-- (paused by the stop) or do nothing at all (active: a check stops the next wave, not a pause).
+if first == '1' and t[3] == 'stopped' then
   return fs_err(FS_TASK_NOT_ACTIVE, 'task ' .. task_id .. "'s rollout stopped at wave " ..
     (t[4] or '?') .. ': `fleetsched tasks continue ' .. task_id .. '` goes on with it, ' ..
     '`fleetsched tasks cancel ' .. task_id .. '` ends it')
