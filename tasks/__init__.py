@@ -1,5 +1,5 @@
-"""Actions: what a job does on a host (command, script, copy, firmware, key-rollover, ansible,
-plugins), their declared parameters, and secret references.
+"""Actions: what a job does on a host (command, shell, script, copy, firmware, key-rollover,
+ansible, plugins), their declared parameters, and secret references.
 
 See docs/actions.md for each action and for writing a plugin.
 """

@@ -9,19 +9,24 @@ What it owns:
 3. substituting them at run time, after the argv was split (:func:`render`): a value is pasted
    inside the one element that names it and can never become a second element, an option or
    shell syntax, whatever characters it holds. The session then quotes every element
-   (``shlex.join``) for the remote shell; no value ever reaches ``sh -c`` unquoted.
+   (``shlex.join``) for the remote shell; no value ever reaches ``sh -c`` unquoted;
+4. the two other ways a value may be pasted: quoted as one shell word (:func:`render_quoted`,
+   the ``shell`` action's script) and as one path component (:func:`render_path`, copy's
+   ``dest``: a value holding ``/``, or being ``.`` or ``..``, is refused).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+import shlex
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tasks.host import Host
 from tasks.secrets import SecretValue
 
-__all__ = ["PlaceholderError", "check_placeholders", "render", "render_one"]
+__all__ = ["PlaceholderError", "check_placeholders", "host_placeholders", "render",
+           "render_one", "render_path", "render_quoted"]
 
 _HOST_TOKEN = re.compile(r"\{host\.([^{}]*)\}")
 _HOST_FIELD = re.compile(r"name|address|port|user|vars\.[A-Za-z_][A-Za-z0-9_]*")
@@ -29,6 +34,11 @@ _HOST_FIELD = re.compile(r"name|address|port|user|vars\.[A-Za-z_][A-Za-z0-9_]*")
 
 class PlaceholderError(ValueError):
     """A placeholder is unknown (at validation) or has no value for this host (at run time)."""
+
+
+def host_placeholders(text: str) -> Iterator[re.Match[str]]:
+    """Every ``{host.*}`` token in ``text`` (known or not), in order."""
+    return _HOST_TOKEN.finditer(text)
 
 
 def check_placeholders(element: str) -> None:
@@ -63,6 +73,34 @@ def _host_value(host: Host, field: str) -> str:
         raise PlaceholderError(f"host {host.name}: variable {key!r} is a "
                                f"{type(value).__name__}, not a text or number")
     return str(value)
+
+
+def _substitute(text: str, host: Host, paste: Callable[[str], str]) -> str:
+    out = _HOST_TOKEN.sub(lambda m: paste(_host_value(host, m.group(1))), text)
+    if "\0" in out:
+        raise PlaceholderError(f"host {host.name}: a placeholder value holds a NUL character")
+    return out
+
+
+def render_quoted(script: str, host: Host) -> str:
+    """A shell script with each ``{host.*}`` placeholder replaced by its value quoted as one
+    shell word (``shlex.quote``). Safe only where a quoted word stays one word: the ``shell``
+    action checks each placeholder's position at validation (:mod:`tasks.shellscript`)."""
+    return _substitute(script, host, shlex.quote)
+
+
+def render_path(path: str, host: Host, param: str) -> str:
+    """A remote path with its ``{host.*}`` placeholders filled in, each value one path
+    component: a value that is empty, ``.`` or ``..`` or holds ``/`` is refused (it could move
+    the path elsewhere), naming the parameter."""
+
+    def component(value: str) -> str:
+        if "/" in value or value in ("", ".", ".."):
+            raise PlaceholderError(f"host {host.name}: {param}: a placeholder's value {value!r} "
+                                   "is not usable in a path (empty, '.', '..' or holds '/')")
+        return value
+
+    return _substitute(path, host, component)
 
 
 def render_one(element: str, host: Host, extra: Mapping[str, str] | None = None) -> str:

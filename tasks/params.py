@@ -38,13 +38,15 @@ from tasks.paramtypes import (
     ParamType,
     RemotePath,
     Sha256,
+    ShellScript,
     Text,
 )
 from tasks.secrets import SecretError, SecretRef, parse_ref
 
 __all__ = [
     "Argv", "Boolean", "Choice", "Duration", "Integer", "KeyValues", "LocalPath", "Mode",
-    "Owner", "Param", "ParamType", "RemotePath", "Sha256", "Text", "validate_params",
+    "Owner", "Param", "ParamType", "RemotePath", "Sha256", "ShellScript", "Text",
+    "validate_params",
 ]
 
 

@@ -18,10 +18,11 @@ from typing import Any
 from scheduler.errors import ValidationError
 from tasks.argv import PlaceholderError, check_placeholders
 from tasks.secrets import SecretError, SecretRef, parse_ref
+from tasks.shellscript import check_script
 
 __all__ = [
     "Argv", "BadValue", "Boolean", "Choice", "Duration", "Integer", "KeyValues", "LocalPath",
-    "Mode", "Owner", "ParamType", "RemotePath", "Sha256", "Text",
+    "Mode", "Owner", "ParamType", "RemotePath", "Sha256", "ShellScript", "Text",
 ]
 
 MAX_TEXT = 65_536
@@ -163,6 +164,28 @@ class Argv(ParamType):
 
     def dump(self, value: Any) -> Any:
         return [_dump_text(v) for v in value]
+
+
+class ShellScript(ParamType):
+    """A script for ``sh -c``, kept as written (never a secret reference: the plan shows it).
+    ``{host.*}`` placeholders may stand only where their quoted value is one shell word
+    (:func:`tasks.shellscript.check_script`)."""
+
+    name = "shell script"
+    expected = "a shell script (text)"
+
+    def parse(self, raw: Any) -> str:
+        if not isinstance(raw, str) or len(raw) > MAX_TEXT:
+            raise BadValue
+        if "\0" in raw:
+            raise BadValue("must not contain a NUL character")
+        if not raw.strip():
+            raise BadValue("must not be empty")
+        try:
+            check_script(raw)
+        except PlaceholderError as exc:
+            raise BadValue(str(exc)) from None
+        return raw
 
 
 class Integer(ParamType):

@@ -2,8 +2,8 @@
 
 What it owns:
 
-1. the built-in actions (``command``, ``script``, ``copy``, ``firmware``, ``key-rollover``,
-   ``ansible``), always present;
+1. the built-in actions (``command``, ``shell``, ``script``, ``copy``, ``firmware``,
+   ``key-rollover``, ``ansible``), always present;
 2. discovering plugins: every entry point in the group ``fleetsched.actions`` names an action
    class (instantiated without arguments) or instance; its entry point name must equal the
    action's ``name``. A plugin that fails to import, lacks part of the :class:`~tasks.base.Action`
@@ -29,13 +29,14 @@ from tasks.firmware import FirmwareAction
 from tasks.key_rollover import KeyRolloverAction
 from tasks.params import Param
 from tasks.script import ScriptAction
+from tasks.shell import ShellAction
 
 __all__ = ["GROUP", "Registry", "describe_action", "get_action", "list_actions", "load",
            "reload"]
 
 GROUP = "fleetsched.actions"
-BUILTINS: tuple[type, ...] = (CommandAction, ScriptAction, CopyAction, FirmwareAction,
-                              KeyRolloverAction, AnsibleAction)
+BUILTINS: tuple[type, ...] = (CommandAction, ShellAction, ScriptAction, CopyAction,
+                              FirmwareAction, KeyRolloverAction, AnsibleAction)
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 _ATTRS: dict[str, type | tuple[type, ...]] = {
     "name": str, "description": str, "idempotent": bool, "requires_window": bool,

@@ -3,7 +3,8 @@ plan is (the CLI in direct mode, the server for ``POST /tasks`` with ``dry_run``
 CLI prints the same plan in direct and in remote mode (``scheduler.remote.submit``).
 
 :func:`view_of` turns a ``Plan`` into a :class:`PlanView`: the head (action, target, hosts,
-policy, windows, frozen hosts, waves), one row per job, the blast-radius sentence, whether the
+policy, windows, frozen hosts, waves, and for an action that can say it, such as ``shell``,
+the command line its first host runs), one row per job, the blast-radius sentence, whether the
 task is fleet-wide (``submit`` asks before it queues one), and the random draw of wave order a
 dry run shows (``drawn``: its seed).
 """
@@ -55,6 +56,26 @@ def blast_radius(plan: Plan) -> str:
             f" (target {plan.target})")
 
 
+def runs_on_first_host(plan: Plan) -> str | None:
+    """The command line the plan's first host runs, for an action with a ``preview``
+    (``shell``: the script with that host's values quoted in); None for the others."""
+    import tasks
+    from tasks.argv import PlaceholderError
+    from tasks.host import Host
+
+    action = tasks.get_action(plan.action)
+    preview = getattr(action, "preview", None)
+    if preview is None or not plan.hosts:
+        return None
+    conn = plan.hosts[0]
+    host = Host(conn.name, conn.address, conn.port, conn.user, dict(conn.vars))
+    try:
+        line = preview(action.validate(dict(plan.params)), host)
+    except PlaceholderError as exc:
+        return f"on {conn.name}: cannot be filled in: {exc}"
+    return f"on {conn.name}: {line}"
+
+
 def view_of(plan: Plan, *, draw: bool = True) -> PlanView:
     """The plan's view; ``draw``: make the random draw of a random wave order without a seed
     (a dry run shows one; ``--wave-seed`` makes exactly it)."""
@@ -64,6 +85,9 @@ def view_of(plan: Plan, *, draw: bool = True) -> PlanView:
             "priority": plan.request.priority, "executor": plan.executor,
             "start": plan.start.isoformat() if plan.start else "now",
             "in_window": plan.in_window, "windows": plan.windows_text(), **policy}
+    runs = runs_on_first_host(plan)
+    if runs is not None:
+        head["runs"] = runs
     rows = [{"job": j.seq, "host": j.host, "when": _when(j), "window": j.window,
              "frozen_until": j.frozen_until.isoformat() if j.frozen_until else None}
             for j in plan.jobs]
