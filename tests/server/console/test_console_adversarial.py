@@ -9,6 +9,7 @@ Each test asks what test_matrix.py, test_tasks.py, test_customer.py and test_sig
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
@@ -18,7 +19,7 @@ import httpx
 from tests.server.console.conftest import Browsing, Console
 from tests.server.console.test_tasks import _events, _rows, _until, worker  # noqa: F401
 from tests.server.test_authorization_matrix import build_world
-from tests.submit_support import sql_rows
+from tests.submit_support import Cli, sql_rows, sql_snapshot
 
 FOREIGN = re.compile(r"globex|web-0", re.IGNORECASE)
 
@@ -303,3 +304,137 @@ def test_absurd_input_is_one_line_on_a_4xx_page_and_never_a_traceback(
     # Then the server logged no traceback and no unexpected error
     log = (tmp_path / "server.log").read_text(errors="replace")
     assert "Traceback" not in log and "unexpected" not in log, log[-3000:]
+
+
+def _session_cookie(reply: httpx.Response) -> str:
+    found = re.search(r"fleetsched_session=([^;]+);([^,]*)", reply.headers.get("set-cookie", ""))
+    assert found, reply.headers
+    return found.group(1)
+
+
+def test_sessions_are_new_at_each_sign_in_bound_to_their_csrf_and_end_with_their_token(
+        console: Console, tmp_path: Path) -> None:
+    # Given an attacker's own live session, planted in the victim's browser
+    attacker = console.as_role("customer-viewer", tenant="globex")
+    planted = attacker.client.cookies["fleetsched_session"]
+    token = console.api.token("victim", "--role", "operator", "--owner", "vera")
+    with httpx.Client(follow_redirects=False, timeout=30) as victim:
+        victim.cookies.set("fleetsched_session", planted, domain="127.0.0.1", path="/")
+        page = victim.get(f"{console.root}/ui/login")
+        check = re.search(r'name="check" value="([^"]+)"', page.text)
+        assert check
+        signin = page.headers["set-cookie"]
+        assert "HttpOnly" in signin and "SameSite=strict" in signin and "Path=/ui/login" in signin
+        # When the victim signs in with her token
+        reply = victim.post(f"{console.root}/ui/login",
+                            data={"check": check.group(1), "next": "/ui/", "token": token})
+        assert reply.status_code == 303
+        # Then she gets a new session, HttpOnly and same-site; the planted one stays the
+        # attacker's (signing in never upgrades a session the browser brought)
+        fresh = _session_cookie(reply)
+        assert fresh != planted
+        cookie = next(c for c in reply.headers.get_list("set-cookie")
+                      if c.startswith("fleetsched_session="))
+        assert "HttpOnly" in cookie and "SameSite=lax" in cookie and "Path=/" in cookie
+        assert "vera" in victim.get(f"{console.root}/ui/").text
+        assert "vera" not in attacker.get("/ui/customer").text
+        assert attacker.get("/ui/tasks/1/cancel").status_code == 403
+        # And the token is on no page, in no cookie, in no header, nor in the server's log
+        for answer in (reply, victim.get(f"{console.root}/ui/")):
+            assert token not in answer.text and token not in str(answer.headers)
+        assert token not in " ".join(str(c.value) for c in victim.cookies.jar)
+    # And a form posted with another session's CSRF token is refused, and changes nothing
+    task = console.api.cli.submit("command", "-t", "web-01", "-p", "cmd=true", "--in", "1h")
+    operator = console.as_role("operator")
+    other = console.as_role("operator")
+    assert operator.post(f"/ui/tasks/{task}/cancel", {"csrf_token": other.csrf},
+                         csrf=False).status_code == 403
+    assert sql_rows(console.api.database_url,
+                    f"SELECT state FROM tasks WHERE id = {task}")[0].state != "cancelled"
+    # And a token shown wrongly at sign-in is not echoed back nor logged
+    with httpx.Client(follow_redirects=False, timeout=30) as stranger:
+        page = stranger.get(f"{console.root}/ui/login")
+        check = re.search(r'name="check" value="([^"]+)"', page.text)
+        assert check
+        wrong = "fst_123_NOTAREALSECRETVALUE"
+        refused = stranger.post(f"{console.root}/ui/login",
+                                data={"check": check.group(1), "next": "/ui/", "token": wrong})
+        assert refused.status_code == 401 and "NOTAREALSECRET" not in refused.text
+    log = (tmp_path / "server.log").read_text()
+    assert token not in log and token.split("_")[-1] not in log and "NOTAREALSECRET" not in log
+
+
+def test_no_get_changes_anything_and_a_live_stream_ends_with_its_revoked_token(
+        console: Console) -> None:
+    # Given a waiting task and an operator, whose session was opened with a token
+    task = console.api.cli.submit("command", "-t", "group:web", "-p", "cmd=true", "--in", "1h")
+    token = console.api.token("olga", "--role", "operator", "--owner", "olga")
+    operator = console.signed(token)
+    before = sql_snapshot(console.api.database_url)
+    # When every page a form posts to is asked with GET instead (as a link elsewhere could)
+    for verb in ("cancel", "pause", "resume", "continue", "retry-failed"):
+        assert operator.get(f"/ui/tasks/{task}/{verb}").status_code == 200, verb
+    for path in ("/ui/submit?action=command&target=web-01", "/ui/logout",
+                 "/ui/windows/w/approve", "/ui/submit/plan"):
+        assert operator.get(path).status_code in (200, 404, 405), path
+    # (and the fleet's stream, as every stream, carries the page's policy)
+    with operator.client.stream("GET", f"{console.root}/ui/fleet/live") as fleet:
+        assert fleet.headers["content-security-policy"].startswith("default-src 'none'")
+    # Then nothing changed, and the session still lives
+    assert sql_snapshot(console.api.database_url) == before
+    assert operator.get("/ui/").status_code == 200
+    # And a stream it follows ends once its token is revoked (checked every 30 s)
+    number = next(line.split()[0] for line in console.api.cli.ok("tokens", "list").splitlines()
+                  if token.split("_")[1] in line)
+    start = time.monotonic()
+    with operator.client.stream("GET", f"{console.root}/ui/tasks/{task}/live",
+                                timeout=httpx.Timeout(120)) as reply:
+        assert reply.status_code == 200
+        assert reply.headers["content-security-policy"].startswith("default-src 'none'")
+        revoked = False
+        for line in reply.iter_lines():
+            if not revoked and line.startswith("event: fragment"):
+                console.api.cli.ok("tokens", "revoke", number)
+                revoked = True
+            if line == "event: end":
+                break
+            assert time.monotonic() - start < 110, "the stream outlived its revoked token"
+    assert revoked and operator.get("/ui/").status_code == 303
+
+
+def test_a_secret_parameter_shows_its_reference_never_its_value_on_any_page_or_download(
+        console: Console, tmp_path: Path, redis_url: str) -> None:
+    # Given a task whose secret is a reference to the environment, and a file of the server's
+    cli = Cli(tmp_path, redis_url, console.api.database_url,
+              env={"FS_ADV_SECRET": "hunter2-env-value"})
+    rollover = ["-p", "pre_check=true", "-p", "rollover=true", "-p", "post_check=true"]
+    task = cli.submit("key-rollover", "--target", "group:web", *rollover,
+                      "-p", "secret=@env:FS_ADV_SECRET", "--in", "1h")
+    (tmp_path / "secret.txt").write_text("hunter2-file-value\n")
+    operator = console.as_role("operator")
+    # When the operator plans and submits one with a file reference from the console
+    fields = {"action": "key-rollover", "target": "web-01", "in": "1h",
+              "params": "pre_check=true\nrollover=true\npost_check=true\n"
+                        f"secret=@file:{tmp_path / 'secret.txt'}"}
+    plan = operator.post("/ui/submit/plan", fields)
+    assert plan.status_code == 200, plan.text[:1000]
+    key = re.search(r'name="idempotency_key" value="([^"]+)"', plan.text)
+    assert key
+    done = operator.post("/ui/submit", {**fields, "idempotency_key": key.group(1)})
+    assert done.status_code == 303, done.text[:1000]
+    mine = int(done.headers["location"].rsplit("/", 1)[1])
+    # Then no page, download or stream shows either value; the references are there
+    pages = {"/ui/tasks": None, f"/ui/tasks/{task}": "@env:FS_ADV_SECRET",
+             f"/ui/tasks/{mine}": "@file:", f"/ui/jobs/{task}.0": None, "/ui/": None,
+             f"/ui/audit?task={task}": None, f"/ui/audit.csv?task={task}": None,
+             f"/ui/audit.json?task={mine}": None, f"/ui/tasks/{task}/cancel": None}
+    for path, reference in pages.items():
+        reply = operator.get(path)
+        assert reply.status_code == 200, path
+        assert "hunter2" not in reply.text, path
+        assert reference is None or reference in reply.text, (path, reference)
+    assert "hunter2" not in plan.text
+    fragments, _ = _events(operator, f"/ui/tasks/{task}/live",
+                           lambda got, done: {"summary", "hosts"} <= set(got))
+    assert "hunter2" not in "".join(fragments.values())
+    assert "hunter2" not in (tmp_path / "server.log").read_text()
