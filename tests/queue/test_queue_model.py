@@ -1039,7 +1039,8 @@ class QueueMachine(RuleBasedStateMachine):
         assert moved == len(held)
 
     def op_retry_failed(self, t: MTask, data: st.DataObject) -> None:
-        if t.state == "cancelled":
+        ended_clean = t.failed == 0 and 0 < t.total <= t.succeeded + t.cancelled
+        if t.state == "cancelled" or ended_clean:  # nothing to retry once all ended unfailed
             with pytest.raises(QueueError) as refused:
                 self.q.retry_failed(t.id, "ops")
             assert refused.value.code == Code.TASK_NOT_ACTIVE

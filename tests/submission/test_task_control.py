@@ -144,6 +144,15 @@ def test_retry_failed_queues_the_failed_jobs_again_with_a_new_attempt_budget(
     (final,) = sql_rows(cli.database_url, "SELECT state, succeeded, failed FROM tasks WHERE id = :t",
                         t=task)
     assert (final.state, final.succeeded, final.failed) == ("succeeded", 10, 0)
+    # And retry-failed of the succeeded task is refused as pause of it is (exit 2, one line),
+    # with nothing written
+    before = redis_client.xlen(KEYS.events)
+    for verb, what in (("pause", "pause"), ("retry-failed", "retry")):
+        code, out, err = cli("tasks", verb, str(task))
+        assert code == 2, (verb, out, err)
+        assert err.splitlines()[0].startswith(f"error: task {task} has ended") and \
+            f"there is nothing to {what}" in err.splitlines()[0], err
+    assert redis_client.xlen(KEYS.events) == before
 
 
 def test_control_of_an_unknown_or_unqueued_task_is_one_line(

@@ -21,7 +21,8 @@ Returns     {requeued, event id}: jobs of this chunk that were failed for good (
             when none moved. A chunk that moves any job revives an aborted task (state active,
             overshoot 0): its failure budget counts again from the jobs still failed; a
             rollout in waves with staged waves left goes back into {P}:waving.
-Errors      {-3 UNKNOWN_TASK | -7 TASK_NOT_ACTIVE (cancelled) | -4 BAD_ARGUMENT, message};
+Errors      {-3 UNKNOWN_TASK | -7 TASK_NOT_ACTIVE (cancelled; or ended with no failed job) |
+            -4 BAD_ARGUMENT, message};
             nothing is written.
 ]]
 local task_key = KEYS[1]
@@ -32,10 +33,16 @@ local n = #KEYS - 6
 fs_effects()
 
 if n < 0 or #ARGV ~= 4 + n then return fs_err(FS_BAD_ARGUMENT, 'retry_failed needs one job id per job key') end
-local t = redis.call('HMGET', task_key, 'state', 'prio')
+local t = redis.call('HMGET', task_key, 'state', 'prio', 'total', 'succeeded', 'failed', 'cancelled')
 if not t[1] then return fs_err(FS_UNKNOWN_TASK, 'no task ' .. task_id) end
 if t[1] == 'cancelled' then
   return fs_err(FS_TASK_NOT_ACTIVE, 'task ' .. task_id .. ' is cancelled; its failed jobs stay failed')
+end
+-- An ended task without a failed job: nothing to do, refused as pause.lua refuses it.
+local total, failed = fs_num(t[3]), fs_num(t[5])
+if total > 0 and failed == 0 and fs_num(t[4]) + fs_num(t[6]) >= total then
+  return fs_err(FS_TASK_NOT_ACTIVE, 'task ' .. task_id .. ' has ended with no failed job; ' ..
+    'there is nothing to retry')
 end
 local prefix = task_id .. '.'
 for i = 1, n do
