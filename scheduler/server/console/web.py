@@ -18,13 +18,13 @@ import secrets
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, unquote
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from scheduler.errors import ForbiddenError, UnauthenticatedError
+from scheduler.errors import ForbiddenError, UnauthenticatedError, ValidationError
 from scheduler.principal import Principal
 from scheduler.server.auth import stores_of
 from scheduler.server.sso import SESSION_COOKIE
@@ -80,7 +80,11 @@ class Viewer:
 
 
 def viewer(request: Request) -> Viewer:
-    """The request's viewer (``SignInRequired`` without a live session)."""
+    """The request's viewer (``SignInRequired`` without a live session). An address holding
+    a NUL character is refused first: PostgreSQL takes none in a text, and every page's
+    filters and names reach its queries."""
+    if "\x00" in request.url.path or "\x00" in unquote(request.url.query):
+        raise ValidationError("the address holds a NUL character")
     session_id = request.cookies.get(SESSION_COOKIE)
     here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     if not session_id:
@@ -115,6 +119,8 @@ async def form(request: Request, seen: Viewer) -> dict[str, str]:
     sent = fields.pop("csrf_token", "")
     if not secrets.compare_digest(sent.encode(), seen.csrf.encode()):
         raise ForbiddenError("this form has no valid CSRF token (reload the page and try again)")
+    if any("\x00" in k or "\x00" in v for k, v in fields.items()):
+        raise ValidationError("the form holds a NUL character")
     return fields
 
 

@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 import httpx
 
+from tests.server.conftest import serve_api
 from tests.server.console.conftest import Browsing, Console
 from tests.server.console.test_tasks import _events, _rows, _until, worker  # noqa: F401
 from tests.server.test_authorization_matrix import build_world
@@ -438,3 +439,50 @@ def test_a_secret_parameter_shows_its_reference_never_its_value_on_any_page_or_d
                            lambda got, done: {"summary", "hosts"} <= set(got))
     assert "hunter2" not in "".join(fragments.values())
     assert "hunter2" not in (tmp_path / "server.log").read_text()
+
+
+def test_nul_bytes_in_every_text_filter_are_one_line_on_postgresql(
+        tmp_path: Path, redis_url: str, fresh_postgres_url: str) -> None:
+    # Given the console of a server on PostgreSQL (which takes no NUL in a text), and a task
+    with serve_api(tmp_path, redis_url, fresh_postgres_url) as served:
+        console = Console(served)
+        try:
+            task = served.cli.submit("command", "-t", "group:web", "-p", "cmd=true", "--in", "1h")
+            operator = console.as_role("operator")
+            # When each text a page filters by holds a NUL
+            nul = "a%00b"
+            gets = [f"/ui/tasks?{k}={nul}" for k in ("state", "operator", "action", "group",
+                                                        "since")]
+            gets += [f"/ui/tasks/{task}?{k}={nul}" for k in ("state", "text", "exit")]
+            gets += [f"/ui/hosts?{k}={nul}" for k in ("match", "group")]
+            gets += [f"/ui/hosts?var=k%3D{nul}", f"/ui/hosts/{nul}", f"/ui/hosts/{nul}?offset=1",
+                     f"/ui/windows/{nul}", f"/ui/calendar?group={nul}", f"/ui/jobs/{nul}",
+                     f"/ui/jobs/{task}.{nul}"]
+            gets += [f"/ui/audit?{k}={nul}" for k in ("host", "group", "action", "state",
+                                                       "operator")]
+            broken: list[str] = []
+            for path in gets:
+                try:
+                    broken += _not_one_line_4xx(operator.get(path), path)
+                except httpx.TransportError as exc:  # after a 500 the connection is gone
+                    broken.append(f"{path}: {exc}")
+            admin = console.as_role("window-admin")
+            broken += _not_one_line_4xx(admin.post(f"/ui/windows/{nul}/approve",
+                                                   {"comment": "x"}), "approve a\\0b")
+            broken += _not_one_line_4xx(operator.post("/ui/submit/plan", {
+                "action": "command", "target": "web-01", "params": "cmd=a\x00b"}), "plan")
+            broken += _not_one_line_4xx(operator.post("/ui/submit/plan", {
+                "action": "command", "target": "a\x00b", "params": "cmd=x"}), "plan target")
+            with httpx.Client(follow_redirects=False, timeout=30) as client:
+                page = client.get(f"{console.root}/ui/login")
+                check = re.search(r'name="check" value="([^"]+)"', page.text)
+                assert check
+                broken += _not_one_line_4xx(client.post(f"{console.root}/ui/login", data={
+                    "check": check.group(1), "next": "/ui/", "token": "fst_1_a\x00b"}),
+                    "sign in")
+            # Then each is refused in one line, none is a 500
+            assert broken == [], "\n".join(broken)
+        finally:
+            console.close()
+    log = (tmp_path / "server.log").read_text(errors="replace")
+    assert "Traceback" not in log and "unexpected" not in log, log[-3000:]
