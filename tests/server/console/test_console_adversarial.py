@@ -193,6 +193,19 @@ def test_markup_in_every_kind_of_user_data_is_drawn_as_text(
         reply = viewer.get(path)
         _one_line_4xx(reply, path)
         assert _drawn_as_markup(reply.text) == [], f"{path}: {_drawn_as_markup(reply.text)}"
+    # And the sign-in page keeps a page asked for as text, and its redirect as an address
+    with httpx.Client(follow_redirects=False, timeout=30) as client:
+        asked = "/ui/tasks?x=" + EVIL + "\r\nSet-Cookie: evil=1"
+        page = client.get(f"{console.root}/ui/login", params={"next": asked})
+        assert _drawn_as_markup(page.text) == [] and "&lt;script&gt;" in page.text
+        check = re.search(r'name="check" value="([^"]+)"', page.text)
+        assert check
+        token = console.api.token("n", "--role", "viewer")
+        reply = client.post(f"{console.root}/ui/login",
+                            data={"check": check.group(1), "next": asked, "token": token})
+        assert reply.status_code == 303 and "evil" not in reply.cookies
+        assert reply.headers["location"].startswith("/ui/") and "<" not in reply.headers[
+            "location"] and "\n" not in reply.headers["location"]
     # And the downloads are attachments, never a page a browser would draw
     for path in (f"/ui/audit.csv?task={task}", f"/ui/audit.json?task={task}"):
         reply = viewer.get(path)
