@@ -37,7 +37,7 @@ rollout stopped, 5 when a task was cancelled or aborted (or jobs were cancelled)
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,5 +190,33 @@ def exit_code(progresses: Iterable[Progress]) -> int:
     return EXIT_SUCCEEDED
 
 
+def _seconds_text(seconds: float) -> str:
+    """A timeout as an operator writes it: 5s, 30m, 1h30m, 2d, 0.5s (exact, unlike
+    ``parse.format_duration``'s rounded 3m05s)."""
+    if seconds != int(seconds) or seconds < 1:
+        return f"{seconds:g}s"
+    s, text = int(seconds), ""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if s >= size:
+            text, s = text + f"{s // size}{unit}", s % size
+    return text
+
+
+def not_finished(task_ids: Sequence[str], timeout_s: float,
+                 progresses: Iterable[Progress]) -> str:
+    """Why a wait gave up: ``task 7 not finished after 5s: 1 job waiting`` (``tasks 7, 8 ...:
+    2 jobs running, 3 waiting``), with the timeout as asked and the jobs left as they are."""
+    running = pending = 0
+    for p in progresses:
+        running, pending = running + p.running, pending + p.pending
+    noun = "task" if len(task_ids) == 1 else "tasks"
+    left = [f"{n} job{'s' if n != 1 else ''} {what}" for n, what in
+            ((running, "running"), (pending, "waiting")) if n]
+    if len(left) == 2:  # "2 jobs running, 3 waiting"
+        left[1] = left[1].split(" ", 2)[0] + " waiting"
+    return (f"{noun} {', '.join(task_ids)} not finished after {_seconds_text(timeout_s)}"
+            + (f": {', '.join(left)}" if left else ""))
+
+
 __all__ = ["EXIT_CANCELLED", "EXIT_FAILED", "EXIT_SUCCEEDED", "Progress", "exit_code",
-           "from_counts", "from_job_states", "from_task_hash", "from_task_row"]
+           "from_counts", "from_job_states", "from_task_hash", "from_task_row", "not_finished"]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scheduler.errors import FleetschedError
-from scheduler.progress import EXIT_CANCELLED, EXIT_FAILED, EXIT_SUCCEEDED
+from scheduler.progress import EXIT_CANCELLED, EXIT_FAILED, EXIT_SUCCEEDED, not_finished
 from scheduler.remote.client import Client, RemoteUnavailableError
 from scheduler.verbs.follow import RECORD_WAIT_S, Followed, Waited, exit_code
 
@@ -95,14 +95,23 @@ def wait(stores: Client, ids: list[str], *, timeout_s: float | None) -> Waited:
         try:
             done, code, late = _follow(stores, task_id, deadline, failures)
         except TimeoutError:
-            raise FleetschedError(f"tasks {', '.join(ids)} still running after {timeout_s:g}s",
-                                  hint="wait again, or see fleetsched top") from None
+            raise _timed_out(stores, ids, timeout_s or 0) from None
         ended.append(done)
         codes.append(code)
         behind = behind or late
     code = (EXIT_FAILED if EXIT_FAILED in codes else
             EXIT_CANCELLED if EXIT_CANCELLED in codes else EXIT_SUCCEEDED)
     return Waited(tasks=ended, exit_code=code, failures=failures, record_behind=behind)
+
+
+def _timed_out(stores: Client, ids: list[str], timeout_s: float) -> FleetschedError:
+    """The error of a wait that gave up, with the jobs left as the server counts them now."""
+    try:
+        now = [t.progress for t in progress(stores, ids)]
+    except FleetschedError:  # a task ended and left meanwhile, the server went away: no counts
+        now = []
+    return FleetschedError(not_finished(ids, timeout_s, now),
+                           hint="wait again, or see fleetsched top")
 
 
 def record_behind(_stores: Client, _recorded_done: dict[int, int]) -> list[int]:
@@ -200,8 +209,7 @@ def follow(stores: Client, ids: list[str], *, interval_s: float, timeout_s: floa
         tasks, _shown = draw(read, ids, console, feed=feed, interval_s=interval_s,
                              timeout_s=timeout_s)
     except TimeoutError:
-        raise FleetschedError(f"tasks {', '.join(ids)} still running after {timeout_s:g}s",
-                              hint="wait again, or see fleetsched top") from None
+        raise _timed_out(stores, ids, timeout_s or 0) from None
     # As direct mode: the failures come from the record, which the server's end event says
     # has the last results (or has not, after RECORD_WAIT_S)
     if not feed.settle(RECORD_WAIT_S + 5):

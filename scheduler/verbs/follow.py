@@ -122,6 +122,7 @@ def follow(stores: Stores, ids: list[str], *, interval_s: float, timeout_s: floa
     it as they happen, else silent. ``note`` gets the warning lines."""
     from rich.console import Console
 
+    from scheduler.progress import not_finished
     from scheduler.views.live import FailureFeed, failure_line
     from scheduler.views.live import watch as run_watch
     from scheduler.views.snapshot import read_tasks
@@ -156,8 +157,8 @@ def follow(stores: Stores, ids: list[str], *, interval_s: float, timeout_s: floa
             except NotFoundError:  # a finished task's hash expired while watching
                 continue
             except TimeoutError:  # its message gives what was left, not the timeout asked
-                raise FleetschedError(f"tasks {', '.join(ids)} still running after "
-                                      f"{timeout_s:g}s",
+                now = [t.progress for t in read_tasks(client, keys, live) if t is not None]
+                raise FleetschedError(not_finished(ids, timeout_s or 0, now),
                                       hint="wait again, or see fleetsched top") from None
             break
         if feed is not None:

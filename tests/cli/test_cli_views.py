@@ -146,7 +146,8 @@ def test_tasks_watch_gives_up_after_its_timeout(fleet: dict) -> None:
     task = submit_task(fleet)  # no worker: it never finishes
     code, _out, err = run_cli(["tasks", "watch", str(task), "--timeout", "0.5s", "--interval", "0.1"],
                               fleet["env"])
-    assert code == 1 and "still running" in err
+    [line] = [ln for ln in err.splitlines() if ln.startswith("error: ")]
+    assert code == 1 and line == f"error: task {task} not finished after 0.5s: 6 jobs waiting", err
 
 
 def test_hosts_history_and_tasks_show_events_give_the_full_trail(fleet: dict, worker) -> None:
@@ -255,3 +256,14 @@ def test_submit_without_a_live_worker_is_accepted_and_says_so(fleet: dict) -> No
             "(`fleetsched worker`") in err
     code, out, _ = run_cli(["tasks", "show", out.strip(), "-o", "json"], fleet["env"])
     assert code == 0 and json.loads(out)["pending"] == 1
+
+
+def test_tasks_wait_timeout_says_the_timeout_given_and_that_the_jobs_are_waiting(
+        fleet: dict) -> None:
+    # Given a task whose one job waits (no worker runs)
+    task = submit_task(fleet, target="web-06")
+    # When the operator waits for it with a timeout
+    code, _, err = run_cli(["tasks", "wait", str(task), "--timeout", "2s"], fleet["env"])
+    # Then it gives up with the timeout as given, saying the job waits, not that it runs
+    assert code == 1, err
+    assert err.splitlines()[0] == f"error: task {task} not finished after 2s: 1 job waiting", err
