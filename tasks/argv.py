@@ -91,13 +91,14 @@ def render_quoted(script: str, host: Host) -> str:
 
 def render_path(path: str, host: Host, param: str) -> str:
     """A remote path with its ``{host.*}`` placeholders filled in, each value one path
-    component: a value that is empty, ``.`` or ``..`` or holds ``/`` is refused (it could move
-    the path elsewhere), naming the parameter."""
+    component: a value that is empty, ``.`` or ``..``, or holds ``/`` or a newline, is refused
+    (it could move the path elsewhere), naming the parameter."""
 
     def component(value: str) -> str:
-        if "/" in value or value in ("", ".", ".."):
+        if "/" in value or "\n" in value or value in ("", ".", ".."):
             raise PlaceholderError(f"host {host.name}: {param}: a placeholder's value {value!r} "
-                                   "is not usable in a path (empty, '.', '..' or holds '/')")
+                                   "is not usable in a path (empty, '.', '..', or holds '/' or "
+                                   "a newline)")
         return value
 
     return _substitute(path, host, component)

@@ -7,15 +7,20 @@ SHA-256 is checked on the host with ``sha256sum``, ``chown`` (only when ``owner`
 ``chmod`` are applied, and it is renamed into place. Readers of ``dest`` see the old file or the
 new one, never a half-written one. On any failure the temporary file is removed and ``dest`` is
 untouched.
+
+``dest`` may hold ``{host.*}`` placeholders (``/etc/app/{host.name}.conf``), each filled in as
+one path component: a host value holding ``/`` or being ``..`` fails the job for good, naming
+``dest``, before anything is written.
 """
 
 from __future__ import annotations
 
 import posixpath
 import secrets
-from typing import Any
+from typing import Any, ClassVar
 
 from scheduler.errors import SftpUnavailableError
+from tasks.argv import render_path
 from tasks.base import ActionContext, BaseAction, StepFailed, Steps
 from tasks.host import Host
 from tasks.params import LocalPath, Mode, Owner, Param, RemotePath, Sha256
@@ -50,9 +55,11 @@ class CopyAction(BaseAction):
     idempotent = True
     requires_window = False
     expected_ms = 15_000
-    params = {
+    params: ClassVar[dict[str, Param]] = {
         "src": Param("src", LocalPath(), "the file on the worker node", required=True),
-        "dest": Param("dest", RemotePath(), "where it goes on the host", required=True),
+        "dest": Param("dest", RemotePath(placeholders=True), "where it goes on the host; "
+                      "{host.*} placeholders are filled in, each one path component",
+                      required=True),
         "mode": Param("mode", Mode(), "file mode on the host", default=0o644),
         "owner": Param("owner", Owner(), "chown to this user[:group] (default: leave as is)"),
         "sha256": Param("sha256", Sha256(), "refuse unless the source has this checksum"),
@@ -65,7 +72,8 @@ class CopyAction(BaseAction):
         if params["sha256"] and digest != params["sha256"]:
             raise StepFailed(f"source file {params['src']} does not have the required sha256 "
                              f"{params['sha256'][:16]}...", retryable=False)
-        dest, mode, owner = params["dest"], params["mode"], params["owner"]
+        dest = render_path(params["dest"], host, "dest")
+        mode, owner = params["mode"], params["owner"]
         if self._already_in_place(steps, dest, digest, mode, owner):
             steps.changed = False
             return

@@ -4,7 +4,10 @@ What it owns:
 
 1. :class:`Param`, one declared parameter (name, type, help, required, default, secret);
 2. :func:`validate_params`: unknown, missing and mistyped parameters each give one line, e.g.
-   ``action copy: parameter 'mode' must be an octal file mode like 0644, got '999'``.
+   ``action copy: parameter 'mode' must be an octal file mode like 0644, got '999'``;
+3. refusing a ``{host.*}`` placeholder in a parameter whose type does not fill them in
+   (``ParamType.placeholders``): it would otherwise be used literally (a file named
+   ``{host.name}``).
 
 The types themselves live in :mod:`tasks.paramtypes` and are re-exported here.
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -73,6 +77,28 @@ class Param:
         }
 
 
+_HOST_PLACEHOLDER = re.compile(r"\{host\.")
+
+
+def _has_placeholder(raw: Any) -> bool:
+    if isinstance(raw, str):
+        return bool(_HOST_PLACEHOLDER.search(raw))
+    if isinstance(raw, (list, tuple)):
+        return any(_has_placeholder(v) for v in raw)
+    if isinstance(raw, Mapping):
+        return any(_has_placeholder(v) for v in raw.values())
+    return False
+
+
+def _refuse_placeholder(action: str, declared: Mapping[str, Param], name: str) -> None:
+    taking = [n for n, p in declared.items() if getattr(p.type, "placeholders", False)]
+    where = (f"only {', '.join(taking)} {'takes' if len(taking) == 1 else 'take'} them"
+             if taking else "none of its parameters takes them")
+    raise ValidationError(f"action {action}: parameter {name!r} does not take {{host.*}} "
+                          f"placeholders ({where})",
+                          "write the value itself; see: fleetsched actions show " + action)
+
+
 def _shown(raw: Any) -> str:
     text = raw if isinstance(raw, str) else repr(raw)
     return repr(text if len(text) <= 60 else text[:57] + "...")
@@ -101,6 +127,8 @@ def validate_params(action: str, declared: Mapping[str, Param], raw: Mapping[str
                                       f"({param.help})", f"see: fleetsched actions show {action}")
             out[name] = copy.deepcopy(param.default)  # a default list is never shared
             continue
+        if not getattr(param.type, "placeholders", False) and _has_placeholder(value):
+            _refuse_placeholder(action, declared, name)
         out[name] = _validate_one(action, param, value)
     return out
 

@@ -4,7 +4,9 @@ Each type turns a string from the CLI or a JSON value into a typed value (:meth:
 raising :class:`BadValue`), and a typed value into the JSON form that parses back to it
 (:meth:`dump`). ``expected`` completes the sentence "must be ..." of a validation error.
 Text-like types (``refs``) validate a whole value ``@env:NAME`` / ``@file:/path`` to a
-:class:`~tasks.secrets.SecretRef`, and ``@@x`` to the literal ``@x``.
+:class:`~tasks.secrets.SecretRef`, and ``@@x`` to the literal ``@x``. Types whose values are
+searched for ``{host.*}`` placeholders at run time say so (``placeholders``); a placeholder in
+any other parameter is refused at validation (:func:`tasks.params.validate_params`).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class ParamType:
     name = "value"
     expected = "a value"
     refs = False
+    placeholders = False  # ``{host.*}`` in a value is filled in at run time (else: refused)
 
     def parse(self, raw: Any) -> Any:
         raise NotImplementedError
@@ -124,6 +127,7 @@ class Argv(ParamType):
     name = "argv"
     expected = "a command: a list of strings or a string split like a shell would (shlex)"
     refs = True
+    placeholders = True
 
     def __init__(self, allow_empty: bool = False, extra_placeholders: Sequence[str] = ()) -> None:
         self.allow_empty = allow_empty
@@ -173,6 +177,7 @@ class ShellScript(ParamType):
 
     name = "shell script"
     expected = "a shell script (text)"
+    placeholders = True
 
     def parse(self, raw: Any) -> str:
         if not isinstance(raw, str) or len(raw) > MAX_TEXT:
@@ -314,15 +319,26 @@ class LocalPath(_Path):
 
 
 class RemotePath(_Path):
-    """An absolute path on the host."""
+    """An absolute path on the host; with ``placeholders``, ``{host.*}`` tokens are filled in at
+    run time, each value one path component (:func:`tasks.argv.render_path`)."""
 
     name = "remote path"
     expected = "an absolute path on the host like /etc/app/app.conf"
 
-    def __init__(self, directory: bool = False) -> None:
+    def __init__(self, directory: bool = False, placeholders: bool = False) -> None:
+        self.placeholders = placeholders
         if directory:
             self.name = "directory"
             self.expected = "an absolute directory path on the host like /var/tmp"
+
+    def parse(self, raw: Any) -> str:
+        path = super().parse(raw)
+        if self.placeholders:
+            try:
+                check_placeholders(path)
+            except PlaceholderError as exc:
+                raise BadValue(str(exc)) from None
+        return path
 
 
 class Sha256(ParamType):
