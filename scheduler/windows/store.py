@@ -76,12 +76,18 @@ def _when(text: str, what: str) -> datetime:
                               "2026-12-01T22:00 (in --tz) or 2026-12-01T22:00+01:00") from None
 
 
+MAX_WINDOW = timedelta(days=366)  # a yearly window in a leap year; longer is a typo (876000h)
+
+
 def _duration(text: str) -> timedelta:
     from scheduler.parse import parse_duration
 
     if text.strip().startswith("-"):
         raise ValidationError(f"--duration {text!r} must be positive", hint="e.g. --duration 4h")
     d = parse_duration(text, "--duration")
+    if d > MAX_WINDOW:
+        raise ValidationError(f"--duration {text!r} is longer than a window may last (366d)",
+                              hint="a window that stays open: --start and --end")
     if d.total_seconds() != int(d.total_seconds()):
         raise ValidationError(f"--duration {text!r} must be whole seconds")
     return d

@@ -177,6 +177,8 @@ BAD = [
     (["--cron", "0 1 * * *", "--duration", "1h", "--tz", "Europe/Atlantis"], "error: unknown time zone 'Europe/Atlantis'"),
     (["--cron", "0 1 * * *", "--duration", "-2h"], "error: --duration '-2h' must be positive"),
     (["--cron", "0 1 * * *", "--duration", "0s"], "error: --duration '0s' must be longer than zero"),
+    (["--cron", "0 1 * * *", "--duration", "876000h"], "error: --duration '876000h' is longer than a window may last (366d)"),
+    (["--start", "2031-01-02T00:00", "--duration", "367d"], "error: --duration '367d' is longer than a window may last (366d)"),
     (["--start", "2031-01-02T00:00", "--end", "2031-01-01T00:00"], "error: window 'w': end 2031-01-01 00:00:00 is not after start"),
     (["--cron", "0 1 * * *", "--duration", "1h", "--end-time", "03:00"], "error: window 'w': a recurring window needs a duration or an end time (one of them)"),
     (["--start", "2001-01-01T00:00", "--duration", "1h"], "error: window 'w': it ended at 2001-01-01 01:00 UTC"),
@@ -193,6 +195,11 @@ def test_bad_window_input_is_one_clear_line_and_writes_nothing(
     assert len([x for x in err.splitlines() if x.startswith("error:")]) == 1
     assert "Traceback" not in err
     assert snapshot(db) == before_sql and redis_snapshot(redis_client) == before_redis
+
+
+def test_a_window_may_last_a_whole_leap_year(cli: Cli) -> None:
+    cli.ok("windows", "add", "yearly", "--cron", "0 0 1 1 *", "--duration", "8784h")
+    assert "31622400" in cli.ok("windows", "show", "yearly")  # duration_s: 366 days
 
 
 def test_assigning_to_an_unknown_host_writes_nothing(cli: Cli, db: str) -> None:
