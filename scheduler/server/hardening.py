@@ -10,7 +10,10 @@
 3. Security headers on every answer: ``nosniff``, no framing, no referrer, a content security
    policy that lets a JSON answer load nothing, and ``Cache-Control: no-store`` unless the
    route chose its own.
-4. Failed authentications (every 401, and a single sign-on login refused 403) are recorded
+4. An API request whose path or query string holds a NUL character is refused 400 before a
+   route: PostgreSQL takes none in a text, so a name or filter with one would reach the
+   record as an error (the web console refuses it on its pages, ``console.web``).
+5. Failed authentications (every 401, and a single sign-on login refused 403) are recorded
    as ``auth_fail`` audit events, as few as ``scheduler.access.refusals`` allows: the first
    of an address's minute at once (what the route that refused it left in the request's
    state as ``refused``: a callable describing what was presented, run only then), the rest
@@ -46,6 +49,7 @@ log = logging.getLogger("fleetsched.server")
 
 AUTH_FAILURES_PER_MINUTE = 20
 MAX_BODY_BYTES = 1024 * 1024  # a task file of 10,000 hosts fits; a submit is far smaller
+API = "/api/"
 WINDOW_S = 60
 TRACKED_ADDRESSES = 10_000  # past this many, the addresses of ended minutes are forgotten
 
@@ -112,6 +116,10 @@ class Hardening:
             await _answer(send, 429, "too many failed authentications from this address",
                           f"wait {wait} s", ((b"retry-after", str(wait).encode()),))
             return
+        if scope["path"].startswith(API) and (
+                "\x00" in scope["path"] or b"%00" in scope.get("query_string", b"")):
+            await _answer(send, 400, "the address holds a NUL character", None)
+            return
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_body):
             await self._too_large(send, declared.isdigit())
@@ -172,7 +180,7 @@ class Hardening:
         return {**message, "headers": headers}
 
     async def _refused(self, status: int, scope: Scope, address: str) -> None:
-        """Record a failed authentication (responsibility 4)."""
+        """Record a failed authentication (responsibility 5)."""
         state: dict[str, Any] = scope.get("state") or {}
         describe = state.get("refused")
         if status != 401 and not (status == 403 and describe is not None):

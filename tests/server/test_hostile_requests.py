@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
 import sqlalchemy as sa
 
-from tests.server.conftest import Api
+from tests.server.conftest import Api, serve_api
 
 TASK = {"action": "command", "target": "web-01", "params": {"cmd": "true"},
         "executor": "simulate", "in": "1h"}
@@ -222,3 +223,18 @@ def test_failed_authentications_are_limited_per_address_and_logged_without_the_t
     finally:
         engine.dispose()
     assert 1 <= len(events) <= 3 and all("guess" not in str(e) for e in events)
+
+
+def test_a_nul_character_in_an_address_is_a_clean_400_on_postgresql(
+        tmp_path: Path, redis_url: str, fresh_postgres_url: str) -> None:
+    # PostgreSQL takes no NUL in a text: without the check these were 500s
+    with serve_api(tmp_path, redis_url, fresh_postgres_url) as api:
+        admin = api.token("admin", "--role", "admin")
+        before = _record(api.database_url)
+        for path in ("/tasks?operator=a%00b", "/hosts?match=a%00b", "/hosts/a%00b",
+                     "/windows/w%00x", "/tasks?state=%00"):
+            reply = api("GET", path, admin)
+            assert reply.status_code == 400, (path, reply.text)
+            assert reply.json()["error"]["message"] == "the address holds a NUL character"
+        assert _record(api.database_url) == before
+        assert "Traceback" not in (tmp_path / "server.log").read_text()
