@@ -150,10 +150,12 @@ class Argv(ParamType):
         if not items and not self.allow_empty:
             raise BadValue("must not be empty")
         out: list[str | SecretRef] = []
-        for item in items:
-            if isinstance(item, (int, float)) and not isinstance(item, bool):
-                item = str(item)
-            if not isinstance(item, str) or len(item) > MAX_TEXT:
+        for n, item in enumerate(items, 1):
+            # never coerced: ["sleep", 5] from YAML or JSON is refused, not run as "5"
+            if not isinstance(item, str):
+                raise BadValue(f"element {n} of the list is {json.dumps(item, default=str)[:40]}, "
+                               "not a string (quote it)")
+            if len(item) > MAX_TEXT:
                 raise BadValue
             value = _text_or_ref(item, True)
             if isinstance(value, str):
