@@ -6,13 +6,15 @@ the host and ``lost`` with the worker, side by side), the hosts of its first fai
 jobs; or the schedule, its occurrence and why it was missed; or the window awaiting approval).
 Its ``text`` field is one line Slack (and Mattermost, Rocket.Chat, Teams' Slack-compatible
 hooks) shows as the message.
-:func:`email` turns the same document into a mail: the line as the subject, the document below.
+:func:`email` turns the same document into a mail: the line as the subject, the document below,
+with its own ``Date`` and ``Message-ID``.
 """
 
 from __future__ import annotations
 
 import json
 from email.message import EmailMessage
+from email.utils import formatdate, make_msgid
 from typing import Any
 
 from scheduler.progress import from_counts
@@ -69,5 +71,10 @@ def email(doc: dict[str, Any], sender: str, to: str) -> EmailMessage:
     msg["Subject"] = doc.get("text", "[fleetsched] notice")
     msg["From"] = sender
     msg["To"] = to
+    # Mailboxes sort by Date and thread and deduplicate by Message-ID; some servers add
+    # neither, and spam filters mark a mail without them. The id's domain is the sender's
+    # (make_msgid's default asks DNS for this node's name, which may hang).
+    msg["Date"] = formatdate(usegmt=True)
+    msg["Message-ID"] = make_msgid("fleetsched", domain=sender.rpartition("@")[2] or "fleetsched")
     msg.set_content(f"{doc.get('text', '')}\n\n{json.dumps(doc, indent=2, sort_keys=True)}\n")
     return msg

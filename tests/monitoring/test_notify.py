@@ -5,7 +5,9 @@ after its attempts, and records every try as an event, with no secret in events 
 
 from __future__ import annotations
 
+import email.utils
 import logging
+import re
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -108,6 +110,10 @@ def test_a_failed_task_is_told_once_by_webhook_and_once_by_mail(
     assert (sender_addr, to, mail["Subject"]) == ("fs@example.org", ["ops@example.org"],
                                                   body["text"])
     assert f'"task_id": "{task_id}"' in mail.get_content()
+    # with the headers a mailbox sorts and threads by: when it was sent, and an id of its own
+    sent_at = email.utils.parsedate_to_datetime(mail["Date"])
+    assert abs((datetime.now(UTC) - sent_at).total_seconds()) < 600, mail["Date"]
+    assert re.fullmatch(r"<[^<>@\s]+@example\.org>", mail["Message-ID"] or ""), mail["Message-ID"]
     # and both outbox rows are sent, each with its notify-sent event
     assert [(r.kind, r.state, r.attempts) for r in outbox(engine)] == [("failed", "sent", 1)] * 2
     assert sorted(d["target"] for k, d in notify_events(engine) if k == "notify-sent") == [
