@@ -35,6 +35,7 @@ def show_cmd(
     code, duration and output; late results of workers that had lost it; for a job lost with
     its worker, what is known and what to check on the host."""
     from scheduler.queue.output import output_lines, step_summary
+    from scheduler.reports.attempts import shown_exit
 
     tasks, stores, _principal = verbs(ctx, "tasks")
     view = tasks.job(stores, job_id)
@@ -52,7 +53,8 @@ def show_cmd(
         started = a.started.isoformat(timespec="milliseconds") if a.started else "?"
         output.emit_line(f"\nattempt {a.attempt} (token {a.token}) on {a.worker}, started "
                          f"{started}: {a.end or 'running'}"
-                         + (f", exit code {a.exit_code}" if a.exit_code is not None else "")
+                         + (f", exit code {code}" if (code := shown_exit(a.exit_code, a.error))
+                            else "")
                          + (f", {a.duration_ms} ms" if a.duration_ms is not None else ""))
         if a.error:
             output.emit_line(f"  error: {a.error}")

@@ -91,7 +91,11 @@ def show_cmd(ctx: typer.Context, task_id: TaskId, fmt: OutputOption = output.Out
         head["note"] = info["note"]
     output.emit_object(head, fmt)
     if info["failures"]:
-        output.emit_rows(info["failures"], ["id", "host", "state", "attempts", "exit_code", "error"],
+        from scheduler.reports.attempts import shown_exit
+
+        failures = info["failures"] if fmt is not output.OutputFormat.table else [
+            {**f, "exit_code": shown_exit(f["exit_code"], f["error"])} for f in info["failures"]]
+        output.emit_rows(failures, ["id", "host", "state", "attempts", "exit_code", "error"],
                          fmt, title="failures")
     output.emit_rows(info["trail"], ["ts", "kind", "operator", "count", "error"], fmt,
                      title="trail")
@@ -257,8 +261,10 @@ def output_cmd(
     if fmt is not output.OutputFormat.table:
         output.emit_rows(rows, ["host", "job", "state", "attempt", "exit_code", "lines"], fmt)
         return
+    from scheduler.reports.attempts import shown_exit
+
     for row in rows:
-        rc = "-" if row["exit_code"] is None else row["exit_code"]
+        rc = shown_exit(row["exit_code"], row.get("error")) or "-"
         output.emit_line(f"{row['host']} | {row['state']} | rc={rc} | job {row['job']} "
                          f"attempt {row['attempt']}")
         for line in row["lines"]:

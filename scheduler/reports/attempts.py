@@ -36,7 +36,20 @@ from scheduler.record.models import Event, Job, Task
 from scheduler.record.tenancy import output_shown
 from scheduler.record.types import from_ms
 
-__all__ = ["Attempt", "JobView", "job_attempts", "task_outputs", "without_output"]
+__all__ = ["Attempt", "JobView", "job_attempts", "shown_exit", "task_outputs", "without_output"]
+
+# The ssh executor's error for a command sshd reported killed by a signal (exitsignal.py); the
+# record keeps the exit code empty (its column is an int), the views show the signal from here.
+_KILLED = re.compile(r"\bkilled by signal (SIG[A-Z0-9]+)\b")
+
+
+def shown_exit(exit_code: Any, error: str | None) -> str:
+    """An exit code as the views print it: the code, a signal's name (``SIGKILL``) for a command
+    killed by one, or "" when there is neither."""
+    if exit_code not in (None, ""):
+        return str(exit_code)
+    killed = _KILLED.search(error or "")
+    return killed.group(1) if killed else ""
 
 ENDS = {"ack": "succeeded", "fail": "failed", "retry": "failed, retried", "lost": "lost",
         "release": "given back", "defer": "deferred (window)", "cancel": "cancelled"}
@@ -239,4 +252,5 @@ def _output_row(view: JobView, pattern: re.Pattern[str] | None) -> dict[str, Any
             return None
     return {"host": view.host, "job": view.job, "state": view.state,
             "attempt": last.attempt if last else None,
-            "exit_code": last.exit_code if last else None, "lines": lines}
+            "exit_code": last.exit_code if last else None, "lines": lines,
+            "error": last.error if last else None}

@@ -51,6 +51,18 @@ def test_a_non_zero_exit_is_reported_not_raised(ssh_fleet: SshFleet, executor) -
     assert result.stderr_head == "failing\n"
 
 
+def test_a_command_killed_by_a_signal_is_reported_with_the_signal_name(
+        ssh_fleet: SshFleet, executor) -> None:
+    # Given a command whose process sshd waits for (the login shell) dies of SIGKILL: sshd
+    # sends "exit-signal KILL" instead of an exit status
+    with executor.session(ssh_fleet.hosts[2].host()) as session:
+        result = session.run(["sh", "-c", "echo before; kill -KILL $$; sleep 5"], timeout=30)
+    # Then the result has no exit code, and its error names the signal
+    assert result.exit_code is None and not result.timed_out and not result.ok
+    assert result.error is not None and result.error.startswith("killed by signal SIGKILL"), \
+        result.error
+
+
 def test_hostile_arguments_arrive_on_the_host_as_exactly_the_argv_given(
     ssh_fleet: SshFleet, executor, tmp_path: Path,
 ) -> None:

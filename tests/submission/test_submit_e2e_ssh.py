@@ -181,3 +181,23 @@ def test_a_canary_secret_is_nowhere_after_a_failing_and_a_succeeding_job(
                         ("worker log", log), ("cli", "\n".join(outputs))):
         assert CANARY not in text, f"the canary leaked into {where}"
         assert CANARY[:12] not in text, f"part of the canary leaked into {where}"
+
+
+def test_a_job_killed_by_a_signal_shows_the_signal_where_exit_codes_are_shown(pipeline) -> None:
+    cli, worker, ssh = pipeline
+    # Given a command whose shell is killed by SIGKILL on the host, no retry
+    task = cli.submit("command", "-t", "web-01", "-p", 'cmd=["sh", "-c", "kill -KILL $$"]',
+                      "--retries", "0", *ssh)
+    worker.start()
+    wait_until(lambda: recorded(cli, task, 1), 60, "the job recorded", worker.tail, [worker])
+    # Then each view that shows an exit code names the signal instead of leaving it empty
+    shown = cli.ok("jobs", "show", f"{task}.0")
+    assert "failed, exit code SIGKILL" in shown, shown
+    assert "killed by signal SIGKILL on web-01" in shown
+    failures = cli.ok("tasks", "show", str(task))
+    [row] = [ln for ln in failures.splitlines() if "killed by signal" in ln]
+    assert "SIGKILL" in row.split("killed by signal")[0], failures
+    assert "web-01 | failed | rc=SIGKILL |" in cli.ok("tasks", "output", str(task))
+    # and the record keeps no exit code (its column is a number), the signal in the error
+    [attempt] = json.loads(cli.ok("jobs", "show", f"{task}.0", "-o", "json"))["attempts"]
+    assert attempt["exit_code"] in (None, "") and "killed by signal SIGKILL" in attempt["error"]

@@ -40,6 +40,7 @@ from scheduler.errors import (
     SftpUnavailableError,
 )
 from tasks.executors.options import DEFAULT_KEY_FILES, EXECUTOR_DEFAULTS, read_options
+from tasks.executors.ssh.exitsignal import Transport
 from tasks.executors.ssh.known_hosts import KnownHosts, Verdict, fingerprint, host_key_name
 from tasks.host import Host
 
@@ -125,7 +126,7 @@ def handshake(sock: socket.socket, target: Target, known: KnownHosts, options: d
               ) -> paramiko.Transport:
     """Step 2's SSH handshake on ``sock``, offering only the host-key types ``known`` records
     for the host; the host key is not checked yet (``check_host_key`` does that)."""
-    transport = paramiko.Transport(sock)
+    transport = Transport(sock)  # paramiko's, keeping a command's exit-signal
     try:
         transport.banner_timeout = options["banner_timeout"]
         transport.handshake_timeout = options["connect_timeout"]

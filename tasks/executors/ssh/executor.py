@@ -49,6 +49,7 @@ from tasks.executors.ssh.connect import (
     ssh_options,
     start_sftp,
 )
+from tasks.executors.ssh.exitsignal import exit_signal
 from tasks.host import CommandResult, Host
 
 CHUNK = 64 * 1024
@@ -268,6 +269,10 @@ class SshSession:
             if not self.conn.transport.is_active():
                 self.conn.broken = True
             code = chan.exit_status
+            signal = exit_signal(chan)
+            if code < 0 and signal is not None:
+                return _result(command, None, out, err, start,
+                               error=f"killed by signal {signal} on {self.target.where}")
             if code < 0:
                 why = ("the connection was lost" if self.conn.broken
                        else "the command ended without an exit status (killed by a signal?)")
