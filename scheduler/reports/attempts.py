@@ -74,6 +74,11 @@ class Attempt:
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
+    @property
+    def shown_exit(self) -> str:
+        """The exit code as views print it (:func:`shown_exit`): a number, SIGKILL or ""."""
+        return shown_exit(self.exit_code, self.error)
+
 
 @dataclass
 class JobView:

@@ -26,6 +26,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from scheduler.errors import ForbiddenError, UnauthenticatedError, ValidationError
 from scheduler.principal import Principal
+from scheduler.reports.attempts import shown_exit
 from scheduler.server.auth import stores_of
 from scheduler.server.sso import SESSION_COOKIE
 from scheduler.verbs import access, sso
@@ -132,6 +133,8 @@ templates = Environment(loader=FileSystemLoader(HERE / "templates"),
                         autoescape=select_autoescape(default=True, default_for_string=True),
                         trim_blocks=True, lstrip_blocks=True)
 templates.filters["q"] = lambda value: quote(str(value), safe="")
+# `{{ j.exit_code|exit_code(j.error) }}`: a number, a signal's name (SIGKILL) or ""
+templates.filters["exit_code"] = lambda code, error=None: shown_exit(code, error)
 
 
 def render(request: Request, seen: Viewer | None, template: str, *, status: int = 200,

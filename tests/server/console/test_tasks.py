@@ -14,6 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+import redis
+import sqlalchemy as sa
 
 from tests.server.conftest import worker_nodes
 from tests.server.console.conftest import Browsing, Console
@@ -414,3 +416,32 @@ def test_a_customer_sees_its_own_tasks_only(console: Console, tmp_path: Path) ->
     # And a customer may not cancel (403), even its own task
     assert acme.get(f"/ui/tasks/{acme_task}/cancel").status_code == 403
     assert acme.post(f"/ui/tasks/{acme_task}/cancel").status_code == 403
+
+
+def test_a_job_killed_by_a_signal_shows_the_signal_as_its_exit_code(
+        console: Console, redis_client: redis.Redis) -> None:
+    from tests.recorder_events import create_task_rows, job_lifecycle, xadd_all
+    from tests.submit_support import drain
+
+    # Given a job whose command sshd reported killed by SIGKILL (the ssh executor's error; no
+    # exit code), recorded as a recorder records it
+    engine = sa.create_engine(console.api.database_url)
+    try:
+        task_id, jobs = create_task_rows(engine, 1, hosts="web-0{:d}1")
+    finally:
+        engine.dispose()
+    events = list(job_lifecycle(str(task_id), jobs, fail=frozenset({jobs[0][0]})))
+    for ev in events:
+        if ev["kind"] == "fail":
+            ev.update(exit_code="", error="command: killed by signal SIGKILL on web-01 (x:22)")
+    xadd_all(redis_client, events)
+    drain(redis_client, console.api.database_url)
+    # When a viewer opens the job's page, its exit code is the signal's name
+    viewer = console.as_role("viewer")
+    job = viewer.get(f"/ui/jobs/{jobs[0][0]}")
+    assert job.status_code == 200, job.text[:500]
+    assert re.search(r"<dt>Exit code</dt><dd>SIGKILL</dd>", job.text), job.text[:3000]
+    # and so is it in the task page's host table
+    page = viewer.get(f"/ui/tasks/{task_id}")
+    assert page.status_code == 200, page.text[:500]
+    assert '<td class="num">SIGKILL</td>' in page.text, page.text[:3000]
