@@ -48,6 +48,8 @@ def _console(request: Request) -> bool:
     """Whether the request is for a page of the web console, which answers errors as pages."""
     from scheduler.server.console import PREFIX
 
+    if getattr(request.state, "console", False):  # a console's single sign-on refused (sso)
+        return True
     return request.url.path == PREFIX or request.url.path.startswith(PREFIX + "/")
 
 

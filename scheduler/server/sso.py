@@ -142,12 +142,11 @@ def callback(request: Request, state: str = "", code: str = "", error: str = "")
         if console_page(request.cookies.get(NEXT_COOKIE)) is None:
             raise
         # A login started at the console's sign-in page ends on a page of the console with
-        # the one line (its Back link: the sign-in page), not on the API's JSON.
-        from scheduler.server.console.web import error_page
-
-        if isinstance(exc, ForbiddenError):
-            return error_page(request, 403, why, "ask an administrator of fleetsched for a role")
-        return error_page(request, 401, why, "sign in again")
+        # the one line, not on the API's JSON (scheduler.server.errors reads the mark).
+        request.state.console = True
+        hint = ("ask an administrator of fleetsched for a role"
+                if isinstance(exc, ForbiddenError) else "sign in again")
+        raise type(exc)(why, hint=hint) from None
 
 
 def _callback(request: Request, state: str, code: str, error: str) -> Response:
