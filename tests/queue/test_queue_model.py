@@ -1021,8 +1021,9 @@ class QueueMachine(RuleBasedStateMachine):
             self.expect("pause", t.id, None, "ops")
 
     def op_resume(self, t: MTask, data: st.DataObject) -> None:
-        stopped = t.state == "paused" and t.rollout is not None and t.rollout.state == "stopped"
-        if t.state in ("cancelled", "aborted") or stopped:  # a stopped rollout: continue first
+        # a stopped rollout, paused by its failures or active after its check: continue first
+        stopped = t.rollout is not None and t.rollout.state == "stopped"
+        if t.state in ("cancelled", "aborted") or stopped:
             with pytest.raises(QueueError) as refused:
                 self.q.resume(t.id, "ops")
             assert refused.value.code == Code.TASK_NOT_ACTIVE
