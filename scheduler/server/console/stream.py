@@ -21,10 +21,10 @@ from fastapi.responses import StreamingResponse
 
 from scheduler.errors import FleetschedError
 from scheduler.server.console.web import SignInRequired, page_headers, viewer
+from scheduler.server.events import HEARTBEAT_S
 
 __all__ = ["Frame", "fragments"]
 
-HEARTBEAT_S = 15.0
 SESSION_CHECK_S = 30.0
 
 # What one read gives: the HTML of each fragment by its element id, and whether the stream

@@ -30,7 +30,6 @@ from scheduler.reports.attempts import shown_exit
 from scheduler.server.auth import stores_of
 from scheduler.server.sso import SESSION_COOKIE
 from scheduler.verbs import access, sso
-from scheduler.verbs.stores import Stores
 
 __all__ = [
     "CSP",
@@ -123,10 +122,6 @@ async def form(request: Request, seen: Viewer) -> dict[str, str]:
     if any("\x00" in k or "\x00" in v for k, v in fields.items()):
         raise ValidationError("the form holds a NUL character")
     return fields
-
-
-def stores(request: Request) -> Stores:
-    return stores_of(request)
 
 
 templates = Environment(loader=FileSystemLoader(HERE / "templates"),
