@@ -40,11 +40,13 @@ def test_a_job_a_live_node_runs_is_put_back_under_its_token_and_never_runs_twice
     cli = cli_with_inventory(tmp_path, redis_url, "[web]\nweb-01\nweb-02\n")
     env = {"FLEETSCHED_DATABASE_URL": cli.database_url}
     q = Queue(redis_client, KEYS)
-    # Given a non-idempotent task whose two 25 s jobs run on a live node (long enough that
-    # they cannot end before reconcile, however slow a shared machine starts it: 12 s jobs
-    # ended first on a loaded CI run, and were then settled by their late results)
-    task = cli.submit("command", "-t", "group:web", "-p", "cmd=true", "--executor", "simulate",
-                      "--executor-option", "duration_ms=25000", "--not-idempotent")
+    # Given a non-idempotent task whose two jobs run on a live node until the test releases
+    # them, after reconcile (jobs of a fixed length, 12 s then 25 s, ended before reconcile
+    # asked on loaded CI runs, and were then settled by their late results)
+    release = tmp_path / "release"
+    task = cli.submit("command", "-t", "group:web", "-p",
+                      f"cmd=sh -c 'while [ ! -e {release} ]; do sleep 0.1; done'",
+                      "--executor", "local", "--not-idempotent")
     node = start_worker("node-a", slots=2, processes=1, lease="2s", env=env)
     wait_until(lambda: q.task_state(str(task)).get("running") == "2", 15, "both running",
                node.tail, [node])
@@ -63,7 +65,8 @@ def test_a_job_a_live_node_runs_is_put_back_under_its_token_and_never_runs_twice
     assert '"jobs_adopted": 2' in out and '"jobs_requeued": 0' in out, out + err
     assert time.monotonic() - started < 8, "reconcile waited the lease, not the nodes' reports"
     assert {redis_client.hget(KEYS.job(f"{task}.{k}"), "state") for k in (0, 1)} == {"running"}
-    # And the node's acks end them: each ran once, the task succeeded
+    # And once they end, the node's acks end them: each ran once, the task succeeded
+    release.touch()
     code, out, err = cli("tasks", "wait", str(task), "--timeout", "60s")
     assert code == 0, out + err + node.tail() + dump(redis_client)
     drain(redis_client, cli.database_url)
@@ -98,10 +101,15 @@ def test_a_started_non_idempotent_job_no_live_node_runs_ends_as_lost_and_its_tas
     states = job_states(cli.database_url, task)
     assert sorted(states.values()) == ["lost", "lost", "pending"], states
     # And once a node runs the third, the task ends (its counters add up)
+    # (these nodes run no recorder: the test drains the stream into SQL before `tasks wait`,
+    # which would otherwise give the record 15 s to list the failed hosts, and warn)
     other = start_worker("node-b", slots=2, processes=1, lease="2s", env=env)
+    wait_until(lambda: q.task_state(str(task)).get("succeeded") == "1", 30, "the third to end",
+               other.tail, [other])
+    drain(redis_client, cli.database_url)
     code, out, err = cli("tasks", "wait", str(task), "--timeout", "30s")
     assert code == 3, out + err + other.tail()
-    drain(redis_client, cli.database_url)
+    assert "record is behind" not in out + err, out + err
     assert sorted(job_states(cli.database_url, task).values()) == ["lost", "lost", "succeeded"]
     check(cli.database_url, redis_client)
 
