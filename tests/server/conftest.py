@@ -1,11 +1,23 @@
 """What the HTTP API's tests share: ``fleetsched server`` as a real process (uvicorn on a
 loopback port) on real Redis and a SQLite record with five hosts in group ``web``, driven over
 HTTP with ``httpx`` (``Api``), beside a CLI on the same deployment, and a worker node on it
-(``worker``) for the tests that run their tasks."""
+(``worker``) for the tests that run their tasks.
+
+The record of ``api`` (and of ``shared_api``) is a copy of ``api_record``: one SQLite file that
+the CLI migrated (``db upgrade``) and filled with the five hosts (``hosts import``) once per
+test process, which is the record those two commands make in each test, less their second.
+
+``shared_api(tmp, record)`` is a server for a whole module, on a redis-server of its own (so no
+test's flush of the session's Redis reaches it); a module that shares one gives its tests names,
+tokens and tasks of their own and judges what each wrote against what was there when it began.
+``CLIENT_TLS`` is the one TLS context of the tests' HTTP clients: httpx would load the CA bundle
+again for every request (30 ms each) without it."""
 
 from __future__ import annotations
 
 import os
+import sqlite3
+import ssl
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -15,12 +27,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.servers import free_port, stop_process, wait_for_port
+from tests.servers import RedisServer, free_port, start_redis, stop_process, wait_for_port
 from tests.submit_support import Cli
 
-__all__ = ["HOSTS", "Api", "api", "serve_api", "server_process", "worker", "worker_nodes"]
+__all__ = ["CLIENT_TLS", "HOSTS", "Api", "api", "api_record", "serve_api", "server_process",
+           "shared_api", "worker", "worker_nodes"]
 
 HOSTS = [f"web-{n:02}" for n in range(1, 6)]
+CLIENT_TLS = ssl.create_default_context()
 
 
 class Api:
@@ -40,24 +54,68 @@ class Api:
                  headers: dict[str, str] | None = None, **kwargs: object) -> httpx.Response:
         sent = {**(headers or {}), **({"Authorization": f"Bearer {token}"} if token else {})}
         return httpx.request(method, f"{self.base}{path}", headers=sent, timeout=30,
-                             **kwargs)  # type: ignore[arg-type]
+                             verify=CLIENT_TLS, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def api_record(tmp_path_factory: pytest.TempPathFactory,
+               redis_server: RedisServer | str) -> Path:
+    """The record each ``api`` server starts from a copy of: ``fleetsched db upgrade`` and the
+    five web hosts imported, through the CLI (which writes nothing to Redis)."""
+    tmp = tmp_path_factory.mktemp("api-record")
+    url = redis_server if isinstance(redis_server, str) else redis_server.url
+    cli = Cli(tmp, url, f"sqlite:///{tmp / 'record.db'}")
+    cli.ok("db", "upgrade")
+    (tmp / "hosts.ini").write_text("[web]\n" + "\n".join(HOSTS) + "\n")
+    cli.ok("hosts", "import", str(tmp / "hosts.ini"))
+    return tmp / "record.db"
+
+
+def copy_record(record: Path, tmp: Path) -> str:
+    """A copy of the SQLite ``record`` as ``tmp/record.db`` (SQLite's backup: whole and
+    consistent); its URL."""
+    copy = tmp / "record.db"
+    source, target = sqlite3.connect(record), sqlite3.connect(copy)
+    try:
+        source.backup(target)
+    finally:
+        source.close()
+        target.close()
+    return f"sqlite:///{copy}"
 
 
 @pytest.fixture
-def api(tmp_path: Path, redis_url: str) -> Iterator[Api]:
-    with serve_api(tmp_path, redis_url, f"sqlite:///{tmp_path / 'record.db'}") as served:
+def api(tmp_path: Path, redis_url: str, api_record: Path) -> Iterator[Api]:
+    with serve_api(tmp_path, redis_url, copy_record(api_record, tmp_path),
+                   ready=True) as served:
         yield served
 
 
 @contextmanager
-def serve_api(tmp_path: Path, redis_url: str, database_url: str) -> Iterator[Api]:
-    """A server on ``database_url`` (empty: migrated here, the five hosts imported)."""
+def serve_api(tmp_path: Path, redis_url: str, database_url: str, *,
+              ready: bool = False) -> Iterator[Api]:
+    """A server on ``database_url``: empty (migrated here, the five hosts imported), or with
+    ``ready`` a copy of ``api_record`` already."""
     cli = Cli(tmp_path, redis_url, database_url)
-    cli.ok("db", "upgrade")
-    (tmp_path / "hosts.ini").write_text("[web]\n" + "\n".join(HOSTS) + "\n")
-    cli.ok("hosts", "import", str(tmp_path / "hosts.ini"))
+    if not ready:
+        cli.ok("db", "upgrade")
+        (tmp_path / "hosts.ini").write_text("[web]\n" + "\n".join(HOSTS) + "\n")
+        cli.ok("hosts", "import", str(tmp_path / "hosts.ini"))
     with server_process(tmp_path, redis_url, database_url) as (base, proc):
         yield Api(base, cli, database_url, proc)
+
+
+@contextmanager
+def shared_api(tmp: Path, record: Path) -> Iterator[Api]:
+    """A server for a module (see the module docstring): on a copy of ``record`` in ``tmp``
+    and a redis-server of its own."""
+    (tmp / "redis").mkdir()
+    redis = start_redis(tmp / "redis")
+    try:
+        with serve_api(tmp, redis.url, copy_record(record, tmp), ready=True) as served:
+            yield served
+    finally:
+        redis.stop()
 
 
 @contextmanager
