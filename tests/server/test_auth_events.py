@@ -2,17 +2,26 @@
 ``login`` and ``logout`` name the person's principal (issuer and subject, role, tenant) and
 address; a refused token, session or login callback is an ``auth_fail`` event naming its
 address and what was presented (a token's id, never the token), the first of an address's
-minute at once and the rest counted into one event after the minute; never a secret."""
+minute at once and the rest counted into one event after the minute; never a secret.
+
+The first test's server runs under libfaketime (a clock of its own, Debian package
+``faketime``, as tests/workers/test_worker_clock.py's node does): its clock starts a second into
+a minute, and the test moves it a minute on (wall and monotonic clock alike, as if the minute had
+passed) instead of waiting for the wall clock's minutes to end (up to two of them)."""
 
 from __future__ import annotations
 
+import glob
 import json
 import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
-from tests.server.conftest import Api
+from tests.server.conftest import Api, copy_record, server_process
 from tests.server.test_oidc import (  # noqa: F401 - the fixtures
     SECRET,
     _log_in,
@@ -21,7 +30,32 @@ from tests.server.test_oidc import (  # noqa: F401 - the fixtures
     issuer,
     oidc_config,
 )
-from tests.submit_support import sql_rows
+from tests.servers import missing
+from tests.submit_support import Cli, sql_rows
+
+
+def libfaketime() -> str:
+    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1"))
+    if not found:
+        missing("libfaketime", "apt-get install faketime")
+    return found[0]
+
+
+@pytest.fixture
+def clocked_api(tmp_path: Path, redis_url: str,
+                api_record: Path) -> Iterator[tuple[Api, Callable[[], None]]]:
+    """``api``'s server with a clock of its own, a second into a minute when it starts, and
+    what moves that clock a minute on. The clock is an offset in a file libfaketime reads at
+    every reading of the clock (``FAKETIME_NO_CACHE``): the next request after a move sees it."""
+    clock = tmp_path / "faketime"
+    offset = int(60 - time.time() % 60) + 1  # the server's time: this one plus the offset
+    clock.write_text(f"+{offset}\n")
+    env = {"LD_PRELOAD": libfaketime(), "FAKETIME_TIMESTAMP_FILE": str(clock),
+           "FAKETIME_NO_CACHE": "1"}
+    database_url = copy_record(api_record, tmp_path)
+    with server_process(tmp_path, redis_url, database_url, env) as (base, proc):
+        yield (Api(base, Cli(tmp_path, redis_url, database_url), database_url, proc),
+               lambda: clock.write_text(f"+{offset + 60}\n"))
 
 
 def _events(api: Api, kind: str) -> list[tuple[str | None, dict[str, Any]]]:
@@ -43,9 +77,9 @@ def _everything(api: Api) -> str:
 
 
 def test_a_refused_token_is_one_event_naming_its_address_and_id_never_the_token(
-        api: Api) -> None:
-    if time.time() % 60 > 45:  # the failures below must fall in one minute
-        time.sleep(61 - time.time() % 60)
+        clocked_api: tuple[Api, Callable[[], None]]) -> None:
+    # (the server's clock started a second into a minute: the failures below fall in it)
+    api, next_minute = clocked_api
     # Given a revoked token, and a string that is no token at all
     revoked = api.token("old-ci", "--role", "operator", "--owner", "deploy-bot")
     [(token_id,)] = sql_rows(api.database_url, "SELECT id FROM api_tokens")
@@ -71,7 +105,7 @@ def test_a_refused_token_is_one_event_naming_its_address_and_id_never_the_token(
     assert operator is None and data["principal"]["via"] is None
     assert (data["why"], data["count"], data["path"]) == ("malformed", 1, "/api/v1/hosts")
     # And once the minute is over, the next request the server serves records the other three
-    time.sleep(61 - time.time() % 60)
+    next_minute()
     assert api("GET", "/openapi.json").status_code == 200
     later = _events(api, "auth_fail")[2:]
     assert [(d["principal"]["source"], d["count"]) for _o, d in later] == [("127.0.0.3", 3)]
