@@ -118,6 +118,10 @@ class Settings:
     # this long (scheduler/server/read_cache.py): polling dashboards share one answer; a request
     # with `Cache-Control: no-cache` (the CLI's) is always answered afresh. 0: keep nothing.
     server_read_cache_ms: int = 1000
+    # `fleetsched server` sends a comment line on an event stream (a task's, a console page's)
+    # that has said nothing this long, so that a proxy in between does not close it as idle:
+    # below the proxy's idle timeout (nginx's proxy_read_timeout is 60 s by default).
+    server_stream_heartbeat_ms: int = 15_000
     # Notifications (docs/guides/notifications.md): targets told about every task and schedule
     # (webhook URLs, mailto:ADDRESS; TOML list or comma-separated), and the kinds they are told.
     notify: tuple[str, ...] = ()
@@ -345,6 +349,9 @@ def validate(settings: Settings) -> None:
     if not 0 <= settings.server_read_cache_ms <= 60_000:
         raise ConfigError(f"server_read_cache_ms = {settings.server_read_cache_ms} is out of "
                           "range (0 to 60000)")
+    if not 100 <= settings.server_stream_heartbeat_ms <= 300_000:
+        raise ConfigError(f"server_stream_heartbeat_ms = {settings.server_stream_heartbeat_ms} "
+                          "is out of range (100 to 300000)")
     if settings.log_level.lower() not in LOG_LEVELS:
         raise ConfigError(f"log_level must be one of {', '.join(LOG_LEVELS)}, "
                           f"not {settings.log_level!r}")

@@ -11,8 +11,9 @@ over HTTP), and ``GET /api/v1/status/followers``, what following costs.
    ``FAILURES_SENT``; the counts carry the rest), with ``?host=H`` ``host`` (that host's job
    and its output, when the task's done count moves), ``problem`` (the poller could not read;
    it keeps trying), and at the end ``end`` (the final counts, the exit code ``tasks wait``
-   would give, whether the record was behind). A comment every ``HEARTBEAT_S`` keeps proxies
-   from closing a quiet stream.
+   would give, whether the record was behind). A comment on a stream quiet for the setting
+   ``server_stream_heartbeat_ms`` (15 s by default; the console's live pages read it too)
+   keeps proxies from closing it.
 3. Resume: a failure event's id is its place in the task's failures (oldest first, as the
    record orders them), and every other event carries the last one's; ``Last-Event-ID: N``
    skips the first N failures. Progress is a snapshot: the current one is sent on connect.
@@ -48,13 +49,12 @@ from scheduler.server.ids import TaskId
 from scheduler.verbs.stores import Stores
 from scheduler.verbs.tracking import TenantScope, Tracked, Tracker, tenant_jobs, tenant_scope
 
-__all__ = ["FAILURES_SENT", "FEEDS", "FOLLOWERS", "HEARTBEAT_S", "POLLS", "POLL_S", "QUERIES",
+__all__ = ["FAILURES_SENT", "FEEDS", "FOLLOWERS", "POLLS", "POLL_S", "QUERIES",
            "router", "stats", "status"]
 
 log = logging.getLogger("fleetsched.server")
 
 POLL_S = 1.0  # a followed task is read this often, whatever the number of followers
-HEARTBEAT_S = 15.0  # a comment line this often on a quiet stream
 FAILURES_SENT = 100  # failure events per task; the counts carry the rest
 PROBLEM_BACKOFF_S = (1.0, 2.0, 5.0)  # between reads the poller could not make
 
@@ -255,6 +255,8 @@ class Hub:
     def __init__(self, stores: Stores) -> None:
         self.stores = stores
         self.feeds: dict[tuple[int, str | None], Feed] = {}
+        # a comment line this often on a quiet stream
+        self.heartbeat_s = stores.settings.server_stream_heartbeat_ms / 1000
 
     def join(self, task_id: int, host: str | None,
              tenant: str | None = None) -> tuple[Feed, asyncio.Event]:
@@ -338,7 +340,7 @@ async def _stream(hub: Hub, feed: Feed, wake: asyncio.Event, resume: int,
                 yield _frame("end", end, sent)
                 return
             try:
-                await asyncio.wait_for(wake.wait(), HEARTBEAT_S)
+                await asyncio.wait_for(wake.wait(), hub.heartbeat_s)
             except TimeoutError:
                 yield ": heartbeat\n\n"
     finally:

@@ -92,16 +92,17 @@ def api(tmp_path: Path, redis_url: str, api_record: Path) -> Iterator[Api]:
 
 
 @contextmanager
-def serve_api(tmp_path: Path, redis_url: str, database_url: str, *,
-              ready: bool = False) -> Iterator[Api]:
+def serve_api(tmp_path: Path, redis_url: str, database_url: str, *, ready: bool = False,
+              env: dict[str, str] | None = None) -> Iterator[Api]:
     """A server on ``database_url``: empty (migrated here, the five hosts imported), or with
-    ``ready`` a copy of ``api_record`` already."""
+    ``ready`` a copy of ``api_record`` already; ``env``: settings of the server's own
+    (``FLEETSCHED_...``)."""
     cli = Cli(tmp_path, redis_url, database_url)
     if not ready:
         cli.ok("db", "upgrade")
         (tmp_path / "hosts.ini").write_text("[web]\n" + "\n".join(HOSTS) + "\n")
         cli.ok("hosts", "import", str(tmp_path / "hosts.ini"))
-    with server_process(tmp_path, redis_url, database_url) as (base, proc):
+    with server_process(tmp_path, redis_url, database_url, env) as (base, proc):
         yield Api(base, cli, database_url, proc)
 
 

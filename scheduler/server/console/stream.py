@@ -6,7 +6,9 @@ every ``interval_s`` and sends each fragment whose HTML changed since the last s
 (``static/console.js``) puts it in the element of that id. Only what is shown travels: a summary and the rows in view,
 never a 10,000-host table. The stream ends when the browser leaves, when ``read`` says
 ``done`` (the task ended) or when the session ends (checked every ``SESSION_CHECK_S``: a
-logout or a revoked token stops what it was watching).
+logout or a revoked token stops what it was watching). A stream that sent nothing for the
+setting ``server_stream_heartbeat_ms`` (15 s by default, as the API's event streams) gets a
+``: still here`` comment, so that proxies keep it open.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from fastapi import Request
 from fastapi.responses import StreamingResponse
 
 from scheduler.errors import FleetschedError
+from scheduler.server.auth import stores_of
 from scheduler.server.console.web import SignInRequired, page_headers, viewer
-from scheduler.server.events import HEARTBEAT_S
 
 __all__ = ["Frame", "fragments"]
 
@@ -44,6 +46,7 @@ def _event(name: str, html: str) -> str:
 def fragments(request: Request, read: Callable[[], Frame], *,
               interval_s: float = 1.0) -> StreamingResponse:
     """The response that streams ``read``'s fragments (see the module docstring)."""
+    heartbeat_s = stores_of(request).settings.server_stream_heartbeat_ms / 1000
 
     async def events() -> AsyncIterator[str]:
         sent: dict[str, str] = {}
@@ -65,7 +68,7 @@ def fragments(request: Request, read: Callable[[], Frame], *,
                 yield _event("end", "")
                 return
             now = time.monotonic()
-            if now - quiet_since >= HEARTBEAT_S:
+            if now - quiet_since >= heartbeat_s:
                 quiet_since = now
                 yield ": still here\n\n"
             if now - checked >= SESSION_CHECK_S:
