@@ -1,7 +1,16 @@
-"""A deployment for the remote-mode tests: a real ``fleetsched server``, redis-server, a SQLite
-record and a worker node on the simulate executor, with an admin token of ``tester`` (the direct
-mode's ``--as``) and a few tasks, a window and a schedule made; and the checks those tests
-share (the one error line of a refusal, output normalised for what differs run to run)."""
+"""A deployment for the remote-mode tests: a real ``fleetsched server``, a redis-server of its
+own, a SQLite record and a worker node on the simulate executor, with an admin token of
+``tester`` (the direct mode's ``--as``) and a few tasks, a window and a schedule made; and the
+checks those tests share (the one error line of a refusal, output normalised for what differs
+run to run).
+
+One deployment serves a whole test module (``deployment`` is module-scoped; ``pytestmark`` of
+each module keeps its tests on one pytest-xdist process): starting a server, a worker node and
+running a task took most of each test's time. So a test never changes what another relies on:
+it makes objects of its own names (tasks, windows, hosts, tokens), and reads the record's
+events of its own objects or those recorded since it began (``Deployment.mark``), never all
+of them. Its Redis is its own because the session server's ``redis_url`` is flushed before
+every other test."""
 
 from __future__ import annotations
 
@@ -15,11 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import redis
 
+from scheduler.queue.keys import Keys
+from scheduler.record.recorder import backlog
 from tests.cli_support import isolated_env, run_cli
 from tests.server.conftest import Api, serve_api
-from tests.servers import stop_process
-from tests.submit_support import Cli
+from tests.servers import start_redis, stop_process
+from tests.submit_support import Cli, sql_rows
 
 SIMULATE = ["--executor", "simulate", "--executor-option", "duration_ms=0"]
 # The commands that only read: their output is compared between the modes.
@@ -48,6 +60,30 @@ class Deployment:
                            FLEETSCHED_TOKEN=token or self.token)
         return run_cli(["--server", server or self.server, *args], env=env)
 
+    def settled(self) -> None:
+        """Wait until the worker's recorder has every event of the stream in the record (the
+        tasks that earlier tests ran, the changes they made)."""
+        client = redis.Redis.from_url(self.api.cli.redis_url)
+        try:
+            deadline = time.monotonic() + 20
+            while backlog(client, Keys().events)[0]:
+                assert time.monotonic() < deadline, "the recorder did not catch up"
+                time.sleep(0.05)
+        finally:
+            client.close()
+
+    def mark(self) -> frozenset[str]:
+        """The ids of the events in the record now, once it has all of them: the events a
+        test caused are the others (``since``)."""
+        self.settled()
+        return frozenset(r.id for r in sql_rows(self.api.database_url, "SELECT id FROM events"))
+
+    def events_since(self, mark: frozenset[str], query: str, **params: object) -> list:
+        """The rows of ``query`` (on the events table, selecting ``id``) not in ``mark``, in
+        the query's order, once the record has every event."""
+        self.settled()
+        return [r for r in sql_rows(self.api.database_url, query, **params) if r.id not in mark]
+
 
 def _worker(tmp_path: Path, redis_url: str, database_url: str) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCHED_")}
@@ -67,29 +103,36 @@ def _recorded(cli: Cli, task_id: int) -> None:
         time.sleep(0.2)
 
 
-@pytest.fixture
-def deployment(tmp_path: Path, redis_url: str) -> Iterator[Deployment]:
-    with serve_api(tmp_path, redis_url, f"sqlite:///{tmp_path / 'record.db'}") as api:
-        token = api.token("remote-cli", "--role", "admin", "--owner", "tester")
-        worker = _worker(tmp_path, redis_url, api.database_url)
-        try:
-            cli = api.cli
-            done = cli.submit("command", "-t", "group:web", "-p", "cmd=uptime", *SIMULATE,
-                              "--retries", "0", "--name", "ran")
-            # two of five hosts fail: web-01 and web-02 by a failure rate of 1 on them
-            assert cli("tasks", "wait", str(done))[0] == 0
-            _recorded(cli, done)
-            pending = cli.submit("command", "-t", "group:web", "-p", "cmd=true", *SIMULATE,
-                                 "--in", "1h", "--name", "later")
-            cli.ok("windows", "add", "sun-night", "--rrule", "FREQ=WEEKLY;BYDAY=SU;BYHOUR=1",
-                   "--duration", "3h", "--tz", "Europe/Berlin")
-            cli.ok("windows", "assign", "sun-night", "--group", "web")
-            cli.ok("schedules", "add", "nightly", "--cron", "0 3 * * *", "command", "-t",
-                   "group:web", "-p", "cmd=uptime", *SIMULATE)
-            server = api.base.removesuffix("/api/v1")
-            yield Deployment(api, server, token, done, pending)
-        finally:
-            stop_process(worker)
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    tmp_path = tmp_path_factory.mktemp("deployment")
+    redis_server = start_redis(tmp_path_factory.mktemp("deployment-redis"))
+    redis_url = redis_server.url
+    try:
+        with serve_api(tmp_path, redis_url, f"sqlite:///{tmp_path / 'record.db'}") as api:
+            token = api.token("remote-cli", "--role", "admin", "--owner", "tester")
+            worker = _worker(tmp_path, redis_url, api.database_url)
+            try:
+                cli = api.cli
+                done = cli.submit("command", "-t", "group:web", "-p", "cmd=uptime", *SIMULATE,
+                                  "--retries", "0", "--name", "ran")
+                # two of five hosts fail: web-01 and web-02 by a failure rate of 1 on them
+                assert cli("tasks", "wait", str(done))[0] == 0
+                _recorded(cli, done)
+                pending = cli.submit("command", "-t", "group:web", "-p", "cmd=true", *SIMULATE,
+                                     "--in", "1h", "--name", "later")
+                cli.ok("windows", "add", "sun-night", "--rrule",
+                       "FREQ=WEEKLY;BYDAY=SU;BYHOUR=1", "--duration", "3h", "--tz",
+                       "Europe/Berlin")
+                cli.ok("windows", "assign", "sun-night", "--group", "web")
+                cli.ok("schedules", "add", "nightly", "--cron", "0 3 * * *", "command", "-t",
+                       "group:web", "-p", "cmd=uptime", *SIMULATE)
+                server = api.base.removesuffix("/api/v1")
+                yield Deployment(api, server, token, done, pending)
+            finally:
+                stop_process(worker)
+    finally:
+        redis_server.stop()
 
 
 def normalised(text: str) -> str:

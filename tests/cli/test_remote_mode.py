@@ -3,7 +3,8 @@ mode: on one deployment (a real ``fleetsched server``, redis-server, a SQLite re
 worker node on the simulate executor), each command line of ``SAME`` is run directly and
 through the server, and prints the same stdout with the same exit code. Then what only remote
 mode has: a bad token, ``--as``, a command that needs direct mode, a server that is down, each
-refused in one line."""
+refused in one line. The tests share the module's deployment (tests/cli/remote_support.py),
+each on tasks, windows and tokens of its own."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from tests.servers import free_port
 from tests.submit_support import data, events, sql_rows
 
 __all__ = ["deployment"]  # the fixture, found by pytest here
+# The module's deployment is made once, on the process that runs all of its tests.
+pytestmark = pytest.mark.xdist_group("remote-mode")
 
 
 SAME = [
@@ -33,7 +36,7 @@ SAME = [
     "tasks show {done}", "tasks show {done} -o json", "tasks show {done} --events",
     "tasks show {pending}", "tasks show 999", "tasks output {done}", "tasks output {done} -o json",
     "tasks output {done} --host web-03", "tasks output {done} --failed", "tasks output 999",
-    "tasks output {done} --grep '('", "tasks wait {done}", "tasks wait 999", "tasks wait {pending} --timeout 2s",
+    "tasks output {done} --grep '('", "tasks wait {done}", "tasks wait 999", "tasks wait {pending} --timeout 1s",
     "jobs show {done}.1", "jobs show {done}.1 -o json", "jobs show {done}.1 -o csv",
     "jobs show 999.1", "hosts list", "hosts list -o json", "hosts list -o csv",
     "hosts list --match 'web-0[12]'", "hosts show web-01", "hosts show web-01 -o json",
@@ -56,6 +59,7 @@ def test_every_command_line_prints_the_same_in_direct_and_remote_mode(
         deployment: Deployment) -> None:
     import shlex
 
+    deployment.settled()  # nothing an earlier test did is still on its way to the record
     differ = []
     for line in SAME:
         args = shlex.split(line.format(done=deployment.done, pending=deployment.pending))
@@ -93,6 +97,7 @@ def test_the_controls_say_the_same_in_both_modes_and_the_events_name_the_token(
             said[mode].append((code, out, err.replace(f"task {task} ", "task T ")))
     # Then each step prints the same (on stderr too) and exits the same in both modes
     assert said["direct"] == said["remote"]
+    deployment.settled()
     assert [code for code, _out, _err in said["remote"]] == [0, 0, 0, 0, 2, 0, 2]
     # And the events say how the principal was authenticated: at a shell, or by the token
     [token_id] = [r.id for r in sql_rows(deployment.api.database_url,
@@ -159,12 +164,14 @@ def test_a_bad_token_is_refused_in_one_line_that_does_not_repeat_it(
     assert (code, out) == (1, "")
     assert bad not in err and bad[17:] not in err
     one_line(err)
-    # And a revoked token is refused as well
+    # And a revoked token is refused as well (a token of this test's: the others use theirs)
+    token = deployment.api.token("revoked-cli", "--role", "admin", "--owner", "tester")
+    assert deployment.remote("hosts", "list", token=token)[0] == 0
     [token_id] = [r.id for r in sql_rows(deployment.api.database_url,
-                                         "SELECT id FROM api_tokens WHERE name = 'remote-cli'")]
+                                         "SELECT id FROM api_tokens WHERE name = 'revoked-cli'")]
     deployment.api.cli.ok("tokens", "revoke", str(token_id))
-    code, out, err = deployment.remote("hosts", "list")
-    assert (code, out) == (1, "") and deployment.token not in err
+    code, out, err = deployment.remote("hosts", "list", token=token)
+    assert (code, out) == (1, "") and token not in err
 
 
 def test_as_is_refused_in_remote_mode(deployment: Deployment) -> None:
@@ -172,6 +179,7 @@ def test_as_is_refused_in_remote_mode(deployment: Deployment) -> None:
                                        str(deployment.pending))
     assert (code, out) == (2, "")
     assert "--as" in one_line(err) and "token" in err
+    deployment.settled()
     assert not events(deployment.api.database_url, deployment.pending, kinds=("pause",))
 
 
@@ -183,13 +191,13 @@ def test_as_is_refused_in_remote_mode(deployment: Deployment) -> None:
 ])
 def test_a_command_that_needs_direct_mode_is_refused_and_never_runs_locally(
         deployment: Deployment, args: list[str]) -> None:
-    before = sql_rows(deployment.api.database_url, "SELECT count(*) AS n FROM events")
+    before = deployment.mark()
     code, out, err = deployment.remote(*args)
     assert (code, out) == (2, "")
     line = one_line(err)
     assert f"fleetsched {args[0]} {args[1]}" in line or args[0] == "reconcile"
     assert "needs direct mode" in line and deployment.server in line
-    assert sql_rows(deployment.api.database_url, "SELECT count(*) AS n FROM events") == before
+    assert deployment.mark() == before
 
 
 def test_a_server_that_is_down_is_one_line_naming_the_url_without_credentials(
@@ -220,7 +228,7 @@ def test_the_server_and_token_come_from_the_settings_and_the_token_is_never_show
                                   "FLEETSCHED_SERVER": deployment.server,
                                   "FLEETSCHED_TOKEN": deployment.token})
     assert code == 0 and deployment.token not in out + err
-    assert re.search(r"^token\s+\*+", out, re.M) and deployment.server in out
+    assert re.search(r"^token\s+\*+", out, re.MULTILINE) and deployment.server in out
     # And both a token and a token file is a contradiction, refused in one line
     code, out, err = run_cli(["hosts", "list"], env={**env, "FLEETSCHED_TOKEN": "x"})
     assert (code, out) == (2, "") and "token_file" in one_line(err)
@@ -240,6 +248,7 @@ def test_the_documented_examples_of_reading_commands_print_the_same_in_remote_mo
         deployment: Deployment) -> None:
     from tests.doc_examples import all_examples, command_path, segments
 
+    deployment.settled()
     names = {"42": str(deployment.done), "43": str(deployment.pending), "12": "999",
              "42.7": f"{deployment.done}.1", "web-07": "web-03"}
     ran, differ = 0, []

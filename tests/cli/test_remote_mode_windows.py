@@ -2,17 +2,22 @@
 an API token) behave as in direct mode: on one deployment (``tests.cli.remote_support``), each
 step is run directly on one object and through the server on another of its own name, and
 prints the same stdout, stderr and exit code once the names are made alike; each change
-through the server is recorded as the token's principal's."""
+through the server is recorded as the token's principal's. The tests share the module's
+deployment, each on objects of its own names."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
 
+import pytest
+
 from tests.cli.remote_support import Deployment, deployment, one_line
 from tests.submit_support import data, sql_rows
 
 __all__ = ["deployment"]  # the fixture, found by pytest here
+# The module's deployment is made once, on the process that runs all of its tests.
+pytestmark = pytest.mark.xdist_group("remote-mode-windows")
 
 Run = Callable[..., tuple[int, str, str]]
 
@@ -40,6 +45,7 @@ def _token_id(deployment: Deployment) -> int:
 def _principals(deployment: Deployment, prefix: str, key: str,
                 name: str) -> dict[str, set[str]]:
     """kind -> how its principal was authenticated, of the events of object ``name``."""
+    deployment.settled()
     out: dict[str, set[str]] = {}
     for row in sql_rows(deployment.api.database_url,
                         "SELECT kind, operator, data FROM events WHERE kind LIKE :k",
@@ -173,6 +179,7 @@ def _frame(text: str) -> str:
 
 def test_the_live_views_print_the_same_in_both_modes(deployment: Deployment) -> None:
     done, pending = deployment.done, deployment.pending
+    deployment.settled()  # nothing an earlier test did is still on its way to the record
     lines = [["tasks", "watch", str(done), "--once"],
              ["tasks", "watch", str(done), str(pending), "--once", "-o", "json"],
              ["tasks", "watch", str(done), "--once", "-o", "csv"],
