@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from scheduler.errors import ValidationError
@@ -54,7 +55,7 @@ def describe(task: dict[str, str]) -> dict[str, Any] | None:
     policy = json.loads(task.get("wave_policy") or "{}")
     state, wave, waves = task.get("wave_state", ""), task.get("wave", "?"), task.get("waves")
     waits = {"running": f"wave {wave}'s jobs to end",
-             "pausing": f"the pause until {task.get('wave_until', '?')} ms",
+             "pausing": f"the pause until {_shown_ms(task.get('wave_until'))}",
              "gated": f"an operator: fleetsched tasks continue {task.get('id', 'TASK')}",
              "approved": "the controller (gate passed)",
              "checking": f"the check `{policy.get('check')}` on wave {wave}'s hosts",
@@ -66,6 +67,14 @@ def describe(task: dict[str, str]) -> dict[str, Any] | None:
             "sizes": policy.get("sizes"), "order": policy.get("order"), "seed": policy.get("seed"),
             "pause_ms": policy.get("pause_ms"), "gate": policy.get("gate"),
             "check": policy.get("check"), "max_failures": policy.get("max_failures")}
+
+
+def _shown_ms(ms: str | None) -> str:
+    """A Redis clock time in ms as views print times: ``2026-11-28T05:50:45Z`` (``?``: none)."""
+    if not ms or not str(ms).lstrip("-").isdigit():
+        return "?"
+    when = datetime.fromtimestamp(int(ms) / 1000, timezone.utc)
+    return when.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def step(queue: Queue, task_id: str, now_ms: int, check: Check) -> str:

@@ -164,3 +164,12 @@ def test_resume_of_a_rollout_stopped_by_its_check_is_refused_with_the_way_on(
     assert f"fleetsched tasks continue {task}" in err and f"fleetsched tasks cancel {task}" in err
     assert "resumed" not in out + err
     assert queue.task_state(str(task)) == before
+
+
+def test_a_pause_between_waves_is_shown_as_a_time_not_epoch_milliseconds() -> None:
+    from scheduler.submission.rollout import describe
+
+    task = {"waves": "2", "wave": "1", "wave_state": "pausing", "wave_until": "1795845045899",
+            "wave_policy": '{"pause_ms": 600000}'}
+    assert describe(task)["waits_for"] == "the pause until 2026-11-28T05:50:45Z"
+    assert describe({**task, "wave_until": ""})["waits_for"] == "the pause until ?"
