@@ -1,6 +1,11 @@
 """``fleetsched top --once``, ``tasks watch``, ``hosts history`` and ``tasks show --events``
 on a real Redis and SQLite, with tasks submitted through ``scheduler.submission.submit`` and run by a real
-worker process (``python -m scheduler worker``, the simulate executor)."""
+worker process (``python -m scheduler worker``, the simulate executor).
+
+The tests whose tasks run share one worker node on the module's fleet (``served``: its own
+redis-server and record), each on tasks of its own; starting and stopping a node for each test
+took most of its time. The others, which need no worker to run, have a fleet of their own
+(``fleet``)."""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,13 +27,20 @@ from scheduler.record.engine import make_engine
 from scheduler.record.migrate import upgrade
 from scheduler.submission.submit import TaskRequest, submit
 from tests.cli_support import isolated_env, run_cli
-from tests.servers import stop_process
+from tests.servers import start_redis, stop_process
 
 HOSTS = [f"web-{i:02d}" for i in range(1, 7)]
+# The module's fleet and worker node are made once, on the process that runs all of its tests.
+pytestmark = pytest.mark.xdist_group("cli-views")
 
 
 @pytest.fixture
 def fleet(tmp_path: Path, redis_url: str) -> dict:
+    """Six hosts imported into a fresh SQLite record, and no worker; env for the CLI."""
+    return _fleet(tmp_path, redis_url)
+
+
+def _fleet(tmp_path: Path, redis_url: str) -> dict:
     """Six hosts imported into a fresh SQLite record; env for the CLI and for workers."""
     db = f"sqlite:///{tmp_path / 'record.db'}"
     upgrade(db)
@@ -56,23 +68,26 @@ def submit_task(fleet: dict, *, failure_rate: float = 0.0, duration_ms: int = 50
     return done.task_id
 
 
-@pytest.fixture
-def worker(fleet: dict) -> Iterator[Callable[[], subprocess.Popen]]:
-    procs: list[subprocess.Popen] = []
-
-    def start() -> subprocess.Popen:
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """The module's fleet (a redis-server of its own: the session one is flushed before every
+    test) with a worker node running on it (4 slots, its recorder)."""
+    tmp = tmp_path_factory.mktemp("served")
+    server = start_redis(tmp_path_factory.mktemp("served-redis"))
+    try:
+        fleet = _fleet(tmp, server.url)
         env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCHED_")}
         env.update({k: v for k, v in fleet["env"].items() if v is not None})
-        with open(fleet["tmp"] / f"worker-{len(procs)}.log", "wb") as log:
-            proc = subprocess.Popen([sys.executable, "-P", "-m", "scheduler", "worker", "--slots", "4",
-                                     "--processes", "1", "--grace", "2s"], env=env,
-                                    stdout=log, stderr=subprocess.STDOUT)
-        procs.append(proc)
-        return proc
-
-    yield start
-    for proc in procs:
-        stop_process(proc)
+        with open(tmp / "worker.log", "wb") as log:
+            proc = subprocess.Popen([sys.executable, "-P", "-m", "scheduler", "worker",
+                                     "--slots", "4", "--processes", "1", "--grace", "2s"],
+                                    env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            yield fleet
+        finally:
+            stop_process(proc)
+    finally:
+        server.stop()
 
 
 def test_top_once_counts_due_jobs_and_shows_each_task(fleet: dict) -> None:
@@ -98,7 +113,7 @@ def test_top_once_shows_the_last_fair_share_reorder(fleet: dict, redis_client: r
                                              "reorder_tasks": 2, "reorder_count": 5})
     code, out, _ = run_cli(["top", "--once"], fleet["env"])
     assert code == 0
-    line = [ln for ln in out.splitlines() if "last reorder" in ln][0]
+    line = next(ln for ln in out.splitlines() if "last reorder" in ln)
     assert re.search(r"last reorder [34]\.\ds ago", line), line
     assert "120 jobs of 2 tasks interleaved, 5 so far" in line
 
@@ -109,11 +124,10 @@ def test_top_refuses_csv_and_json_without_once(fleet: dict) -> None:
     assert code == 2 and "--once" in err
 
 
-def test_tasks_watch_ends_with_the_task_and_exits_0_when_every_job_succeeded(fleet: dict, worker) -> None:
-    task = submit_task(fleet)
-    worker()
+def test_tasks_watch_ends_with_the_task_and_exits_0_when_every_job_succeeded(served: dict) -> None:
+    task = submit_task(served)
     code, out, err = run_cli(["tasks", "watch", str(task), "--interval", "0.1", "--timeout", "60s",
-                              "--output", "json"], fleet["env"])
+                              "--output", "json"], served["env"])
     assert code == 0, err
     assert json.loads(out) == [{"task": str(task), "state": "succeeded", "total": 6,
                                 "succeeded": 6, "failed": 0, "lost": 0, "cancelled": 0,
@@ -121,12 +135,11 @@ def test_tasks_watch_ends_with_the_task_and_exits_0_when_every_job_succeeded(fle
     assert "6/6" in err  # the last frame of the bars (stderr: progress)
 
 
-def test_tasks_watch_lists_each_failure_and_exits_3(fleet: dict, worker) -> None:
+def test_tasks_watch_lists_each_failure_and_exits_3(served: dict) -> None:
     # Given a task whose every job fails (simulated) with no retry
-    task = submit_task(fleet, failure_rate=1.0)
-    worker()
+    task = submit_task(served, failure_rate=1.0)
     code, out, err = run_cli(["tasks", "watch", str(task), "--interval", "0.1", "--timeout", "60s"],
-                             fleet["env"])
+                             served["env"])
     # Then each failure is listed once, with its host, and the exit code says "jobs failed"
     assert code == 3, err
     fail_lines = [ln for ln in err.splitlines() if ln.lstrip().startswith("fail ")]
@@ -150,24 +163,24 @@ def test_tasks_watch_gives_up_after_its_timeout(fleet: dict) -> None:
     assert code == 1 and line == f"error: task {task} not finished after 0.5s: 6 jobs waiting", err
 
 
-def test_hosts_history_and_tasks_show_events_give_the_full_trail(fleet: dict, worker) -> None:
-    task = submit_task(fleet, target="web-03")
-    worker()
-    assert run_cli(["tasks", "watch", str(task), "--timeout", "60s"], fleet["env"])[0] == 0
+def test_hosts_history_and_tasks_show_events_give_the_full_trail(served: dict) -> None:
+    task = submit_task(served, target="web-03")
+    assert run_cli(["tasks", "watch", str(task), "--timeout", "60s"], served["env"])[0] == 0
     deadline = time.monotonic() + 20
     while True:  # the recorder copies the events into SQL within moments
-        code, out, err = run_cli(["hosts", "history", "web-03", "--output", "json"], fleet["env"])
-        kinds = [e["kind"] for e in json.loads(out)] if code == 0 else []
+        code, out, err = run_cli(["hosts", "history", "web-03", "--output", "json"], served["env"])
+        # the host's events of this task (the module's other tasks run on web-03 too)
+        events = [e for e in json.loads(out) if e["task"] == str(task)] if code == 0 else []
+        kinds = [e["kind"] for e in events]
         if "ack" in kinds or time.monotonic() > deadline:
             break
         time.sleep(0.2)
     assert code == 0, err
     assert kinds.index("claim") < kinds.index("ack")
-    events = json.loads(out)
     ack = events[kinds.index("ack")]
     assert ack["job"] == f"{task}.0" and ack["exit_code"] == 0 and ack["worker"]
     code, out, err = run_cli(["tasks", "show", str(task), "--events", "--output", "json"],
-                             fleet["env"])
+                             served["env"])
     assert code == 0, err
     trail = json.loads(out)["events"]
     assert {"create", "enqueue", "claim", "ack"} <= {e["kind"] for e in trail}
@@ -180,10 +193,10 @@ def test_hosts_history_of_an_unknown_host_exits_4(fleet: dict) -> None:
 
 
 def test_jobs_show_and_tasks_output_give_each_attempt_and_what_each_host_printed(
-        fleet: dict, worker) -> None:
+        served: dict) -> None:
     # Given a task whose every job failed (simulated), recorded by the worker's recorder
+    fleet = served
     task = submit_task(fleet, failure_rate=1.0)
-    worker()
     code, _, err = run_cli(["tasks", "watch", str(task), "--interval", "0.1", "--timeout", "60s"],
                            fleet["env"])
     assert code == 3, err
@@ -218,10 +231,10 @@ def test_jobs_show_and_tasks_output_give_each_attempt_and_what_each_host_printed
 
 
 def test_tasks_wait_blocks_until_the_end_lists_each_failed_host_and_exits_3(
-        fleet: dict, worker) -> None:
+        served: dict) -> None:
+    fleet = served
     task = submit_task(fleet, failure_rate=1.0, target="web-01,web-02")
-    worker()
-    code, out, err = run_cli(["tasks", "wait", str(task), "--timeout", "60s"], fleet["env"])
+    code, _out, err = run_cli(["tasks", "wait", str(task), "--timeout", "60s"], fleet["env"])
     assert code == 3, err
     failed = [ln for ln in err.splitlines() if " | failed | rc=1 | job " in ln]
     assert sorted(ln.split(" | ")[0] for ln in failed) == ["web-01", "web-02"]
@@ -231,8 +244,8 @@ def test_tasks_wait_blocks_until_the_end_lists_each_failed_host_and_exits_3(
     assert code == 0 and f"task {ok}: succeeded: 1 of 1 succeeded" in err
 
 
-def test_submit_wait_returns_when_the_task_ends_with_its_exit_code(fleet: dict, worker) -> None:
-    worker()
+def test_submit_wait_returns_when_the_task_ends_with_its_exit_code(served: dict) -> None:
+    fleet = served
     client = redis.Redis.from_url(fleet["redis_url"])
     deadline = time.monotonic() + 30
     while not client.hlen(Keys().workers) and time.monotonic() < deadline:
@@ -263,7 +276,7 @@ def test_tasks_wait_timeout_says_the_timeout_given_and_that_the_jobs_are_waiting
     # Given a task whose one job waits (no worker runs)
     task = submit_task(fleet, target="web-06")
     # When the operator waits for it with a timeout
-    code, _, err = run_cli(["tasks", "wait", str(task), "--timeout", "2s"], fleet["env"])
+    code, _, err = run_cli(["tasks", "wait", str(task), "--timeout", "1s"], fleet["env"])
     # Then it gives up with the timeout as given, saying the job waits, not that it runs
     assert code == 1, err
-    assert err.splitlines()[0] == f"error: task {task} not finished after 2s: 1 job waiting", err
+    assert err.splitlines()[0] == f"error: task {task} not finished after 1s: 1 job waiting", err
