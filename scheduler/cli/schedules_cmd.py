@@ -102,7 +102,12 @@ def show_cmd(ctx: typer.Context, name: Name, fmt: OutputOption = output.OutputFo
     if fmt is not output.OutputFormat.table:
         output.emit_object(info, fmt)
         return
-    output.emit_object({k: v for k, v in info.items() if k not in ("tasks", "missed")}, fmt)
+    from scheduler.submission.taskinfo import options_text, params_text
+
+    head = {k: v for k, v in info.items() if k not in ("tasks", "missed")}
+    head["options"] = options_text(head.get("options") or {})
+    head["params"] = params_text(head.get("params") or {})
+    output.emit_object(head, fmt)
     output.emit_rows(info["tasks"], ["task", "occurrence", "state", "total", "succeeded", "failed",
                                      "lost", "cancelled", "running", "pending"],
                      fmt, title="latest tasks")

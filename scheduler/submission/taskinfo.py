@@ -273,6 +273,21 @@ def params_text(params: dict[str, Any]) -> str:
                     for k, v in sorted(params.items())) or "-"
 
 
+def options_text(options: dict[str, Any]) -> str:
+    """A schedule's task options as ``schedules show`` prints them: the ones set, ``k=v``
+    (a list joined with commas, a mapping as ``k:v``), in their order; ``-`` when none is."""
+    shown = []
+    for k, v in options.items():
+        if v is None or v is False or v == [] or v == {}:
+            continue
+        if isinstance(v, list):
+            v = ",".join(map(str, v))
+        elif isinstance(v, dict):
+            v = ",".join(f"{a}:{b}" for a, b in v.items())
+        shown.append(f"{k}={'true' if v is True else v}")
+    return " ".join(shown) or "-"
+
+
 def progress_of(session: Session, t: Task, live: dict[str, str] | None) -> Progress:
     """The task's progress: live from the Redis task hash when given, else from its job rows."""
     if live:

@@ -111,6 +111,11 @@ def test_a_task_and_a_schedule_keep_their_targets_and_the_submit_event_shows_no_
     shown = cli.ok("schedules", "show", "nightly", "-o", "json")
     assert json.loads(shown)["options"]["notify"] == ["https://hooks.example.org/..."]
     assert "s3cr3t" not in shown
+    # and its table says the options set in words, never as a Python dict
+    table = cli.ok("schedules", "show", "nightly")
+    assert "count_failures=attempts priority=normal notify=https://hooks.example.org/..." \
+        in table, table
+    assert "params            cmd=true" in table and "{" not in table and "None" not in table
 
 
 def test_notify_test_sends_a_test_notice_and_exits_1_with_the_reason_when_it_cannot(
