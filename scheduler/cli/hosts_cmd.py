@@ -202,7 +202,7 @@ def remove_cmd(
     name: Annotated[str, typer.Argument(help="the host's name")],
 ) -> None:
     """Remove one host and its group memberships, and its connection data in Redis (a job of
-    it still queued then fails at its claim: the host is unknown)."""
+    it still queued then fails at its claim: the host is unknown; a warning counts them)."""
     inventory, stores, principal = verbs(ctx, "inventory")
     _notes(inventory.remove_host(stores, principal, name).notes)
     output.info(f"removed host {name}")

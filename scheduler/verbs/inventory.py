@@ -159,7 +159,14 @@ def remove_host(stores: Stores, principal: Principal, name: str) -> Changed:
     notes: list[str] = []
     with stores.database() as engine:
         with transaction(engine) as session:
+            open_jobs = _open_jobs(session, name)
             remove(session, name, operator=principal)
+        if open_jobs:
+            tasks = ", ".join(sorted(open_jobs, key=int))
+            count = sum(open_jobs.values())
+            notes.append(f"warning: {name} had {count} job(s) not ended yet (task(s) {tasks}): "
+                         "each fails at its claim (the host is unknown); `fleetsched tasks "
+                         "cancel TASK` ends a task's jobs instead")
         try:
             client = stores.connect()
             try:
@@ -173,6 +180,17 @@ def remove_host(stores: Stores, principal: Principal, name: str) -> Changed:
         notes += _push_limits(stores, engine, principal)  # a P% limit of its groups follows
         notes += _push_freezes(stores, engine)
     return Changed(notes=notes)
+
+
+def _open_jobs(session: Any, host: str) -> dict[str, int]:
+    """The host's jobs the record has not seen end, counted by task id."""
+    import sqlalchemy as sa
+
+    from scheduler.record.models import JOB_FINAL_STATES, Job
+
+    rows = session.execute(sa.select(Job.task_id, sa.func.count()).where(
+        Job.host == host, Job.state.not_in(JOB_FINAL_STATES)).group_by(Job.task_id)).all()
+    return {str(task): int(n) for task, n in rows}
 
 
 def remove_group(stores: Stores, principal: Principal, name: str) -> Changed:
