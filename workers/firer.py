@@ -56,9 +56,9 @@ class Firer:
 
     def _engine_now(self) -> Any:
         if self._engine is None:
-            from scheduler.record.engine import make_engine
+            from scheduler.record.engine import engine_for
 
-            self._engine = make_engine(self.settings.effective_database_url)
+            self._engine = engine_for(self.settings)
             self._own_engine = True
         return self._engine
 

@@ -54,11 +54,11 @@ def record_engine(settings: Settings) -> Any:
     must hold before the node records anything (a bad record or notify target stops the
     start, loudly)."""
     from scheduler.notify.targets import Policy  # not the package: it loads the whole record
-    from scheduler.record.engine import make_engine
+    from scheduler.record.engine import engine_for
     from scheduler.record.migrate import ensure_schema
 
     Policy.from_settings(settings)
-    engine = make_engine(settings.effective_database_url)
+    engine = engine_for(settings)
     ensure_schema(settings, engine)
     return engine
 

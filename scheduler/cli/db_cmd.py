@@ -101,14 +101,14 @@ def prune(
     from scheduler.errors import ValidationError
     from scheduler.parse import parse_duration
     from scheduler.record import migrate
-    from scheduler.record.engine import make_engine
+    from scheduler.record.engine import engine_for
     from scheduler.record.prune import prune as run_prune
 
     age = parse_duration(older_than, "--older-than")
     if age.total_seconds() <= 0:
         raise ValidationError(f"--older-than must be positive, not {older_than!r}")
     settings = _settings(ctx)
-    engine = make_engine(settings.effective_database_url)
+    engine = engine_for(settings)
     try:
         migrate.ensure_schema(settings, engine)
         result = run_prune(engine, age, dry_run=dry_run, batch=batch)

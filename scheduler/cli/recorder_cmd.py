@@ -29,11 +29,11 @@ recorder_app = typer.Typer(
 def _open(ctx: typer.Context) -> tuple[Any, Any, Any]:
     from scheduler.cli.context import queue_client
     from scheduler.queue.shards import shards_of
-    from scheduler.record.engine import make_engine
+    from scheduler.record.engine import engine_for
     from scheduler.record.migrate import ensure_schema
 
     settings = state(ctx).settings
-    engine = make_engine(settings.effective_database_url)
+    engine = engine_for(settings)
     try:
         ensure_schema(settings, engine)
         client = queue_client(settings)

@@ -11,6 +11,11 @@ SQLite (the default, a file in the state directory), set on every connection:
   writers queue on busy_timeout instead of one failing with "database is locked" when it
   upgrades a read snapshot. ``readonly=True`` engines use plain deferred ``BEGIN``.
 
+A SQLite file that does not exist is created only where that is asked for: by ``db upgrade``
+(``migrate.upgrade``) and for the default database in the state directory. A ``database_url``
+the operator gave that names no file is refused (``engine_for``): a mistyped path must not
+become a new, empty record (and a directory) that a command then reads as "no tasks".
+
 PostgreSQL (``postgresql+psycopg://``): pre-ping (a restarted server is noticed at checkout),
 connect timeout, and TCP keepalives so a cut connection is found in seconds, not hours.
 """
@@ -30,6 +35,8 @@ from scheduler.errors import ConfigError
 if TYPE_CHECKING:  # the ORM loads with the first session, not with the engine
     from sqlalchemy.orm import Session, sessionmaker
 
+    from scheduler.config import Settings
+
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 PG_CONNECT_TIMEOUT_S = 5
 
@@ -41,9 +48,17 @@ def _sqlite_file(url: sa.URL) -> Path | None:
     return Path(db)
 
 
+def engine_for(settings: Settings, **options: Any) -> Engine:
+    """An engine on ``settings``' database (``options``: ``make_engine``'s); a SQLite file is
+    created only for the default database, never for a ``database_url`` that names none."""
+    return make_engine(settings.effective_database_url, create=not settings.database_url,
+                       **options)
+
+
 def make_engine(url: str | sa.URL, *, readonly: bool = False, echo: bool = False,
-                **kwargs: Any) -> Engine:
-    """An engine for ``url`` with fleetsched's per-dialect settings (see the module docstring)."""
+                create: bool = True, **kwargs: Any) -> Engine:
+    """An engine for ``url`` with fleetsched's per-dialect settings (see the module docstring);
+    with ``create`` false, a SQLite file that does not exist is refused (``ConfigError``)."""
     try:
         parsed = make_url(url)
     except sa.exc.ArgumentError as exc:
@@ -52,7 +67,7 @@ def make_engine(url: str | sa.URL, *, readonly: bool = False, echo: bool = False
                                "postgresql+psycopg://user@host/fleetsched") from None
     backend = parsed.get_backend_name()
     if backend == "sqlite":
-        return _sqlite_engine(parsed, readonly=readonly, echo=echo, **kwargs)
+        return _sqlite_engine(parsed, readonly=readonly, echo=echo, create=create, **kwargs)
     if backend == "postgresql":
         if parsed.drivername == "postgresql":
             parsed = parsed.set(drivername="postgresql+psycopg")
@@ -69,8 +84,12 @@ def make_engine(url: str | sa.URL, *, readonly: bool = False, echo: bool = False
                       hint="use sqlite:///<file> or postgresql+psycopg://...")
 
 
-def _sqlite_engine(url: sa.URL, *, readonly: bool, echo: bool, **kwargs: Any) -> Engine:
+def _sqlite_engine(url: sa.URL, *, readonly: bool, echo: bool, create: bool,
+                   **kwargs: Any) -> Engine:
     path = _sqlite_file(url)
+    if path is not None and not create and not path.exists():
+        raise ConfigError(f"no SQLite database at {path} (is database_url mistyped?)",
+                          hint="check database_url; `fleetsched db upgrade` creates a new one")
     if path is not None and not readonly:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     connect_args = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
@@ -113,4 +132,4 @@ def is_sqlite(engine: Engine | sa.Connection) -> bool:
     return engine.dialect.name == "sqlite"
 
 
-__all__ = ["make_engine", "session_factory", "is_sqlite", "SQLITE_BUSY_TIMEOUT_MS"]
+__all__ = ["engine_for", "make_engine", "session_factory", "is_sqlite", "SQLITE_BUSY_TIMEOUT_MS"]

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from scheduler.config import Settings
 from scheduler.errors import DatabaseUnavailableError, FleetschedError
-from scheduler.record.engine import make_engine, session_factory
+from scheduler.record.engine import engine_for, session_factory
 from scheduler.redact import redact_exception
 
 __all__ = ["open_database", "transaction"]
@@ -31,7 +31,7 @@ def open_database(settings: Settings, **options: Any) -> Engine:
     schema checked (or, for the default, made)."""
     from scheduler.record.migrate import ensure_schema
 
-    engine = make_engine(settings.effective_database_url, **options)
+    engine = engine_for(settings, **options)
     try:
         ensure_schema(settings, engine)
     except BaseException:

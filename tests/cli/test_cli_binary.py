@@ -63,6 +63,7 @@ def test_no_color_is_honoured_and_colour_is_used_otherwise(tmp_path: Path) -> No
 
 def test_data_goes_to_stdout_and_messages_to_stderr(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'r.db'}"
+    (tmp_path / "r.db").touch()  # a database without a schema
     result = run(tmp_path, "--database-url", db, "report", "--output", "json")
     assert result.returncode == 1 and "fleetsched db upgrade" in result.stderr
     assert result.stdout == ""

@@ -23,7 +23,12 @@ def test_recorder_drain_records_the_stream_and_status_shows_no_lag(
     url = f"sqlite:///{tmp_path / 'r.db'}"
     env = {"XDG_STATE_HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
     args = ["--database-url", url, "--redis-url", redis_url]
-    # When the recorder runs on a configured database without a schema
+    # When the recorder runs on a configured database that does not exist: refused, nothing made
+    code, _, err = run_cli([*args, "recorder", "--drain"], env)
+    assert code == 2 and "no SQLite database at" in err and "db upgrade" in err, err
+    assert not (tmp_path / "r.db").exists()
+    # When it runs on a configured database without a schema
+    (tmp_path / "r.db").touch()
     code, _, err = run_cli([*args, "recorder", "--drain"], env)
     # Then it refuses and says what to do
     assert code == 1 and "run fleetsched db upgrade" in err
