@@ -9,7 +9,10 @@ What it owns:
    free port, ``UsePAM no``, ``StrictModes no``, public keys only), a log file, and a scratch
    directory ``root`` where tests and actions write the host's files;
 4. a ``known_hosts`` file with every host as ``[127.0.10.N]:port ssh-ed25519 ...``;
-5. starting all hosts in parallel and killing, stopping or restarting one on demand.
+5. starting all hosts in parallel and killing, stopping or restarting one on demand;
+6. :func:`start_jump_fleet`: bastions and the hosts behind them (the jump-host tests), sharing
+   one client key and one ``known_hosts``; the bastions log at ``DEBUG1``, so their log shows
+   each ``direct-tcpip`` channel they open.
 
 The sshd processes run as the current user (root in CI), so a test checks a host's effects by
 looking at the files directly (``host.root``) or with :meth:`FleetHost.sh`.
@@ -85,6 +88,7 @@ class FleetHost:
     port: int = 0
     proc: subprocess.Popen | None = None
     host_key_line: str = ""  # "ssh-ed25519 AAAA... comment"
+    log_level: str = "VERBOSE"  # DEBUG1 for a bastion: its log shows direct-tcpip channels
 
     @property
     def root(self) -> Path:
@@ -144,7 +148,7 @@ class FleetHost:
             "PermitRootLogin prohibit-password",
             "MaxSessions 50",
             "MaxStartups 100:30:200",
-            "LogLevel VERBOSE",
+            f"LogLevel {self.log_level}",
             "Subsystem sftp internal-sftp",
             # sshd reads authorized keys as the user logging in, and an unprivileged login
             # (the become tests' NOPW_USER) cannot read this fleet's private directory:
@@ -292,8 +296,10 @@ class SshFleet:
             h.stop()
 
 
-def start_fleet(base: Path, count: int = 4, prefix: str = "web", net: str = "127.0.10") -> SshFleet:
-    """Start ``count`` sshd hosts ``web-01``... on ``127.0.10.1``... in parallel."""
+def start_fleet(base: Path, count: int = 4, prefix: str = "web", net: str = "127.0.10",
+                client: Path | None = None, log_level: str = "VERBOSE") -> SshFleet:
+    """Start ``count`` sshd hosts ``web-01``... on ``127.0.10.1``... in parallel; ``client``:
+    an existing client key to authorize instead of a new one."""
     binary = sshd_binary()
     if binary is None:
         missing("OpenSSH sshd", "apt-get install openssh-server (or set FLEETSCHED_TEST_SSHD)")
@@ -304,13 +310,14 @@ def start_fleet(base: Path, count: int = 4, prefix: str = "web", net: str = "127
     if os.geteuid() == 0:
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
     base.mkdir(parents=True, exist_ok=True)
-    identity = base / "id_ed25519"
-    client_pub = keygen(identity, "fleetsched-test-client")
+    identity = client or base / "id_ed25519"
+    client_pub = (Path(str(client) + ".pub").read_text().strip() if client
+                  else keygen(identity, "fleetsched-test-client"))
     authorized = base / "authorized_keys"
     authorized.write_text(client_pub + "\n")
     hosts = [
         FleetHost(name=f"{prefix}-{i:02d}", address=f"{net}.{i}", binary=binary,
-                  dir=base / f"{prefix}-{i:02d}", authorized_keys=authorized)
+                  dir=base / f"{prefix}-{i:02d}", authorized_keys=authorized, log_level=log_level)
         for i in range(1, count + 1)
     ]
     with ThreadPoolExecutor(max_workers=count) as pool:
@@ -324,4 +331,44 @@ def start_fleet(base: Path, count: int = 4, prefix: str = "web", net: str = "127
     return fleet
 
 
-__all__ = ["FleetHost", "SshFleet", "start_fleet", "sshd_binary"]
+@dataclass
+class JumpFleet:
+    """Bastions and the hosts behind them, one client key, one ``known_hosts`` for all."""
+
+    bastions: SshFleet
+    inner: SshFleet
+    known_hosts: Path
+
+    def write_known_hosts(self, skip: tuple[str, ...] = ()) -> None:
+        """Every sshd's key but those of the hosts named in ``skip``."""
+        lines = [h.known_hosts_line for h in [*self.bastions, *self.inner] if h.name not in skip]
+        self.known_hosts.write_text("\n".join(lines) + "\n")
+
+    def settings(self, **changes: Any) -> Settings:
+        return self.inner.settings(**{"known_hosts": self.known_hosts, **changes})
+
+    def executor(self, **options: Any):
+        from tasks.executors import build_executor
+
+        return build_executor("ssh", self.inner.ssh_options(**options), self.settings())
+
+    def stop(self) -> None:
+        self.inner.stop()
+        self.bastions.stop()
+
+
+def start_jump_fleet(base: Path, bastions: int = 2, inner: int = 3) -> JumpFleet:
+    """``jump-01``.. on 127.0.12.N (LogLevel DEBUG1) and ``inner-01``.. on 127.0.13.N. The
+    workers (the tests) reach the inner hosts directly too, but the tests route them through
+    the bastions and check the bastions' logs for the forwarded connections."""
+    jumps = start_fleet(base / "jumps", count=bastions, prefix="jump", net="127.0.12",
+                        log_level="DEBUG1")
+    hosts = start_fleet(base / "inner", count=inner, prefix="inner", net="127.0.13",
+                        client=jumps.identity)
+    fleet = JumpFleet(jumps, hosts, base / "known_hosts")
+    fleet.write_known_hosts()
+    return fleet
+
+
+__all__ = ["FleetHost", "JumpFleet", "SshFleet", "start_fleet", "start_jump_fleet",
+           "sshd_binary"]

@@ -261,13 +261,15 @@ def test_the_ssh_config_supplies_hostname_port_user_and_identity_file(
     executor.close()
 
 
-def test_a_proxyjump_in_the_ssh_config_is_refused_with_a_clear_message(
+def test_a_proxycommand_in_the_ssh_config_is_refused_with_a_clear_message(
     ssh_fleet: SshFleet, tmp_path: Path,
 ) -> None:
+    # (a ProxyJump is followed: tests/executors/test_executor_ssh_jump.py)
     config = tmp_path / "ssh_config"
-    config.write_text("Host web-*\n  ProxyJump bastion.example\n")
+    config.write_text("Host web-*\n  ProxyCommand nc bastion.example 22\n")
     executor = build_executor("ssh", ssh_fleet.ssh_options(), ssh_fleet.settings(ssh_config=config))
-    with pytest.raises(ConfigError, match="sets proxyjump bastion.example for web-01"):
+    with pytest.raises(ConfigError, match="sets proxycommand nc bastion.example 22 for web-01: "
+                                          "the ssh executor runs no proxy commands"):
         with executor.session(ssh_fleet.hosts[0].host()):
             pass
 

@@ -1,5 +1,5 @@
 """Configuration errors fail a job for good at its first attempt: a worker does not retry what
-only an operator can fix (a ProxyJump the ssh executor refuses, a missing identity file, bad
+only an operator can fix (a ProxyCommand the ssh executor refuses, a missing identity file, bad
 parameters), and the job's error names the problem once. Real worker processes on a real Redis;
 the identity-file case connects to a real sshd (its host key is checked before the keys)."""
 
@@ -44,12 +44,12 @@ def attempts_of(client: redis.Redis, job: str) -> tuple[int, int, list[str]]:
             [e["error"] for e in mine if e["kind"] == "fail"])
 
 
-def test_a_proxyjump_refused_by_the_ssh_executor_fails_for_good_on_the_first_attempt(
+def test_a_proxycommand_refused_by_the_ssh_executor_fails_for_good_on_the_first_attempt(
     redis_client: redis.Redis, redis_url: str, tmp_path: Path,
 ) -> None:
-    # Given an ssh config routing the host through a jump host, and three attempts allowed
+    # Given an ssh config routing the host through a proxy command, and three attempts allowed
     config = tmp_path / "ssh_config"
-    config.write_text("Host web-jump\n    ProxyJump bastion.example\n")
+    config.write_text("Host web-jump\n    ProxyCommand nc bastion.example 22\n")
     [job] = submit(redis_client, "41", ["web-jump"], executor="ssh",
                    options={"allow_agent": False, "look_for_keys": False},
                    max_attempts=3, backoff_ms=50)
@@ -62,7 +62,7 @@ def test_a_proxyjump_refused_by_the_ssh_executor_fails_for_good_on_the_first_att
     assert (claims, retries) == (1, 0)
     assert state["attempt"] == "1"
     assert len(errors) == 1 and errors[0].startswith("ConfigError: ssh config ")
-    assert "sets proxyjump bastion.example for web-jump" in errors[0]
+    assert "sets proxycommand nc bastion.example 22 for web-jump" in errors[0]
 
 
 def test_bad_parameters_fail_for_good_and_the_error_names_the_action_once(

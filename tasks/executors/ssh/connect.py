@@ -3,9 +3,12 @@
 The order is what makes it safe:
 
 1. resolve address, port, user and identity files from the ``Host``, the executor options and
-   ``~/.ssh/config`` (``paramiko.SSHConfig``: HostName, Port, User, IdentityFile); a ProxyJump
-   or ProxyCommand is refused with a clear message rather than silently bypassed;
-2. TCP connect with the connect timeout, then the SSH handshake with banner and handshake
+   ``~/.ssh/config`` (``paramiko.SSHConfig``: HostName, Port, User, IdentityFile), and the jump
+   hosts (``jump.py``), each resolved the same way; a ProxyCommand is refused with a clear
+   message rather than silently bypassed;
+2. TCP connect with the connect timeout (or, behind jump hosts, a ``direct-tcpip`` channel from
+   the last one: ``tunnel.py``, where every hop goes through steps 2 to 4 itself), then the SSH
+   handshake with banner and handshake
    timeouts, negotiating only host-key types that ``known_hosts`` holds for the host (as
    OpenSSH does), so a host with a recorded key cannot dodge the check with another type;
 3. check the presented host key against ``known_hosts`` *before* authenticating: an unknown,
@@ -25,7 +28,7 @@ import getpass
 import os
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,7 @@ from scheduler.errors import (
     SftpUnavailableError,
 )
 from tasks.executors.options import DEFAULT_KEY_FILES, EXECUTOR_DEFAULTS, read_options
+from tasks.executors.ssh import jump
 from tasks.executors.ssh.exitsignal import Transport
 from tasks.executors.ssh.known_hosts import KnownHosts, Verdict, fingerprint, host_key_name
 from tasks.host import Host
@@ -47,22 +51,41 @@ from tasks.host import Host
 
 @dataclass(frozen=True)
 class Target:
-    """Where and as whom to connect, after ``~/.ssh/config`` was applied."""
+    """Where and as whom to connect, after ``~/.ssh/config`` was applied; ``via``: the jump
+    hosts it is reached through, first first (each a ``Target`` of its own)."""
 
     name: str
     address: str
     port: int
     user: str
     identity_files: tuple[str, ...]
+    via: tuple[Target, ...] = ()
 
     @property
-    def where(self) -> str:
-        """``web-07 (127.0.10.7:2222)`` for messages."""
+    def endpoint(self) -> str:
+        """``web-07 (127.0.10.7:2222)``."""
         return f"{self.name} ({self.address}:{self.port})"
 
     @property
-    def pool_key(self) -> tuple[str, str, int]:
+    def where(self) -> str:
+        """``web-07 (127.0.10.7:2222)`` for messages, ``... via jump-1`` behind a jump host."""
+        if not self.via:
+            return self.endpoint
+        return f"{self.name} ({self.address}:{self.port} via {self.via[-1].name})"
+
+    @property
+    def route(self) -> str:
+        """The jump hosts, ``jump-1 (10.0.0.9:2222) -> b2 (10.2.0.1:22)``; "" for a direct host."""
+        return " -> ".join(hop.endpoint for hop in self.via)
+
+    @property
+    def login_key(self) -> tuple[str, str, int]:
         return (self.user, self.address, self.port)
+
+    @property
+    def pool_key(self) -> tuple[tuple[str, str, int], ...]:
+        """Who, where, and through which hops: one address behind two bastions is two hosts."""
+        return (self.login_key, *(hop.login_key for hop in self.via))
 
     def known_hosts_names(self) -> list[str]:
         names = [host_key_name(self.address, self.port)]
@@ -79,21 +102,16 @@ def load_ssh_config(path: Path) -> paramiko.SSHConfig:
                           "FLEETSCHED_SSH_CONFIG at another one") from None
 
 
-def resolve(host: Host, config: paramiko.SSHConfig, options: dict[str, Any],
-            config_path: Path) -> Target:
-    """The host's target; explicit host fields win over options, options over ssh config."""
+def _lookup(config: paramiko.SSHConfig, name: str, config_path: Path) -> dict[str, Any]:
     try:
-        found = config.lookup(host.name)
+        found = config.lookup(name)
     except Exception as exc:  # paramiko raises several types for bad Match/Token lines
-        raise ConfigError(f"ssh config {config_path} for {host.name}: {exc}") from None
-    for option in ("proxyjump", "proxycommand"):
-        if found.get(option) and found[option].lower() != "none":
-            raise ConfigError(
-                f"ssh config {config_path} sets {option} {found[option]} for {host.name}: "
-                f"the ssh executor does not support jump hosts or proxy commands",
-                hint="make the host directly reachable from the workers, or use the local "
-                     "executor with a tool that honours the proxy",
-            )
+        raise ConfigError(f"ssh config {config_path} for {name}: {exc}") from None
+    jump.refuse_proxycommand(found, name, config_path)
+    return found
+
+
+def _target(host: Host, found: dict[str, Any], options: dict[str, Any]) -> Target:
     address = host.address or found.get("hostname") or host.name
     port = host.port if host.port != 22 else int(found.get("port", 22))
     user = host.user or options["user"] or found.get("user") or getpass.getuser()
@@ -101,6 +119,41 @@ def resolve(host: Host, config: paramiko.SSHConfig, options: dict[str, Any],
     if options["look_for_keys"]:
         files += [str(Path.home() / ".ssh" / f) for f in DEFAULT_KEY_FILES]
     return Target(host.name, address, port, user, tuple(dict.fromkeys(files)))
+
+
+def resolve(host: Host, config: paramiko.SSHConfig, options: dict[str, Any],
+            config_path: Path) -> Target:
+    """The host's target; explicit host fields win over options, options over ssh config.
+    Its jump hosts (``jump.chain_of``) are resolved like hosts (``_hops``)."""
+    found = _lookup(config, host.name, config_path)
+    target = _target(host, found, options)
+    chain = jump.chain_of(host, options, found, config_path)
+    return replace(target, via=_hops(chain, config, options, config_path)) if chain else target
+
+
+def _hops(chain: tuple[jump.Hop, ...], config: paramiko.SSHConfig, options: dict[str, Any],
+          config_path: Path) -> tuple[Target, ...]:
+    """Each hop's target: its name looked up in the ssh config (HostName, Port, User,
+    IdentityFile), its own user and port winning; the ``user`` option is for the hosts, not
+    for their bastions. The first hop's own ProxyJump goes before it, as OpenSSH's nested
+    ``ssh`` for that hop would honour it."""
+    hops = list(chain)
+    out: list[Target] = []
+    hop_options = {**options, "user": ""}
+    while len(out) < len(hops):
+        hop = hops[len(out)]
+        found = _lookup(config, hop.host, config_path)
+        before = jump.from_ssh_config(found, hop.host, config_path) if not out else ()
+        if before:
+            hops[:0] = before
+            if len(hops) > jump.MAX_HOPS:
+                raise ConfigError(f"ssh config {config_path}: the jump hosts before {hop.host} "
+                                  f"make a chain of more than {jump.MAX_HOPS} (a loop?)",
+                                  hint="give the bastion itself ProxyJump none")
+            continue
+        out.append(_target(Host(hop.host, port=hop.port or 22, user=hop.user), found,
+                           hop_options))
+    return tuple(out)
 
 
 def ssh_options(options: Mapping[str, Any] | None, settings: Settings) -> dict[str, Any]:
@@ -151,10 +204,13 @@ def handshake(sock: socket.socket, target: Target, known: KnownHosts, options: d
         raise
 
 
-def connect(target: Target, known_hosts_path: Path, options: dict[str, Any]) -> paramiko.Transport:
-    """An authenticated transport to ``target``; see the module docstring for the order."""
+def connect(target: Target, known_hosts_path: Path, options: dict[str, Any],
+            sock: Any = None) -> paramiko.Transport:
+    """An authenticated transport to ``target``; see the module docstring for the order.
+    ``sock``: the channel through the jump hosts (``tunnel.Bastions.open``), else TCP."""
     known = KnownHosts.load(known_hosts_path)
-    transport = handshake(open_socket(target, options), target, known, options)
+    transport = handshake(sock if sock is not None else open_socket(target, options), target,
+                          known, options)
     try:
         check_host_key(target, transport.get_remote_server_key(), known, known_hosts_path,
                        target.known_hosts_names())
@@ -174,19 +230,31 @@ def check_host_key(target: Target, key: paramiko.PKey, known: KnownHosts, path: 
     fp = fingerprint(key.asbytes())
     if verdict is Verdict.UNKNOWN:
         missing = "" if known.exists else " (the file does not exist)"
-        raise HostKeyError(
-            f"host key for {target.where} is not in {path}{missing}",
-            hint=f"check the host's {key.get_name()} key {fp} out of band, then add it: "
-                 f"ssh-keyscan -p {target.port} {target.address} >> {path}",
+        scan = f"ssh-keyscan -p {target.port} {target.address}"
+        add = f"{scan} >> {path}"
+        if target.via:  # only the last jump host reaches it
+            add = f"run {scan} on {target.via[-1].name} and append its line to {path}"
+        raise _key_error(
+            Verdict.UNKNOWN, f"host key for {target.where} is not in {path}{missing}",
+            hint=f"check the host's {key.get_name()} key {fp} out of band, then add it: {add}",
         )
     line = f" (line {entry.lineno})" if entry else ""
     if verdict is Verdict.REVOKED:
-        raise HostKeyError(f"host key {fp} of {target.where} is marked @revoked in {path}{line}")
-    raise HostKeyError(
+        raise _key_error(verdict, f"host key {fp} of {target.where} is marked @revoked in "
+                                  f"{path}{line}")
+    raise _key_error(
+        verdict,
         f"host key for {target.where} has CHANGED since it was recorded in {path}{line}: "
         f"possible man-in-the-middle (it now presents {key.get_name()} {fp})",
         hint="if the host was reinstalled, verify the new key out of band and replace the line",
     )
+
+
+def _key_error(verdict: Verdict, message: str, hint: str | None = None) -> HostKeyError:
+    """``HostKeyError`` carrying its verdict (``verdict``), for ``hosts check``'s status."""
+    error = HostKeyError(message, hint=hint)
+    error.verdict = verdict  # type: ignore[attr-defined]
+    return error
 
 
 def candidate_keys(target: Target, options: dict[str, Any], agent: paramiko.Agent | None

@@ -13,9 +13,12 @@ What it owns:
    host whose sshd has no ``sftp`` subsystem raises ``SftpUnavailableError`` (permanent), not
    ``HostUnreachableError``, unless its ``fleetsched_files=shell`` variable sends its files
    through the shell (``shellfiles.py``, as the login user like SFTP);
-4. the pool: idle connections keyed by (user, address, port), expired after ``idle_s``,
-   dropped after a fork; a pooled connection found broken is replaced once, and only while
-   nothing has been started on it.
+4. the pool: idle connections keyed by (user, address, port) and the jump hosts on the way,
+   expired after ``idle_s``, dropped after a fork; a pooled connection found broken is
+   replaced once, and only while nothing has been started on it;
+5. hosts behind jump hosts (``jump.py``): their connections run over channels from the
+   executor's :class:`~tasks.executors.ssh.tunnel.Bastions`, one login per bastion chain
+   shared by all of them.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import select
 import shlex
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +53,7 @@ from tasks.executors.ssh.connect import (
     start_sftp,
 )
 from tasks.executors.ssh.exitsignal import exit_signal
+from tasks.executors.ssh.tunnel import Bastions
 from tasks.host import CommandResult, Host
 
 CHUNK = 64 * 1024
@@ -99,14 +103,16 @@ class PgidFilter:
 
 @dataclass
 class Connection:
-    """One authenticated transport and its SFTP client, as the pool holds it."""
+    """One authenticated transport and its SFTP client, as the pool holds it; ``release``
+    gives back its hold on the jump hosts it runs through, once it is closed."""
 
-    key: tuple[str, str, int]
+    key: tuple[Any, ...]
     transport: paramiko.Transport
     reused: bool = False
     broken: bool = False
     last_used: float = field(default_factory=time.monotonic)
     sftp: paramiko.SFTPClient | None = None
+    release: Callable[[], None] | None = None
 
     def healthy(self) -> bool:
         return not self.broken and self.transport.is_active()
@@ -117,6 +123,9 @@ class Connection:
                 self.sftp.close()
         finally:
             self.transport.close()
+            release, self.release = self.release, None
+            if release is not None:
+                release()
 
 
 class Pool:
@@ -126,7 +135,7 @@ class Pool:
         self.idle_s = idle_s
         self.max_idle_per_key = max_idle_per_key
         self._lock = threading.Lock()
-        self._idle: dict[tuple[str, str, int], list[Connection]] = {}
+        self._idle: dict[tuple[Any, ...], list[Connection]] = {}
         self._pid = os.getpid()
 
     def _after_fork(self) -> None:
@@ -135,7 +144,7 @@ class Pool:
             self._idle = {}
             self._pid = os.getpid()
 
-    def take(self, key: tuple[str, str, int]) -> Connection | None:
+    def take(self, key: tuple[Any, ...]) -> Connection | None:
         stale: list[Connection] = []
         found = None
         with self._lock:
@@ -394,17 +403,27 @@ class SshExecutor:
         self.settings = settings or Settings()
         self.options = ssh_options(options, self.settings)
         self.pool = Pool(self.options["idle_s"])
+        self.bastions = Bastions(self.settings.known_hosts, self.options)
         self._config = load_ssh_config(self.settings.ssh_config)
 
     def target(self, host: Host) -> Target:
         return resolve(host, self._config, self.options, self.settings.ssh_config)
 
     def connect(self, target: Target) -> Connection:
-        """A new authenticated connection (host key checked first)."""
-        transport = connect(target, self.settings.known_hosts, self.options)
+        """A new authenticated connection (host key checked first), through the target's
+        jump hosts if it has any."""
+        chan, release = self.bastions.open(target) if target.via else (None, None)
+        try:
+            transport = connect(target, self.settings.known_hosts, self.options, sock=chan)
+        except BaseException:
+            if chan is not None:
+                chan.close()
+            if release is not None:
+                release()
+            raise
         if self.options["keepalive_s"]:
             transport.set_keepalive(self.options["keepalive_s"])
-        return Connection(key=target.pool_key, transport=transport)
+        return Connection(key=target.pool_key, transport=transport, release=release)
 
     @contextmanager
     def session(self, host: Host) -> Iterator[SshSession]:
@@ -424,6 +443,7 @@ class SshExecutor:
 
     def close(self) -> None:
         self.pool.close_all()
+        self.bastions.close_all()
 
 
 __all__ = ["Connection", "Pool", "SshExecutor", "SshSession"]
