@@ -6,12 +6,14 @@ may not), or 404 (another customer's object: as if it did not exist, so existenc
 leak). The routes come from the app itself: an endpoint added without a row here fails.
 
 Then what the customer is shown: lists, counts and a task's detail hold acme's rows only, and
-nothing any acme token reads names globex."""
+nothing any acme token reads names globex. Those tests only read, so they share one server and
+world (``read_world``, the module's; their tokens have names of their own); the matrix's test
+writes (it cancels, approves, removes) and builds a world of its own."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ import pytest
 
 from scheduler.config import Settings
 from scheduler.server.app import PREFIX, create_app
-from tests.server.conftest import Api
+from tests.server.conftest import CLIENT_TLS, Api, shared_api
 from tests.submit_support import Cli
 from tests.tenants_support import customers_ini
 
@@ -33,7 +35,9 @@ WINDOWS = frozenset({"window-admin", "admin"})
 ADMIN = frozenset({"admin"})
 APPROVERS = WINDOWS | {"customer-approver"}
 APPROVED = ("w-approve", "w-deny", "w-acme", "w-acme-deny")  # windows that need approval
-DOOMED = 8  # windows, schedules and groups made to be removed: one per call of a removal
+# windows, schedules, hosts and groups made to be removed: one per call of a removal (a call
+# per role, and one without a token)
+DOOMED = len(EVERY) + 1
 OK = frozenset({200, 201})
 
 CUSTOMERS_INI = (customers_ini(acme=("acme-01", "acme-02"), globex=("globex-01", "globex-02"))
@@ -254,8 +258,8 @@ def _call(api: Api, method: str, template: str, token: str | None, request: Requ
     base = api.base.removesuffix(PREFIX) if row.outside else api.base
     if not row.stream:
         return httpx.request(method, f"{base}{path}", headers=headers, timeout=30,
-                             follow_redirects=False, **args)
-    with httpx.stream(method, f"{base}{path}", headers=headers, timeout=30,
+                             follow_redirects=False, verify=CLIENT_TLS, **args)
+    with httpx.stream(method, f"{base}{path}", headers=headers, timeout=30, verify=CLIENT_TLS,
                       **args) as reply:
         if reply.status_code >= 400:
             reply.read()  # an error is JSON, not a stream: its text for the message
@@ -293,8 +297,21 @@ def build_world(api: Api, tmp_path: Path) -> World:
                "group:web", "-p", "cmd=true")
         cli.ok("hosts", "add", f"spare-{n}", "--group", f"g-doomed-{n}")
         cli.ok("hosts", "add", f"h-doomed-{n}")
-        cli.ok("windows", "assign", "w-team", "--host", f"spare-{n}")
+    cli.ok("windows", "assign", "w-team",
+           *[arg for n in range(DOOMED) for arg in ("--host", f"spare-{n}")])
     return world
+
+
+NAMES = itertools.count(1)  # tokens' names on the shared server: each test's its own
+
+
+@pytest.fixture(scope="module")
+def read_world(tmp_path_factory: pytest.TempPathFactory,
+               api_record: Path) -> Iterator[tuple[Api, World]]:
+    """One server and world for the tests that only read them."""
+    tmp = tmp_path_factory.mktemp("world")
+    with shared_api(tmp, api_record) as api:
+        yield api, build_world(api, tmp)
 
 
 def test_every_endpoint_answers_every_role_as_the_matrix_says(api: Api, tmp_path: Path) -> None:
@@ -340,11 +357,13 @@ def test_every_endpoint_answers_every_role_as_the_matrix_says(api: Api, tmp_path
     assert wrong == []
 
 
+@pytest.mark.xdist_group("server-matrix-read-world")  # under -n: one process, one world
 def test_a_customer_is_shown_its_own_rows_and_nothing_that_names_another_customer(
-        api: Api, tmp_path: Path) -> None:
-    world = build_world(api, tmp_path)
-    viewer = api.token("dash", "--role", "viewer")
-    acme = [api.token(role, "--role", role, "--tenant", "acme") for role in sorted(CUSTOMER)]
+        read_world: tuple[Api, World]) -> None:
+    api, world = read_world
+    viewer = api.token(f"dash-{next(NAMES)}", "--role", "viewer")
+    acme = [api.token(f"{role}-{next(NAMES)}", "--role", role, "--tenant", "acme")
+            for role in sorted(CUSTOMER)]
     seen: list[str] = []
 
     def read(token: str, path: str, **params: Any) -> Any:
@@ -388,13 +407,14 @@ def test_a_customer_is_shown_its_own_rows_and_nothing_that_names_another_custome
     assert {h["name"] for h in read(viewer, "/hosts")["items"]} >= {"acme-01", "globex-01"}
 
 
+@pytest.mark.xdist_group("server-matrix-read-world")
 @pytest.mark.parametrize("role", sorted(CUSTOMER))
-def test_a_customer_token_sees_no_output_of_its_own_jobs(api: Api, tmp_path: Path,
+def test_a_customer_token_sees_no_output_of_its_own_jobs(read_world: tuple[Api, World],
                                                           role: str) -> None:
     # Given tasks submitted without --customer-output (tests/server/test_customer_output.py
     # runs them and reads their output with and without it)
-    world = build_world(api, tmp_path)
-    token = api.token(role, "--role", role, "--tenant", "acme")
+    api, world = read_world
+    token = api.token(f"{role}-{next(NAMES)}", "--role", role, "--tenant", "acme")
     job = api("GET", f"/jobs/{world.jobs['acme']}", token).json()
     assert all(a["commands"] == [] for a in job["attempts"])
     assert all(late["commands"] == [] for late in job["late"])
