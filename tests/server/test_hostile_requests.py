@@ -4,11 +4,18 @@ not exist and foreign tenants, path traversal in names, oversize bodies, malform
 burst of failed authentications. Each gets a clean error (JSON with one line where the server
 answers at all, never a stack trace or a 500), and every table of the record is the same
 afterwards, but for the ``auth_fail`` events that record the failed authentications (at most
-one per address and minute at once: tests/server/test_auth_events.py)."""
+one per address and minute at once: tests/server/test_auth_events.py).
+
+The tests share one server (the module's, ``tests.server.conftest.shared_api``): each judges
+the record against what it was when the test began, with tokens of its own names; the burst of
+failed authentications comes from an address of its own (127.0.0.7), since the others' 401s
+from 127.0.0.1 count in that address's minute. The PostgreSQL test starts its own."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,10 +25,28 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from tests.server.conftest import Api, serve_api
+from tests.server.conftest import Api, serve_api, shared_api
+
+pytestmark = pytest.mark.xdist_group("server-hostile")  # under -n: one process, one server
 
 TASK = {"action": "command", "target": "web-01", "params": {"cmd": "true"},
         "executor": "simulate", "in": "1h"}
+NAMES = itertools.count(1)  # tokens' names: each test's its own on the one server
+BURST_FROM = "127.0.0.7"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory,
+           api_record: Path) -> Iterator[tuple[Api, Path]]:
+    """The module's server and its log."""
+    tmp = tmp_path_factory.mktemp("hostile")
+    with shared_api(tmp, api_record) as server:
+        yield server, tmp / "server.log"
+
+
+@pytest.fixture
+def api(served: tuple[Api, Path]) -> Api:
+    return served[0]
 
 
 def _record(database_url: str) -> dict[str, list[tuple[object, ...]]]:
@@ -42,7 +67,7 @@ def admin(api: Api) -> Iterator[str]:
     """An administrator's token (every verb is allowed, so a refusal is about the request),
     used once so its last-used time is written before the snapshot;
     the record must be the same after the test as before its hostile requests."""
-    token = api.token("ci", "--role", "admin")
+    token = api.token(f"ci-{next(NAMES)}", "--role", "admin")
     assert api("GET", "/hosts", token).status_code == 200
     before = _record(api.database_url)
     yield token
@@ -59,14 +84,21 @@ def _clean(reply: httpx.Response, *statuses: int) -> dict[str, object]:
 
 
 def _raw(api: Api, request: bytes) -> bytes:
-    """Send ``request`` as bytes (httpx refuses to send CR or LF inside a header)."""
+    """Send ``request`` as bytes (httpx refuses to send CR or LF inside a header); the answer,
+    read to the end of its body (its ``Content-Length``, else until the server closes: a
+    connection kept alive would otherwise hold the read for the server's keep-alive time)."""
     where = urlsplit(api.base)
     with socket.create_connection((where.hostname, where.port), timeout=10) as conn:
         conn.sendall(request)
         answer = b""
-        while chunk := conn.recv(65536):
+        while b"\r\n\r\n" not in answer and (chunk := conn.recv(65536)):
             answer += chunk
-    return answer
+        head, ended, body = answer.partition(b"\r\n\r\n")
+        length = re.search(rb"(?im)^content-length: *(\d+)\r?$", head)
+        while ended and (length is None or len(body) < int(length[1])) and (
+                chunk := conn.recv(65536)):
+            body += chunk
+    return head + ended + body
 
 
 def test_every_answer_carries_the_security_headers(api: Api, admin: str) -> None:
@@ -85,7 +117,7 @@ def test_every_answer_carries_the_security_headers(api: Api, admin: str) -> None
 @pytest.fixture
 def ghost(api: Api) -> str:
     """A customer's token, of a tenant that owns no host (used once, like ``admin``)."""
-    token = api.token("ghost", "--role", "customer-viewer", "--tenant", "ghost")
+    token = api.token(f"ghost-{next(NAMES)}", "--role", "customer-viewer", "--tenant", "ghost")
     api("GET", "/hosts/no-such", token)
     return token
 
@@ -162,10 +194,11 @@ def test_a_huge_limit_or_offset_is_refused_not_served(api: Api, admin: str) -> N
 
 
 def test_a_token_replayed_after_its_revocation_is_refused_at_once(api: Api) -> None:
-    token = api.token("leaky", "--role", "operator")
+    name = f"leaky-{next(NAMES)}"
+    token = api.token(name, "--role", "operator")
     assert api("GET", "/tasks", token).status_code == 200
     token_id = next(row["id"] for row in json.loads(api.cli.ok("tokens", "list", "-o", "json"))
-                    if row["name"] == "leaky")
+                    if row["name"] == name)
     api.cli.ok("tokens", "revoke", str(token_id), operator="admin-at-shell")
     before = _record(api.database_url)
     for method, path, body in (("GET", "/tasks", None), ("POST", "/tasks", TASK),
@@ -198,19 +231,28 @@ def test_very_long_tokens_are_refused_cleanly(api: Api, admin: str) -> None:
     assert api("GET", "/hosts", admin).status_code == 200
 
 
+def _from(address: str, api: Api, token: str) -> httpx.Response:
+    """``GET /tasks`` with ``token`` from another loopback address."""
+    with httpx.Client(transport=httpx.HTTPTransport(local_address=address),
+                      timeout=30) as client:
+        return client.get(f"{api.base}/tasks", headers={"Authorization": f"Bearer {token}"})
+
+
 def test_failed_authentications_are_limited_per_address_and_logged_without_the_token(
-        api: Api, admin: str, tmp_path: object) -> None:
-    # Given 20 requests with bad tokens in a minute, each a plain 401
+        api: Api, admin: str, served: tuple[Api, Path]) -> None:
+    # Given 20 requests with bad tokens in a minute from one address, each a plain 401
     for n in range(20):
-        _clean(api("GET", "/tasks", f"fst_0123456789ab_guess{n:04}guessguessguessguess"), 401)
+        _clean(_from(BURST_FROM, api, f"fst_0123456789ab_guess{n:04}guessguessguessguess"), 401)
     # Then the next request from the address, even with a valid token, waits: 429
-    reply = api("GET", "/tasks", admin)
+    reply = _from(BURST_FROM, api, admin)
     error = _clean(reply, 429)
     assert error["message"] == "too many failed authentications from this address"
     assert 1 <= int(reply.headers["retry-after"]) <= 60
+    # While another address is served
+    assert api("GET", "/tasks", admin).status_code == 200
     # And the log names the address and the path of each failure, never the token
-    log = (tmp_path / "server.log").read_text()  # type: ignore[operator]
-    assert log.count("authentication refused from 127.0.0.1: GET '/api/v1/tasks'") == 20
+    log = served[1].read_text()
+    assert log.count(f"authentication refused from {BURST_FROM}: GET '/api/v1/tasks'") == 20
     assert "guess" not in log and admin not in log
     # And the record has one auth_fail event of the burst so far, the rest counted for after
     # the minute (when a minute ends within the burst: also that minute's count and the next
@@ -222,7 +264,9 @@ def test_failed_authentications_are_limited_per_address_and_logged_without_the_t
                 "SELECT data FROM events WHERE kind = 'auth_fail'")).scalars().all()
     finally:
         engine.dispose()
-    assert 1 <= len(events) <= 3 and all("guess" not in str(e) for e in events)
+    assert all("guess" not in str(e) for e in events)
+    burst = [e for e in events if BURST_FROM in str(e)]
+    assert 1 <= len(burst) <= 3, burst
 
 
 def test_a_nul_character_in_an_address_is_a_clean_400_on_postgresql(
