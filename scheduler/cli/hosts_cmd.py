@@ -262,7 +262,8 @@ def _check_row(p: Any) -> dict[str, Any]:
     key = p.host_key + (f" {p.fingerprint}" if p.host_key in ("UNKNOWN", "MISMATCH",
                                                                "REVOKED") else "")
     user = p.remote_user + (f" -> {p.become}" if p.become else "")
-    return {"host": p.host, "address": f"{where}:{p.port}",
+    via = " -> ".join(hop.split(" (")[0] for hop in p.via.split(" -> ")) if p.via else ""
+    return {"host": p.host, "address": f"{where}:{p.port}" + (f" via {via}" if via else ""),
             "reachable": "yes" if p.reachable else "no", "host_key": key or "-",
             "auth": p.auth or "-", "remote_user": user or "-", "files": p.files or "-",
             "latency_ms": "-" if p.latency_ms is None else f"{p.latency_ms:.0f}"}

@@ -8,7 +8,8 @@
    identity files), with the per-host timeout applied to
    connect, banner and authentication;
 3. probe every host in a thread pool of ``concurrency`` (``tasks.executors.ssh.probe.probe_host``),
-   calling ``on_result`` as each one ends;
+   calling ``on_result`` as each one ends; hosts behind the same jump hosts share one login to
+   them (``tasks.executors.ssh.tunnel.Bastions``), closed when the check ends;
 4. count the verdicts for the summary line.
 """
 
@@ -58,24 +59,32 @@ def check_hosts(hosts: list[Host], settings: Settings, *, options: Mapping[str, 
                 concurrency: int = 20, timeout: float = 10.0,
                 on_result: Callable[[Probe], None] | None = None) -> list[Probe]:
     """Probe ``hosts`` in parallel (points 2 and 3); the probes in the order of ``hosts``."""
+    from pathlib import Path
+
     from tasks.executors.ssh.connect import ssh_options
+    from tasks.executors.ssh.tunnel import Bastions
 
     given = dict(options or {})
     for name in ("connect_timeout", "banner_timeout", "auth_timeout"):
         given.setdefault(name, timeout)
     read = ssh_options(given, settings)  # ValidationError for an unknown or bad option
     found: dict[str, Probe] = {}
-    with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(hosts) or 1))) as pool:
-        futures = {pool.submit(probe_host, h, settings, read, timeout): h for h in hosts}
-        for future in as_completed(futures):
-            try:
-                probe = future.result()
-            except Exception as exc:  # noqa: BLE001 - one host's surprise is its row, not a crash
-                probe = Probe(host=futures[future].name, status="error",
-                              error=f"{type(exc).__name__}: {exc}")
-            found[probe.host] = probe
-            if on_result is not None:
-                on_result(probe)
+    bastions = Bastions(Path(settings.known_hosts), read)
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(hosts) or 1))) as pool:
+            futures = {pool.submit(probe_host, h, settings, read, timeout, bastions): h
+                       for h in hosts}
+            for future in as_completed(futures):
+                try:
+                    probe = future.result()
+                except Exception as exc:  # noqa: BLE001 - one host's surprise is its row
+                    probe = Probe(host=futures[future].name, status="error",
+                                  error=f"{type(exc).__name__}: {exc}")
+                found[probe.host] = probe
+                if on_result is not None:
+                    on_result(probe)
+    finally:
+        bastions.close_all()
     return [found[h.name] for h in hosts]
 
 

@@ -1,10 +1,11 @@
 """Jump hosts (ProxyJump) against real OpenSSH sshd: bastions and the hosts behind them
 (``tests/fleet.py`` ``start_jump_fleet``). The bastions log at DEBUG1, so each test reads in a
 bastion's own log that the connection to the host went through it ("server_request_direct_tcpip
-... target ADDRESS port PORT") and how many times it was logged in to ("Accepted publickey"). `hosts check` through them follows."""
+... target ADDRESS port PORT") and how many times it was logged in to ("Accepted publickey")."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.errors import ConfigError, HostKeyError, HostUnreachableError
+from tests.cli_support import isolated_env, run_cli
 from tests.fleet import FleetHost, JumpFleet, current_user, start_fleet, start_jump_fleet
 from tests.servers import free_port
 
@@ -270,6 +272,70 @@ def test_proxycommand_stays_refused_in_one_line(jf: JumpFleet, tmp_path: Path) -
     with pytest.raises(ConfigError, match="not a jump host"):
         run_marker(ex, jf.inner["inner-01"], "never", vars={"fleetsched_jump": "a b"})
     ex.close()
+
+
+def test_hosts_check_goes_through_the_bastion_and_shows_the_route(
+        jf: JumpFleet, tmp_path: Path) -> None:
+    # Given an INI inventory: the inner hosts behind jump-1 by Ansible's group variable, and
+    # inner-03 behind the chain jump-1,jump-2 by its own fleetsched_jump (which wins)
+    bastion, second = jf.bastions["jump-01"], jf.bastions["jump-02"]
+    config = ssh_config(jf, tmp_path / "ssh_config")
+    inv = tmp_path / "hosts.ini"
+    rows = [f"{h.name} ansible_host={h.address} ansible_port={h.port}" for h in jf.inner]
+    rows[2] += " fleetsched_jump=jump-1,jump-2"
+    inv.write_text("[inner]\n" + "\n".join(rows) + "\n\n[inner:vars]\n"
+                   "ansible_ssh_common_args='-o ProxyJump=jump-1'\n")
+    env = isolated_env(tmp_path, FLEETSCHED_KNOWN_HOSTS=str(jf.known_hosts),
+                       FLEETSCHED_SSH_CONFIG=str(config),
+                       FLEETSCHED_SSH_IDENTITY_FILE=str(jf.inner.identity))
+    code, _out, err = run_cli(["hosts", "import", str(inv)], env=env)
+    assert code == 0, err
+    log = Log(bastion)
+    # When they are checked
+    code, out, err = run_cli(["hosts", "check", "group:inner", "--executor-option",
+                              "allow_agent=false", "--executor-option", "look_for_keys=false",
+                              "--output", "json"], env=env)
+    # Then every one is ok, through its route, and jump-1 was logged in to once for them all
+    assert code == 0, err
+    rows_by_host = {h["host"]: h for h in json.loads(out)["hosts"]}
+    first_hop = f"jump-1 ({bastion.address}:{bastion.port})"
+    for h in jf.inner:
+        row = rows_by_host[h.name]
+        assert row["status"] == "ok" and row["host_key"] == "ok", row
+    assert [rows_by_host[h.name]["via"] for h in jf.inner] == [first_hop, first_hop, (
+        f"{first_hop} -> jump-2 ({second.address}:{second.port})")]
+    assert [log.forwarded_to(h) for h in [*jf.inner, second]] == [1, 1, 0, 1]
+    assert log.logins() == 1
+    # And the table shows the route in the address column
+    code, out, err = run_cli(["hosts", "check", "inner-01", "--executor-option",
+                              "allow_agent=false", "--executor-option", "look_for_keys=false"],
+                             env=env)
+    target = jf.inner["inner-01"]
+    assert code == 0 and re.search(rf"{target.address}:{target.port} via jump-1\b", out), out
+
+
+def test_hosts_check_names_the_bastion_when_its_key_is_unknown(
+        jf: JumpFleet, tmp_path: Path) -> None:
+    bastion, target = jf.bastions["jump-01"], jf.inner["inner-01"]
+    known = tmp_path / "known_hosts"
+    known.write_text("".join(h.known_hosts_line + "\n" for h in [*jf.bastions, *jf.inner]
+                             if h is not bastion))
+    env = isolated_env(tmp_path, FLEETSCHED_KNOWN_HOSTS=str(known),
+                       FLEETSCHED_SSH_CONFIG=str(ssh_config(jf, tmp_path / "ssh_config")),
+                       FLEETSCHED_SSH_IDENTITY_FILE=str(jf.inner.identity))
+    code, _out, err = run_cli(["hosts", "add", target.name, "--address", target.address,
+                               "--port", str(target.port), "--var", "fleetsched_jump=jump-1"],
+                              env=env)
+    assert code == 0, err
+    code, out, err = run_cli(["hosts", "check", target.name, "--executor-option",
+                              "allow_agent=false", "--executor-option", "look_for_keys=false",
+                              "--output", "json"], env=env)
+    assert code == 3
+    row = json.loads(out)["hosts"][0]
+    assert row["status"] == "unknown-key" and row["reachable"] is False
+    assert row["host_key"] == "" and row["auth"] == ""
+    assert row["error"].startswith(f"bastion jump-1 ({bastion.address}:{bastion.port}) host key "
+                                   "refused (while reaching inner-01)")
 
 
 # ----------------------------------------------------------------- how a chain is written

@@ -82,13 +82,13 @@ def test_the_json_output_has_one_object_per_host_and_the_summary(
                                "auth-failed": 0, "become-failed": 0, "no-sftp": 0, "error": 0}
     first = data["hosts"][0]
     assert [h["host"] for h in data["hosts"]] == ["web-01", "web-02"]
-    assert set(first) == {"host", "address", "port", "user", "reachable", "host_key",
+    assert set(first) == {"host", "address", "port", "user", "via", "reachable", "host_key",
                           "fingerprint", "auth", "remote_user", "become", "files",
                           "latency_ms", "status", "error", "hint"}
     assert first["status"] == "ok" and first["reachable"] is True
     assert first["host_key"] == "ok" and first["fingerprint"].startswith("SHA256:")
     assert first["remote_user"] == current_user() and first["latency_ms"] >= 0
-    assert first["files"] == "sftp"
+    assert first["files"] == "sftp" and first["via"] == ""  # reached directly
 
 
 def test_a_stopped_host_is_unreachable_and_the_check_exits_3(

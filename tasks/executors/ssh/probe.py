@@ -3,8 +3,14 @@
 
 The same steps as ``connect.connect``, each one's verdict kept instead of raised:
 
-1. resolve the target from the host, the ssh options and ``~/.ssh/config``;
-2. TCP connect (``reachable``; ``latency_ms`` is the time the connect took);
+1. resolve the target from the host, the ssh options and ``~/.ssh/config``, with its jump
+   hosts (``via``: ``jump-1 (10.0.0.9:2222)``, hops joined by `` -> ``);
+2. TCP connect (``reachable``; ``latency_ms`` is the time the connect took); behind jump hosts,
+   logging in to each of them as the executor does (``tunnel.Bastions``, strict host keys
+   first; a bastion's failure is the row's, its message naming the bastion: ``unreachable``,
+   ``unknown-key``, ``key-mismatch`` or ``auth-failed`` with ``reachable`` no), then the
+   ``direct-tcpip`` channel from the last one to the host (``reachable``; ``latency_ms`` is the
+   time that channel took to open);
 3. SSH handshake and host key against ``known_hosts``: ``ok``, ``UNKNOWN`` (with the key's
    SHA256 fingerprint and the command to add it after checking it out of band), ``MISMATCH``
    (possible man-in-the-middle) or ``REVOKED``; strict: ``known_hosts`` is never written, and a
@@ -51,6 +57,7 @@ from tasks.executors.ssh.connect import (
     start_sftp,
 )
 from tasks.executors.ssh.known_hosts import Entry, KnownHosts, Verdict, fingerprint
+from tasks.executors.ssh.tunnel import Bastions
 from tasks.host import CommandResult, Host
 
 # ssh-keyscan -t names of the host-key types paramiko reports (ecdsa-sha2-* are all "ecdsa").
@@ -71,6 +78,7 @@ class Probe:
     address: str = ""
     port: int = 22
     user: str = ""  # the login user
+    via: str = ""  # the jump hosts on the way, "jump-1 (10.0.0.9:2222) -> ..."; "" for direct
     reachable: bool = False
     host_key: str = ""  # ok, UNKNOWN, MISMATCH, REVOKED; "" when not reached
     fingerprint: str = ""  # SHA256:... of the key the host presented
@@ -94,8 +102,32 @@ def _fail(probe: Probe, status: str, exc: Exception) -> Probe:
     return probe
 
 
-def probe_host(host: Host, settings: Settings, options: dict[str, Any], timeout: float) -> Probe:
-    """Check ``host`` (see the module docstring); never raises for what it finds."""
+def _bastion_failed(probe: Probe, exc: FleetschedError) -> Probe:
+    """A jump host refused or failed (point 2): the row says so, naming the bastion."""
+    if isinstance(exc, HostKeyError):
+        unknown = getattr(exc, "verdict", None) is Verdict.UNKNOWN
+        return _fail(probe, "unknown-key" if unknown else "key-mismatch", exc)
+    if isinstance(exc, (AuthenticationError, ConfigError)):
+        return _fail(probe, "auth-failed", exc)
+    return _fail(probe, "unreachable", exc)
+
+
+def probe_host(host: Host, settings: Settings, options: dict[str, Any], timeout: float,
+               bastions: Bastions | None = None) -> Probe:
+    """Check ``host`` (see the module docstring); never raises for what it finds.
+    ``bastions``: jump-host logins shared by the probes of one ``hosts check``; without it a
+    host behind jump hosts gets its own."""
+    own = bastions is None
+    bastions = bastions or Bastions(Path(settings.known_hosts), options)
+    try:
+        return _probe(host, settings, options, timeout, bastions)
+    finally:
+        if own:
+            bastions.close_all()
+
+
+def _probe(host: Host, settings: Settings, options: dict[str, Any], timeout: float,
+           bastions: Bastions) -> Probe:
     probe = Probe(host=host.name, address=host.connect_address, port=host.port,
                   user=host.user or "")
     try:
@@ -105,20 +137,34 @@ def probe_host(host: Host, settings: Settings, options: dict[str, Any], timeout:
     except FleetschedError as exc:
         return _fail(probe, "error", exc)
     probe.address, probe.port, probe.user = target.address, target.port, target.user
+    probe.via = target.route
     known = KnownHosts.load(Path(settings.known_hosts))
+    release = None
+    if target.via:
+        try:
+            bastions.login(target)  # the jump hosts first, timed apart from the host
+        except (HostUnreachableError, HostKeyError, AuthenticationError, ConfigError) as exc:
+            return _bastion_failed(probe, exc)
     start = time.monotonic()
     try:
-        sock = open_socket(target, options)
+        if target.via:
+            sock, release = bastions.open(target)
+        else:
+            sock = open_socket(target, options)
     except HostUnreachableError as exc:
         return _fail(probe, "unreachable", exc)
+    except (HostKeyError, AuthenticationError, ConfigError) as exc:  # a bastion changed meanwhile
+        return _bastion_failed(probe, exc)
     probe.reachable = True
     probe.latency_ms = round((time.monotonic() - start) * 1000, 1)
     try:
         transport = handshake(sock, target, known, options)
     except HostKeyError as exc:  # offers none of the recorded key types
+        _release(release)
         probe.host_key = "MISMATCH"
         return _fail(probe, "key-mismatch", exc)
     except HostUnreachableError as exc:
+        _release(release)
         return _fail(probe, "unreachable", exc)
     try:
         key = transport.get_remote_server_key()
@@ -168,6 +214,12 @@ def probe_host(host: Host, settings: Settings, options: dict[str, Any], timeout:
         return _fail(probe, "unreachable", exc)
     finally:
         transport.close()
+        _release(release)
+
+
+def _release(release: Any) -> None:
+    if release is not None:
+        release()
 
 
 def _key_problem(probe: Probe, verdict: Verdict, entry: Entry | None, key: paramiko.PKey,
