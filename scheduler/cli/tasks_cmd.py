@@ -77,8 +77,11 @@ def show_cmd(ctx: typer.Context, task_id: TaskId, fmt: OutputOption = output.Out
     head["counts"] = ", ".join(f"{k}={info[k]}" for k in COUNT_COLUMNS)
     head["jobs"] = ", ".join(f"{k}={v}" for k, v in info["jobs"].items())
     if info["live"]:
-        head["live"] = ", ".join(f"{k}={v}" for k, v in info["live"].items()
-                                 if k in LIVE_SHOWN)
+        from scheduler.progress import from_task_hash
+
+        # The hash's own state stays "active" once every job ended: say what its counts say
+        live = {**info["live"], "state": from_task_hash(info["live"]).state}
+        head["live"] = ", ".join(f"{k}={v}" for k, v in live.items() if k in LIVE_SHOWN)
     if info.get("waves"):
         w = info["waves"]
         head["waves"] = (f"wave {w['wave']} of {w['waves']} ({w['sizes']}, {w['order']} order), "

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from scheduler.errors import ValidationError
@@ -62,8 +62,11 @@ def describe(task: dict[str, str]) -> dict[str, Any] | None:
              "stopped": "an operator: fleetsched tasks continue or tasks cancel",
              "continued": "the controller (continued by an operator)",
              "done": "nothing: every wave ended"}.get(state, "?")
+    why = task.get("wave_why") or None
+    if task.get("state") in ("cancelled", "aborted"):  # no wave moves again, nobody is awaited
+        state, waits, why = task["state"], None, None
     return {"wave": int(wave) if str(wave).isdigit() else wave, "waves": int(waves),
-            "state": state, "waits_for": waits, "why": task.get("wave_why") or None,
+            "state": state, "waits_for": waits, "why": why,
             "sizes": policy.get("sizes"), "order": policy.get("order"), "seed": policy.get("seed"),
             "pause_ms": policy.get("pause_ms"), "gate": policy.get("gate"),
             "check": policy.get("check"), "max_failures": policy.get("max_failures")}
@@ -73,7 +76,7 @@ def _shown_ms(ms: str | None) -> str:
     """A Redis clock time in ms as views print times: ``2026-11-28T05:50:45Z`` (``?``: none)."""
     if not ms or not str(ms).lstrip("-").isdigit():
         return "?"
-    when = datetime.fromtimestamp(int(ms) / 1000, timezone.utc)
+    when = datetime.fromtimestamp(int(ms) / 1000, UTC)
     return when.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 

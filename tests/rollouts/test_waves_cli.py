@@ -173,3 +173,30 @@ def test_a_pause_between_waves_is_shown_as_a_time_not_epoch_milliseconds() -> No
             "wave_policy": '{"pause_ms": 600000}'}
     assert describe(task)["waits_for"] == "the pause until 2026-11-28T05:50:45Z"
     assert describe({**task, "wave_until": ""})["waits_for"] == "the pause until ?"
+
+
+def test_tasks_show_says_a_finished_task_and_a_cancelled_rollout_as_they_are(
+        cli: Cli, redis_client: redis.Redis) -> None:
+    from scheduler.queue.client import Queue
+    from scheduler.queue.types import JobResult
+
+    queue = Queue(redis_client, KEYS)
+    # Given a one-host task whose job a worker took and acked (the hash's state stays active)
+    done = cli.submit("command", "-t", "web-01", "-p", "cmd=true")
+    [job] = queue.claim("w1", 10).jobs
+    queue.ack("w1", [(job.job_id, job.token, JobResult(exit_code=0))])
+    assert queue.task_state(str(done))["state"] == "active"
+    # Then tasks show says succeeded on its live line too, never "state=active"
+    live = [line for line in cli.ok("tasks", "show", str(done)).splitlines()
+            if line.startswith("live")]
+    assert live and "state=succeeded" in live[0], live
+    # Given a rollout in waves (behind a gate), cancelled
+    gated = cli.submit("command", "-t", "group:web", "-p", "cmd=true", "--waves", "1,100%",
+                       "--wave-gate", "approve")
+    cli.ok("tasks", "cancel", str(gated))
+    # Then it waits for nobody: no "waiting for an operator", no stale reason
+    shown = cli.ok("tasks", "show", str(gated))
+    waves = [line for line in shown.splitlines() if line.startswith("waves")]
+    assert waves and waves[0].endswith("cancelled") and "waiting" not in shown, shown
+    rollout = json.loads(cli.ok("tasks", "show", str(gated), "-o", "json"))["waves"]
+    assert (rollout["state"], rollout["waits_for"], rollout["why"]) == ("cancelled", None, None)
