@@ -16,7 +16,8 @@
    ``HostKeyError``, ``AuthenticationError``) and is reported as the bastion's:
    ``bastion jump-1 (10.0.0.9:2222) unreachable (while reaching web-07): ...``; a target (or
    next hop) the bastion cannot open a channel to is
-   ``bastion jump-1 (10.0.0.9:2222) cannot reach web-07 (10.1.0.7:22): Connection refused``.
+   ``bastion jump-1 (10.0.0.9:2222) cannot reach web-07 (10.1.0.7:22): Connect failed`` (the
+   bastion's words).
    Nothing secret is in them: names, addresses, the server's reason.
 """
 
@@ -145,9 +146,11 @@ class Bastions:
                 "direct-tcpip", (to.address, to.port), ("127.0.0.1", 0),
                 timeout=self.options["connect_timeout"])
         except paramiko.ChannelException as exc:
+            why = exc.text or f"channel open failed (code {exc.code})"
+            if exc.code == paramiko.common.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED:
+                why += " (administratively prohibited: its sshd forbids forwarding there)"
             raise HostUnreachableError(
-                f"bastion {link.hop.endpoint} cannot reach {to.endpoint}: "
-                f"{exc.text or f'channel open failed (code {exc.code})'}",
+                f"bastion {link.hop.endpoint} cannot reach {to.endpoint}: {why}",
                 hint=f"check that {to.name} is up and that {link.hop.name} may connect to "
                      f"{to.address} port {to.port} (sshd AllowTcpForwarding, PermitOpen, "
                      "firewalls)") from None
