@@ -120,12 +120,31 @@ def _invoked(args: list[str]) -> str | None:
     return None
 
 
+# `--help` in a pipe (`fleetsched submit --help | less`): rich lays it out at 80 columns there
+# and cuts option names and types with an ellipsis; at this width none is cut.
+HELP_PIPE_WIDTH = 120
+
+
+def _widen_help_in_a_pipe() -> None:
+    """Lay ``--help`` out at ``HELP_PIPE_WIDTH`` when stdout is no terminal and neither
+    ``COLUMNS`` nor typer's ``TERMINAL_WIDTH`` says a width (typer reads the latter into
+    ``rich_utils.MAX_WIDTH`` at import, which is what we set)."""
+    import os
+
+    from typer import rich_utils
+
+    if os.environ.get("COLUMNS") or os.environ.get("TERMINAL_WIDTH") or sys.stdout.isatty():
+        return
+    rich_utils.MAX_WIDTH = HELP_PIPE_WIDTH
+
+
 def main(args: list[str] | None = None) -> None:
     """Console-script entry point: no traceback for any error fleetsched raises on purpose.
 
     ``args`` defaults to ``sys.argv[1:]``; tests pass their own."""
     if args is None:
         args = sys.argv[1:]
+    _widen_help_in_a_pipe()
     try:
         # In non-standalone mode click returns the code of a typer.Exit instead of raising it.
         rc = build(_invoked(args))(args=args, standalone_mode=False, prog_name="fleetsched")

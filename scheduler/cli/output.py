@@ -24,7 +24,7 @@ from enum import Enum
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
 
 from scheduler.visible import visible
@@ -38,17 +38,26 @@ class _DataConsole(Console):
     would otherwise squeeze it to 80 columns and cut values with an ellipsis)."""
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
-        if self.is_terminal or not any(isinstance(o, Table) for o in objects):
+        tables = [t for o in objects for t in _tables(o)]
+        if self.is_terminal or not tables:
             super().print(*objects, **kwargs)
             return
-        for table in objects:
-            if isinstance(table, Table):
-                table.expand = False
+        for table in tables:
+            table.expand = False
         saved, self.width = self._width, PIPE_WIDTH
         try:
             super().print(*objects, **kwargs)
         finally:
             self._width = saved
+
+
+def _tables(renderable: Any) -> list[Table]:
+    """The tables in a renderable: itself, or those of a ``Group`` (``top --once``'s frame)."""
+    if isinstance(renderable, Table):
+        return [renderable]
+    if isinstance(renderable, Group):
+        return [t for r in renderable.renderables for t in _tables(r)]
+    return []
 
 
 stdout = _DataConsole(markup=False, highlight=False, emoji=False, soft_wrap=True)

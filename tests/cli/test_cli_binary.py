@@ -112,3 +112,23 @@ def test_shell_completion_can_be_shown(tmp_path: Path) -> None:
     result = run(tmp_path, "--show-completion", "bash", SHELL="/bin/bash")
     assert result.returncode == 0
     assert "fleetsched" in result.stdout and "complete" in result.stdout
+
+
+def test_help_and_top_in_a_pipe_are_not_cut_at_80_columns(tmp_path: Path, redis_url: str) -> None:
+    # Given no COLUMNS (a pipe, as `fleetsched submit --help | less` or a script sees it)
+    piped = {"COLUMNS": "", "TERMINAL_WIDTH": ""}
+    # Then no option name, type or value of any --help is cut with an ellipsis
+    for args in (["--help"], ["submit", "--help"], ["tasks", "--help"]):
+        result = run(tmp_path, *args, **piped)
+        assert result.returncode == 0 and "…" not in result.stdout, (args, result.stdout)
+    # And top --once lays its task table out at its natural width
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    common = ["--redis-url", redis_url, "--database-url", db]
+    assert run(tmp_path, *common, "db", "upgrade").returncode == 0
+    (tmp_path / "hosts.ini").write_text("[web]\nweb-01\n")
+    assert run(tmp_path, *common, "hosts", "import", str(tmp_path / "hosts.ini")).returncode == 0
+    assert run(tmp_path, *common, "submit", "command", "-t", "all", "-p", "cmd=true",
+               "--in", "1h", "--yes").returncode == 0
+    top = run(tmp_path, *common, "top", "--once", **piped)
+    assert top.returncode == 0 and "…" not in top.stdout, top.stdout
+    assert "failed" in top.stdout and "running" in top.stdout and "waiting" in top.stdout
