@@ -8,7 +8,8 @@ real server.
    it is launched through ``executable_path``.
 2. ``chromium``: one browser per test module (each pytest-xdist worker launches its own),
    closed with the module; ``browser_page``: a fresh context (no cookies) and page per test,
-   1280x800, with the ``console`` beside it and the page's script errors collected.
+   1280x800, with the ``console`` beside it (the module's server, ``conftest.py``) and the
+   page's script errors collected.
 3. ``InBrowser.sign_in(role)`` signs in through the real sign-in form with a new token of
    that role; ``sign_in_with(page, root, token)`` does it with a given token.
 4. ``screenshot(page, name)`` writes ``docs/images/console-NAME.png`` when
@@ -96,10 +97,10 @@ class InBrowser:
     def sign_in(self, role: str, *, tenant: str | None = None, owner: str | None = None,
                 next_page: str = "/ui/") -> str:
         """Sign in through the form with a new token of ``role``; returns the token."""
-        args = [f"{role}-{tenant or 'team'}-browser", "--role", role]
+        args = ["--role", role]
         args += ["--tenant", tenant] if tenant else []
         args += ["--owner", owner] if owner else []
-        token = self.console.api.token(*args)
+        token = self.console.token(f"{role}-{tenant or 'team'}-browser", *args)
         sign_in_with(self.page, self.root, token, next_page)
         return token
 
@@ -146,6 +147,6 @@ def screenshot(page: Page, name: str, at: Locator | None = None) -> None:
 
 
 @pytest.fixture
-def worker_node(console: Console, tmp_path: Path, redis_url: str) -> Iterator[Callable[[], None]]:
-    with worker_nodes(tmp_path, redis_url, console.api.database_url) as start:
+def worker_node(console: Console, tmp_path: Path) -> Iterator[Callable[[], None]]:
+    with worker_nodes(tmp_path, console.redis_url, console.api.database_url) as start:
         yield start

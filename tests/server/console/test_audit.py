@@ -1,6 +1,7 @@
 """The audit report in the web console (``scheduler.server.console.audit``) on a real server:
 its filters, a page of jobs, and CSV and JSON downloads that hold what ``fleetsched report``
-writes for the same filters; who may read it."""
+writes for the same filters; who may read it. Its tests only read: they share the module's
+server (tests/server/console/conftest.py) and the tasks reported on it."""
 
 from __future__ import annotations
 
@@ -12,16 +13,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.server.conftest import Api
 from tests.server.console.conftest import Console
 
 
-@pytest.fixture
-def reported(console: Console, tmp_path: Path) -> dict[str, int]:
-    """Three tasks waiting an hour: olga's on the five web hosts and on 120 bulk hosts, bob's
-    on two web hosts, cancelled."""
+@pytest.fixture(scope="module")
+def reported(shared_console: tuple[Api, Path],
+             tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
+    """On the module's server, three tasks waiting an hour: olga's on the five web hosts and
+    on 120 bulk hosts, bob's on two web hosts, cancelled."""
+    tmp_path = tmp_path_factory.mktemp("reported")
     (tmp_path / "bulk.ini").write_text("[bulk]\n" + "".join(f"bulk-{n:03}\n"
                                                             for n in range(1, 121)))
-    cli = console.api.cli
+    cli = shared_console[0].cli
     cli.ok("hosts", "import", str(tmp_path / "bulk.ini"))
     later = ["-p", "cmd=true", "--executor", "simulate", "--in", "1h"]
     tasks = {"web": cli.submit("command", "-t", "group:web", *later, operator="olga"),

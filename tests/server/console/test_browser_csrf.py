@@ -2,7 +2,7 @@
 page, every form that posts must carry the session's ``csrf_token``, and each one posted from
 the browser with that field changed (as a page of another site would have to guess it) is
 refused with 403 and changes nothing: no task queued, the window still waiting, the session
-still open."""
+still open. (Both tests browse the module's server, tests/server/console/conftest.py.)"""
 
 from __future__ import annotations
 
@@ -62,6 +62,9 @@ def test_every_form_refuses_a_wrong_csrf_token(browser_page: InBrowser) -> None:
     # And a task waiting to start in an hour
     task = cli.submit("command", "-t", "group:web", "-p", "cmd=true", "--executor", "simulate",
                       "--in", "1h")
+    tasks = "SELECT id, state FROM tasks"
+    before = [(r.id, r.state) for r in sql_rows(browser_page.console.api.database_url, tasks)]
+    assert (task, "active") in before
     browser_page.sign_in("admin", owner="ada")
     page = browser_page.page
     seen = 0
@@ -89,8 +92,8 @@ def test_every_form_refuses_a_wrong_csrf_token(browser_page: InBrowser) -> None:
     assert seen >= 4 + 5
     # And nothing changed: no other task, the task still waiting, the window still waits, the
     # session is still open
-    rows = sql_rows(browser_page.console.api.database_url, "SELECT id, state FROM tasks")
-    assert [(r.id, r.state) for r in rows] == [(task, "active")]
+    rows = sql_rows(browser_page.console.api.database_url, tasks)
+    assert [(r.id, r.state) for r in rows] == before
     browser_page.go("/ui/windows/web-pending")
     expect(page.get_by_text("pending approval").first).to_be_visible()
     browser_page.go("/ui/")
@@ -100,7 +103,7 @@ def test_every_form_refuses_a_wrong_csrf_token(browser_page: InBrowser) -> None:
 
 def test_the_sign_in_form_refuses_a_changed_check_value(browser_page: InBrowser) -> None:
     page = browser_page.page
-    token = browser_page.console.api.token("t", "--role", "viewer")
+    token = browser_page.console.token("t", "--role", "viewer")
     browser_page.go("/ui/login")
     page.get_by_label("API token").fill(token)
     page.evaluate("() => { document.querySelector('input[name=check]').value = 'forged'; }")

@@ -6,10 +6,14 @@ the provider knows but fleetsched gives no role is refused on a console page."""
 
 from __future__ import annotations
 
+import pytest
 from playwright.sync_api import expect
 
 from tests.server.console.browser import InBrowser
 from tests.server.test_oidc import _person, issuer, oidc_config  # noqa: F401 - the fixtures
+
+# Each test's server reads the provider's settings, written in its directory, when it starts.
+pytestmark = pytest.mark.own_server
 
 
 def test_a_person_signs_in_by_single_sign_on_and_lands_on_the_page_asked_for(

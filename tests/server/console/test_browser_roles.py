@@ -1,14 +1,17 @@
 """What each role and each customer is shown, in a real browser: a customer sees its own hosts
 only, and another customer's objects typed as direct URLs are a 404 page; the buttons and the
 pages' links follow the role (a viewer has none that change anything, an operator and a window
-admin have theirs), as the role table of ``scheduler.access.roles`` decides."""
+admin have theirs), as the role table of ``scheduler.access.roles`` decides. Both tests browse
+the module's server (tests/server/console/conftest.py), with its two customers."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import Page, expect
 
+from tests.server.conftest import Api
 from tests.server.console.browser import InBrowser
 from tests.tenants_support import ACME_AND_GLOBEX
 
@@ -18,9 +21,12 @@ CUSTOMER_NAV = ["My hosts", "Tasks", "Calendar", "Hosts"]
 TEAM_NAV = ["Fleet", "Tasks", "Calendar", "Hosts", "Audit"]
 
 
-def _customers(browser_page: InBrowser, tmp_path: Path) -> None:
-    """acme (acme-01, acme-02) and globex (globex-01), a window each waiting for approval."""
-    cli = browser_page.console.api.cli
+@pytest.fixture(scope="module")
+def customers(shared_console: tuple[Api, Path],
+              tmp_path_factory: pytest.TempPathFactory) -> None:
+    """On the module's server: acme (acme-01, acme-02) and globex (globex-01), a window each
+    waiting for approval."""
+    cli, tmp_path = shared_console[0].cli, tmp_path_factory.mktemp("customers")
     inventory = tmp_path / "customers.ini"
     inventory.write_text(ACME_AND_GLOBEX)
     cli.ok("hosts", "import", str(inventory))
@@ -52,9 +58,8 @@ def _buttons(page: Page) -> set[str]:
 
 
 def test_a_customer_sees_its_own_hosts_and_another_customers_are_not_found(
-        browser_page: InBrowser, tmp_path: Path) -> None:
+        browser_page: InBrowser, customers: None) -> None:
     page, root = browser_page.page, browser_page.root
-    _customers(browser_page, tmp_path)
     cli = browser_page.console.api.cli
     simulate = ["-p", "cmd=true", "--executor", "simulate", "--in", "1h"]
     globex_task = cli.submit("command", "-t", "group:globex", *simulate)
@@ -97,9 +102,8 @@ def test_a_customer_sees_its_own_hosts_and_another_customers_are_not_found(
     assert browser_page.errors == []
 
 
-def test_the_buttons_follow_the_role(browser_page: InBrowser, tmp_path: Path) -> None:
+def test_the_buttons_follow_the_role(browser_page: InBrowser, customers: None) -> None:
     page, root = browser_page.page, browser_page.root
-    _customers(browser_page, tmp_path)
     # And a window of the team's, on group web, waiting for the team's approval
     cli = browser_page.console.api.cli
     cli.ok("windows", "add", "web-pending", "--cron", "0 6 * * 3", "--duration", "2h",

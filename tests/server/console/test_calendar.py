@@ -1,7 +1,8 @@
 """The web console's calendar (``scheduler.server.console.calendar``) on a real server: the
 team sees every window's and freeze's openings over the coming weeks, each marked with its
 state in a class and in words (the SVG timeline and the table of the same openings), and the
-schedules with their next occurrences; a customer sees only its own windows and no schedule."""
+schedules with their next occurrences; a customer sees only its own windows and no schedule.
+Both read one calendar on the module's server (tests/server/console/conftest.py)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,21 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 import redis
 
 from tests.schedule_support import fired
+from tests.server.conftest import Api
 from tests.server.console.conftest import Console
 from tests.tenants_support import customers_ini
 
 
-def _calendar(console: Console, tmp_path: Path) -> None:
-    """The team's windows on group web (one needing no approval, one approved, one denied),
-    a freeze in ten days, a window of acme and one of globex awaiting them, a schedule."""
-    cli = console.api.cli
+@pytest.fixture(scope="module")
+def calendar(shared_console: tuple[Api, Path], tmp_path_factory: pytest.TempPathFactory) -> None:
+    """On the module's server, the team's windows on group web (one needing no approval, one
+    approved, one denied), a freeze in ten days, a window of acme and one of globex awaiting
+    them, a schedule."""
+    cli, tmp_path = shared_console[0].cli, tmp_path_factory.mktemp("calendar")
     source = tmp_path / "customers.ini"
     source.write_text(customers_ini(acme=("acme-01",), globex=("globex-01",)))
     cli.ok("hosts", "import", str(source))
@@ -44,9 +49,9 @@ def _calendar(console: Console, tmp_path: Path) -> None:
            "-p", "cmd=true")
 
 
-def _fire(console: Console, redis_url: str, name: str) -> int:
+def _fire(console: Console, name: str) -> int:
     """Claim and fire schedule ``name``'s entry once it is due; its task's id."""
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client = redis.Redis.from_url(console.redis_url, decode_responses=True)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -66,8 +71,7 @@ def _listed(html: str, window: str) -> int:
 
 
 def test_the_team_sees_every_opening_of_the_coming_weeks_with_its_state(
-        console: Console, tmp_path: Path, redis_url: str) -> None:
-    _calendar(console, tmp_path)
+        console: Console, calendar: None) -> None:
     team = console.as_role("viewer")
     page = team.get("/ui/calendar")
     assert page.status_code == 200, page.text[:500]
@@ -91,7 +95,7 @@ def test_the_team_sees_every_opening_of_the_coming_weeks_with_its_state(
     assert "<h2 id=\"sch-h\">Schedules</h2>" in html and ">nightly" in html
     assert "none yet" in html  # nightly has made no task
     # When a schedule fires (as a worker fires it), its task is listed with its state
-    task = _fire(console, redis_url, "often")
+    task = _fire(console, "often")
     html = team.get("/ui/calendar").text
     assert f'<a href="/ui/tasks/{task}">task {task}</a> <span class="state-' in html
     # One week: 7 nightly openings; one group: its row only
@@ -104,8 +108,7 @@ def test_the_team_sees_every_opening_of_the_coming_weeks_with_its_state(
 
 
 def test_a_customer_sees_its_own_windows_only_and_no_schedule(
-        console: Console, tmp_path: Path) -> None:
-    _calendar(console, tmp_path)
+        console: Console, calendar: None) -> None:
     acme = console.as_role("customer-approver", tenant="acme", owner="ann")
     page = acme.get("/ui/calendar")
     assert page.status_code == 200, page.text[:500]

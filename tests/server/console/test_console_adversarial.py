@@ -4,7 +4,9 @@ window and host pages; markup in user data drawn as markup; state changed withou
 field or by a GET; sessions surviving what should end them; absurd input answered with
 anything but one line on a 4xx page; a secret or a pasted token shown anywhere.
 
-Each test asks what test_matrix.py, test_tasks.py, test_customer.py and test_signin.py do not."""
+Each test asks what test_matrix.py, test_tasks.py, test_customer.py and test_signin.py do not.
+They share the module's server (tests/server/console/conftest.py), each with objects of its own
+and judging only the server log it caused; the NUL bytes' test has one on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -200,7 +202,7 @@ def test_markup_in_every_kind_of_user_data_is_drawn_as_text(
         assert _drawn_as_markup(page.text) == [] and "&lt;script&gt;" in page.text
         check = re.search(r'name="check" value="([^"]+)"', page.text)
         assert check
-        token = console.api.token("n", "--role", "viewer")
+        token = console.token("n", "--role", "viewer")
         reply = client.post(f"{console.root}/ui/login",
                             data={"check": check.group(1), "next": asked, "token": token})
         assert reply.status_code == 303 and "evil" not in reply.cookies
@@ -220,7 +222,7 @@ ODD = "\x00\u202e\U0001f4a5%_*[(?\\"
 
 
 def test_absurd_input_is_one_line_on_a_4xx_page_and_never_a_traceback(
-        console: Console, tmp_path: Path) -> None:
+        console: Console) -> None:
     # Given a task, a window needing approval and an operator, a window admin and a customer
     cli = console.api.cli
     task = cli.submit("command", "-t", "group:web", "-p", "cmd=true", "--in", "1h")
@@ -316,7 +318,7 @@ def test_absurd_input_is_one_line_on_a_4xx_page_and_never_a_traceback(
     broken += _not_one_line_4xx(raw, "a sign-in not in UTF-8")
     assert broken == [], "\n".join(broken)
     # Then the server logged no traceback and no unexpected error
-    log = (tmp_path / "server.log").read_text(errors="replace")
+    log = console.server_log()
     assert "Traceback" not in log and "unexpected" not in log, log[-3000:]
 
 
@@ -327,11 +329,11 @@ def _session_cookie(reply: httpx.Response) -> str:
 
 
 def test_sessions_are_new_at_each_sign_in_bound_to_their_csrf_and_end_with_their_token(
-        console: Console, tmp_path: Path) -> None:
+        console: Console) -> None:
     # Given an attacker's own live session, planted in the victim's browser
     attacker = console.as_role("customer-viewer", tenant="globex")
     planted = attacker.client.cookies["fleetsched_session"]
-    token = console.api.token("victim", "--role", "operator", "--owner", "vera")
+    token = console.token("victim", "--role", "operator", "--owner", "vera")
     with httpx.Client(follow_redirects=False, timeout=30) as victim:
         victim.cookies.set("fleetsched_session", planted, domain="127.0.0.1", path="/")
         page = victim.get(f"{console.root}/ui/login")
@@ -374,7 +376,7 @@ def test_sessions_are_new_at_each_sign_in_bound_to_their_csrf_and_end_with_their
         refused = stranger.post(f"{console.root}/ui/login",
                                 data={"check": check.group(1), "next": "/ui/", "token": wrong})
         assert refused.status_code == 401 and "NOTAREALSECRET" not in refused.text
-    log = (tmp_path / "server.log").read_text()
+    log = console.server_log()
     assert token not in log and token.split("_")[-1] not in log and "NOTAREALSECRET" not in log
 
 
@@ -382,7 +384,7 @@ def test_no_get_changes_anything_and_a_live_stream_ends_with_its_revoked_token(
         console: Console) -> None:
     # Given a waiting task and an operator, whose session was opened with a token
     task = console.api.cli.submit("command", "-t", "group:web", "-p", "cmd=true", "--in", "1h")
-    token = console.api.token("olga", "--role", "operator", "--owner", "olga")
+    token = console.token("olga", "--role", "operator", "--owner", "olga")
     operator = console.signed(token)
     before = sql_snapshot(console.api.database_url)
     # When every page a form posts to is asked with GET instead (as a link elsewhere could)
@@ -417,9 +419,9 @@ def test_no_get_changes_anything_and_a_live_stream_ends_with_its_revoked_token(
 
 
 def test_a_secret_parameter_shows_its_reference_never_its_value_on_any_page_or_download(
-        console: Console, tmp_path: Path, redis_url: str) -> None:
+        console: Console, tmp_path: Path) -> None:
     # Given a task whose secret is a reference to the environment, and a file of the server's
-    cli = Cli(tmp_path, redis_url, console.api.database_url,
+    cli = Cli(tmp_path, console.redis_url, console.api.database_url,
               env={"FS_ADV_SECRET": "hunter2-env-value"})
     rollover = ["-p", "pre_check=true", "-p", "rollover=true", "-p", "post_check=true"]
     task = cli.submit("key-rollover", "--target", "group:web", *rollover,
@@ -451,14 +453,14 @@ def test_a_secret_parameter_shows_its_reference_never_its_value_on_any_page_or_d
     fragments, _ = _events(operator, f"/ui/tasks/{task}/live",
                            lambda got, done: {"summary", "hosts"} <= set(got))
     assert "hunter2" not in "".join(fragments.values())
-    assert "hunter2" not in (tmp_path / "server.log").read_text()
+    assert "hunter2" not in console.server_log()
 
 
 def test_nul_bytes_in_every_text_filter_are_one_line_on_postgresql(
         tmp_path: Path, redis_url: str, fresh_postgres_url: str) -> None:
     # Given the console of a server on PostgreSQL (which takes no NUL in a text), and a task
     with serve_api(tmp_path, redis_url, fresh_postgres_url) as served:
-        console = Console(served)
+        console = Console(served, tmp_path / "server.log")
         try:
             task = served.cli.submit("command", "-t", "group:web", "-p", "cmd=true", "--in", "1h")
             operator = console.as_role("operator")

@@ -3,7 +3,10 @@ and ``.windows``): a customer-approver of acme sees the window that waits for it
 page, approves it with a comment on the window's page, and the page and the record then say
 so; a denial without a comment, a form without the CSRF field and a decision on a version
 that changed since are refused and record nothing; a customer-viewer has no buttons and is
-refused the POST; acme is answered 404 for globex's window and never shown globex's hosts."""
+refused the POST; acme is answered 404 for globex's window and never shown globex's hosts.
+The tests share the module's server (tests/server/console/conftest.py) and its customers; the
+test that edits a window edits one of its own, and each judges the decisions made while it
+ran."""
 
 from __future__ import annotations
 
@@ -11,6 +14,9 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
+from tests.server.conftest import Api
 from tests.server.console.conftest import Browsing, Console
 from tests.submit_support import sql_rows
 from tests.tenants_support import customers_ini
@@ -18,10 +24,12 @@ from tests.tenants_support import customers_ini
 PAGES = ("/ui/customer", "/ui/calendar", "/ui/windows/acme-sat", "/ui/windows/both")
 
 
-def _customers(console: Console, tmp_path: Path) -> None:
-    """acme (two hosts) and globex (one), a window of each awaiting its customer, one over a
-    host of each, and a freeze of acme's."""
-    cli = console.api.cli
+@pytest.fixture(scope="module")
+def customers(shared_console: tuple[Api, Path],
+              tmp_path_factory: pytest.TempPathFactory) -> None:
+    """On the module's server: acme (two hosts) and globex (one), a window of each awaiting its
+    customer, one over a host of each, and a freeze of acme's."""
+    cli, tmp_path = shared_console[0].cli, tmp_path_factory.mktemp("customers")
     source = tmp_path / "customers.ini"
     source.write_text(customers_ini(acme=("acme-01", "acme-02"), globex=("globex-01",)))
     cli.ok("hosts", "import", str(source))
@@ -45,8 +53,7 @@ def _decisions(console: Console) -> list[object]:
 
 
 def test_an_approver_sees_its_pending_window_and_approves_it_with_a_comment(
-        console: Console, tmp_path: Path) -> None:
-    _customers(console, tmp_path)
+        console: Console, customers: None) -> None:
     ann = _approver(console)
     # Given acme's home page: its hosts, the windows awaiting it, its freeze; nothing of globex
     home = ann.get("/ui/customer")
@@ -97,43 +104,48 @@ def test_an_approver_sees_its_pending_window_and_approves_it_with_a_comment(
 
 
 def test_a_decision_without_a_comment_csrf_or_on_an_old_version_is_refused(
-        console: Console, tmp_path: Path) -> None:
-    _customers(console, tmp_path)
+        console: Console, customers: None) -> None:
+    # Given a window of acme's own, as acme-sat is (this test changes it)
+    cli = console.api.cli
+    cli.ok("windows", "add", "acme-fri", "--rrule", "FREQ=WEEKLY;BYDAY=FR;BYHOUR=22",
+           "--duration", "4h", "--tz", "Europe/Berlin", "--requires-approval", operator="alice")
+    cli.ok("windows", "assign", "acme-fri", "--group", "acme", operator="alice")
+    before = _decisions(console)
     ann = _approver(console)
     # A denial without a comment: the verb's one line, nothing recorded
-    refused = ann.post("/ui/windows/acme-sat/deny", {"comment": " ", "version": "1"})
+    refused = ann.post("/ui/windows/acme-fri/deny", {"comment": " ", "version": "1"})
     assert refused.status_code == 400
     assert "a denial needs a comment saying why" in refused.text
     assert "Traceback" not in refused.text
     # An approval without the CSRF field: 403, nothing recorded
-    forged = ann.post("/ui/windows/acme-sat/approve", {"comment": "x", "version": "1"},
+    forged = ann.post("/ui/windows/acme-fri/approve", {"comment": "x", "version": "1"},
                       csrf=False)
     assert forged.status_code == 403
-    assert _decisions(console) == []
+    assert _decisions(console) == before
     # When the window changes after ann read version 1, her approval of it is refused (409)
-    console.api.cli.ok("windows", "edit", "acme-sat", "--duration", "3h", operator="alice")
-    stale = ann.post("/ui/windows/acme-sat/approve", {"comment": "ok", "version": "1"})
+    cli.ok("windows", "edit", "acme-fri", "--duration", "3h", operator="alice")
+    stale = ann.post("/ui/windows/acme-fri/approve", {"comment": "ok", "version": "1"})
     assert stale.status_code == 409
     assert "is at version 2, not 1" in stale.text
-    assert _decisions(console) == []
+    assert _decisions(console) == before
     # A denial with a comment, on the current version, is recorded and shown
-    assert ann.post("/ui/windows/acme-sat/deny", {"comment": "quarter close",
+    assert ann.post("/ui/windows/acme-fri/deny", {"comment": "quarter close",
                                                   "version": "2"}).status_code == 303
-    page = ann.get("/ui/windows/acme-sat")
+    page = ann.get("/ui/windows/acme-fri")
     assert "opening-denied" in page.text and "quarter close" in page.text
-    assert len(_decisions(console)) == 1
+    assert len([d for d in _decisions(console) if d not in before]) == 1
 
 
 def test_a_customer_viewer_has_no_buttons_and_is_refused_the_post(
-        console: Console, tmp_path: Path) -> None:
-    _customers(console, tmp_path)
+        console: Console, customers: None) -> None:
+    before = _decisions(console)
     viewer = console.as_role("customer-viewer", tenant="acme")
     page = viewer.get("/ui/windows/acme-sat")
     assert page.status_code == 200
     assert ">Approve</button>" not in page.text and ">Deny</button>" not in page.text
     assert viewer.post("/ui/windows/acme-sat/approve", {"comment": "x"}).status_code == 403
     assert viewer.post("/ui/windows/acme-sat/deny", {"comment": "x"}).status_code == 403
-    assert _decisions(console) == []
+    assert _decisions(console) == before
     # And an operator of the team, whose party the window does not await, has none either
     operator = console.as_role("window-admin", owner="bob")
     page = operator.get("/ui/windows/acme-sat")
@@ -141,8 +153,8 @@ def test_a_customer_viewer_has_no_buttons_and_is_refused_the_post(
 
 
 def test_acme_is_answered_404_for_globex_window_and_is_never_shown_globex(
-        console: Console, tmp_path: Path) -> None:
-    _customers(console, tmp_path)
+        console: Console, customers: None) -> None:
+    before = _decisions(console)
     console.api.cli.submit("command", "--target", "group:globex", "--param", "cmd=true",
                            "--in", "1h")
     ann = _approver(console)
@@ -153,7 +165,7 @@ def test_acme_is_answered_404_for_globex_window_and_is_never_shown_globex(
                   ann.post("/ui/windows/globex-sun/revoke")):
         assert reply.status_code == 404, reply.text[:300]
         assert "no window named &#39;globex-sun&#39;" in reply.text
-    assert _decisions(console) == []
+    assert _decisions(console) == before
     # And no page of acme's names globex, its hosts, its window or its task
     for path in PAGES:
         page = ann.get(path)

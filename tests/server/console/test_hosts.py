@@ -1,6 +1,7 @@
 """The host search and a host's page in the web console (``scheduler.server.console.hosts``)
 on a real server: by name, group and variable, paged; a host's variables, windows and history
-linked to its tasks and jobs; a customer sees its own hosts only."""
+linked to its tasks and jobs; a customer sees its own hosts only. The tests share the module's
+server (tests/server/console/conftest.py); only the history's test runs tasks there."""
 
 from __future__ import annotations
 
@@ -11,14 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.conftest import Api
+from tests.server.conftest import Api, worker_nodes
 from tests.server.console.conftest import Console
+from tests.submit_support import Cli
 from tests.tenants_support import customers_ini
 
 
-def _import(console: Console, tmp_path: Path, name: str, text: str) -> None:
+def _import(cli: Cli, tmp_path: Path, name: str, text: str) -> None:
     (tmp_path / name).write_text(text)
-    console.api.cli.ok("hosts", "import", str(tmp_path / name))
+    cli.ok("hosts", "import", str(tmp_path / name))
 
 
 def _names(page: str) -> list[str]:
@@ -26,16 +28,23 @@ def _names(page: str) -> list[str]:
     return re.findall(r'<td><a href="/ui/hosts/([^"?]+)">', page)
 
 
-@pytest.fixture
-def fleet(console: Console, tmp_path: Path) -> Console:
-    """The five web hosts, three db hosts with variables, 120 bulk hosts, and two customers'."""
-    _import(console, tmp_path, "db.ini",
+@pytest.fixture(scope="module")
+def hosts(shared_console: tuple[Api, Path], tmp_path_factory: pytest.TempPathFactory) -> None:
+    """On the module's server: the five web hosts, three db hosts with variables, 120 bulk
+    hosts, and two customers'."""
+    cli, tmp_path = shared_console[0].cli, tmp_path_factory.mktemp("hosts")
+    _import(cli, tmp_path, "db.ini",
             "[db]\ndb-01 rack=r1 role=primary\ndb-02 rack=r2 role=replica\n"
             "db-03 rack=r1 role=replica ansible_port=2222\n[db:vars]\nansible_user=postgres\n")
-    _import(console, tmp_path, "bulk.ini",
+    _import(cli, tmp_path, "bulk.ini",
             "[bulk]\n" + "".join(f"bulk-{n:03}\n" for n in range(1, 121)))
-    _import(console, tmp_path, "customers.ini",
+    _import(cli, tmp_path, "customers.ini",
             customers_ini(acme=("acme-01", "acme-02"), globex=("globex-01",)))
+
+
+@pytest.fixture
+def fleet(console: Console, hosts: None) -> Console:
+    """The console of the module's server, with those hosts."""
     return console
 
 
@@ -111,24 +120,21 @@ def test_a_customer_sees_its_own_hosts_only(fleet: Console) -> None:
 
 
 @pytest.fixture
-def served(api: Api) -> Iterator[Console]:
-    """A console on the ``api`` fixture's server, whose ``worker`` fixture runs its jobs."""
-    made = Console(api)
-    try:
-        yield made
-    finally:
-        made.close()
+def worker(console: Console, tmp_path: Path) -> Iterator[Callable[[], None]]:
+    """``start()`` starts a worker node on the console's deployment; stopped afterwards."""
+    with worker_nodes(tmp_path, console.redis_url, console.api.database_url) as start:
+        yield start
 
 
 def test_a_host_page_shows_its_history_newest_first_linked_to_tasks_and_jobs(
-        served: Console, worker: Callable[[], None]) -> None:
+        console: Console, worker: Callable[[], None]) -> None:
     # Given two tasks that ran on web-01
     worker()
-    tasks = [served.api.cli.submit("command", "-t", "web-01,web-02", "-p", "cmd=true",
-                                   "--executor", "simulate") for _ in range(2)]
+    tasks = [console.api.cli.submit("command", "-t", "web-01,web-02", "-p", "cmd=true",
+                                    "--executor", "simulate") for _ in range(2)]
     for task_id in tasks:
-        assert served.api.cli("tasks", "wait", str(task_id), "--timeout", "90s")[0] == 0
-    viewer = served.as_role("viewer")
+        assert console.api.cli("tasks", "wait", str(task_id), "--timeout", "90s")[0] == 0
+    viewer = console.as_role("viewer")
     # The record follows the queue through the recorder: wait for both jobs' results there
     deadline = time.monotonic() + 90
     while True:

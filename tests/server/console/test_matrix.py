@@ -8,7 +8,10 @@ from the app: a page added without a row here fails, as in the API's matrix
 (tests/server/test_authorization_matrix.py, whose world of objects this one shares).
 
 Then without a session every page sends the browser to sign in, and every form posted with a
-wrong CSRF token by a role that may post it is refused (403) and changes nothing."""
+wrong CSRF token by a role that may post it is refused (403) and changes nothing.
+
+Both tests ask the module's server (tests/server/console/conftest.py), on one world built
+there: the second proves its forms change nothing against what it finds when it begins."""
 
 from __future__ import annotations
 
@@ -18,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
+from tests.server.conftest import Api
 from tests.server.console.conftest import Browsing, Console
 from tests.server.test_authorization_matrix import (
     APPROVERS,
@@ -129,6 +134,13 @@ MATRIX: dict[tuple[str, str], Row] = {
 }
 
 
+@pytest.fixture(scope="module")
+def world(shared_console: tuple[Api, Path], tmp_path_factory: pytest.TempPathFactory) -> World:
+    """The team's hosts, acme's and globex's, a task and a window of each, on the module's
+    server."""
+    return build_world(shared_console[0], tmp_path_factory.mktemp("world"))
+
+
 def _call(browsing: Browsing | None, root: str, method: str, template: str, request: Request,
           row: Row, *, csrf: str | None = None) -> httpx.Response:
     path = template.format(**request.get("path", {}))
@@ -148,14 +160,13 @@ def _call(browsing: Browsing | None, root: str, method: str, template: str, requ
 
 
 def test_every_page_answers_every_role_as_the_matrix_says(console: Console,
-                                                          tmp_path: Path) -> None:
+                                                          world: World) -> None:
     # Given the pages the app registers, each with its row in the table
     routes = {r for r in registered_routes() if console_page(r[1])}
     assert routes - set(MATRIX) == set(), "console routes without a row in MATRIX"
     assert set(MATRIX) - routes == set(), "rows in MATRIX for routes the app does not serve"
     # And one server with the team's hosts, acme's and globex's, a task and a window of each
-    world = build_world(console.api, tmp_path)
-    tokens = {role: console.api.token(f"console-{role}", "--role", role,
+    tokens = {role: console.token(f"console-{role}", "--role", role,
                                       *(["--tenant", "acme"] if role in CUSTOMER else []))
               for role in sorted(EVERY)}
     sessions = {role: console.signed(token) for role, token in tokens.items()}
@@ -193,8 +204,7 @@ def test_every_page_answers_every_role_as_the_matrix_says(console: Console,
 
 
 def test_every_form_posted_with_a_wrong_csrf_token_is_refused_and_changes_nothing(
-        console: Console, tmp_path: Path) -> None:
-    world = build_world(console.api, tmp_path)
+        console: Console, world: World) -> None:
     admin = console.as_role("admin")
     approver = console.as_role("customer-approver", tenant="acme")
     posts = [(method, template, row, browsing, role, row.request(world, scope))

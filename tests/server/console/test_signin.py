@@ -1,6 +1,8 @@
 """Signing in to the web console (``scheduler.server.console.signin``) on a real server: with a
 token through the form, refused without a session, with a wrong token or without the form's
-CSRF value; signing out; a session opened with a token ends when the token is revoked."""
+CSRF value; signing out; a session opened with a token ends when the token is revoked. The
+tests share the module's server (tests/server/console/conftest.py), each with tokens of its own,
+and judge the events written while they ran."""
 
 from __future__ import annotations
 
@@ -23,7 +25,13 @@ def test_a_page_without_a_session_sends_the_browser_to_sign_in_and_back(
     assert httpx.get(f"{console.root}/").headers["location"] == "/ui/"
 
 
+def _events(console: Console, kind: str) -> list[object]:
+    return sql_rows(console.api.database_url,
+                    "SELECT id, operator, data FROM events WHERE kind = :kind", kind=kind)
+
+
 def test_a_token_signs_in_and_the_session_is_recorded_as_a_login(console: Console) -> None:
+    before = _events(console, "login")
     browsing = console.as_role("operator", owner="olga")
     # Then the fleet page is hers, with the pages an operator may see and a sign-out button
     page = browsing.get("/ui/")
@@ -38,19 +46,18 @@ def test_a_token_signs_in_and_the_session_is_recorded_as_a_login(console: Consol
     cookies = " ".join(browsing.client.cookies.values())
     assert "fst_" not in cookies
     # And the sign-in is a login event naming her token
-    (login,) = sql_rows(console.api.database_url,
-                        "SELECT operator, data FROM events WHERE kind = 'login'")
+    (login,) = [event for event in _events(console, "login") if event not in before]
     assert login.operator == "olga" and '"with": "token"' in login.data
 
 
 def test_a_wrong_token_is_refused_with_one_line_and_recorded(console: Console) -> None:
+    before = _events(console, "auth_fail")
     with httpx.Client(follow_redirects=False) as client:
         reply = _post_token(client, console.root, "fst_nope_nope")
     assert reply.status_code == 401
     assert "that token is unknown, expired or revoked" in reply.text
     assert "fleetsched_session" not in reply.headers.get("set-cookie", "")
-    assert sql_rows(console.api.database_url,
-                    "SELECT kind FROM events WHERE kind = 'auth_fail'") == [("auth_fail",)]
+    assert len([event for event in _events(console, "auth_fail") if event not in before]) == 1
 
 
 def _post_token(client: httpx.Client, root: str, token: str,
@@ -62,7 +69,7 @@ def _post_token(client: httpx.Client, root: str, token: str,
 
 
 def test_the_sign_in_form_needs_its_own_csrf_value(console: Console) -> None:
-    token = console.api.token("t", "--role", "viewer")
+    token = console.token("t", "--role", "viewer")
     # When a page elsewhere posts a token to the sign-in form (it cannot read its value)
     reply = httpx.post(f"{console.root}/ui/login", data={"token": token, "next": "/ui/"},
                        follow_redirects=False)
@@ -72,7 +79,7 @@ def test_the_sign_in_form_needs_its_own_csrf_value(console: Console) -> None:
 
 
 def test_a_next_page_off_the_console_is_not_followed(console: Console) -> None:
-    token = console.api.token("t", "--role", "viewer")
+    token = console.token("t", "--role", "viewer")
     for target in ("https://evil.example/ui/", "//evil.example/ui/", "/ui//evil.example",
                    "/api/v1/tokens", "/ui\\evil.example"):
         with httpx.Client(follow_redirects=False) as client:
@@ -93,7 +100,7 @@ def test_sign_out_needs_the_csrf_token_and_ends_the_session(console: Console) ->
 
 
 def test_a_session_opened_with_a_token_ends_when_the_token_is_revoked(console: Console) -> None:
-    token = console.api.token("short", "--role", "viewer")
+    token = console.token("short", "--role", "viewer")
     browsing = console.signed(token)
     assert browsing.get("/ui/").status_code == 200
     token_id = token.split("_")[1]

@@ -3,7 +3,9 @@
 executor: each host's command runs on this machine with its name in ``FLEETSCHED_HOST``): the
 list's filters and pages, a task's plan, its progress by state and by wave, its hosts filtered
 and paged on the server, the live stream's fragments, a job's page, the controls with their
-confirmations, CSRF and roles, and a customer kept to its own tasks."""
+confirmations, CSRF and roles, and a customer kept to its own tasks. The tests share the
+module's server (tests/server/console/conftest.py) and judge their own tasks; the task list's
+test, which reads every task, has a server of its own."""
 
 from __future__ import annotations
 
@@ -28,9 +30,9 @@ FAILING = ("sh -c 'case $FLEETSCHED_HOST in web-01|web-02) echo BOOM on $FLEETSC
 
 
 @pytest.fixture
-def worker(console: Console, tmp_path: Path, redis_url: str) -> Iterator[Callable[[], None]]:
+def worker(console: Console, tmp_path: Path) -> Iterator[Callable[[], None]]:
     """``start()`` starts a worker node on the console's deployment; stopped afterwards."""
-    with worker_nodes(tmp_path, redis_url, console.api.database_url) as start:
+    with worker_nodes(tmp_path, console.redis_url, console.api.database_url) as start:
         yield start
 
 
@@ -108,6 +110,7 @@ def _events(browsing: Browsing, path: str, until: Callable[[dict[str, str], bool
     return fragments, ended
 
 
+@pytest.mark.own_server  # it lists every task of the record
 def test_the_task_list_filters_and_pages_on_the_server(console: Console) -> None:
     # Given tasks of two operators, two actions and two targets
     first = _waiting(console, "group:web", operator="olga")
@@ -152,9 +155,9 @@ def test_the_task_list_filters_and_pages_on_the_server(console: Console) -> None
 
 
 def test_a_task_page_shows_its_plan_with_a_secret_as_its_reference(
-        console: Console, tmp_path: Path, redis_url: str) -> None:
+        console: Console, tmp_path: Path) -> None:
     # Given a task whose secret parameter is given as a reference to the environment
-    cli = Cli(tmp_path, redis_url, console.api.database_url,
+    cli = Cli(tmp_path, console.redis_url, console.api.database_url,
               env={"FS_PAGE_SECRET": "hunter2-value"})
     task_id = cli.submit("key-rollover", "--target", "group:web", "-p", "pre_check=true",
                          "-p", "rollover=true", "-p", "post_check=true",
@@ -240,7 +243,7 @@ def test_the_host_table_filters_and_pages_on_the_server_and_a_job_shows_its_outp
     bad = viewer.get(f"/ui/tasks/{task_id}", params={"exit": "three"})
     assert bad.status_code == 400 and "not a whole number" in bad.text
     # And the API filters alike
-    token = console.api.token("reader", "--role", "viewer")
+    token = console.token("reader", "--role", "viewer")
     api = console.api("GET", f"/tasks/{task_id}/jobs", token, params={"exit": 3, "text": "BOOM"})
     assert [j["id"] for j in api.json()["items"]] == failing
     # And each host links to its job's page: its attempts and what it printed
@@ -419,7 +422,7 @@ def test_a_customer_sees_its_own_tasks_only(console: Console, tmp_path: Path) ->
 
 
 def test_a_job_killed_by_a_signal_shows_the_signal_as_its_exit_code(
-        console: Console, redis_client: redis.Redis) -> None:
+        console: Console) -> None:
     from tests.recorder_events import create_task_rows, job_lifecycle, xadd_all
     from tests.submit_support import drain
 
@@ -434,8 +437,12 @@ def test_a_job_killed_by_a_signal_shows_the_signal_as_its_exit_code(
     for ev in events:
         if ev["kind"] == "fail":
             ev.update(exit_code="", error="command: killed by signal SIGKILL on web-01 (x:22)")
-    xadd_all(redis_client, events)
-    drain(redis_client, console.api.database_url)
+    redis_client = redis.Redis.from_url(console.redis_url, decode_responses=True)
+    try:
+        xadd_all(redis_client, events)
+        drain(redis_client, console.api.database_url)
+    finally:
+        redis_client.close()
     # When a viewer opens the job's page, its exit code is the signal's name
     viewer = console.as_role("viewer")
     job = viewer.get(f"/ui/jobs/{jobs[0][0]}")
