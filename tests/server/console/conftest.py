@@ -7,7 +7,9 @@ The ``console`` fixture is one server per test module (``shared_console``): star
 costs seconds on a loaded machine, and the console's tests mostly read pages. Its tests
 therefore use names, tenants and tokens of their own, and judge what they wrote against what
 was there when they began, never an empty world. A test that needs a server of its own (one it
-kills, reconfigures, or whose whole record it lists) is marked ``own_server``.
+kills, reconfigures, or whose whole record it lists) is marked ``own_server``; with
+``session_check_s`` that server checks a live stream's session that often instead of
+``scheduler.server.console.stream.SESSION_CHECK_S`` (the product's default is unchanged).
 
 Every server here runs on a redis-server of its own (so no other test's flush of the session's
 Redis reaches a server that outlives a test) and on a copy of one SQLite record that the CLI
@@ -45,8 +47,8 @@ NAMES = itertools.count(1)
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "own_server: the test's ``console`` is a server of its own, not its "
-        "module's (tests/server/console/conftest.py)")
+        "markers", "own_server(session_check_s=None): the test's ``console`` is a server of "
+        "its own, not its module's (tests/server/console/conftest.py)")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
@@ -154,7 +156,8 @@ def console_record(tmp_path_factory: pytest.TempPathFactory,
 
 
 @contextmanager
-def serve_console(tmp: Path, record: Path) -> Iterator[tuple[Api, Path]]:
+def serve_console(tmp: Path, record: Path, *,
+                  session_check_s: float | None = None) -> Iterator[tuple[Api, Path]]:
     """A server in ``tmp`` on a copy of ``record`` and a redis-server of its own: the server
     and its log."""
     copy = tmp / "record.db"
@@ -167,8 +170,19 @@ def serve_console(tmp: Path, record: Path) -> Iterator[tuple[Api, Path]]:
     database_url = f"sqlite:///{copy}"
     (tmp / "redis").mkdir()
     redis = start_redis(tmp / "redis")
+    env: dict[str, str] = {}
+    if session_check_s is not None:
+        # Imported by the server's interpreter before anything else (no other sitecustomize
+        # is on its path): the module's constant, read at each turn of a stream, set lower.
+        site = tmp / "site"
+        site.mkdir()
+        (site / "sitecustomize.py").write_text(
+            "import scheduler.server.console.stream as stream\n"
+            f"stream.SESSION_CHECK_S = {float(session_check_s)!r}\n")
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
     try:
-        with _server_process(tmp, redis.url, database_url) as (base, proc):
+        with _server_process(tmp, redis.url, database_url, env) as (base, proc):
             yield Api(base, Cli(tmp, redis.url, database_url), database_url, proc), \
                 tmp / "server.log"
     finally:
@@ -176,15 +190,15 @@ def serve_console(tmp: Path, record: Path) -> Iterator[tuple[Api, Path]]:
 
 
 @contextmanager
-def _server_process(tmp: Path, redis_url: str,
-                    database_url: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def _server_process(tmp: Path, redis_url: str, database_url: str,
+                    env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``fleetsched server`` as ``tests.server.conftest.server_process`` starts it, but one
     that exits before it listens fails at once with its log, or starts again on another port
     if its own was taken meanwhile (``free_port``'s port is free when asked, not when the
     server binds it, seconds later on a loaded machine: a failed start of a module's server
     fails each of its tests)."""
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCHED_")}
-    inherited |= {"XDG_CONFIG_HOME": str(tmp / "config"), "XDG_STATE_HOME": str(tmp)}
+    inherited |= {"XDG_CONFIG_HOME": str(tmp / "config"), "XDG_STATE_HOME": str(tmp), **env}
     for attempt in range(1, 4):
         port = free_port()
         with (tmp / "server.log").open("w") as log:
@@ -245,7 +259,7 @@ def console(request: pytest.FixtureRequest, tmp_path: Path,
     """The console of a server on a SQLite record with five hosts in group ``web``: the
     module's, or the test's own if it is marked ``own_server``."""
     own = request.node.get_closest_marker("own_server")
-    with (serve_console(tmp_path, console_record) if own
+    with (serve_console(tmp_path, console_record, **own.kwargs) if own
           else _module_server(request)) as served:
         made = Console(*served)
         try:

@@ -6,7 +6,8 @@ anything but one line on a 4xx page; a secret or a pasted token shown anywhere.
 
 Each test asks what test_matrix.py, test_tasks.py, test_customer.py and test_signin.py do not.
 They share the module's server (tests/server/console/conftest.py), each with objects of its own
-and judging only the server log it caused; the NUL bytes' test has one on PostgreSQL."""
+and judging only the server log it caused; the revoked token's stream has a server of its own,
+which checks a stream's session every half second, and the NUL bytes one on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import httpx
+import pytest
 
 from tests.server.conftest import serve_api
 from tests.server.console.conftest import Browsing, Console
@@ -380,6 +382,9 @@ def test_sessions_are_new_at_each_sign_in_bound_to_their_csrf_and_end_with_their
     assert token not in log and token.split("_")[-1] not in log and "NOTAREALSECRET" not in log
 
 
+# A server of its own, which checks a live stream's session every 0.5 s instead of every
+# SESSION_CHECK_S (30 s), so the stream's end is not waited for that long.
+@pytest.mark.own_server(session_check_s=0.5)
 def test_no_get_changes_anything_and_a_live_stream_ends_with_its_revoked_token(
         console: Console) -> None:
     # Given a waiting task and an operator, whose session was opened with a token
@@ -399,7 +404,7 @@ def test_no_get_changes_anything_and_a_live_stream_ends_with_its_revoked_token(
     # Then nothing changed, and the session still lives
     assert sql_snapshot(console.api.database_url) == before
     assert operator.get("/ui/").status_code == 200
-    # And a stream it follows ends once its token is revoked (checked every 30 s)
+    # And a stream it follows ends once its token is revoked (at the session's next check)
     number = next(line.split()[0] for line in console.api.cli.ok("tokens", "list").splitlines()
                   if token.split("_")[1] in line)
     start = time.monotonic()
