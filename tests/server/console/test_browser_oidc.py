@@ -2,24 +2,44 @@
 Connect provider process (``oidc-provider-mock``, the fixtures of tests/server/test_oidc.py):
 the sign-in page's button, the server's redirect to the provider, the provider's own login
 form filled in the browser, the callback, and back on the console's page asked for; a person
-the provider knows but fleetsched gives no role is refused on a console page."""
+the provider knows but fleetsched gives no role is refused on a console page. Both tests
+browse the module's server, started with the provider's settings."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
+from tests.server.conftest import Api
 from tests.server.console.browser import InBrowser
-from tests.server.test_oidc import _person, issuer, oidc_config  # noqa: F401 - the fixtures
+from tests.server.console.conftest import serve_console
+from tests.server.test_oidc import CLIENT_ID, SECRET, _person, issuer  # noqa: F401 - a fixture
 
-# Each test's server reads the provider's settings, written in its directory, when it starts.
-pytestmark = pytest.mark.own_server
+
+@pytest.fixture(scope="module")
+def shared_console(tmp_path_factory: pytest.TempPathFactory, console_record: Path,
+                   issuer: str) -> Iterator[tuple[Api, Path]]:  # noqa: F811 - the fixture
+    """The module's server, which reads the provider's settings when it starts: the config
+    file tests/server/test_oidc.py's ``oidc_config`` writes, in the server's directory."""
+    tmp = tmp_path_factory.mktemp("console")
+    (tmp / "client-secret").write_text(SECRET + "\n")
+    config = tmp / "config" / "fleetsched" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(
+        f'oidc_issuer = "{issuer}"\noidc_client_id = "{CLIENT_ID}"\n'
+        f'oidc_client_secret = "@file:{tmp / "client-secret"}"\n'
+        '[oidc_roles]\n"fleet-operators" = "operator"\n"fleet-viewers" = "viewer"\n')
+    with serve_console(tmp, console_record) as served:
+        yield served
 
 
 def test_a_person_signs_in_by_single_sign_on_and_lands_on_the_page_asked_for(
-        oidc_config: str, browser_page: InBrowser) -> None:  # noqa: F811 - the fixture
+        issuer: str, browser_page: InBrowser) -> None:  # noqa: F811 - the fixture
     page = browser_page.page
-    _person(oidc_config, "u-2001", preferred_username="alice", groups=["fleet-operators"])
+    _person(issuer, "u-2001", preferred_username="alice", groups=["fleet-operators"])
     # Given a browser without a session that asks for the fleet page
     browser_page.go("/ui/?from=sso")
     # Then the sign-in page offers single sign-on beside the token
@@ -28,7 +48,7 @@ def test_a_person_signs_in_by_single_sign_on_and_lands_on_the_page_asked_for(
     expect(page.get_by_label("API token")).to_be_visible()
     # When she follows it, the provider's own login form is shown; she signs in there
     sso.click()
-    page.wait_for_url(lambda url: url.startswith(oidc_config))
+    page.wait_for_url(lambda url: url.startswith(issuer))
     page.get_by_placeholder("sub").fill("u-2001")
     page.get_by_role("button", name="Authorize").click()
     # Then the callback brings her back to the page she asked for, signed in as an operator
@@ -43,12 +63,12 @@ def test_a_person_signs_in_by_single_sign_on_and_lands_on_the_page_asked_for(
 
 
 def test_a_person_without_a_role_is_refused_on_a_console_page_with_one_line(
-        oidc_config: str, browser_page: InBrowser) -> None:  # noqa: F811 - the fixture
+        issuer: str, browser_page: InBrowser) -> None:  # noqa: F811 - the fixture
     page = browser_page.page
-    _person(oidc_config, "u-2002", email="carol@example.com", groups=["marketing"])
+    _person(issuer, "u-2002", email="carol@example.com", groups=["marketing"])
     browser_page.go("/ui/login")
     page.get_by_role("link", name="Sign in with single sign-on").click()
-    page.wait_for_url(lambda url: url.startswith(oidc_config))
+    page.wait_for_url(lambda url: url.startswith(issuer))
     page.get_by_placeholder("sub").fill("u-2002")
     with page.expect_navigation(url=lambda url: "/api/v1/auth/callback" in url) as answer:
         page.get_by_role("button", name="Authorize").click()
