@@ -314,7 +314,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, one short run")
     args = parser.parse_args()
     if args.smoke:
-        args.hosts, args.jobs, args.clients, args.seconds, args.runs = 200, 1200, 5, 0.5, 1
+        args.hosts, args.jobs, args.clients, args.seconds, args.runs = 200, 1200, 5, 0.2, 1
     compile_bytecode()
     from tests.servers import pg_bindir, start_postgres, start_redis
 
