@@ -20,16 +20,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
+import typer.main
 
 from scheduler.queue.keys import Keys
 from scheduler.record.recorder import backlog
 from tests.cli_support import isolated_env, run_cli
-from tests.server.conftest import Api, serve_api
+from tests.server.conftest import HOSTS, Api, server_process
 from tests.servers import start_redis, stop_process
 from tests.submit_support import Cli, sql_rows
 
@@ -107,13 +110,20 @@ def _recorded(cli: Cli, task_id: int) -> None:
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     tmp_path = tmp_path_factory.mktemp("deployment")
     redis_server = start_redis(tmp_path_factory.mktemp("deployment-redis"))
-    redis_url = redis_server.url
+    redis_url, database_url = redis_server.url, f"sqlite:///{tmp_path / 'record.db'}"
+    worker = None
     try:
-        with serve_api(tmp_path, redis_url, f"sqlite:///{tmp_path / 'record.db'}") as api:
-            token = api.token("remote-cli", "--role", "admin", "--owner", "tester")
-            worker = _worker(tmp_path, redis_url, api.database_url)
-            try:
-                cli = api.cli
+        with parsers_built_once():
+            # tests.server.conftest.serve_api's deployment, with the worker node started
+            # before the server, so that the two start up together
+            cli = Cli(tmp_path, redis_url, database_url)
+            cli.ok("db", "upgrade")
+            (tmp_path / "hosts.ini").write_text("[web]\n" + "\n".join(HOSTS) + "\n")
+            cli.ok("hosts", "import", str(tmp_path / "hosts.ini"))
+            worker = _worker(tmp_path, redis_url, database_url)
+            with server_process(tmp_path, redis_url, database_url) as (base, proc):
+                api = Api(base, cli, database_url, proc)
+                token = api.token("remote-cli", "--role", "admin", "--owner", "tester")
                 done = cli.submit("command", "-t", "group:web", "-p", "cmd=uptime", *SIMULATE,
                                   "--retries", "0", "--name", "ran")
                 # two of five hosts fail: web-01 and web-02 by a failure rate of 1 on them
@@ -129,10 +139,32 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
                        "group:web", "-p", "cmd=uptime", *SIMULATE)
                 server = api.base.removesuffix("/api/v1")
                 yield Deployment(api, server, token, done, pending)
-            finally:
-                stop_process(worker)
     finally:
+        if worker is not None:
+            stop_process(worker)
         redis_server.stop()
+
+
+@contextmanager
+def parsers_built_once() -> Iterator[None]:
+    """Within this block, the CLI's in-process calls (``main()``) parse with a click command
+    built once per typer app, not anew at every call as typer does (``typer.main.
+    get_command``: about a quarter of a call's time, thousands of calls in these tests). The
+    apps are the same objects from call to call (``scheduler.cli.app.build`` is cached), and
+    a built command holds no state of a call (click makes a new context for each); what is
+    parsed and run is unchanged, and ``--help`` prints the same at any width."""
+    original = typer.main.get_command
+    built: dict[int, tuple[Any, Any]] = {}
+
+    def get_command(app: Any) -> Any:
+        hit = built.get(id(app))
+        if hit is None or hit[0] is not app:
+            hit = built[id(app)] = (app, original(app))
+        return hit[1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(typer.main, "get_command", get_command)
+        yield
 
 
 def normalised(text: str) -> str:

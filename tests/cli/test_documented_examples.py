@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from contextlib import ExitStack
 from itertools import zip_longest
 from pathlib import Path
 
@@ -42,7 +43,7 @@ import pytest
 import yaml
 
 from scheduler.config import Settings
-from tests.cli.remote_support import READING, normalised
+from tests.cli.remote_support import READING, normalised, parsers_built_once
 from tests.cli_support import isolated_env, run_cli
 from tests.doc_examples import (
     Example,
@@ -81,16 +82,17 @@ EXPECTED: dict[str, tuple[int, str]] = {
         (1, "no mail.example.org here: the delivery fails, and the exit code says so"),
     "fleetsched notify test https://hooks.slack.com/services/T0/B0/XXXX":
         (1, "no internet here: the delivery fails, and the exit code says so"),
-    **{f"fleetsched hosts check{args}": (3, "the fixture's hosts are names without an sshd: "
-                                            "each is reported unreachable, exit 3 as documented "
-                                            "(tests/inventory/test_hosts_check.py checks real ones)")
+    **{f"fleetsched hosts check{args}": (3, ("the fixture's hosts are names without an sshd: "
+                                             "each is reported unreachable, exit 3 as documented "
+                                             "(tests/inventory/test_hosts_check.py checks real "
+                                             "ones)"))
        for args in ("", "     # like ansible -m ping: reachable, host key, login, remote user",
                     " 'group:web,!web-07' --concurrency 50 --timeout 5s",
                     " db-01 --become-user postgres", " group:edge --output json")},
     "$ fleetsched hosts check group:web": (3, "as above"),
     **{f"fleetsched --as alice tasks continue {t}{rest}": (
-        2, "the fixture's task is not a rollout waiting at a gate: refused with one line, exit 2 "
-           "(tests/rollouts/test_waves_ssh.py passes a real gate)")
+        2, ("the fixture's task is not a rollout waiting at a gate: refused with one line, "
+            "exit 2 (tests/rollouts/test_waves_ssh.py passes a real gate)"))
        for t, rest in (("42", ""), ("12", "    # pass the gate (recorded with alice's name)"))},
 }
 
@@ -307,37 +309,39 @@ def installation(request: pytest.FixtureRequest, tmp_path: Path, redis_url: str,
     for name, text in task_files().items():
         (tmp_path / name).write_text(text)
     inst = Installation(tmp_path, redis_url, webhook.url(), smtp.port)
-    inst.cli("db", "upgrade")
-    inst.cli("hosts", "import", "inventory.ini")
-    # Tasks 1-45: 12, 42 and 43 pending an hour ahead (every control verb applies), 13, 44
-    # and 45 run to their end by the worker, the others one-host fillers.
-    for n in range(1, 46):
-        later = ["--in", "1h"] if str(n) in ENDED else []
-        target = "group:web" if str(n) in ENDED or str(n) in ENDED.values() else "web-01"
-        out = inst.cli("submit", "command", "-t", target, "-p", "cmd=uptime", "--yes",
-                       *SIMULATED, *later)
-        assert out.strip() == str(n)
-    worker = WorkerProcess(redis_url, tmp_path / "worker", ["--id", "docs", "--slots", "8",
-                                                            "--processes", "1"],
-                           env={"FLEETSCHED_DATABASE_URL": inst.env["FLEETSCHED_DATABASE_URL"]})
-    worker.start()
-    try:
+    with ExitStack() as stack:
+        stack.enter_context(parsers_built_once())
+        # the embedded server the redis examples started (stopped last)
+        stack.callback(run_cli, ["redis", "stop"], inst.embedded_env)
+        inst.cli("db", "upgrade")
+        inst.cli("hosts", "import", "inventory.ini")
+        # The worker node (and in the remote pass the server) start up while the tasks are
+        # submitted: it runs them as they come.
+        worker = WorkerProcess(redis_url, tmp_path / "worker",
+                               ["--id", "docs", "--slots", "8", "--processes", "1"],
+                               env={"FLEETSCHED_DATABASE_URL": inst.env["FLEETSCHED_DATABASE_URL"]})
+        worker.start()
+        stack.callback(worker.stop)
+        base = None
+        if request.param == "remote":
+            settings = {k: v for k, v in inst.env.items() if k.startswith("FLEETSCHED_") and v}
+            base, _process = stack.enter_context(server_process(
+                tmp_path, redis_url, inst.env["FLEETSCHED_DATABASE_URL"], env=settings))
+        # Tasks 1-45: 12, 42 and 43 pending an hour ahead (every control verb applies), 13, 44
+        # and 45 run to their end by the worker, the others one-host fillers.
+        for n in range(1, 46):
+            later = ["--in", "1h"] if str(n) in ENDED else []
+            target = "group:web" if str(n) in ENDED or str(n) in ENDED.values() else "web-01"
+            out = inst.cli("submit", "command", "-t", target, "-p", "cmd=uptime", "--yes",
+                           *SIMULATED, *later)
+            assert out.strip() == str(n)
         for n in ENDED.values():
             code, _, err = run_cli(["tasks", "wait", n, "--timeout", "60s"], inst.env)
             assert code == 0, f"task {n} did not end: {err}\n{worker.tail()}"
         inst.cli("recorder", "--drain")
-        if request.param == "direct":
-            yield inst
-            return
-        settings = {k: v for k, v in inst.env.items() if k.startswith("FLEETSCHED_") and v}
-        with server_process(tmp_path, redis_url, inst.env["FLEETSCHED_DATABASE_URL"],
-                            env=settings) as (base, _process):
+        if base is not None:
             inst.serve(base.removesuffix("/api/v1"))
-            yield inst
-    finally:
-        worker.stop()
-        # the embedded server the redis examples started
-        run_cli(["redis", "stop"], inst.embedded_env)
+        yield inst
 
 
 def test_the_examples_come_from_every_help_text_and_every_guide() -> None:
