@@ -2,7 +2,11 @@
 the whole authorization code flow driven with ``httpx`` (the server's redirect, the provider's
 login form, the callback), then the API called with the session cookie; CSRF on cookie writes;
 logout; refused logins (no mapped group, a replayed or foreign callback); and the ID token's
-checks (signature, audience, expiry, nonce, algorithm) on tokens the provider really issued."""
+checks (signature, audience, expiry, nonce, algorithm) on tokens the provider really issued.
+
+The login tests share one server configured for the module's provider (``sso_api``, on
+``tests.server.conftest.shared_api``): each logs in a person of its own in a browser of its
+own, and judges the record against what it held when it began."""
 
 from __future__ import annotations
 
@@ -21,9 +25,11 @@ import pytest
 from scheduler.access import oidc
 from scheduler.config import Settings
 from scheduler.errors import UnauthenticatedError
-from tests.server.conftest import Api
+from tests.server.conftest import Api, shared_api
 from tests.servers import free_port, wait_for_port
 from tests.submit_support import events, sql_rows
+
+pytestmark = pytest.mark.xdist_group("server-oidc")  # under -n: one process, one server
 
 CLIENT_ID = "fleetsched"
 SECRET = "s3cret-of-the-client-0123456789"
@@ -47,18 +53,39 @@ def issuer() -> Iterator[str]:
         proc.wait(timeout=15)
 
 
-@pytest.fixture
-def oidc_config(tmp_path: Path, issuer: str) -> str:
-    """The server's config file (written before ``api`` starts the server): the issuer, the
-    client secret as an @file: reference, and the group -> role mapping."""
-    (tmp_path / "client-secret").write_text(SECRET + "\n")
-    config = tmp_path / "config" / "fleetsched" / "config.toml"
+def _write_config(tmp: Path, issuer: str) -> None:
+    """The server's config file in ``tmp`` (before the server starts): the issuer, the client
+    secret as an @file: reference, and the group -> role mapping."""
+    (tmp / "client-secret").write_text(SECRET + "\n")
+    config = tmp / "config" / "fleetsched" / "config.toml"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(
         f'oidc_issuer = "{issuer}"\noidc_client_id = "{CLIENT_ID}"\n'
-        f'oidc_client_secret = "@file:{tmp_path / "client-secret"}"\n'
+        f'oidc_client_secret = "@file:{tmp / "client-secret"}"\n'
         '[oidc_roles]\n"fleet-operators" = "operator"\n"fleet-viewers" = "viewer"\n')
+
+
+@pytest.fixture
+def oidc_config(tmp_path: Path, issuer: str) -> str:
+    """The config of ``api``'s server (written before ``api`` starts it), for the module's
+    provider (tests/server/test_auth_events.py)."""
+    _write_config(tmp_path, issuer)
     return issuer
+
+
+@pytest.fixture(scope="module")
+def sso_server(tmp_path_factory: pytest.TempPathFactory, issuer: str,
+               api_record: Path) -> Iterator[tuple[Api, Path]]:
+    """The module's server, configured for ``issuer``, and its log."""
+    tmp = tmp_path_factory.mktemp("sso")
+    _write_config(tmp, issuer)
+    with shared_api(tmp, api_record) as server:
+        yield server, tmp / "server.log"
+
+
+@pytest.fixture
+def sso_api(sso_server: tuple[Api, Path]) -> Api:
+    return sso_server[0]
 
 
 def _person(issuer: str, sub: str, **claims: object) -> None:
@@ -91,8 +118,8 @@ def browser() -> Iterator[httpx.Client]:
 
 
 def test_a_person_logs_in_at_the_provider_and_uses_the_api_with_the_session_cookie(
-        oidc_config: str, api: Api, browser: httpx.Client, tmp_path: Path) -> None:
-    issuer = oidc_config
+        issuer: str, sso_server: tuple[Api, Path], browser: httpx.Client) -> None:
+    api, log_path = sso_server
     _person(issuer, "u-1001", preferred_username="alice", email="alice@example.com",
             groups=["staff", "fleet-operators"])
     # When alice logs in, the server sends her browser to the provider with PKCE S256
@@ -125,20 +152,23 @@ def test_a_person_logs_in_at_the_provider_and_uses_the_api_with_the_session_cook
                                    "in": "1h"})
     # Then the task is recorded as hers
     assert submitted.status_code == 201, submitted.text
-    assert sql_rows(api.database_url, "SELECT operator FROM tasks") == [("alice",)]
+    assert sql_rows(api.database_url, "SELECT operator FROM tasks WHERE id = :id",
+                    id=submitted.json()["task_id"]) == [("alice",)]
     (submit,) = events(api.database_url, submitted.json()["task_id"], {"submit"})
     data = submit.data if isinstance(submit.data, dict) else json.loads(submit.data)
     assert submit.operator == "alice"
     assert data["principal"]["via"] == f"oidc:{issuer}#u-1001"
     assert data["principal"]["role"] == "operator"
     # And the server's log has neither the client secret nor her session id
-    log = (tmp_path / "server.log").read_text()
+    log = log_path.read_text()
     assert SECRET not in log and browser.cookies["fleetsched_session"] not in log
 
 
 def test_a_write_with_the_session_cookie_needs_the_sessions_csrf_token(
-        oidc_config: str, api: Api, browser: httpx.Client) -> None:
-    _person(oidc_config, "u-1002", preferred_username="bob", groups=["fleet-operators"])
+        issuer: str, sso_api: Api, browser: httpx.Client) -> None:
+    api = sso_api
+    _person(issuer, "u-1002", preferred_username="bob", groups=["fleet-operators"])
+    tasks = sql_rows(api.database_url, "SELECT id FROM tasks")
     reply, _ = _log_in(browser, api, "u-1002")
     assert reply.status_code == 200
     task = {"action": "command", "target": "web-01", "params": {"cmd": "true"},
@@ -149,15 +179,16 @@ def test_a_write_with_the_session_cookie_needs_the_sessions_csrf_token(
         # Then it is refused before any verb runs, with one line
         assert refused.status_code == 403, refused.text
         assert "X-CSRF-Token" in refused.json()["error"]["message"]
-    assert sql_rows(api.database_url, "SELECT id FROM tasks") == []
+    assert sql_rows(api.database_url, "SELECT id FROM tasks") == tasks
     # While a bearer token needs no CSRF token: a browser never adds one on its own
     token = api.token("ci", "--role", "operator")
     assert api("POST", "/tasks", token, json=task).status_code == 201
 
 
 def test_a_person_without_a_mapped_group_is_refused_at_login_with_one_line(
-        oidc_config: str, api: Api, browser: httpx.Client) -> None:
-    _person(oidc_config, "u-1003", email="carol@example.com", groups=["marketing"])
+        issuer: str, sso_api: Api, browser: httpx.Client) -> None:
+    api = sso_api
+    _person(issuer, "u-1003", email="carol@example.com", groups=["marketing"])
     reply, _ = _log_in(browser, api, "u-1003")
     assert reply.status_code == 403
     message = reply.json()["error"]["message"]
@@ -168,8 +199,9 @@ def test_a_person_without_a_mapped_group_is_refused_at_login_with_one_line(
 
 
 def test_a_replayed_or_foreign_callback_is_refused(
-        oidc_config: str, api: Api, browser: httpx.Client) -> None:
-    _person(oidc_config, "u-1004", preferred_username="dave", groups=["fleet-viewers"])
+        issuer: str, sso_api: Api, browser: httpx.Client) -> None:
+    api = sso_api
+    _person(issuer, "u-1004", preferred_username="dave", groups=["fleet-viewers"])
     reply, callback = _log_in(browser, api, "u-1004")
     assert reply.status_code == 200
     # When the same callback (state and code) is presented again, by the same browser
@@ -192,8 +224,9 @@ def test_a_replayed_or_foreign_callback_is_refused(
 
 
 def test_logout_ends_the_session_for_every_later_request(
-        oidc_config: str, api: Api, browser: httpx.Client) -> None:
-    _person(oidc_config, "u-1005", preferred_username="erin", groups=["fleet-viewers"])
+        issuer: str, sso_api: Api, browser: httpx.Client) -> None:
+    api = sso_api
+    _person(issuer, "u-1005", preferred_username="erin", groups=["fleet-viewers"])
     reply, _ = _log_in(browser, api, "u-1005")
     csrf = reply.json()["csrf_token"]
     session_id = browser.cookies["fleetsched_session"]
