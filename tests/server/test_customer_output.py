@@ -3,13 +3,17 @@ worker node (simulate executor): states and exit codes always; stdout, stderr an
 only where the task was submitted with ``customer_output`` (``--customer-output``), and then of
 its own hosts only. Every read path says so alike: ``tasks output``, ``jobs show``, a task's
 jobs, ``tasks show`` and the event stream, which serves a customer its own task filtered to
-its own hosts, on the one poller its task's other followers share."""
+its own hosts, on the one poller its task's other followers share.
+
+The tests share one server and one worker node (the module's, ``customers``): each submits
+tasks of its own and makes tokens of its own names."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,19 +21,33 @@ import httpx
 import pytest
 
 from tests.cli_support import isolated_env, run_cli
-from tests.server.conftest import Api
+from tests.server.conftest import Api, shared_api, worker_nodes
 from tests.server.test_sse import _events, _followers
 from tests.tenants_support import ACME_AND_GLOBEX
 
+pytestmark = pytest.mark.xdist_group("server-customer-output")  # under -n: one process
+
 CUSTOMERS_INI = ACME_AND_GLOBEX
 EVERYONE = "acme-01,acme-02,globex-01,web-01"
+NAMES = itertools.count(1)
 
 
-@pytest.fixture
-def customers(api: Api, tmp_path: Path) -> Api:
-    (tmp_path / "customers.ini").write_text(CUSTOMERS_INI)
-    api.cli.ok("hosts", "import", str(tmp_path / "customers.ini"))
-    return api
+@pytest.fixture(scope="module")
+def customers(tmp_path_factory: pytest.TempPathFactory, api_record: Path) -> Iterator[Api]:
+    """The module's server with acme's and globex's hosts beside the team's five, and a worker
+    node running on its deployment (tests/server/conftest.py's ``worker_nodes``)."""
+    tmp = tmp_path_factory.mktemp("customers")
+    with shared_api(tmp, api_record) as api:
+        (tmp / "customers.ini").write_text(CUSTOMERS_INI)
+        api.cli.ok("hosts", "import", str(tmp / "customers.ini"))
+        with worker_nodes(tmp, api.cli.redis_url, api.database_url) as start:
+            start()
+            yield api
+
+
+def _token(api: Api, name: str, *args: str) -> str:
+    """A token of a name of its own (``name-N``) on the module's server."""
+    return api.token(f"{name}-{next(NAMES)}", *args)
 
 
 def _submit(api: Api, token: str, target: str = EVERYONE, **more: Any) -> int:
@@ -66,17 +84,16 @@ def _reads(api: Api, token: str, task_id: int, seen: list[str]) -> dict[str, Any
 
 
 def test_a_customer_reads_its_jobs_output_only_where_the_task_says_so(
-        customers: Api, worker: Callable[[], None]) -> None:
+        customers: Api) -> None:
     api = customers
     # Given two failing tasks over acme's, globex's and the team's hosts: one submitted
     # without the option, one with it (as a task file key, through the API)
-    operator = api.token("ci", "--role", "operator")
+    operator = _token(api, "ci", "--role", "operator")
     withheld = _submit(api, operator)
     shown = _submit(api, operator, customer_output=True)
-    worker()
     for task_id in (withheld, shown):
         assert api.cli("tasks", "wait", str(task_id), "--timeout", "60s")[0] == 3
-    acme = api.token("acme", "--role", "customer-viewer", "--tenant", "acme")
+    acme = _token(api, "acme", "--role", "customer-viewer", "--tenant", "acme")
     seen: list[str] = []
     # When acme reads the task submitted without the option
     hidden = _reads(api, acme, withheld, seen)
@@ -120,7 +137,7 @@ def test_a_customer_reads_its_jobs_output_only_where_the_task_says_so(
         assert code == 0 and "acme-01" in out, err
         assert ("[simulated]" in out) is printed
     # While the team reads every host's output of both, as before
-    viewer = api.token("dash", "--role", "viewer")
+    viewer = _token(api, "dash", "--role", "viewer")
     for task_id in (withheld, shown):
         rows = api("GET", f"/tasks/{task_id}/output", viewer, params={"host": "globex-01"})
         [team_row] = rows.json()["jobs"]
@@ -131,14 +148,13 @@ def test_a_customer_reads_its_jobs_output_only_where_the_task_says_so(
 
 
 def test_a_customers_event_stream_holds_its_own_hosts_and_their_output_as_the_task_says(
-        customers: Api, worker: Callable[[], None]) -> None:
+        customers: Api) -> None:
     api = customers
-    operator = api.token("ci", "--role", "operator")
+    operator = _token(api, "ci", "--role", "operator")
     withheld = _submit(api, operator)
     shown = _submit(api, operator, customer_output=True)
     foreign = _submit(api, operator, target="globex-01,web-01")
-    worker()
-    acme = api.token("acme", "--role", "customer-approver", "--tenant", "acme")
+    acme = _token(api, "acme", "--role", "customer-approver", "--tenant", "acme")
     for task_id, output in ((withheld, False), (shown, True)):
         # When acme follows the task to its end
         events = _events(api, acme, task_id, timeout=90)
@@ -215,11 +231,11 @@ def test_followers_of_mixed_roles_and_tenants_share_one_poller(
         customers: Api, release: threading.Event) -> None:
     api = customers
     # Given a task an hour ahead over acme's, globex's and the team's hosts
-    operator = api.token("ci", "--role", "operator")
+    operator = _token(api, "ci", "--role", "operator")
     task_id = _submit(api, operator, **{"in": "1h"})
-    tokens = {"team": api.token("dash", "--role", "viewer"),
-              "acme": api.token("acme", "--role", "customer-viewer", "--tenant", "acme"),
-              "globex": api.token("globex", "--role", "customer-approver", "--tenant",
+    tokens = {"team": _token(api, "dash", "--role", "viewer"),
+              "acme": _token(api, "acme", "--role", "customer-viewer", "--tenant", "acme"),
+              "globex": _token(api, "globex", "--role", "customer-approver", "--tenant",
                                   "globex")}
     before = _followers(api, tokens["team"])
     # When four followers of each follow it at once
@@ -250,19 +266,18 @@ def test_followers_of_mixed_roles_and_tenants_share_one_poller(
 
 
 def test_a_customer_watching_a_task_through_the_server_counts_its_own_jobs_only(
-        customers: Api, worker: Callable[[], None]) -> None:
+        customers: Api) -> None:
     import json
 
     api = customers
     # Given a task over acme's two hosts, globex's and the team's, all failed
-    operator = api.token("ci", "--role", "operator")
+    operator = _token(api, "ci", "--role", "operator")
     task_id = _submit(api, operator)
     team_only = _submit(api, operator, target="web-01")
-    worker()
     for tid in (task_id, team_only):
         assert api.cli("tasks", "wait", str(tid), "--timeout", "60s")[0] == 3
-    acme = api.token("acme", "--role", "customer-viewer", "--tenant", "acme")
-    viewer = api.token("dash", "--role", "viewer")
+    acme = _token(api, "acme", "--role", "customer-viewer", "--tenant", "acme")
+    viewer = _token(api, "dash", "--role", "viewer")
     # When acme and the team watch it through the server (`tasks watch --once`)
     shown = {}
     for name, token in (("acme", acme), ("team", viewer)):
