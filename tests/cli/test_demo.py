@@ -24,7 +24,7 @@ def run_demo(tmp_path: Path, *args: str, extra_env: dict[str, str] | None = None
     env.update(extra_env or {})
     (tmp_path / "tmp").mkdir(exist_ok=True)
     return subprocess.run([str(BINARY), "demo", *args], capture_output=True, text=True, env=env,
-                          timeout=240)
+                          timeout=240, check=False)
 
 
 def test_the_demo_shows_bob_finishing_long_before_alice_and_records_everything(tmp_path: Path) -> None:
@@ -57,7 +57,8 @@ def test_the_demo_shows_bob_finishing_long_before_alice_and_records_everything(t
 
 
 def test_the_demo_keeps_its_state_for_exploring_when_asked(tmp_path: Path) -> None:
-    result = run_demo(tmp_path, "--hosts", "60", "--speed", "20", "--keep")
+    # (the fastest speed: what is kept does not depend on how the tasks went)
+    result = run_demo(tmp_path, "--hosts", "60", "--speed", "100", "--keep")
     assert result.returncode == 0, result.stderr[-3000:]
     kept = [p for p in (tmp_path / "tmp").iterdir() if p.name.startswith("fleetsched-demo-")]
     assert len(kept) == 1
@@ -69,12 +70,12 @@ def test_the_demo_keeps_its_state_for_exploring_when_asked(tmp_path: Path) -> No
         assert argv[0] == "fleetsched"
         env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCHED_")}
         out = subprocess.run([str(BINARY), *argv[1:-2], "--output", "json"],
-                             capture_output=True, text=True, env=env, timeout=60)
+                             capture_output=True, text=True, env=env, timeout=60, check=False)
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout)["totals"]["jobs"] == 64
     finally:
         subprocess.run([str(BINARY), "--state-dir", str(kept[0]), "redis", "stop"],
-                       capture_output=True, timeout=60)
+                       capture_output=True, timeout=60, check=False)
         shutil.rmtree(kept[0], ignore_errors=True)
 
 
@@ -129,8 +130,9 @@ def test_an_interrupted_demo_stops_its_workers_and_redis_and_removes_its_state(t
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETSCHED_")}
     env.update({"NO_COLOR": "1", "TMPDIR": str(tmp_path / "tmp")})
     (tmp_path / "tmp").mkdir()
-    # Given a demo in the middle of Alice's task
-    proc = subprocess.Popen([str(BINARY), "demo", "--hosts", "2000"], env=env, text=True,
+    # Given a demo in the middle of Alice's task (at speed 1 it takes about 45 s, whatever the
+    # number of hosts; 300 are imported and queued sooner than 2000)
+    proc = subprocess.Popen([str(BINARY), "demo", "--hosts", "300"], env=env, text=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         demo_dir = None
