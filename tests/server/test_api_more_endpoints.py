@@ -2,18 +2,53 @@
 ``fleetsched server``: a task's jobs a page at a time, the task list's state filter paged in
 SQL, hosts check, import and export, group limits, windows unassign and remove, freezes,
 schedules add and remove, and the report paged. Each change is refused to a role that may not
-(403, nothing written) and recorded as the token's owner when allowed."""
+(403, nothing written) and recorded as the token's owner when allowed.
+
+Most tests share one server (the module's, ``tests.server.conftest.shared_api``) with tokens
+of their own names, judging the record against what it held when they began; the three that
+read the whole record (every task, every job of the report) or remove group ``web`` have a
+server of their own (``own_api``)."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
-from tests.server.conftest import HOSTS, Api
+from tests.server.conftest import HOSTS, Api, copy_record, serve_api, shared_api
 from tests.servers import free_port
 from tests.submit_support import sql_rows
+
+pytestmark = pytest.mark.xdist_group("server-more-endpoints")  # under -n: one process
+
+NAMES = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, api_record: Path) -> Iterator[Api]:
+    with shared_api(tmp_path_factory.mktemp("more-endpoints"), api_record) as server:
+        yield server
+
+
+@pytest.fixture
+def api(served: Api) -> Api:
+    return served
+
+
+@pytest.fixture
+def own_api(tmp_path: Path, redis_url: str, api_record: Path) -> Iterator[Api]:
+    """A server of the test's own (``tests.server.conftest``'s ``api``)."""
+    with serve_api(tmp_path, redis_url, copy_record(api_record, tmp_path), ready=True) as server:
+        yield server
+
+
+def _token(api: Api, name: str, *args: str) -> str:
+    """A token of a name of its own (``name-N``): the module's server holds many."""
+    return api.token(f"{name}-{next(NAMES)}", *args)
 
 
 def _error(reply: Any, status: int) -> dict[str, Any]:
@@ -38,8 +73,8 @@ def _kinds(api: Api) -> list[tuple[str, str | None]]:
 
 
 def test_a_tasks_jobs_are_read_a_page_at_a_time_in_host_order(api: Api) -> None:
-    operator = api.token("ci", "--role", "operator")
-    viewer = api.token("dash", "--role", "viewer")
+    operator = _token(api, "ci", "--role", "operator")
+    viewer = _token(api, "dash", "--role", "viewer")
     task_id = _submit(api, operator)
     first = api("GET", f"/tasks/{task_id}/jobs", viewer, params={"limit": 2})
     assert first.status_code == 200, first.text
@@ -63,14 +98,15 @@ def test_a_tasks_jobs_are_read_a_page_at_a_time_in_host_order(api: Api) -> None:
     detail = api("GET", f"/tasks/{task_id}", viewer).json()
     assert detail["jobs"] == {"cancelled": len(HOSTS)}
     # A customer is shown its own jobs only: a task without one is not found
-    customer = api.token("acme", "--role", "customer-viewer", "--tenant", "acme")
+    customer = _token(api, "acme", "--role", "customer-viewer", "--tenant", "acme")
     assert _error(api("GET", f"/tasks/{task_id}/jobs", customer), 404)["message"] == \
         f"no task {task_id}"
 
 
-def test_the_task_lists_state_filter_is_paged_in_sql_so_no_page_is_short(api: Api) -> None:
-    operator = api.token("ci", "--role", "operator")
-    viewer = api.token("dash", "--role", "viewer")
+def test_the_task_lists_state_filter_is_paged_in_sql_so_no_page_is_short(own_api: Api) -> None:
+    api = own_api
+    operator = _token(api, "ci", "--role", "operator")
+    viewer = _token(api, "dash", "--role", "viewer")
     older, middle, newest = (_submit(api, operator) for _ in range(3))
     # Given the newest task's counters say every job succeeded while its row still says
     # active (the recorder counts the jobs before it writes the task's final state)
@@ -96,12 +132,12 @@ def _hosts(api: Api) -> dict[str, str | None]:
 
 def test_an_admin_imports_an_inventory_sent_as_text_with_the_clis_refusals(
         api: Api, tmp_path: Path) -> None:
-    admin = api.token("inv", "--role", "admin", "--owner", "cmdb-sync")
-    operator = api.token("ci", "--role", "operator")
+    admin = _token(api, "inv", "--role", "admin", "--owner", "cmdb-sync")
+    operator = _token(api, "ci", "--role", "operator")
     text = "[db]\ndb-01 ansible_host=10.0.0.1\ndb-02 ansible_host=10.0.0.2\n"
     body = {"name": "cmdb.ini", "inventory": text}
     # An operator may not import: 403, nothing written
-    before = _hosts(api)
+    before = start = _hosts(api)
     assert _error(api("POST", "/hosts/import", operator, json=body), 403)["message"] == \
         "role operator may not call hosts.import"
     # A dry run says what would change and writes nothing
@@ -120,7 +156,7 @@ def test_an_admin_imports_an_inventory_sent_as_text_with_the_clis_refusals(
     pruned = api("POST", "/hosts/import", admin, json={
         "name": "cmdb.ini", "inventory": "[db]\ndb-01 ansible_host=10.0.0.1\n", "prune": True})
     assert pruned.status_code == 200, pruned.text
-    assert sorted(_hosts(api)) == sorted([*HOSTS, "db-01"])
+    assert sorted(_hosts(api)) == sorted([*start, "db-01"])
     # Text a file would be refused for is refused with the CLI's message, and writes nothing
     before = _hosts(api)
     for bad in ("[db]\ndb-03\x00\n", "$ANSIBLE_VAULT;1.1;AES256\n6162\n", "   \n",
@@ -142,8 +178,8 @@ def test_an_admin_imports_an_inventory_sent_as_text_with_the_clis_refusals(
 
 
 def test_an_admin_exports_the_hosts_a_viewer_may_not(api: Api) -> None:
-    admin = api.token("inv", "--role", "admin")
-    viewer = api.token("dash", "--role", "viewer")
+    admin = _token(api, "inv", "--role", "admin")
+    viewer = _token(api, "dash", "--role", "viewer")
     assert _error(api("GET", "/hosts/export", viewer), 403)["message"] == \
         "role viewer may not call hosts.export"
     ini = api("GET", "/hosts/export", admin)
@@ -159,8 +195,8 @@ def test_an_admin_exports_the_hosts_a_viewer_may_not(api: Api) -> None:
 
 
 def test_a_host_check_checks_one_bounded_page_of_the_target(api: Api) -> None:
-    admin = api.token("inv", "--role", "admin")
-    viewer = api.token("dash", "--role", "viewer")
+    admin = _token(api, "inv", "--role", "admin")
+    viewer = _token(api, "dash", "--role", "viewer")
     closed = free_port()  # nothing listens: each probe is refused at once
     inventory = "".join(f"probe-{n} ansible_host=127.0.0.1 ansible_port={closed}\n"
                         for n in range(1, 4))
@@ -186,9 +222,10 @@ def test_a_host_check_checks_one_bounded_page_of_the_target(api: Api) -> None:
         "ForbiddenError"
 
 
-def test_an_admin_limits_a_group_removes_the_limit_and_removes_the_group(api: Api) -> None:
-    admin = api.token("inv", "--role", "admin", "--owner", "ops-lead")
-    operator = api.token("ci", "--role", "operator")
+def test_an_admin_limits_a_group_removes_the_limit_and_removes_the_group(own_api: Api) -> None:
+    api = own_api
+    admin = _token(api, "inv", "--role", "admin", "--owner", "ops-lead")
+    operator = _token(api, "ci", "--role", "operator")
     before = _kinds(api)
     assert _error(api("POST", "/groups/web/limit", operator, json={"max_busy": "2"}), 403)[
         "message"] == "role operator may not call groups.limit"
@@ -214,8 +251,9 @@ def test_an_admin_limits_a_group_removes_the_limit_and_removes_the_group(api: Ap
 
 
 def test_a_window_admin_adds_a_freeze_unassigns_and_removes_windows(api: Api) -> None:
-    admin = api.token("win", "--role", "window-admin", "--owner", "ops-lead")
-    operator = api.token("ci", "--role", "operator")
+    admin = _token(api, "win", "--role", "window-admin", "--owner", "ops-lead")
+    operator = _token(api, "ci", "--role", "operator")
+    start = _kinds(api)
     freeze = api("POST", "/windows", admin, json={
         "name": "xmas", "freeze": True, "start": "2030-12-20T00:00", "end": "2031-01-02T00:00",
         "tz": "Europe/Berlin"})
@@ -238,13 +276,15 @@ def test_a_window_admin_adds_a_freeze_unassigns_and_removes_windows(api: Api) ->
     assert removed.status_code == 200 and removed.json()["by"] == "ops-lead"
     assert _error(api("GET", "/windows/xmas", admin), 404)["message"] == \
         "no window named 'xmas'"
-    assert [k for k in _kinds(api) if k[0] in ("window-unassign", "window-remove")] == [
+    assert [k for k in _kinds(api)[len(start):]
+            if k[0] in ("window-unassign", "window-remove")] == [
         ("window-unassign", "ops-lead"), ("window-remove", "ops-lead")]
 
 
 def test_a_window_admin_adds_and_removes_a_schedule(api: Api) -> None:
-    admin = api.token("win", "--role", "window-admin", "--owner", "ops-lead")
-    operator = api.token("ci", "--role", "operator")
+    admin = _token(api, "win", "--role", "window-admin", "--owner", "ops-lead")
+    operator = _token(api, "ci", "--role", "operator")
+    start = _kinds(api)
     body = {"name": "nightly", "cron": "0 3 * * *", "tz": "Europe/Berlin", "task": {
         "action": "command", "target": "group:web", "params": {"cmd": "uptime"},
         "executor": "simulate"}}
@@ -269,14 +309,16 @@ def test_a_window_admin_adds_and_removes_a_schedule(api: Api) -> None:
     removed = api("DELETE", "/schedules/nightly", admin)
     assert removed.status_code == 200 and removed.json()["by"] == "ops-lead"
     assert _error(api("GET", "/schedules/nightly", admin), 404)["code"] == 4
-    assert [k for k in _kinds(api) if k[0] in ("schedule-add", "schedule-remove")] == [
+    assert [k for k in _kinds(api)[len(start):]
+            if k[0] in ("schedule-add", "schedule-remove")] == [
         ("schedule-add", "ops-lead"), ("schedule-remove", "ops-lead")]
 
 
 def test_the_reports_job_rows_are_paged_and_its_totals_are_the_whole_reports(
-        api: Api) -> None:
-    operator = api.token("ci", "--role", "operator")
-    viewer = api.token("dash", "--role", "viewer")
+        own_api: Api) -> None:
+    api = own_api
+    operator = _token(api, "ci", "--role", "operator")
+    viewer = _token(api, "dash", "--role", "viewer")
     _submit(api, operator)
     first = api("GET", "/report", viewer, params={"since": "1d", "limit": 2}).json()
     assert [j["host"] for j in first["jobs"]] == HOSTS[:2]
