@@ -107,15 +107,17 @@ def serve_api(tmp_path: Path, redis_url: str, database_url: str, *, ready: bool 
 
 
 @contextmanager
-def shared_api(tmp: Path, record: Path, *, database_url: str | None = None) -> Iterator[Api]:
+def shared_api(tmp: Path, record: Path, *, database_url: str | None = None,
+               env: dict[str, str] | None = None) -> Iterator[Api]:
     """A server for a module (see the module docstring): on a copy of ``record`` in ``tmp``
     (or on ``database_url``, an empty database the CLI migrates and fills) and a redis-server
-    of its own."""
+    of its own; ``env`` as ``serve_api``'s."""
     (tmp / "redis").mkdir()
     redis = start_redis(tmp / "redis")
     try:
-        with (serve_api(tmp, redis.url, database_url) if database_url else
-              serve_api(tmp, redis.url, copy_record(record, tmp), ready=True)) as served:
+        with (serve_api(tmp, redis.url, database_url, env=env) if database_url else
+              serve_api(tmp, redis.url, copy_record(record, tmp), ready=True,
+                        env=env)) as served:
             yield served
     finally:
         redis.stop()

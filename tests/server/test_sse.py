@@ -4,10 +4,16 @@
 The stream says the counts as they change and ends with the final state; one host's output
 comes only when asked for; many followers of one task share one poller, which
 ``/status/followers`` counts; a quiet stream gets a heartbeat as often as the server's setting
-``server_stream_heartbeat_ms`` says (15 s by default; 1.5 s for the test that waits for one)."""
+``server_stream_heartbeat_ms`` says (15 s by default).
+
+The tests share one server (the module's, ``tests.server.conftest.shared_api``, whose streams
+get a heartbeat after 1.5 s of quiet) and one worker node, started by the first test that asks
+for it and left running; they use tokens of their own names. The test that stops its server
+has one of its own."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 import threading
@@ -19,9 +25,60 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.server.conftest import CLIENT_TLS, HOSTS, Api, copy_record, serve_api
+from tests.server.conftest import (
+    CLIENT_TLS,
+    HOSTS,
+    Api,
+    copy_record,
+    serve_api,
+    shared_api,
+    worker_nodes,
+)
 
-HEARTBEAT_S = 1.5  # server_stream_heartbeat_ms of the server that waits for one
+pytestmark = pytest.mark.xdist_group("server-sse")  # under -n: one process, one server
+
+HEARTBEAT_S = 1.5  # server_stream_heartbeat_ms of the module's server
+NAMES = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory,
+           api_record: Path) -> Iterator[tuple[Api, Callable[[], None]]]:
+    """The module's server, and what starts its worker node (once: it runs on)."""
+    tmp = tmp_path_factory.mktemp("sse")
+    heartbeat = {"FLEETSCHED_SERVER_STREAM_HEARTBEAT_MS": str(int(HEARTBEAT_S * 1000))}
+    with (shared_api(tmp, api_record, env=heartbeat) as api,
+          worker_nodes(tmp, api.cli.redis_url, api.database_url) as start):
+        started: list[bool] = []
+
+        def worker() -> None:
+            if not started:
+                start()
+                started.append(True)
+
+        yield api, worker
+
+
+@pytest.fixture
+def api(served: tuple[Api, Callable[[], None]]) -> Api:
+    return served[0]
+
+
+@pytest.fixture
+def worker(served: tuple[Api, Callable[[], None]]) -> Callable[[], None]:
+    return served[1]
+
+
+@pytest.fixture
+def own_api(tmp_path: Path, redis_url: str, api_record: Path) -> Iterator[Api]:
+    """A server of the test's own (``tests.server.conftest``'s ``api``)."""
+    with serve_api(tmp_path, redis_url, copy_record(api_record, tmp_path), ready=True) as server:
+        yield server
+
+
+def _token(api: Api, name: str, *args: str) -> str:
+    """A token of a name of its own (``name-N``): the module's server holds many."""
+    return api.token(f"{name}-{next(NAMES)}", *args)
 
 
 def _submit(api: Api, token: str, *, duration_ms: int, failure_rate: float = 0.0,
@@ -76,8 +133,8 @@ def _followers(api: Api, token: str) -> dict[str, int]:
 def test_a_follower_sees_the_counts_move_and_an_end_event_with_the_final_state(
         api: Api, worker: Callable[[], None]) -> None:
     # Given a task of five hosts, each job 0.6 s, two at a time, and a worker running it
-    operator = api.token("ci", "--role", "operator")
-    viewer = api.token("dash", "--role", "viewer")
+    operator = _token(api, "ci", "--role", "operator")
+    viewer = _token(api, "dash", "--role", "viewer")
     task_id = _submit(api, operator, duration_ms=600, failure_rate=1.0, max_concurrency="2")
     worker()
     # When a viewer follows it to its end
@@ -110,8 +167,8 @@ def test_a_follower_sees_the_counts_move_and_an_end_event_with_the_final_state(
 
 def test_one_hosts_output_comes_on_request_and_a_missing_task_is_a_404(
         api: Api, worker: Callable[[], None]) -> None:
-    operator = api.token("ci", "--role", "operator")
-    viewer = api.token("dash", "--role", "viewer")
+    operator = _token(api, "ci", "--role", "operator")
+    viewer = _token(api, "dash", "--role", "viewer")
     task_id = _submit(api, operator, duration_ms=200)
     worker()
     events = _events(api, viewer, task_id, params={"host": "web-03"})
@@ -129,7 +186,7 @@ def test_one_hosts_output_comes_on_request_and_a_missing_task_is_a_404(
     assert f"error: {missing.json()['error']['message']}" in err
     # A customer whose hosts the task does not touch: as if it did not exist
     # (tests/server/test_customer_output.py follows a customer's own); no token: 401
-    customer = api.token("acme", "--role", "customer-viewer", "--tenant", "acme")
+    customer = _token(api, "acme", "--role", "customer-viewer", "--tenant", "acme")
     assert api("GET", f"/tasks/{task_id}/events", customer).status_code == 404
     assert api("GET", f"/tasks/{task_id}/events").status_code == 401
 
@@ -137,8 +194,8 @@ def test_one_hosts_output_comes_on_request_and_a_missing_task_is_a_404(
 def test_twenty_followers_of_one_task_share_one_poller(
         api: Api, worker: Callable[[], None]) -> None:
     # Given a task that runs for a few seconds (five jobs of 1.5 s, one at a time)
-    operator = api.token("ci", "--role", "operator")
-    viewer = api.token("dash", "--role", "viewer")
+    operator = _token(api, "ci", "--role", "operator")
+    viewer = _token(api, "dash", "--role", "viewer")
     task_id = _submit(api, operator, duration_ms=1500, max_concurrency="1")
     before = _followers(api, viewer)
     # When twenty clients follow it at once to its end
@@ -173,20 +230,10 @@ def test_twenty_followers_of_one_task_share_one_poller(
     assert after["queries"] - before["queries"] <= 4 * polls + 100
 
 
-@pytest.fixture
-def quick_heartbeat(tmp_path: Path, redis_url: str, api_record: Path) -> Iterator[Api]:
-    """``api``, with a heartbeat on a stream quiet for ``HEARTBEAT_S``."""
-    with serve_api(tmp_path, redis_url, copy_record(api_record, tmp_path), ready=True,
-                   env={"FLEETSCHED_SERVER_STREAM_HEARTBEAT_MS": str(int(HEARTBEAT_S * 1000))}
-                   ) as served:
-        yield served
-
-
-def test_a_quiet_stream_gets_a_heartbeat(quick_heartbeat: Api) -> None:
-    api = quick_heartbeat
+def test_a_quiet_stream_gets_a_heartbeat(api: Api) -> None:
     # Given a task an hour ahead: nothing changes for a while
-    operator = api.token("ci", "--role", "operator")
-    viewer = api.token("dash", "--role", "viewer")
+    operator = _token(api, "ci", "--role", "operator")
+    viewer = _token(api, "dash", "--role", "viewer")
     task_id = _submit(api, operator, duration_ms=0, **{"in": "1h"})
     started = time.monotonic()
     events = _events(api, viewer, task_id, until="comment", timeout=30)
@@ -203,12 +250,14 @@ def test_a_quiet_stream_gets_a_heartbeat(quick_heartbeat: Api) -> None:
         "polls": 0, "queries": 0, "feeds": 0, "followers": 0}
 
 
-def test_a_server_told_to_stop_ends_its_open_streams_and_exits(api: Api) -> None:
+def test_a_server_told_to_stop_ends_its_open_streams_and_exits(own_api: Api) -> None:
     from scheduler.server.service import SHUTDOWN_GRACE_S
 
+    api = own_api
+
     # Given a follower of a task that will not end for an hour
-    operator = api.token("ci", "--role", "operator")
-    viewer = api.token("dash", "--role", "viewer")
+    operator = _token(api, "ci", "--role", "operator")
+    viewer = _token(api, "dash", "--role", "viewer")
     task_id = _submit(api, operator, duration_ms=0, **{"in": "1h"})
     ended: list[str] = []
 
