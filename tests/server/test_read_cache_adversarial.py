@@ -6,6 +6,7 @@ is older than the cache's time or was computed while any non-GET request ran."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -15,19 +16,19 @@ import httpx
 import pytest
 
 from scheduler.server.read_cache import ReadCache
-from tests.server.conftest import Api, serve_api
+from tests.server.conftest import Api, shared_api
 
 SIMULATE = ["--executor", "simulate", "--in", "1h"]
+NAMES = itertools.count(1)
 
 
-@pytest.fixture
-def api_10s(tmp_path: Path, redis_url: str) -> Iterator[Api]:
+@pytest.fixture(scope="module")
+def api_10s(tmp_path_factory: pytest.TempPathFactory, api_record: Path) -> Iterator[Api]:
     """A server that keeps its answers 10 s, so that what a test reads in between is not the
-    time running out on a loaded machine."""
-    config = tmp_path / "config" / "fleetsched"
-    config.mkdir(parents=True)
-    (config / "config.toml").write_text("server_read_cache_ms = 10000\n")
-    with serve_api(tmp_path, redis_url, f"sqlite:///{tmp_path / 'record.db'}") as served:
+    time running out on a loaded machine; the module's two server tests share it (shared_api),
+    with tokens of their own names."""
+    with shared_api(tmp_path_factory.mktemp("read-cache"), api_record,
+                    env={"FLEETSCHED_SERVER_READ_CACHE_MS": "10000"}) as served:
         yield served
 
 
@@ -40,7 +41,7 @@ def _age(api: Api, path: str, token: str) -> str | None:
 def test_a_request_without_a_token_that_changes_nothing_keeps_the_kept_answers(
         api_10s: Api) -> None:
     api = api_10s
-    viewer = api.token("v", "--role", "viewer")
+    viewer = api.token(f"v-{next(NAMES)}", "--role", "viewer")
     task = api.cli.submit("command", "-t", "group:web", "-p", "cmd=true", *SIMULATE)
     path = f"/tasks/{task}"
     # Given a task's detail kept (the second read is the kept answer)
@@ -65,7 +66,7 @@ def _rss_kib(pid: int) -> int:
 def test_answers_that_fail_leave_nothing_behind(api_10s: Api) -> None:
     api = api_10s
     assert api.process is not None
-    viewer = api.token("v", "--role", "viewer")
+    viewer = api.token(f"v-{next(NAMES)}", "--role", "viewer")
     pad = "x" * 14_000  # a query string well inside the 16 KiB limit on a request's head
     with httpx.Client(base_url=api.base, headers={"Authorization": f"Bearer {viewer}"},
                       timeout=30) as client:
