@@ -12,9 +12,9 @@ kills, reconfigures, or whose whole record it lists) is marked ``own_server``; w
 ``scheduler.server.console.stream.SESSION_CHECK_S`` (the product's default is unchanged).
 
 Every server here runs on a redis-server of its own (so no other test's flush of the session's
-Redis reaches a server that outlives a test) and on a copy of one SQLite record that the CLI
-migrated and filled with the five hosts of group ``web`` once per test process, as
-``tests.server.conftest.serve_api`` does for each of its servers."""
+Redis reaches a server that outlives a test) and on a copy of ``api_record``, the SQLite record
+with the five hosts of group ``web`` that the API's tests start from
+(``tests/server/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ import itertools
 import os
 import re
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
@@ -34,8 +33,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.server.conftest import HOSTS, Api
-from tests.servers import RedisServer, free_port, start_redis
+from tests.server.conftest import Api, copy_record
+from tests.servers import free_port, start_redis
 from tests.submit_support import Cli
 
 __all__ = ["Browsing", "Console", "console", "serve_console", "shared_console", "sign_in"]
@@ -141,33 +140,12 @@ class Console:
         self.clients.clear()
 
 
-@pytest.fixture(scope="session")
-def console_record(tmp_path_factory: pytest.TempPathFactory,
-                   redis_server: RedisServer | str) -> Path:
-    """The record each console server starts from a copy of: ``fleetsched db upgrade`` and
-    the five web hosts imported, through the CLI (which writes nothing to Redis)."""
-    tmp = tmp_path_factory.mktemp("console-record")
-    url = redis_server if isinstance(redis_server, str) else redis_server.url
-    cli = Cli(tmp, url, f"sqlite:///{tmp / 'record.db'}")
-    cli.ok("db", "upgrade")
-    (tmp / "hosts.ini").write_text("[web]\n" + "\n".join(HOSTS) + "\n")
-    cli.ok("hosts", "import", str(tmp / "hosts.ini"))
-    return tmp / "record.db"
-
-
 @contextmanager
 def serve_console(tmp: Path, record: Path, *,
                   session_check_s: float | None = None) -> Iterator[tuple[Api, Path]]:
     """A server in ``tmp`` on a copy of ``record`` and a redis-server of its own: the server
     and its log."""
-    copy = tmp / "record.db"
-    source, target = sqlite3.connect(record), sqlite3.connect(copy)
-    try:
-        source.backup(target)
-    finally:
-        source.close()
-        target.close()
-    database_url = f"sqlite:///{copy}"
+    database_url = copy_record(record, tmp)
     (tmp / "redis").mkdir()
     redis = start_redis(tmp / "redis")
     env: dict[str, str] = {}
@@ -246,20 +224,20 @@ def _answers(proc: subprocess.Popen[bytes], port: int, log: Path, timeout: float
 
 @pytest.fixture(scope="module")
 def shared_console(tmp_path_factory: pytest.TempPathFactory,
-                   console_record: Path) -> Iterator[tuple[Api, Path]]:
+                   api_record: Path) -> Iterator[tuple[Api, Path]]:
     """The module's server and its log (see the module docstring)."""
     tmp = tmp_path_factory.mktemp("console")
-    with serve_console(tmp, console_record) as served:
+    with serve_console(tmp, api_record) as served:
         yield served
 
 
 @pytest.fixture
 def console(request: pytest.FixtureRequest, tmp_path: Path,
-            console_record: Path) -> Iterator[Console]:
+            api_record: Path) -> Iterator[Console]:
     """The console of a server on a SQLite record with five hosts in group ``web``: the
     module's, or the test's own if it is marked ``own_server``."""
     own = request.node.get_closest_marker("own_server")
-    with (serve_console(tmp_path, console_record, **own.kwargs) if own
+    with (serve_console(tmp_path, api_record, **own.kwargs) if own
           else _module_server(request)) as served:
         made = Console(*served)
         try:

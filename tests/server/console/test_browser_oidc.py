@@ -16,23 +16,17 @@ from playwright.sync_api import expect
 from tests.server.conftest import Api
 from tests.server.console.browser import InBrowser
 from tests.server.console.conftest import serve_console
-from tests.server.test_oidc import CLIENT_ID, SECRET, _person, issuer  # noqa: F401 - a fixture
+from tests.server.test_oidc import _person, _write_config, issuer  # noqa: F401 - a fixture
 
 
 @pytest.fixture(scope="module")
-def shared_console(tmp_path_factory: pytest.TempPathFactory, console_record: Path,
+def shared_console(tmp_path_factory: pytest.TempPathFactory, api_record: Path,
                    issuer: str) -> Iterator[tuple[Api, Path]]:  # noqa: F811 - the fixture
     """The module's server, which reads the provider's settings when it starts: the config
-    file tests/server/test_oidc.py's ``oidc_config`` writes, in the server's directory."""
+    file of tests/server/test_oidc.py, in the server's directory."""
     tmp = tmp_path_factory.mktemp("console")
-    (tmp / "client-secret").write_text(SECRET + "\n")
-    config = tmp / "config" / "fleetsched" / "config.toml"
-    config.parent.mkdir(parents=True)
-    config.write_text(
-        f'oidc_issuer = "{issuer}"\noidc_client_id = "{CLIENT_ID}"\n'
-        f'oidc_client_secret = "@file:{tmp / "client-secret"}"\n'
-        '[oidc_roles]\n"fleet-operators" = "operator"\n"fleet-viewers" = "viewer"\n')
-    with serve_console(tmp, console_record) as served:
+    _write_config(tmp, issuer)
+    with serve_console(tmp, api_record) as served:
         yield served
 
 
