@@ -113,7 +113,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     redis_url, database_url = redis_server.url, f"sqlite:///{tmp_path / 'record.db'}"
     worker = None
     try:
-        with parsers_built_once():
+        with built_once():
             # tests.server.conftest.serve_api's deployment, with the worker node started
             # before the server, so that the two start up together
             cli = Cli(tmp_path, redis_url, database_url)
@@ -146,24 +146,41 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
 
 
 @contextmanager
-def parsers_built_once() -> Iterator[None]:
-    """Within this block, the CLI's in-process calls (``main()``) parse with a click command
-    built once per typer app, not anew at every call as typer does (``typer.main.
-    get_command``: about a quarter of a call's time, thousands of calls in these tests). The
-    apps are the same objects from call to call (``scheduler.cli.app.build`` is cached), and
-    a built command holds no state of a call (click makes a new context for each); what is
-    parsed and run is unchanged, and ``--help`` prints the same at any width."""
-    original = typer.main.get_command
-    built: dict[int, tuple[Any, Any]] = {}
+def built_once() -> Iterator[None]:
+    """Within this block, what each in-process CLI call (``main()``) would build again, the
+    same each time, is built once and reused, as one ``fleetsched`` process builds it once:
 
-    def get_command(app: Any) -> Any:
-        hit = built.get(id(app))
+    - the click command of a typer app: typer builds it anew at every call of the app
+      (``typer.main.get_command``: about a quarter of a direct call's time); the apps are the
+      same objects from call to call (``scheduler.cli.app.build`` is cached) and click makes
+      a new context for each call. ``--help`` prints the same at any width either way.
+    - the TLS context of remote mode's ``httpx.Client`` (``verify=True``): loading the CA
+      bundle took half of a remote call's time. One context serves any number of clients.
+
+    What is parsed, sent and run is unchanged."""
+    import httpx._transports.default as transport
+
+    get_command, ssl_context = typer.main.get_command, transport.create_ssl_context
+    commands: dict[int, tuple[Any, Any]] = {}
+    contexts: dict[tuple, Any] = {}
+
+    def command_of(app: Any) -> Any:
+        hit = commands.get(id(app))
         if hit is None or hit[0] is not app:
-            hit = built[id(app)] = (app, original(app))
+            hit = commands[id(app)] = (app, get_command(app))
         return hit[1]
 
+    def context_of(verify: Any = True, cert: Any = None, trust_env: bool = True) -> Any:
+        if verify is not True or cert is not None:
+            return ssl_context(verify=verify, cert=cert, trust_env=trust_env)
+        key = (trust_env, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+        if key not in contexts:
+            contexts[key] = ssl_context(verify=verify, cert=cert, trust_env=trust_env)
+        return contexts[key]
+
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(typer.main, "get_command", get_command)
+        patch.setattr(typer.main, "get_command", command_of)
+        patch.setattr(transport, "create_ssl_context", context_of)
         yield
 
 

@@ -43,7 +43,7 @@ import pytest
 import yaml
 
 from scheduler.config import Settings
-from tests.cli.remote_support import READING, normalised, parsers_built_once
+from tests.cli.remote_support import READING, built_once, normalised
 from tests.cli_support import isolated_env, run_cli
 from tests.doc_examples import (
     Example,
@@ -310,7 +310,7 @@ def installation(request: pytest.FixtureRequest, tmp_path: Path, redis_url: str,
         (tmp_path / name).write_text(text)
     inst = Installation(tmp_path, redis_url, webhook.url(), smtp.port)
     with ExitStack() as stack:
-        stack.enter_context(parsers_built_once())
+        stack.enter_context(built_once())
         # the embedded server the redis examples started (stopped last)
         stack.callback(run_cli, ["redis", "stop"], inst.embedded_env)
         inst.cli("db", "upgrade")
