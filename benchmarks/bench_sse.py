@@ -183,14 +183,11 @@ class Meters:
     """The outside counters read at each end of a window, and the Redis commands the server
     process sent during one (MONITOR, by connection)."""
 
-    def __init__(self, redis_url: str, database_url: str, server_pid: int,
-                 settle_baselines: bool = True) -> None:
+    def __init__(self, redis_url: str, database_url: str, server_pid: int) -> None:
         self.redis = redis.Redis.from_url(redis_url)
         self.redis_port = self.redis.connection_pool.connection_kwargs["port"]
         self.server_pid = server_pid
         self.pg, self.datname = None, None
-        # --smoke: no pause before a 0-follower window (no joins to wait out there)
-        self.settle_baselines = settle_baselines
         self.settle_s = 1.0
         if database_url.startswith("postgresql"):
             # A backend reports its transactions up to 10 s late (PostgreSQL's
@@ -265,12 +262,13 @@ def window(before: dict[str, Any], after: dict[str, Any], sent: dict[str, int],
 
 
 async def measure_level(dep: Deployment, meters: Meters, task_id: int, n: int,
-                        seconds: float) -> dict[str, Any]:
-    """One window with ``n`` followers of the task."""
+                        seconds: float, pause: bool = True) -> dict[str, Any]:
+    """One window with ``n`` followers of the task, after the settling pause unless not
+    ``pause``."""
     followers = Followers(dep.base, dep.token, task_id, n)
     try:
         await followers.open()
-        if n or meters.settle_baselines:
+        if pause:
             await asyncio.sleep(meters.settle_s)  # the joins' own requests counted before
         inside_before = dep.followers_stats()
         first, before = list(followers.events), meters.read()
@@ -313,7 +311,10 @@ async def measure(dep: Deployment, meters: Meters, task_id: int, args: argparse.
                   ) -> list[dict[str, Any]]:
     windows = []
     for i, n in enumerate(sequence(args.followers, args.runs)):
-        figures = await measure_level(dep, meters, task_id, n, args.seconds)
+        # --smoke: a 0-follower window right after a level's has nothing of its own to wait out
+        # (no joins; the level's last reads are little); the first waits out the setup's
+        pause = not args.smoke or n > 0 or i == 0
+        figures = await measure_level(dep, meters, task_id, n, args.seconds, pause)
         windows.append({"followers": n, **figures})
         print(f"window {i + 1}, {n} followers: {figures['redis']:.1f} Redis commands/s, "
               f"{figures['polls']:.2f} polls/s, {figures['cpu_ms']:.1f} server CPU ms/s",
@@ -399,8 +400,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             dep.setup()
             duration = job_ms(args)
             task_id = dep.start(duration)
-            meters = Meters(redis_server.url, database_url, dep.server_pid,
-                            settle_baselines=not args.smoke)
+            meters = Meters(redis_server.url, database_url, dep.server_pid)
             windows = asyncio.run(measure(dep, meters, task_id, args))
         finally:
             if meters is not None:
@@ -423,8 +423,9 @@ def main() -> None:
     parser.add_argument("--database-url", help="an empty PostgreSQL database (default: a "
                         "SQLite file)")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, one short run, "
-                        "and no settling pause before the windows without followers (the "
-                        "pause waits out the record's late count of the followers' joins)")
+                        "and no settling pause before a window without followers that follows "
+                        "one with (the pause waits out the record's late count of the "
+                        "followers' joins)")
     args = parser.parse_args()
     if args.smoke:
         args.hosts, args.slots, args.followers, args.seconds, args.runs = 60, 2, "0,1,10", 4, 1
