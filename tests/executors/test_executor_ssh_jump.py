@@ -232,9 +232,12 @@ def test_a_bastion_that_is_down_or_restarted_is_reported_as_the_bastion(
         log = Log(gate)
         run_marker(ex, target, "gate-2", vars={"fleetsched_jump": "gate"})
         assert log.logins() == 1 and log.forwarded_to(target) == 1
-        # And when it is down, a job fails with the bastion's failure, not the host's
+        ex.close()
+        # And when it is down, a job (a worker process that has no login to it yet) fails
+        # with the bastion's failure, not the host's
         gate.stop()
-        ex.pool.close_all()
+        ex = build_executor("ssh", jf.inner.ssh_options(connect_timeout=3), jf.settings(
+            known_hosts=known, ssh_config=config))
         with pytest.raises(HostUnreachableError) as caught:
             run_marker(ex, target, "never", vars={"fleetsched_jump": "gate"})
         ex.close()

@@ -55,6 +55,24 @@ class Link:
     closed: bool = False
 
 
+class HopSocket:
+    """The ``direct-tcpip`` channel a transport runs over, as its socket. Closing it never
+    raises: the bastion may be gone already (its EOF not yet seen), and closing the transport
+    over it, to replace or drop it, must not fail for that."""
+
+    def __init__(self, channel: paramiko.Channel) -> None:
+        self.channel = channel
+
+    def __getattr__(self, name: str) -> Any:  # send, recv, settimeout, _closed ...
+        return getattr(self.channel, name)
+
+    def close(self) -> None:
+        try:
+            self.channel.close()
+        except (paramiko.SSHException, EOFError, OSError):
+            pass
+
+
 def _bastion_error(exc: Exception, hop: Target, reaching: str) -> Exception:
     """``exc`` (about ``hop``) as the bastion's failure, same class, same hint (point 4)."""
     what = next(w for cls, w in _WHAT if isinstance(exc, cls))
@@ -77,7 +95,7 @@ class Bastions:
         self._logins: dict[ChainKey, threading.Lock] = {}  # one login per chain at a time
         self._pid = os.getpid()
 
-    def open(self, target: Target) -> tuple[paramiko.Channel, Callable[[], None]]:
+    def open(self, target: Target) -> tuple[HopSocket, Callable[[], None]]:
         """A channel from ``target.via[-1]`` to the target, and the call that gives back the
         hold on the jump hosts once the connection over the channel is closed."""
         for attempt in (1, 2):
@@ -139,12 +157,12 @@ class Bastions:
             transport.set_keepalive(self.options["keepalive_s"])
         return transport
 
-    def _channel(self, link: Link, to: Target, reaching: str) -> paramiko.Channel:
+    def _channel(self, link: Link, to: Target, reaching: str) -> HopSocket:
         """``direct-tcpip`` from ``link``'s hop to ``to`` (a host or the next hop)."""
         try:
-            return link.transport.open_channel(
+            return HopSocket(link.transport.open_channel(
                 "direct-tcpip", (to.address, to.port), ("127.0.0.1", 0),
-                timeout=self.options["connect_timeout"])
+                timeout=self.options["connect_timeout"]))
         except paramiko.ChannelException as exc:
             why = exc.text or f"channel open failed (code {exc.code})"
             if exc.code == paramiko.common.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED:
@@ -215,4 +233,4 @@ class Bastions:
             return sum(1 for ln in self._links.values() if not ln.closed)
 
 
-__all__ = ["Bastions", "Link"]
+__all__ = ["Bastions", "HopSocket", "Link"]
