@@ -70,6 +70,8 @@ class SyncPlan:
     unchanged: int = 0
     groups_added: list[str] = field(default_factory=list)
     groups_updated: list[str] = field(default_factory=list)
+    # an updated group's changes, field ("vars", "children", "source") -> (stored, new)
+    group_changes: dict[str, dict[str, tuple[Any, Any]]] = field(default_factory=dict)
     groups_removed: list[str] = field(default_factory=list)
     skipped_secrets: list[str] = field(default_factory=list)
     tenants: dict[str, int] = field(default_factory=dict)  # the source's hosts per customer
@@ -162,9 +164,14 @@ def _plan(stored: _Stored, resolved: Resolved, source: str, *, prune: bool) -> S
         current = stored.groups.get(name)
         if current is None:
             out.groups_added.append(name)
-        elif (current["vars"] != group.vars or current["children"] != set(group.children)
-              or current["source"] != source):
-            out.groups_updated.append(name)
+        else:
+            changes = {k: (old, new) for k, old, new in (
+                ("vars", current["vars"], group.vars),
+                ("children", sorted(current["children"]), sorted(group.children)),
+                ("source", current["source"], source)) if old != new}
+            if changes:
+                out.groups_updated.append(name)
+                out.group_changes[name] = changes
     if prune:
         out.groups_removed = sorted(n for n, g in stored.groups.items()
                                     if g["source"] == source and n not in resolved.groups)

@@ -421,13 +421,14 @@ def _describe_change(key: str, old: Any, new: Any) -> str:
         changed = sorted(k for k in set(old) & set(new) if old[k] != new[k])
         parts = [f"+{k}" for k in added] + [f"-{k}" for k in removed] + [f"~{k}" for k in changed]
         return "vars: " + " ".join(parts)
-    if key == "groups":
-        return f"groups: {','.join(old) or '-'} -> {','.join(new) or '-'}"
+    if key in ("groups", "children"):
+        return f"{key}: {','.join(old) or '-'} -> {','.join(new) or '-'}"
     return f"{key}: {_short(old) or '-'} -> {_short(new) or '-'}"
 
 
 def _change_rows(plan: Any) -> list[dict[str, Any]]:
-    """One row per host an import added, updated, removed or left (what it would do)."""
+    """One row per host an import added, updated, removed or left (what it would do), and one
+    per group it updated (``host`` ``group:NAME``)."""
     rows: list[dict[str, Any]] = []
     for r in plan.added:
         where = r.address or r.name
@@ -439,6 +440,13 @@ def _change_rows(plan: Any) -> list[dict[str, Any]]:
         rows.append({"change": "updated", "host": c.name, "fields": sorted(c.changes),
                      "details": "; ".join(_describe_change(k, *v)
                                           for k, v in sorted(c.changes.items()))})
+    # an updated group's own changes (a second import that drops a group's variables says
+    # so here, beside the hosts whose variables they were)
+    for name in plan.groups_updated:
+        changes = plan.group_changes.get(name, {})
+        rows.append({"change": "updated", "host": f"group:{name}", "fields": sorted(changes),
+                     "details": "; ".join(_describe_change(k, *v)
+                                          for k, v in sorted(changes.items()))})
     rows += [{"change": "removed", "host": n, "details": ""} for n in plan.removed]
     rows += [{"change": "left", "host": n, "details": "no longer in the source; kept "
                                                      "(--prune removes it)"} for n in plan.left]

@@ -120,6 +120,29 @@ def test_a_dry_run_prints_updated_fields_and_writes_nothing(
     assert snapshot(db) == before
 
 
+
+def test_a_second_import_names_the_group_variables_it_changes_before_writing_them(
+        cli: Cli, db: str, tmp_path: Path) -> None:
+    inv = tmp_path / "inv.ini"
+    inv.write_text("[web]\nw1\nw2\n[web:vars]\nhttp_port=80\ntier=prod\n")
+    assert cli(db, "hosts", "import", str(inv))[0] == 0
+    # When the file comes back without tier and with another port
+    inv.write_text("[web]\nw1\nw2\n[web:vars]\nhttp_port=8080\n")
+    before = snapshot(db)
+    code, out, err = cli(db, "hosts", "import", str(inv), "--dry-run")
+    # Then the dry run has a row for the group saying which of its variables go and change
+    assert code == 0, err
+    rows = [line.split(None, 2) for line in out.splitlines()[1:]]
+    assert ["updated", "group:web", "vars: -tier ~http_port"] in rows, out
+    assert snapshot(db) == before
+    # And the import itself says the same, in JSON too, and writes it
+    code, out, err = cli(db, "hosts", "import", str(inv), "-o", "json")
+    assert code == 0, err
+    [group] = [c for c in json.loads(out)["changes"] if c["host"] == "group:web"]
+    assert (group["fields"], group["details"]) == (["vars"], "vars: -tier ~http_port")
+    code, out, _ = cli(db, "groups", "list", "-o", "json")
+    assert {g["name"]: g["vars"] for g in json.loads(out)}["web"] == {"http_port": 8080}
+
 @pytest.fixture(scope="module")
 def imported_sqlite(tmp_path_factory: pytest.TempPathFactory) -> str:
     """One SQLite database holding the sample fleet, shared by the refusal cases (which must
