@@ -101,6 +101,21 @@ def docker_engine_answers() -> bool:
 USE_DOCKER = os.environ.get("FLEETSCHED_TEST_DOCKER", "auto") != "no" and docker_engine_answers()
 
 
+# -------------------------------------------------------------------- the in-process CLI
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cli_built_once() -> Iterator[None]:
+    """Every in-process CLI call of the session reuses the click command of each typer app
+    and remote mode's TLS context, as one ``fleetsched`` process builds them once
+    (``tests.cli.remote_support.built_once``: typer builds the command anew at each call, about
+    a quarter of a call's time). What is parsed, sent and run is unchanged."""
+    from tests.cli.remote_support import built_once
+
+    with built_once():
+        yield
+
+
 # ------------------------------------------------------------------------------------- Redis
 
 
