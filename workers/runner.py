@@ -35,8 +35,8 @@ from workers.protocol import Order, Outcome
 from workers.results import job_outcome
 
 # Failures that trying again cannot cure: a wrong host key, refused credentials, sudo asking
-# for a password (become), a host without SFTP, and a configuration the worker refuses (a ProxyJump in ssh_config, a
-# missing identity file, a bad executor option, a become method other than sudo). By class, and by name for plugins that raise look-alikes of their own.
+# for a password (become), a host without SFTP, and a configuration the worker refuses (a ProxyCommand in ssh_config,
+# a bad jump host, a missing identity file, a bad executor option, a become method other than sudo). By class, and by name for plugins that raise look-alikes of their own.
 PERMANENT_CLASSES: tuple[type[Exception], ...] = (
     HostKeyError, AuthenticationError, BecomeError, ConfigError, ValidationError,
     SftpUnavailableError)
