@@ -40,13 +40,14 @@ def select_hosts(engine: Engine, target: str) -> list[Host]:
     from scheduler.inventory import group_member_map
     from scheduler.record.session import transaction
     from scheduler.submission.fanout import host_conns
-    from scheduler.submission.targets import parse_target, resolve_target
+    from scheduler.submission.targets import host_vars_map, parse_target, resolve_target
 
     parsed = parse_target(target)  # ValidationError: bad input, exit code 2
     with transaction(engine, commit=False) as session:
         members = group_member_map(session)
         try:
-            names = resolve_target(parsed, members.get("all", set()), members)
+            names = resolve_target(parsed, members.get("all", set()), members,
+                                   host_vars_map(session) if parsed.needs_vars else None)
         except ValidationError as exc:
             raise NotFoundError(str(exc), hint=exc.hint or "see `fleetsched hosts list`"
                                 ) from None

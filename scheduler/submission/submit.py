@@ -54,7 +54,7 @@ from scheduler.record.models import Host
 from scheduler.record.state import Submit, Waves, apply
 from scheduler.record.types import due_ms, to_ms, utcnow
 from scheduler.submission.repeats import Repeat, fingerprint, first_of
-from scheduler.submission.targets import Target, parse_target, resolve_target
+from scheduler.submission.targets import Target, host_vars_map, parse_target, resolve_target
 from scheduler.submission.waves import WaveSpec, split
 
 __all__ = [
@@ -405,7 +405,8 @@ def plan_task(session: Session, request: TaskRequest, *, operator: Principal | s
     else:
         members = group_member_map(session)
     every = members.get("all", set())
-    names = resolve_target(target, every, members)
+    names = resolve_target(target, every, members,
+                           host_vars_map(session) if target.needs_vars else None)
     selected = set(names)
     groups = sorted(g for g, hs in members.items()
                     if g not in ("all", "ungrouped") and not hs.isdisjoint(selected))
