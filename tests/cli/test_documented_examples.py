@@ -122,6 +122,9 @@ FLEET = {
     "edge": ["edge-01"],
 }
 CHILDREN = {"prod": ["web", "db"]}
+# Host variables the `vars.` target examples pick by: web-01 and web-02 are the canaries.
+HOST_VARS = {h: {"tier": "canary" if n <= 2 else "prod", "rack": f"r{(n - 1) % 3 + 1}"}
+             for n, h in enumerate(FLEET["web"], 1)}
 # The order an operator would run them in; an example runs with the first entry its command
 # starts with, in the order of its source within one entry.
 ORDER = [
@@ -193,7 +196,8 @@ def inventory_ini() -> str:
     lines = []
     for group, hosts in FLEET.items():
         lines.append(f"[{group}]")
-        lines += [f"{h} ansible_host=127.0.0.1 ansible_port=1" for h in hosts]
+        lines += [f"{h} ansible_host=127.0.0.1 ansible_port=1"
+                  + "".join(f" {k}={v}" for k, v in HOST_VARS.get(h, {}).items()) for h in hosts]
         lines.append("")
     for group, children in CHILDREN.items():
         lines += [f"[{group}:children]", *children, ""]
@@ -202,8 +206,8 @@ def inventory_ini() -> str:
 
 def inventory_json() -> str:
     hosts = sorted({h for members in FLEET.values() for h in members})
-    doc: dict = {"_meta": {"hostvars": {h: {"ansible_host": "127.0.0.1", "ansible_port": 1}
-                                        for h in hosts}},
+    doc: dict = {"_meta": {"hostvars": {h: {"ansible_host": "127.0.0.1", "ansible_port": 1,
+                                            **HOST_VARS.get(h, {})} for h in hosts}},
                  "all": {"children": ["ungrouped", *FLEET]}}
     for group, members in FLEET.items():
         doc[group] = {"hosts": members, **({"children": CHILDREN[group]}

@@ -225,3 +225,10 @@ def test_the_api_submit_takes_a_variable_target(tmp_path: Path, redis_url: str) 
             "action": "command", "target": "&vars.tier=canary", "params": {"cmd": "true"}})
         assert refused.status_code == 400, refused.text
         assert "only '&'" in refused.json()["error"]["message"]
+
+
+def test_a_host_named_like_a_vars_term_is_reachable_by_a_glob() -> None:
+    hosts = [*HOSTS, "vars.old"]
+    assert resolve_target("vars[.]old", hosts, GROUPS, VARS) == ["vars.old"]
+    with pytest.raises(ValidationError, match="'vars.old' selects no hosts"):
+        resolve_target("vars.old", hosts, GROUPS, VARS)  # the variable "old", which none has
