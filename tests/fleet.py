@@ -37,6 +37,7 @@ from tests.servers import free_port, missing
 
 SSHD_CANDIDATES = ("/usr/sbin/sshd",)
 UNPRIVILEGED_LOGIN = "fleetsched-nopw"  # a login without sudo rights (tests/executors/test_executor_ssh_become.py)
+PASSWORD_LOGIN = "fleetsched-pw"  # a login whose sudo asks a password (test_executor_ssh_become_password.py)
 
 
 def sshd_binary() -> str | None:
@@ -153,7 +154,7 @@ class FleetHost:
             # sshd reads authorized keys as the user logging in, and an unprivileged login
             # (the become tests' NOPW_USER) cannot read this fleet's private directory:
             # root reads the same file for it.
-            f"Match User {UNPRIVILEGED_LOGIN}",
+            f"Match User {UNPRIVILEGED_LOGIN},{PASSWORD_LOGIN}",
             f"    AuthorizedKeysCommand {shutil.which('cat') or '/bin/cat'} {self.authorized_keys}",
             "    AuthorizedKeysCommandUser root",
             "",

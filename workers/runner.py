@@ -139,6 +139,9 @@ class Runner:
         host = host_from(order.host, order.host_data)
         executor = self.executor(spec.get("executor") or action.default_executor,
                                  dict(spec.get("executor_options") or {}))
-        ctx = ActionContext(reconnect=lambda: executor.session(host), redactor=redactor)
-        with executor.session(host) as session:
+        # the ssh executor reads a become password now and teaches it to the job's redactor
+        opened = (lambda: executor.session(host, redactor=redactor)) if executor.name == "ssh" \
+            else (lambda: executor.session(host))
+        ctx = ActionContext(reconnect=opened, redactor=redactor)
+        with opened() as session:
             return action.run(session, host, params, order.timeout_s, ctx)

@@ -346,7 +346,8 @@ def add_host(session: Session, name: str, *, address: str | None = None,
                               "group of Ansible inventories)",
                               hint="name a group of your own")
     host_vars = {_checked(validate.var_name, k, "--var"): v for k, v in (host_vars or {}).items()}
-    secret = sorted(k for k in host_vars if validate.is_secret_var(k))
+    secret = sorted(k for k, v in host_vars.items()
+                    if validate.is_secret_var(k) and not validate.is_stored_reference(k, v))
     if secret:
         raise ValidationError(f"--var {secret[0]}: fleetsched does not store secrets",
                               hint="use ssh keys or the agent; pass secrets as @env:/@file: "

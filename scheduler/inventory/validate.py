@@ -167,6 +167,24 @@ def is_secret_var(name: str) -> bool:
     return bool(SECRET_VAR_RE.search(name))
 
 
+REFERENCE_VARS = ("ansible_become_password", "ansible_become_pass")
+"""Secret variables stored when their value is a secret reference (``@env:NAME`` /
+``@file:/path``, read on the worker at run time: tasks/executors/ssh/become.py); a literal
+value of them is skipped like any other secret."""
+
+
+def is_stored_reference(name: str, value: Any) -> bool:
+    """Whether ``name = value`` is a secret variable kept as its reference, not its value."""
+    if name not in REFERENCE_VARS or not isinstance(value, str):
+        return False
+    from tasks.secrets import SecretError, SecretRef, parse_ref
+
+    try:
+        return isinstance(parse_ref(value), SecretRef)
+    except SecretError:
+        return False
+
+
 PRIVATE_KEY_RE = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?"
                             r"(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.DOTALL)
 
@@ -193,7 +211,7 @@ def public_vars(values: Mapping[str, Any], found: set[str] | None = None,
 
     out: dict[str, Any] = {}
     for key, value in values.items():
-        if is_secret_var(str(key)):
+        if is_secret_var(str(key)) and not (path == "" and is_stored_reference(key, value)):
             if found is not None:
                 found.add(path + str(key))
             continue

@@ -32,6 +32,8 @@ EXECUTOR_DEFAULTS: dict[str, dict[str, Any]] = {
         "become": False,  # run commands through sudo -n (also: the host's ansible_become)
         "become_user": "",  # sudo -u USER; set alone it turns become on ("" = the host's
         #                     ansible_become_user, else root); tasks/executors/ssh/become.py
+        "become_password": "",  # a secret reference @env:NAME / @file:/path fed to sudo -S at
+        #                         its prompt ("" = the host's ansible_become_password, else -n)
         "jump": [],  # jump hosts [user@]host[:port], first first, for hosts whose inventory
         #              names none (else ~/.ssh/config's ProxyJump); tasks/executors/ssh/jump.py
     },

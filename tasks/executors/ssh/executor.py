@@ -5,7 +5,7 @@ What it owns:
 1. a session per job on a pooled, authenticated connection (``ssh_connect.connect`` checks the
    host key strictly before anything else happens);
 2. ``run``: an argv list (run through ``sudo -n -u USER --`` when the host or task asks for
-   become, ``become.py``) quoted with ``shlex.join``, stdout and stderr drained together with a
+   become, or ``sudo -S`` fed the become password at its prompt, ``become.py``) quoted with ``shlex.join``, stdout and stderr drained together with a
    select on the channel (never ``recv_exit_status`` before draining), head and tail kept,
    stdin fed as the window allows; at the timeout the remote process group gets SIGKILL (the
    ``signal`` channel request), the channel is closed and the result says ``timed_out``;
@@ -40,9 +40,10 @@ from paramiko.message import Message
 
 from scheduler.config import Settings
 from scheduler.errors import HostUnreachableError
+from scheduler.redact import Redactor
 from tasks.executors.capture import Capture
 from tasks.executors.ssh import shellfiles
-from tasks.executors.ssh.become import Become, become_of
+from tasks.executors.ssh.become import Become, Gate, become_of
 from tasks.executors.ssh.connect import (
     Target,
     connect,
@@ -251,10 +252,13 @@ class SshSession:
         if not argv:
             raise ValueError("argv must not be empty")
         if self.become is not None:
-            return self.become.check(self._run(self.become.wrap(argv), timeout, stdin))
+            gates: list[Gate] = []
+            result = self._run(self.become.wrap(argv), timeout, stdin, self.become, gates)
+            return self.become.check(result, gates[0] if gates else None)
         return self._run(argv, timeout, stdin)
 
-    def _run(self, argv: list[str], timeout: float, stdin: bytes | None) -> CommandResult:
+    def _run(self, argv: list[str], timeout: float, stdin: bytes | None,
+             become: Become | None = None, gates: list[Gate] | None = None) -> CommandResult:
         command = shlex.join(argv)
         cap = self.executor.options["capture_bytes"]
         out, err = Capture(cap, cap), Capture(cap, cap)
@@ -262,7 +266,11 @@ class SshSession:
         deadline = start + timeout
         chan = self._open_channel()
         try:
-            errf = PgidFilter(err)
+            gate = become.gate(err) if become is not None else None
+            if gate is not None and gates is not None:
+                gates.append(gate)
+            errf = PgidFilter(gate or err)  # type: ignore[arg-type]
+            feed = _Feed(stdin, gate, become.password if become is not None else None)
             try:
                 chan.exec_command(PGID_PREFIX + command)
             except (paramiko.SSHException, EOFError, OSError) as exc:
@@ -270,8 +278,10 @@ class SshSession:
                 return _result(command, None, out, err, start,
                                error=f"connection to {self.target.where} lost while starting "
                                      f"the command ({exc}); it may or may not have started")
-            finished = _pump(chan, stdin, out, errf, deadline)
+            finished = _pump(chan, feed, out, errf, deadline)
             errf.flush()
+            if gate is not None:
+                gate.flush()
             if not finished or not chan.status_event.wait(max(0.0, deadline - time.monotonic())):
                 self._kill(chan, errf.pgid)
                 return _result(command, None, out, err, start, timed_out=True)
@@ -336,33 +346,74 @@ class SshSession:
                 raise
 
 
-def _pump(chan: paramiko.Channel, stdin: bytes | None, out: Capture, err: PgidFilter,
+class _Feed:
+    """What a command's stdin gets, and when. Without a gate: ``stdin``, at once. With one (a
+    become password, ``become.py`` point 4): nothing until sudo's prompt shows on stderr, then
+    the password and a newline; ``stdin`` once the start mark says the command runs; nothing
+    more once sudo asks a second time (a wrong password: it then reads end-of-file)."""
+
+    def __init__(self, stdin: bytes | None, gate: Gate | None, password: str | None) -> None:
+        self.stdin = stdin or b""
+        self.gate = gate
+        self.password = password
+        self.stage = "stdin" if gate is None else "prompt"  # prompt -> password -> stdin
+        self.pending = memoryview(self.stdin if gate is None else b"")
+        self.over = False
+
+    def now(self) -> memoryview:
+        """What may be written now (possibly empty)."""
+        gate = self.gate
+        if gate is not None and not self.over:
+            if gate.refused:
+                self.pending, self.over = memoryview(b""), True
+            elif self.stage == "prompt" and gate.prompts and self.password is not None:
+                self.pending = memoryview((self.password + "\n").encode())
+                self.stage = "password"
+            elif self.stage != "stdin" and gate.started and not self.pending:
+                self.pending, self.stage = memoryview(self.stdin), "stdin"
+        return self.pending
+
+    def sent(self, n: int) -> None:
+        self.pending = self.pending[n:]
+
+    def stop(self) -> None:
+        """The remote closed its stdin: nothing more is written."""
+        self.pending, self.over = memoryview(b""), True
+
+    def done(self) -> bool:
+        """Everything written: the channel's write side may be shut."""
+        return self.over or (self.stage == "stdin" and not self.pending)
+
+
+def _pump(chan: paramiko.Channel, feed: _Feed, out: Capture, err: PgidFilter,
           deadline: float) -> bool:
-    """Drain stdout and stderr together until EOF; False if the deadline came first."""
+    """Drain stdout and stderr together until EOF, writing stdin as ``feed`` allows; False if
+    the deadline came first."""
     chan.setblocking(False)
-    pending = memoryview(stdin or b"")
-    if not pending:
-        chan.shutdown_write()
+    shut = False
     fd = chan.fileno()  # readable whenever either stream has data, or at EOF/close
     while True:
         while chan.recv_ready():
             out.feed(chan.recv(CHUNK))
         while chan.recv_stderr_ready():
             err.feed(chan.recv_stderr(CHUNK))
+        pending = feed.now() if not shut else memoryview(b"")
         if pending and chan.send_ready():
             try:
-                pending = pending[chan.send(bytes(pending[:CHUNK])):]
+                feed.sent(chan.send(bytes(pending[:CHUNK])))
             except (OSError, paramiko.SSHException):  # the remote closed its stdin
-                pending = memoryview(b"")
-            if not pending:
-                chan.shutdown_write()
+                feed.stop()
+            pending = feed.now()
+        if not shut and feed.done():
+            chan.shutdown_write()
+            shut = True
         if (chan.eof_received or chan.closed) and not chan.recv_ready() \
                 and not chan.recv_stderr_ready():
             return True
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return False
-        wait = min(remaining, 0.01 if pending else POLL_S)
+        wait = min(remaining, 0.01 if pending and not shut else POLL_S)
         select.select([fd], [], [], wait)
 
 
@@ -426,9 +477,11 @@ class SshExecutor:
         return Connection(key=target.pool_key, transport=transport, release=release)
 
     @contextmanager
-    def session(self, host: Host) -> Iterator[SshSession]:
+    def session(self, host: Host, redactor: Redactor | None = None) -> Iterator[SshSession]:
+        """A session on ``host``; a become password is read now and taught to ``redactor``."""
         target = self.target(host)
-        become = become_of(host, self.options)  # a refused become method fails before connecting
+        # a refused become method, or a literal become password, fails before connecting
+        become = become_of(host, self.options, redactor)
         files = file_transfer_of(host)
         conn = (self.pool.take(target.pool_key) if self.options["pool"] else None) \
             or self.connect(target)
