@@ -54,7 +54,13 @@ from scheduler.record.models import Host
 from scheduler.record.state import Submit, Waves, apply
 from scheduler.record.types import due_ms, to_ms, utcnow
 from scheduler.submission.repeats import Repeat, fingerprint, first_of
-from scheduler.submission.targets import Target, host_vars_map, parse_target, resolve_target
+from scheduler.submission.targets import (
+    Target,
+    host_vars_map,
+    parse_target,
+    resolve_target,
+    select_term,
+)
 from scheduler.submission.waves import WaveSpec, split
 
 __all__ = [
@@ -196,6 +202,7 @@ class Plan:
     in_window: bool = False  # each host's job waits for its windows (asked, or the action's)
     break_glass: str | None = None  # the checked reason to run through freezes
     principal: Principal | None = None  # who submits (its submit event says how authenticated)
+    first_wave: frozenset[str] | None = None  # hosts a --waves first term picks (vars.x=y,...)
 
     def windows_text(self) -> str:
         """How windows and freezes apply, as the plan, ``tasks show`` and the report say it."""
@@ -213,7 +220,8 @@ class Plan:
         if spec is None:
             return None
         seed = str(spec.seed if spec.seed is not None else task_id)
-        out = split(spec, [j.host for j in self.jobs], seed=seed, groups=self.host_groups)
+        out = split(spec, [j.host for j in self.jobs], seed=seed, groups=self.host_groups,
+                    first=self.first_wave)
         return out if len(out) > 1 else None
 
     def wave_policy(self) -> dict[str, Any]:
@@ -281,9 +289,8 @@ def _policy(request: TaskRequest, action: Any, hosts: int) -> Policy:
 
 
 def _executor(request: TaskRequest, action: Any) -> tuple[str, dict[str, Any]]:
-    from scheduler.errors import ConfigError
     from tasks.executors.options import EXECUTOR_DEFAULTS, EXECUTORS, read_options
-    from tasks.executors.ssh.become import USER_HINT, is_user_name, password_ref
+    from tasks.executors.ssh.become import USER_HINT, is_user_name
 
     name = request.executor or action.default_executor
     if name not in EXECUTORS:
@@ -294,11 +301,6 @@ def _executor(request: TaskRequest, action: Any) -> tuple[str, dict[str, Any]]:
     user = options.get("become_user")
     if user and not is_user_name(str(user)):  # the worker's rule, before anything is written
         raise ValidationError(f"become_user {str(user)!r} is not a user name", hint=USER_HINT)
-    if options.get("become_password"):  # a reference only: the value is read on the worker
-        try:
-            password_ref(options["become_password"], "executor option become_password")
-        except ConfigError as exc:
-            raise ValidationError(str(exc), hint=exc.hint) from None
     return name, options
 
 
@@ -405,15 +407,19 @@ def plan_task(session: Session, request: TaskRequest, *, operator: Principal | s
     from scheduler.inventory import group_member_map, group_member_map_of
 
     target = parse_target(request.target)
+    wave_term = request.waves.first if request.waves else None
     named = [s.pattern for s in target.selectors if s.kind == "host" and not s.is_glob]
-    if len(named) == len(target.selectors):  # hosts by name only: read just theirs
+    if len(named) == len(target.selectors) and wave_term is None:  # just these hosts' groups
         members = group_member_map_of(session, named)
     else:
         members = group_member_map(session)
     every = members.get("all", set())
-    names = resolve_target(target, every, members,
-                           host_vars_map(session) if target.needs_vars else None)
+    host_vars = (host_vars_map(session) if target.needs_vars or (
+        wave_term is not None and wave_term.kind == "var") else None)
+    names = resolve_target(target, every, members, host_vars)
     selected = set(names)
+    first_wave = (frozenset(select_term(wave_term, names, members, host_vars))
+                  if wave_term is not None else None)
     groups = sorted(g for g, hs in members.items()
                     if g not in ("all", "ungrouped") and not hs.isdisjoint(selected))
     policy = _policy(request, action, len(names))
@@ -429,7 +435,8 @@ def plan_task(session: Session, request: TaskRequest, *, operator: Principal | s
                 params=dumped, executor=executor, executor_options=options,
                 expected_ms=expected, policy=policy, hosts=_hosts(session, names, members),
                 groups=groups, jobs=jobs, start=start, notify=notify, host_groups=first_group,
-                in_window=in_window, break_glass=glass, principal=principal)
+                in_window=in_window, break_glass=glass, principal=principal,
+                first_wave=first_wave)
     plan.waves("plan")  # refuses a spec that makes too many waves before anything is written
     return plan
 

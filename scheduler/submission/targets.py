@@ -50,7 +50,7 @@ _VALUE = re.compile(r"^[^\x00-\x1f\x7f,|]{1,1000}$")
 VARS_PREFIX = "vars."
 
 __all__ = ["Selector", "Target", "host_vars_map", "parse_target", "resolve_target",
-           "var_text"]
+           "select_term", "var_text"]
 
 
 @dataclass(frozen=True)
@@ -202,6 +202,15 @@ def _match(selector: Selector, hosts: set[str], groups: Mapping[str, set[str]],
     for name in names:
         members |= groups[name]
     return members
+
+
+def select_term(selector: Selector, hosts: Iterable[str], groups: Mapping[str, Iterable[str]],
+                host_vars: Mapping[str, Mapping[str, Any]] | None = None) -> set[str]:
+    """The ``hosts`` one term selects, whatever its ``!``/``&`` (a wave's first term); a ``var``
+    term needs ``host_vars``. An exact host or group name that does not exist is refused."""
+    if selector.kind == "var" and host_vars is None:
+        raise TypeError(f"select_term({str(selector)!r}) is a vars. term: pass host_vars")
+    return _match(selector, set(hosts), {n: set(m) for n, m in groups.items()}, host_vars or {})
 
 
 def resolve_target(

@@ -3,6 +3,9 @@
 1. :func:`parse_waves`: ``"1,10%,50%,100%"`` -> wave sizes, like Ansible's ``serial``: each
    entry is one wave's size, N hosts or P% of the task's hosts (rounded up, at least 1); the
    last size repeats until every host is in a wave. A bad spec is one line (exit code 2).
+   The first entry may instead be one ``vars.`` or ``group:`` target term
+   (``vars.tier=canary,100%``): wave 1 is the task's hosts that term selects, the sizes after
+   it split the rest (a percentage is still of all the task's hosts).
 2. :class:`WaveSpec`: the sizes, the order (``inventory``: the task's job order; ``random``:
    shuffled with ``--wave-seed`` or else the task id as seed, so stable across restarts, and a
    dry run can show the very draw a submit with that seed makes; ``by-group``: round robin over
@@ -16,12 +19,13 @@ The queue side is ``scheduler.queue.waves``; the controller is ``scheduler.submi
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from scheduler.errors import ValidationError
 from scheduler.parse import Limit, parse_limit
+from scheduler.submission.targets import Selector, parse_target
 
 __all__ = ["GATES", "ORDERS", "MAX_WAVES", "WaveSpec", "parse_waves", "split", "wave_spec"]
 
@@ -32,20 +36,46 @@ MAX_CHECK = 2_000  # characters of a --wave-check command
 MAX_SEED = 2**31 - 1
 
 
-def parse_waves(text: str) -> tuple[Limit, ...]:
-    """``"1,10%,100%"`` -> the wave sizes; ``ValidationError`` (one line) if one is bad."""
+WAVE_TERMS = ("vars.", "group:")  # what a first wave may be picked by
+
+
+def _wave_term(part: str) -> Selector:
+    selectors = parse_target(part).selectors
+    if len(selectors) != 1 or selectors[0].exclude or selectors[0].intersect:
+        raise ValidationError(f"--waves: the first wave's term {part!r} must be one "
+                              "vars.KEY=VALUE or group:NAME term, without '!' or '&'")
+    return selectors[0]
+
+
+def parse_waves(text: str) -> tuple[Limit | Selector, ...]:
+    """``"1,10%,100%"`` -> the wave sizes; ``"vars.tier=canary,100%"``: the first wave is the
+    hosts a target term selects (a ``Selector``); ``ValidationError`` (one line) if one is
+    bad."""
     parts = [p.strip() for p in text.split(",")]
     if not text.strip() or any(not p for p in parts):
         raise ValidationError(f"--waves {text!r} must be sizes separated by commas",
                               hint="e.g. --waves 1,10%,50%,100%")
-    return tuple(parse_limit(p, "--waves") for p in parts)
+    out: list[Limit | Selector] = []
+    for n, part in enumerate(parts):
+        if part.startswith(WAVE_TERMS):
+            if n:
+                raise ValidationError(f"--waves {text!r}: only the first wave can be a target "
+                                      f"term ({part!r} is wave {n + 1})",
+                                      hint="e.g. --waves vars.tier=canary,10%,100%")
+            if len(parts) == 1:
+                raise ValidationError(f"--waves {text!r} needs the sizes of the waves after "
+                                      "its first", hint=f"e.g. --waves {part},100%")
+            out.append(_wave_term(part))
+        else:
+            out.append(parse_limit(part, "--waves"))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
 class WaveSpec:
     """How a task is rolled out in waves (what ``submit --waves ...`` asked for)."""
 
-    sizes: tuple[Limit, ...]
+    sizes: tuple[Limit | Selector, ...]  # the first may be a target term (``first``)
     order: str = "inventory"
     pause_s: float = 0.0  # between waves
     gate: str = "none"  # approve: wait for `fleetsched tasks continue`
@@ -66,6 +96,11 @@ class WaveSpec:
             raise ValidationError(f"--wave-check must be one line of 1 to {MAX_CHECK} characters")
         if self.seed is not None and self.order != "random":
             raise ValidationError("--wave-seed applies to --wave-order random only")
+
+    @property
+    def first(self) -> Selector | None:
+        """The target term that picks wave 1, if the spec starts with one."""
+        return self.sizes[0] if self.sizes and isinstance(self.sizes[0], Selector) else None
 
     def policy(self) -> dict[str, Any]:
         """What the controller reads from the task hash (``wave_policy``) and SQL keeps."""
@@ -138,16 +173,33 @@ def _ordered(seqs: Sequence[int], hosts: Sequence[str], order: str, seed: str,
 
 
 def split(spec: WaveSpec, hosts: Sequence[str], *, seed: str,
-          groups: Mapping[str, str] | None = None) -> list[list[int]]:
+          groups: Mapping[str, str] | None = None,
+          first: Collection[str] | None = None) -> list[list[int]]:
     """The waves of a task whose job ``n`` runs on ``hosts[n]``: lists of job numbers.
 
     ``seed``: what makes ``random`` stable (``--wave-seed``, else the task id);
-    ``groups``: each host's first group (``by-group``)."""
+    ``groups``: each host's first group (``by-group``); ``first``: the hosts the spec's first
+    term selects (``WaveSpec.first``), which make wave 1."""
     order = _ordered(range(len(hosts)), hosts, spec.order, seed, groups or {})
     waves: list[list[int]] = []
+    sizes = spec.sizes
+    if spec.first is not None:
+        if first is None:
+            raise TypeError("split: the spec's first wave is a target term: pass first")
+        picked = set(first)
+        wave = [s for s in order if hosts[s] in picked]
+        if not wave:
+            raise ValidationError(f"--waves: the first wave's term {str(spec.first)!r} selects "
+                                  "none of the task's hosts")
+        waves.append(wave)
+        order = [s for s in order if hosts[s] not in picked]
+        sizes = spec.sizes[1:]
     i = 0
     while i < len(order):
-        size = spec.sizes[min(len(waves), len(spec.sizes) - 1)].of(len(hosts))
+        step = len(waves) - (1 if spec.first is not None else 0)
+        limit = sizes[min(step, len(sizes) - 1)]
+        assert isinstance(limit, Limit)
+        size = limit.of(len(hosts))
         waves.append(order[i:i + size])
         i += size
         if len(waves) > MAX_WAVES:

@@ -20,7 +20,7 @@ from scheduler.record.migrate import upgrade
 from scheduler.schedules.firing import fire_claimed
 from scheduler.submission.targets import parse_target, resolve_target, var_text
 from tests.schedule_support import engine_for
-from tests.submit_support import KEYS, Cli, inventory, sql_rows
+from tests.submit_support import KEYS, Cli, data, events, inventory, sql_rows
 
 # ------------------------------------------------------------------------------- unit
 
@@ -232,3 +232,51 @@ def test_a_host_named_like_a_vars_term_is_reachable_by_a_glob() -> None:
     assert resolve_target("vars[.]old", hosts, GROUPS, VARS) == ["vars.old"]
     with pytest.raises(ValidationError, match="'vars.old' selects no hosts"):
         resolve_target("vars.old", hosts, GROUPS, VARS)  # the variable "old", which none has
+
+
+# ------------------------------------------------------------------ a first wave by term
+
+def test_waves_first_term_parses_and_bad_ones_are_refused() -> None:
+    from scheduler.submission.waves import parse_waves, split, wave_spec
+
+    spec = wave_spec("vars.tier=canary,50%")
+    assert spec is not None and str(spec.first) == "vars.tier=canary"
+    assert spec.policy()["sizes"] == "vars.tier=canary,50%"
+    hosts = ["a", "b", "c", "d", "e"]
+    # wave 1: the term's hosts; then 50% of the task's 5 hosts (3) at a time
+    assert split(spec, hosts, seed="1", first={"b", "e"}) == [[1, 4], [0, 2, 3]]
+    assert split(wave_spec("group:x,1"), hosts, seed="1", first={"a"}) == [[0], [1], [2], [3], [4]]
+    for text, fragment in [
+        ("vars.tier=canary", "needs the sizes of the waves after its first"),
+        ("1,vars.tier=canary,100%", "only the first wave can be a target term"),
+        ("vars.tier=,100%", "has an empty value"),
+        ("vars.a=b|c|,100%", "has an empty value"),
+    ]:
+        with pytest.raises(ValidationError, match=fragment):
+            parse_waves(text)
+    with pytest.raises(ValidationError, match="selects none of the task's hosts"):
+        split(spec, hosts, seed="1", first=set())
+
+
+def waves_of(cli: Cli, *args: str) -> list[tuple[int, str]]:
+    plan = json.loads(cli.ok("submit", *args, "--dry-run", "-o", "json"))
+    return sorted((j["wave"], j["host"]) for j in plan["jobs"])
+
+
+def test_a_first_wave_by_variable_runs_the_canaries_then_the_rest(cli: Cli) -> None:
+    task = ["command", "-p", "cmd=true", "--executor", "simulate"]
+    assert waves_of(cli, *task, "-t", "group:web", "--waves", "vars.tier=canary,100%") == [
+        (1, "web-01"), (1, "web-03"), (2, "web-02"), (2, "web-04")]
+    assert waves_of(cli, *task, "-t", "all", "--waves", "group:db,1") == [
+        (1, "db-01"), (1, "db-02"), (2, "web-01"), (3, "web-02"), (4, "web-03"), (5, "web-04")]
+    # recorded: the waves the submit event keeps
+    task_id = cli.submit(*task, "-t", "group:web", "--waves", "vars.rack=r1,100%")
+    (row,) = events(cli.database_url, task_id, kinds=("submit",))
+    waves = data(row)["waves"]["waves"]
+    jobs = {j.id: j.host for j in sql_rows(cli.database_url, "SELECT id, host FROM jobs "
+                                                             "WHERE task_id = :t", t=task_id)}
+    assert [sorted(jobs[j] for j in w) for w in waves] == [
+        ["web-01", "web-04"], ["web-02", "web-03"]]
+    code, _out, err = cli("submit", *task, "-t", "group:db", "--waves", "vars.tier=nope,100%",
+                          "--dry-run")
+    assert code == 2 and "'vars.tier=nope' selects none of the task's hosts" in err, err
