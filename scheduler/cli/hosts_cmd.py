@@ -90,7 +90,7 @@ shape is what an inventory script prints. No secret is written (see docs/guides/
 def export_cmd(
     ctx: typer.Context,
     target: Annotated[str, typer.Argument(
-        help="Hosts: group:NAME, host names, globs, !exclusions, all (as for submit).")] = "all",
+        help="Hosts: group:NAME, host names, globs, vars.KEY=VALUE, &intersections, !exclusions, all (as for submit).")] = "all",
     fmt_out: Annotated[str, typer.Option(
         "--format", "-f", help="ansible-json, ini or yaml.")] = "ini",
     out: Annotated[Path | None, typer.Option(
@@ -273,7 +273,7 @@ def _check_row(p: Any) -> dict[str, Any]:
 def check_cmd(
     ctx: typer.Context,
     target: Annotated[str, typer.Argument(
-        help="Hosts: group:NAME, host names, globs, !exclusions, all (as for submit).")] = "all",
+        help="Hosts: group:NAME, host names, globs, vars.KEY=VALUE, &intersections, !exclusions, all (as for submit).")] = "all",
     concurrency: Annotated[int, typer.Option(
         "--concurrency", "-c", min=1, max=1000, help="Hosts checked at once.")] = 20,
     timeout: Annotated[str, typer.Option(

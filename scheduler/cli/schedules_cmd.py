@@ -44,7 +44,7 @@ def add_cmd(
     cron: Annotated[str | None, typer.Option("--cron", help="Cron expression (5 fields or @daily ...).")] = None,
     every: Annotated[str | None, typer.Option("--every", help="An interval instead of cron (30s, 5m): whole multiples since the epoch.")] = None,
     tz: Annotated[str, typer.Option("--tz", help="IANA time zone of the cron expression.")] = "UTC",
-    target: Annotated[str | None, typer.Option("--target", "-t", help="Hosts: group:NAME, names, globs, !exclusions, all.")] = None,
+    target: Annotated[str | None, typer.Option("--target", "-t", help="Hosts: group:NAME, names, globs, vars.KEY=VALUE, &intersections, !exclusions, all.")] = None,
     param: Annotated[list[str] | None, typer.Option("--param", "-p", help="An action parameter NAME=VALUE (repeatable).")] = None,
     in_window: Annotated[bool, typer.Option("--in-window", help="Each host's job waits for its service window (the default for actions that require windows).")] = False,
     ignore_windows: Annotated[bool, typer.Option("--ignore-windows", help="Run an action that requires service windows outside them (recorded with each task). Freezes still hold its jobs.")] = False,

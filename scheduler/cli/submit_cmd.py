@@ -102,7 +102,7 @@ def _warn_without_workers(stores: Any) -> None:
 def submit(
     ctx: typer.Context,
     action: Annotated[str | None, typer.Argument(help="The action (see `fleetsched actions list`).")] = None,
-    target: Annotated[str | None, typer.Option("--target", "-t", help="Hosts: group:NAME, host names, globs, !exclusions, all.")] = None,
+    target: Annotated[str | None, typer.Option("--target", "-t", help="Hosts: group:NAME, host names, globs, vars.KEY=VALUE, &intersections, !exclusions, all.")] = None,
     param: Annotated[list[str] | None, typer.Option("--param", "-p", help="An action parameter NAME=VALUE (repeatable); secrets as @env:NAME or @file:/path.")] = None,
     at: Annotated[str | None, typer.Option("--at", help="Not before this ISO time (local zone unless given).")] = None,
     in_: Annotated[str | None, typer.Option("--in", help="Not before this long from now (10m, 2h).")] = None,
@@ -124,7 +124,7 @@ def submit(
     idempotent: Annotated[bool | None, typer.Option("--idempotent/--not-idempotent", help="Override the action's flag: may a lost job run again?")] = None,
     allow_overlap: Annotated[bool | None, typer.Option("--allow-overlap/--exclusive", help="May a job run on a host while another task's job runs there? By default one job per host at a time (the action may declare itself safe to overlap).")] = None,
     notify: Annotated[list[str] | None, typer.Option("--notify", help="Also tell this webhook URL or mailto:ADDRESS if the task fails, aborts or loses jobs (repeatable).")] = None,
-    waves: Annotated[str | None, typer.Option("--waves", help="Roll out in waves of these sizes, e.g. 1,10%,50%,100% (N hosts or P% of them; the last size repeats).")] = None,
+    waves: Annotated[str | None, typer.Option("--waves", help="Roll out in waves of these sizes, e.g. 1,10%,50%,100% (N hosts or P% of them; the last size repeats); the first may be a vars. or group: term, e.g. vars.tier=canary,100%.")] = None,
     wave_order: Annotated[str | None, typer.Option("--wave-order", help="Which hosts go first: inventory (job order, the default), random (seeded by --wave-seed, else the task id) or by-group (groups spread across waves).")] = None,
     wave_seed: Annotated[str | None, typer.Option("--wave-seed", help="With --wave-order random: the seed of the draw (a --dry-run prints the one it shows).")] = None,
     wave_pause: Annotated[str | None, typer.Option("--wave-pause", help="Wait this long after each wave (10m).")] = None,
