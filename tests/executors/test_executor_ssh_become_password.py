@@ -216,3 +216,20 @@ def test_the_inventory_keeps_a_become_password_reference_and_skips_a_literal() -
                                  "db": {"ansible_become_pass": "@env:X"}}, found)
     assert kept == {"ansible_become_pass": "@file:/etc/fleetsched/become", "db": {}}
     assert found == {"ansible_become_password", "db.ansible_become_pass"}
+
+
+def test_hosts_check_never_types_the_become_password(
+        ssh_fleet: SshFleet, pw_user: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from tasks.executors.ssh.connect import ssh_options
+    from tasks.executors.ssh.probe import probe_host
+
+    # Given a host whose password reference is not even set where the check runs
+    user, _ = pw_user
+    monkeypatch.delenv(ENV)
+    host = ssh_fleet.hosts[0].host(user=user, vars={"ansible_become": True,
+                                                    "ansible_become_pass": f"@env:{ENV}"})
+    # When hosts check probes it, Then it asks sudo -n, which says a password is needed
+    settings = ssh_fleet.settings()
+    probe = probe_host(host, settings, ssh_options(ssh_fleet.ssh_options(), settings), 20)
+    assert (probe.status, probe.remote_user) == ("become-failed", user)
+    assert probe.error.startswith(f"become: sudo on {host.name} asks for a password for root")

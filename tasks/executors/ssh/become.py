@@ -178,10 +178,11 @@ def _truthy(value: Any) -> bool:
     return value is True or str(value).strip().lower() in _TRUE
 
 
-def become_of(host: Host, options: Mapping[str, Any],
-              redactor: Redactor | None = None) -> Become | None:
+def become_of(host: Host, options: Mapping[str, Any], redactor: Redactor | None = None,
+              password: bool = True) -> Become | None:
     """Whom ``host``'s commands run as, from the options and the host's variables (point 1),
-    and with which password (point 4: read now, taught to ``redactor``)."""
+    and with which password (point 4: read now, taught to ``redactor``; ``password=False``,
+    as ``hosts check`` asks, ignores one: ``sudo -n``)."""
     hvars = host.vars or {}
     user = str(options.get("become_user") or "")
     wanted = bool(options.get("become")) or bool(user) or _truthy(hvars.get("ansible_become"))
@@ -197,8 +198,8 @@ def become_of(host: Host, options: Mapping[str, Any],
     if not is_user_name(user):
         raise ConfigError(f"host {host.name}: become user {user!r} is not a user name",
                           hint=USER_HINT)
-    password = _password(host, options, hvars, redactor)
-    return Become(host.name, user, password)
+    secret = _password(host, options, hvars, redactor) if password else None
+    return Become(host.name, user, secret)
 
 
 def _password(host: Host, options: Mapping[str, Any], hvars: Mapping[str, Any],

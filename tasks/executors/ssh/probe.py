@@ -132,7 +132,7 @@ def _probe(host: Host, settings: Settings, options: dict[str, Any], timeout: flo
                   user=host.user or "")
     try:
         target = resolve(host, load_ssh_config(settings.ssh_config), options, settings.ssh_config)
-        become = become_of(host, options)
+        become = become_of(host, options, password=False)  # sudo -n: never types a password
         files = file_transfer_of(host)
     except FleetschedError as exc:
         return _fail(probe, "error", exc)
