@@ -289,8 +289,9 @@ def _policy(request: TaskRequest, action: Any, hosts: int) -> Policy:
 
 
 def _executor(request: TaskRequest, action: Any) -> tuple[str, dict[str, Any]]:
+    from scheduler.errors import ConfigError
     from tasks.executors.options import EXECUTOR_DEFAULTS, EXECUTORS, read_options
-    from tasks.executors.ssh.become import USER_HINT, is_user_name
+    from tasks.executors.ssh.become import USER_HINT, is_user_name, password_ref
 
     name = request.executor or action.default_executor
     if name not in EXECUTORS:
@@ -301,6 +302,11 @@ def _executor(request: TaskRequest, action: Any) -> tuple[str, dict[str, Any]]:
     user = options.get("become_user")
     if user and not is_user_name(str(user)):  # the worker's rule, before anything is written
         raise ValidationError(f"become_user {str(user)!r} is not a user name", hint=USER_HINT)
+    if options.get("become_password"):  # a reference only: the value is read on the worker
+        try:
+            password_ref(options["become_password"], "executor option become_password")
+        except ConfigError as exc:
+            raise ValidationError(str(exc), hint=exc.hint) from None
     return name, options
 
 
