@@ -88,12 +88,14 @@ def test_removing_a_host_drops_its_connection_data_from_the_queue(
     # Given a task submitted to web-01, so Redis holds a copy of its connection data
     request = task_request({"action": "command", "target": "web-01",
                             "params": {"cmd": "true"}, "executor": "simulate"})
-    submit.submit(fleet, ALICE, request)
+    task = submit.submit(fleet, ALICE, request).task_id
     assert redis_client.exists(KEYS.host("web-01"))
     # When alice removes the host
     done = inventory.remove_host(fleet, ALICE, "web-01")
-    # Then the copy is gone and nothing needed saying
-    assert not redis_client.exists(KEYS.host("web-01")) and done.notes == []
+    # Then the copy is gone, and the one thing said is that the task's job has not ended
+    assert not redis_client.exists(KEYS.host("web-01"))
+    assert [n.split(":")[0] for n in done.notes] == ["warning"], done.notes
+    assert f"web-01 had 1 job(s) not ended yet (task(s) {task})" in done.notes[0]
 
 
 def test_the_cli_options_and_a_task_file_map_to_the_same_request() -> None:
