@@ -5,10 +5,11 @@ every ``interval_s`` and sends each fragment whose HTML changed since the last s
 ``fragment`` event whose data is the element's id and then its HTML; the page's script
 (``static/console.js``) puts it in the element of that id. Only what is shown travels: a summary and the rows in view,
 never a 10,000-host table. The stream ends when the browser leaves, when ``read`` says
-``done`` (the task ended) or when the session ends (checked every ``SESSION_CHECK_S``: a
-logout or a revoked token stops what it was watching). A stream that sent nothing for the
-setting ``server_stream_heartbeat_ms`` (15 s by default, as the API's event streams) gets a
-``: still here`` comment, so that proxies keep it open.
+``done`` (the task ended) or when the session ends. A stream that sent nothing for the setting
+``server_stream_heartbeat_ms`` (15 s by default, as the API's event streams) gets a
+``: still here`` comment, so that proxies keep it open; it checks its session that often too
+(one lookup per stream and interval), so a logout or a revoked token stops what it was
+watching within one heartbeat.
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ from scheduler.server.auth import stores_of
 from scheduler.server.console.web import SignInRequired, page_headers, viewer
 
 __all__ = ["Frame", "fragments"]
-
-SESSION_CHECK_S = 30.0
 
 # What one read gives: the HTML of each fragment by its element id, and whether the stream
 # may end after sending them.
@@ -71,7 +70,7 @@ def fragments(request: Request, read: Callable[[], Frame], *,
             if now - quiet_since >= heartbeat_s:
                 quiet_since = now
                 yield ": still here\n\n"
-            if now - checked >= SESSION_CHECK_S:
+            if now - checked >= heartbeat_s:
                 checked = now
                 try:
                     await asyncio.to_thread(viewer, request)

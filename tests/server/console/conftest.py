@@ -8,8 +8,8 @@ costs seconds on a loaded machine, and the console's tests mostly read pages. It
 therefore use names, tenants and tokens of their own, and judge what they wrote against what
 was there when they began, never an empty world. A test that needs a server of its own (one it
 kills, reconfigures, or whose whole record it lists) is marked ``own_server``; with
-``session_check_s`` that server checks a live stream's session that often instead of
-``scheduler.server.console.stream.SESSION_CHECK_S`` (the product's default is unchanged).
+``heartbeat_ms`` that server's live streams send a heartbeat and check their session that often
+(the setting ``server_stream_heartbeat_ms``) instead of every 15 s.
 
 Every server here runs on a redis-server of its own (so no other test's flush of the session's
 Redis reaches a server that outlives a test) and on a copy of ``api_record``, the SQLite record
@@ -46,7 +46,7 @@ NAMES = itertools.count(1)
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "own_server(session_check_s=None): the test's ``console`` is a server of "
+        "markers", "own_server(heartbeat_ms=None): the test's ``console`` is a server of "
         "its own, not its module's (tests/server/console/conftest.py)")
 
 
@@ -142,23 +142,15 @@ class Console:
 
 @contextmanager
 def serve_console(tmp: Path, record: Path, *,
-                  session_check_s: float | None = None) -> Iterator[tuple[Api, Path]]:
+                  heartbeat_ms: int | None = None) -> Iterator[tuple[Api, Path]]:
     """A server in ``tmp`` on a copy of ``record`` and a redis-server of its own: the server
     and its log."""
     database_url = copy_record(record, tmp)
     (tmp / "redis").mkdir()
     redis = start_redis(tmp / "redis")
     env: dict[str, str] = {}
-    if session_check_s is not None:
-        # Imported by the server's interpreter before anything else (no other sitecustomize
-        # is on its path): the module's constant, read at each turn of a stream, set lower.
-        site = tmp / "site"
-        site.mkdir()
-        (site / "sitecustomize.py").write_text(
-            "import scheduler.server.console.stream as stream\n"
-            f"stream.SESSION_CHECK_S = {float(session_check_s)!r}\n")
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    if heartbeat_ms is not None:
+        env["FLEETSCHED_SERVER_STREAM_HEARTBEAT_MS"] = str(heartbeat_ms)
     try:
         with _server_process(tmp, redis.url, database_url, env) as (base, proc):
             yield Api(base, Cli(tmp, redis.url, database_url), database_url, proc), \

@@ -382,9 +382,9 @@ def test_sessions_are_new_at_each_sign_in_bound_to_their_csrf_and_end_with_their
     assert token not in log and token.split("_")[-1] not in log and "NOTAREALSECRET" not in log
 
 
-# A server of its own, which checks a live stream's session every 0.5 s instead of every
-# SESSION_CHECK_S (30 s), so the stream's end is not waited for that long.
-@pytest.mark.own_server(session_check_s=0.5)
+# A server of its own, whose live streams check their session every 0.5 s (the heartbeat
+# setting) instead of every 15 s, so the stream's end is not waited for that long.
+@pytest.mark.own_server(heartbeat_ms=500)
 def test_no_get_changes_anything_and_a_live_stream_ends_with_its_revoked_token(
         console: Console) -> None:
     # Given a waiting task and an operator, whose session was opened with a token
