@@ -319,18 +319,6 @@ def installation(request: pytest.FixtureRequest, tmp_path: Path, redis_url: str,
         stack.callback(run_cli, ["redis", "stop"], inst.embedded_env)
         inst.cli("db", "upgrade")
         inst.cli("hosts", "import", "inventory.ini")
-        # The worker node (and in the remote pass the server) start up while the tasks are
-        # submitted: it runs them as they come.
-        worker = WorkerProcess(redis_url, tmp_path / "worker",
-                               ["--id", "docs", "--slots", "8", "--processes", "1"],
-                               env={"FLEETSCHED_DATABASE_URL": inst.env["FLEETSCHED_DATABASE_URL"]})
-        worker.start()
-        stack.callback(worker.stop)
-        base = None
-        if request.param == "remote":
-            settings = {k: v for k, v in inst.env.items() if k.startswith("FLEETSCHED_") and v}
-            base, _process = stack.enter_context(server_process(
-                tmp_path, redis_url, inst.env["FLEETSCHED_DATABASE_URL"], env=settings))
         # Tasks 1-45: 12, 42 and 43 pending an hour ahead (every control verb applies), 13, 44
         # and 45 run to their end by the worker, the others one-host fillers.
         for n in range(1, 46):
@@ -339,6 +327,17 @@ def installation(request: pytest.FixtureRequest, tmp_path: Path, redis_url: str,
             out = inst.cli("submit", "command", "-t", target, "-p", "cmd=uptime", "--yes",
                            *SIMULATED, *later)
             assert out.strip() == str(n)
+        worker = WorkerProcess(redis_url, tmp_path / "worker",
+                               ["--id", "docs", "--slots", "8", "--processes", "1"],
+                               env={"FLEETSCHED_DATABASE_URL": inst.env["FLEETSCHED_DATABASE_URL"]})
+        worker.start()
+        stack.callback(worker.stop)
+        base = None
+        if request.param == "remote":
+            # the server starts up while the worker node does and runs the tasks
+            settings = {k: v for k, v in inst.env.items() if k.startswith("FLEETSCHED_") and v}
+            base, _process = stack.enter_context(server_process(
+                tmp_path, redis_url, inst.env["FLEETSCHED_DATABASE_URL"], env=settings))
         for n in ENDED.values():
             code, _, err = run_cli(["tasks", "wait", n, "--timeout", "60s"], inst.env)
             assert code == 0, f"task {n} did not end: {err}\n{worker.tail()}"
