@@ -233,3 +233,31 @@ def test_hosts_check_never_types_the_become_password(
     probe = probe_host(host, settings, ssh_options(ssh_fleet.ssh_options(), settings), 20)
     assert (probe.status, probe.remote_user) == ("become-failed", user)
     assert probe.error.startswith(f"become: sudo on {host.name} asks for a password for root")
+
+
+def test_a_command_line_echoed_before_sudo_runs_is_neither_the_prompt_nor_the_start() -> None:
+    import shlex
+
+    from tasks.executors.ssh.become import Become
+
+    class Sink:
+        def __init__(self) -> None:
+            self.data = b""
+
+        def feed(self, data: bytes) -> None:
+            self.data += data
+
+    become = Become("web-01", "root", password="not-shown")
+    gate = become.gate(sink := Sink())
+    assert gate is not None
+    # Given a host that echoes the command to stderr before running it (xtrace, an audit
+    # wrapper), whole and one argument a line
+    argv = become.wrap(["cat"])
+    gate.feed(("+ " + shlex.join(argv) + "\n" + "\n".join(argv) + "\n").encode())
+    # Then no prompt was seen (no password typed) and the command has not started
+    assert (gate.prompts, gate.started) == (0, False), sink.data
+    # When sudo prints its prompt, then the command starts: both are seen, and taken out
+    gate.feed(become.prompt.encode())
+    gate.feed(f"{become.mark}-started\nhello\n".encode())
+    assert (gate.prompts, gate.started) == (1, True)
+    assert sink.data.endswith(b"cat\nhello\n") and become.prompt.encode() not in sink.data

@@ -15,10 +15,12 @@
    (``@env:NAME`` / ``@file:/path``, ``tasks.secrets``); a literal is refused (``ConfigError``)
    without repeating it. The reference is read on the worker when the session opens, and the
    value taught to the job's redactor. The command is then
-   ``sudo -S -p PROMPT -H -u USER -- sh -c 'printf "%s\\n" "$0" >&2; exec "$@"' MARK ARGV...``
-   with a random PROMPT and MARK: the session (:class:`Gate`) writes the password and a newline
-   to stdin only when PROMPT shows on stderr, and the job's own stdin only once MARK says sudo
-   let the command start. Waiting for the prompt, not writing the password first, is the robust
+   ``sudo -S -p PROMPT -H -u USER -- sh -c 'printf "%s-started\\n" "$0" >&2; exec "$@"' MARK
+   ARGV...`` with a random PROMPT and MARK: the session (:class:`Gate`) writes the password and
+   a newline to stdin only when PROMPT shows on stderr, and the job's own stdin only once
+   ``MARK-started`` says sudo let the command start. Neither appears as it is printed in any
+   argument (PROMPT is passed with ``%%`` for its ``%``), so a host that echoes the command line
+   to stderr first (an audit wrapper, a shell's xtrace) cannot pass for either. Waiting for the prompt, not writing the password first, is the robust
    way: when sudo does not ask (cached credentials, a NOPASSWD rule) a password written first
    would be the command's stdin. A second PROMPT means the password was wrong: nothing more is
    written, sudo reads end-of-file and exits, and :meth:`Become.check` raises ``BecomeError``,
@@ -72,6 +74,9 @@ def password_ref(value: Any, where: str) -> SecretRef:
     return ref
 
 
+STARTED = b"-started\n"  # what sh prints after the mark once sudo let the command start
+
+
 class Gate:
     """The stderr of one command run with a become password (point 4): counts sudo's prompts
     and sees the start mark, taking both out of what reaches ``sink``; everything after the
@@ -79,7 +84,7 @@ class Gate:
 
     def __init__(self, sink: _Sink, prompt: str, mark: str) -> None:
         self.sink = sink
-        self.tokens = (prompt.encode(), mark.encode() + b"\n")
+        self.tokens = (prompt.encode(), mark.encode() + STARTED)
         self.prompts = 0
         self.started = False
         self._buf = b""
@@ -131,15 +136,19 @@ class Become:
     host: str
     user: str
     password: str | None = field(default=None, repr=False, compare=False)
-    prompt: str = field(default_factory=lambda: f"[fleetsched-sudo-{secrets.token_hex(8)}] ")
+    # as sudo prints it: the argument says %% for its %
+    prompt: str = field(default_factory=lambda: f"[fleetsched-sudo-%{secrets.token_hex(8)}] ")
     mark: str = field(default_factory=lambda: f"fleetsched-become-{secrets.token_hex(8)}")
 
     def wrap(self, argv: list[str]) -> list[str]:
         """``argv`` run through sudo as :attr:`user` (still a list: the caller quotes)."""
         if self.password is None:
             return ["sudo", "-n", "-H", "-u", self.user, "--", *argv]
-        return ["sudo", "-S", "-p", self.prompt, "-H", "-u", self.user, "--",
-                "sh", "-c", 'printf "%s\\n" "$0" >&2; exec "$@"', self.mark, *argv]
+        # The prompt and the mark as sudo and sh print them are in no argument: a host that
+        # echoes the command line to stderr first (an audit wrapper, xtrace) cannot pass for
+        # sudo's prompt (the password typed for a sudo that never asks) or the start.
+        return ["sudo", "-S", "-p", self.prompt.replace("%", "%%"), "-H", "-u", self.user,
+                "--", "sh", "-c", 'printf "%s-started\\n" "$0" >&2; exec "$@"', self.mark, *argv]
 
     def gate(self, sink: _Sink) -> Gate | None:
         """The stderr filter of a command run with the password (None without one)."""
