@@ -101,9 +101,12 @@ def show_tenant_task(session: Session, task_id: int, tenant: str) -> dict[str, A
     out = _row(t, progress)
     schedule = session.get(Schedule, t.schedule_id) if t.schedule_id is not None else None
     req = request(t, schedule.name if schedule else None)
+    policy = dict(req["policy"])
+    if policy.get("waves"):  # its sizes may name a first wave by a target term: only a count
+        policy["waves"] = f"{(t.waves or {}).get('count')} waves"
     out.update({"params": req["params"], "executor": t.executor, "in_window": t.in_window,
                 "ignore_windows": t.ignore_windows, "break_glass": t.break_glass,
-                "start_at": t.start_at, "policy": req["policy"], "origin": req["origin"],
+                "start_at": t.start_at, "policy": policy, "origin": req["origin"],
                 "windows": req["windows"], "jobs": {k: jobs[k] for k in sorted(jobs)},
                 "live": None, "recorded_state": t.state,
                 "summary": summary_line(progress, None, t.state),

@@ -38,3 +38,24 @@ def test_each_job_of_a_task_takes_its_hosts_tenant_and_keeps_it_when_the_host_mo
     rows = sql_rows(cli.database_url, "SELECT task_id, tenant FROM jobs WHERE host = 'ops-01' "
                                       "ORDER BY task_id")
     assert [tuple(r) for r in rows] == [(task, None), (again, "globex")]
+
+
+def test_a_customer_sees_how_many_waves_a_task_has_never_the_term_naming_its_first(
+        cli: Cli) -> None:
+    import sqlalchemy as sa
+    from sqlalchemy.orm import Session
+
+    from scheduler.submission.tenant_tasks import show_tenant_task
+
+    # Given a rollout whose first wave is named by a group (another customer's)
+    task = cli.submit("command", "--target", "all", "--param", "cmd=true", "--in", "1h",
+                      "--waves", "group:globex,100%")
+    engine = sa.create_engine(cli.database_url)
+    try:
+        with Session(engine) as session:
+            shown = show_tenant_task(session, task, "acme")
+    finally:
+        engine.dispose()
+    # Then acme's view says two waves, and nothing of the term that names the first
+    assert shown["policy"]["waves"] == "2 waves", shown["policy"]
+    assert "globex" not in repr(shown), shown
