@@ -30,7 +30,7 @@ from scheduler.queue.keys import Keys
 from scheduler.queue.presence import redis_now_ms
 from scheduler.queue.shards import Shards
 from scheduler.queue.types import text
-from scheduler.redact import redact_exception
+from scheduler.redact import Redactor, redact_exception
 from scheduler.redisdb.connect import REDIS_ERRORS
 from scheduler.submission import rollout
 
@@ -118,16 +118,21 @@ class Waver:
             row = rows[name]
             host = Host(name, row.get("address") or None, int(row.get("port") or 22),
                         row.get("user") or None, json.loads(row.get("vars") or "{}"))
+            # a become password the session reads is masked in what the check reports (its
+            # line goes into the wave-stop event), as a job's runner masks it
+            redactor = Redactor()
             try:
-                with executor.session(host) as session:
+                opened = (executor.session(host, redactor=redactor)  # type: ignore[call-arg]
+                          if executor.name == "ssh" else executor.session(host))
+                with opened as session:
                     result = session.run(["sh", "-c", command], rollout.CHECK_TIMEOUT_S)
             except Exception as exc:  # noqa: BLE001 - unreachable, host key, auth: a failure
-                return f"{name}: {type(exc).__name__}: {redact_exception(exc)}"
+                return f"{name}: {type(exc).__name__}: {redactor.redact(redact_exception(exc))}"
             if result.exit_code == 0:
                 return None
             said = (result.stderr_tail or result.stdout_tail or "").strip().splitlines()
             how = "timed out" if result.timed_out else f"exit {result.exit_code}"
-            return f"{name}: {how}" + (f": {said[-1][:200]}" if said else "")
+            return f"{name}: {how}" + (f": {redactor.redact(said[-1])[:200]}" if said else "")
 
         try:
             with ThreadPoolExecutor(min(CHECK_THREADS, max(1, len(hosts)))) as pool:

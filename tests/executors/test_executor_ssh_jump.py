@@ -365,3 +365,12 @@ def test_a_malformed_jump_is_a_configuration_error_naming_where_it_was_set(spec:
 
     with pytest.raises(ConfigError, match=r"^host h: fleetsched_jump: "):
         parse_hops(spec, "host h: fleetsched_jump")
+
+
+def test_a_bad_user_part_of_a_jump_is_refused_without_repeating_it() -> None:
+    from tasks.executors.ssh.jump import parse_hops
+
+    # `user:password@host` is no OpenSSH form; whatever is before the @ is not echoed
+    with pytest.raises(ConfigError) as refused:
+        parse_hops("ops:hunter2@b1", "host h: fleetsched_jump")
+    assert "hunter2" not in str(refused.value) and "before @b1" in str(refused.value)

@@ -79,11 +79,15 @@ def _hop(text: str, source: str) -> Hop:
     else:
         host, colon, port_text = rest.partition(":")
         rest = colon + port_text
+    # A bad user part is never repeated: `ops:secret@bastion` would print the secret.
+    if at and not _USER.fullmatch(user):
+        raise ConfigError(f"{source}: a jump host's user part (before @{host}) is not a user "
+                          "name", hint=SPEC_HINT)
     if rest:
         if not rest.startswith(":") or not rest[1:].isdigit() or not 0 < int(rest[1:]) < 65536:
             raise ConfigError(f"{source}: jump host {text!r} has no valid port", hint=SPEC_HINT)
         port = int(rest[1:])
-    if (at and not _USER.fullmatch(user)) or not (v6 or _NAME.fullmatch(host)):
+    if not (v6 or _NAME.fullmatch(host)):
         raise ConfigError(f"{source}: {text!r} is not a jump host", hint=SPEC_HINT)
     return Hop(host, port, user if at else None)
 
