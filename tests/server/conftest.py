@@ -15,6 +15,7 @@ again for every request (30 ms each) without it."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import sqlite3
 import ssl
@@ -37,6 +38,9 @@ HOSTS = [f"web-{n:02}" for n in range(1, 6)]
 CLIENT_TLS = ssl.create_default_context()
 
 
+TOKEN_NAMES = itertools.count(1)
+
+
 class Api:
     """A running ``fleetsched server``, its record and a CLI on the same deployment."""
 
@@ -49,6 +53,11 @@ class Api:
 
     def token(self, *args: str) -> str:
         return self.cli.ok("tokens", "create", *args, operator="admin-at-shell").strip()
+
+    def token_named(self, name: str, *args: str) -> str:
+        """A token of a name of its own (``name-N``): a server shared by a module holds many,
+        and a live token's name is its creator's once."""
+        return self.token(f"{name}-{next(TOKEN_NAMES)}", *args)
 
     def __call__(self, method: str, path: str, token: str | None = None,
                  headers: dict[str, str] | None = None, **kwargs: object) -> httpx.Response:
@@ -85,10 +94,17 @@ def copy_record(record: Path, tmp: Path) -> str:
 
 
 @pytest.fixture
-def api(tmp_path: Path, redis_url: str, api_record: Path) -> Iterator[Api]:
+def own_api(tmp_path: Path, redis_url: str, api_record: Path) -> Iterator[Api]:
+    """A server of the test's own, on a copy of ``api_record``."""
     with serve_api(tmp_path, redis_url, copy_record(api_record, tmp_path),
                    ready=True) as served:
         yield served
+
+
+@pytest.fixture
+def api(own_api: Api) -> Api:
+    """The test's server: its own here; a module that shares one overrides this."""
+    return own_api
 
 
 @contextmanager

@@ -11,7 +11,6 @@ server of their own (``own_api``)."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,13 +18,12 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from tests.server.conftest import HOSTS, Api, copy_record, serve_api, shared_api
+from tests.server.conftest import HOSTS, Api, shared_api
 from tests.servers import free_port
 from tests.submit_support import sql_rows
 
 pytestmark = pytest.mark.xdist_group("server-more-endpoints")  # under -n: one process
 
-NAMES = itertools.count(1)
 
 
 @pytest.fixture(scope="module")
@@ -39,16 +37,6 @@ def api(served: Api) -> Api:
     return served
 
 
-@pytest.fixture
-def own_api(tmp_path: Path, redis_url: str, api_record: Path) -> Iterator[Api]:
-    """A server of the test's own (``tests.server.conftest``'s ``api``)."""
-    with serve_api(tmp_path, redis_url, copy_record(api_record, tmp_path), ready=True) as server:
-        yield server
-
-
-def _token(api: Api, name: str, *args: str) -> str:
-    """A token of a name of its own (``name-N``): the module's server holds many."""
-    return api.token(f"{name}-{next(NAMES)}", *args)
 
 
 def _error(reply: Any, status: int) -> dict[str, Any]:
@@ -73,8 +61,8 @@ def _kinds(api: Api) -> list[tuple[str, str | None]]:
 
 
 def test_a_tasks_jobs_are_read_a_page_at_a_time_in_host_order(api: Api) -> None:
-    operator = _token(api, "ci", "--role", "operator")
-    viewer = _token(api, "dash", "--role", "viewer")
+    operator = api.token_named("ci", "--role", "operator")
+    viewer = api.token_named("dash", "--role", "viewer")
     task_id = _submit(api, operator)
     first = api("GET", f"/tasks/{task_id}/jobs", viewer, params={"limit": 2})
     assert first.status_code == 200, first.text
@@ -98,15 +86,15 @@ def test_a_tasks_jobs_are_read_a_page_at_a_time_in_host_order(api: Api) -> None:
     detail = api("GET", f"/tasks/{task_id}", viewer).json()
     assert detail["jobs"] == {"cancelled": len(HOSTS)}
     # A customer is shown its own jobs only: a task without one is not found
-    customer = _token(api, "acme", "--role", "customer-viewer", "--tenant", "acme")
+    customer = api.token_named("acme", "--role", "customer-viewer", "--tenant", "acme")
     assert _error(api("GET", f"/tasks/{task_id}/jobs", customer), 404)["message"] == \
         f"no task {task_id}"
 
 
 def test_the_task_lists_state_filter_is_paged_in_sql_so_no_page_is_short(own_api: Api) -> None:
     api = own_api
-    operator = _token(api, "ci", "--role", "operator")
-    viewer = _token(api, "dash", "--role", "viewer")
+    operator = api.token_named("ci", "--role", "operator")
+    viewer = api.token_named("dash", "--role", "viewer")
     older, middle, newest = (_submit(api, operator) for _ in range(3))
     # Given the newest task's counters say every job succeeded while its row still says
     # active (the recorder counts the jobs before it writes the task's final state)
@@ -132,8 +120,8 @@ def _hosts(api: Api) -> dict[str, str | None]:
 
 def test_an_admin_imports_an_inventory_sent_as_text_with_the_clis_refusals(
         api: Api, tmp_path: Path) -> None:
-    admin = _token(api, "inv", "--role", "admin", "--owner", "cmdb-sync")
-    operator = _token(api, "ci", "--role", "operator")
+    admin = api.token_named("inv", "--role", "admin", "--owner", "cmdb-sync")
+    operator = api.token_named("ci", "--role", "operator")
     text = "[db]\ndb-01 ansible_host=10.0.0.1\ndb-02 ansible_host=10.0.0.2\n"
     body = {"name": "cmdb.ini", "inventory": text}
     # An operator may not import: 403, nothing written
@@ -178,8 +166,8 @@ def test_an_admin_imports_an_inventory_sent_as_text_with_the_clis_refusals(
 
 
 def test_an_admin_exports_the_hosts_a_viewer_may_not(api: Api) -> None:
-    admin = _token(api, "inv", "--role", "admin")
-    viewer = _token(api, "dash", "--role", "viewer")
+    admin = api.token_named("inv", "--role", "admin")
+    viewer = api.token_named("dash", "--role", "viewer")
     assert _error(api("GET", "/hosts/export", viewer), 403)["message"] == \
         "role viewer may not call hosts.export"
     ini = api("GET", "/hosts/export", admin)
@@ -195,8 +183,8 @@ def test_an_admin_exports_the_hosts_a_viewer_may_not(api: Api) -> None:
 
 
 def test_a_host_check_checks_one_bounded_page_of_the_target(api: Api) -> None:
-    admin = _token(api, "inv", "--role", "admin")
-    viewer = _token(api, "dash", "--role", "viewer")
+    admin = api.token_named("inv", "--role", "admin")
+    viewer = api.token_named("dash", "--role", "viewer")
     closed = free_port()  # nothing listens: each probe is refused at once
     inventory = "".join(f"probe-{n} ansible_host=127.0.0.1 ansible_port={closed}\n"
                         for n in range(1, 4))
@@ -224,8 +212,8 @@ def test_a_host_check_checks_one_bounded_page_of_the_target(api: Api) -> None:
 
 def test_an_admin_limits_a_group_removes_the_limit_and_removes_the_group(own_api: Api) -> None:
     api = own_api
-    admin = _token(api, "inv", "--role", "admin", "--owner", "ops-lead")
-    operator = _token(api, "ci", "--role", "operator")
+    admin = api.token_named("inv", "--role", "admin", "--owner", "ops-lead")
+    operator = api.token_named("ci", "--role", "operator")
     before = _kinds(api)
     assert _error(api("POST", "/groups/web/limit", operator, json={"max_busy": "2"}), 403)[
         "message"] == "role operator may not call groups.limit"
@@ -251,8 +239,8 @@ def test_an_admin_limits_a_group_removes_the_limit_and_removes_the_group(own_api
 
 
 def test_a_window_admin_adds_a_freeze_unassigns_and_removes_windows(api: Api) -> None:
-    admin = _token(api, "win", "--role", "window-admin", "--owner", "ops-lead")
-    operator = _token(api, "ci", "--role", "operator")
+    admin = api.token_named("win", "--role", "window-admin", "--owner", "ops-lead")
+    operator = api.token_named("ci", "--role", "operator")
     start = _kinds(api)
     freeze = api("POST", "/windows", admin, json={
         "name": "xmas", "freeze": True, "start": "2030-12-20T00:00", "end": "2031-01-02T00:00",
@@ -282,8 +270,8 @@ def test_a_window_admin_adds_a_freeze_unassigns_and_removes_windows(api: Api) ->
 
 
 def test_a_window_admin_adds_and_removes_a_schedule(api: Api) -> None:
-    admin = _token(api, "win", "--role", "window-admin", "--owner", "ops-lead")
-    operator = _token(api, "ci", "--role", "operator")
+    admin = api.token_named("win", "--role", "window-admin", "--owner", "ops-lead")
+    operator = api.token_named("ci", "--role", "operator")
     start = _kinds(api)
     body = {"name": "nightly", "cron": "0 3 * * *", "tz": "Europe/Berlin", "task": {
         "action": "command", "target": "group:web", "params": {"cmd": "uptime"},
@@ -317,8 +305,8 @@ def test_a_window_admin_adds_and_removes_a_schedule(api: Api) -> None:
 def test_the_reports_job_rows_are_paged_and_its_totals_are_the_whole_reports(
         own_api: Api) -> None:
     api = own_api
-    operator = _token(api, "ci", "--role", "operator")
-    viewer = _token(api, "dash", "--role", "viewer")
+    operator = api.token_named("ci", "--role", "operator")
+    viewer = api.token_named("dash", "--role", "viewer")
     _submit(api, operator)
     first = api("GET", "/report", viewer, params={"since": "1d", "limit": 2}).json()
     assert [j["host"] for j in first["jobs"]] == HOSTS[:2]

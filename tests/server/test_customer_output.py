@@ -10,7 +10,6 @@ tasks of its own and makes tokens of its own names."""
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -29,7 +28,6 @@ pytestmark = pytest.mark.xdist_group("server-customer-output")  # under -n: one 
 
 CUSTOMERS_INI = ACME_AND_GLOBEX
 EVERYONE = "acme-01,acme-02,globex-01,web-01"
-NAMES = itertools.count(1)
 
 
 @pytest.fixture(scope="module")
@@ -44,10 +42,6 @@ def customers(tmp_path_factory: pytest.TempPathFactory, api_record: Path) -> Ite
             start()
             yield api
 
-
-def _token(api: Api, name: str, *args: str) -> str:
-    """A token of a name of its own (``name-N``) on the module's server."""
-    return api.token(f"{name}-{next(NAMES)}", *args)
 
 
 def _submit(api: Api, token: str, target: str = EVERYONE, **more: Any) -> int:
@@ -88,12 +82,12 @@ def test_a_customer_reads_its_jobs_output_only_where_the_task_says_so(
     api = customers
     # Given two failing tasks over acme's, globex's and the team's hosts: one submitted
     # without the option, one with it (as a task file key, through the API)
-    operator = _token(api, "ci", "--role", "operator")
+    operator = api.token_named("ci", "--role", "operator")
     withheld = _submit(api, operator)
     shown = _submit(api, operator, customer_output=True)
     for task_id in (withheld, shown):
         assert api.cli("tasks", "wait", str(task_id), "--timeout", "60s")[0] == 3
-    acme = _token(api, "acme", "--role", "customer-viewer", "--tenant", "acme")
+    acme = api.token_named("acme", "--role", "customer-viewer", "--tenant", "acme")
     seen: list[str] = []
     # When acme reads the task submitted without the option
     hidden = _reads(api, acme, withheld, seen)
@@ -137,7 +131,7 @@ def test_a_customer_reads_its_jobs_output_only_where_the_task_says_so(
         assert code == 0 and "acme-01" in out, err
         assert ("[simulated]" in out) is printed
     # While the team reads every host's output of both, as before
-    viewer = _token(api, "dash", "--role", "viewer")
+    viewer = api.token_named("dash", "--role", "viewer")
     for task_id in (withheld, shown):
         rows = api("GET", f"/tasks/{task_id}/output", viewer, params={"host": "globex-01"})
         [team_row] = rows.json()["jobs"]
@@ -150,11 +144,11 @@ def test_a_customer_reads_its_jobs_output_only_where_the_task_says_so(
 def test_a_customers_event_stream_holds_its_own_hosts_and_their_output_as_the_task_says(
         customers: Api) -> None:
     api = customers
-    operator = _token(api, "ci", "--role", "operator")
+    operator = api.token_named("ci", "--role", "operator")
     withheld = _submit(api, operator)
     shown = _submit(api, operator, customer_output=True)
     foreign = _submit(api, operator, target="globex-01,web-01")
-    acme = _token(api, "acme", "--role", "customer-approver", "--tenant", "acme")
+    acme = api.token_named("acme", "--role", "customer-approver", "--tenant", "acme")
     for task_id, output in ((withheld, False), (shown, True)):
         # When acme follows the task to its end
         events = _events(api, acme, task_id, timeout=90)
@@ -231,11 +225,11 @@ def test_followers_of_mixed_roles_and_tenants_share_one_poller(
         customers: Api, release: threading.Event) -> None:
     api = customers
     # Given a task an hour ahead over acme's, globex's and the team's hosts
-    operator = _token(api, "ci", "--role", "operator")
+    operator = api.token_named("ci", "--role", "operator")
     task_id = _submit(api, operator, **{"in": "1h"})
-    tokens = {"team": _token(api, "dash", "--role", "viewer"),
-              "acme": _token(api, "acme", "--role", "customer-viewer", "--tenant", "acme"),
-              "globex": _token(api, "globex", "--role", "customer-approver", "--tenant",
+    tokens = {"team": api.token_named("dash", "--role", "viewer"),
+              "acme": api.token_named("acme", "--role", "customer-viewer", "--tenant", "acme"),
+              "globex": api.token_named("globex", "--role", "customer-approver", "--tenant",
                                   "globex")}
     before = _followers(api, tokens["team"])
     # When four followers of each follow it at once
@@ -271,13 +265,13 @@ def test_a_customer_watching_a_task_through_the_server_counts_its_own_jobs_only(
 
     api = customers
     # Given a task over acme's two hosts, globex's and the team's, all failed
-    operator = _token(api, "ci", "--role", "operator")
+    operator = api.token_named("ci", "--role", "operator")
     task_id = _submit(api, operator)
     team_only = _submit(api, operator, target="web-01")
     for tid in (task_id, team_only):
         assert api.cli("tasks", "wait", str(tid), "--timeout", "60s")[0] == 3
-    acme = _token(api, "acme", "--role", "customer-viewer", "--tenant", "acme")
-    viewer = _token(api, "dash", "--role", "viewer")
+    acme = api.token_named("acme", "--role", "customer-viewer", "--tenant", "acme")
+    viewer = api.token_named("dash", "--role", "viewer")
     # When acme and the team watch it through the server (`tasks watch --once`)
     shown = {}
     for name, token in (("acme", acme), ("team", viewer)):

@@ -13,7 +13,6 @@ has one of its own."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import signal
 import threading
@@ -29,8 +28,6 @@ from tests.server.conftest import (
     CLIENT_TLS,
     HOSTS,
     Api,
-    copy_record,
-    serve_api,
     shared_api,
     worker_nodes,
 )
@@ -38,7 +35,6 @@ from tests.server.conftest import (
 pytestmark = pytest.mark.xdist_group("server-sse")  # under -n: one process, one server
 
 HEARTBEAT_S = 1.5  # server_stream_heartbeat_ms of the module's server
-NAMES = itertools.count(1)
 
 
 @pytest.fixture(scope="module")
@@ -69,16 +65,6 @@ def worker(served: tuple[Api, Callable[[], None]]) -> Callable[[], None]:
     return served[1]
 
 
-@pytest.fixture
-def own_api(tmp_path: Path, redis_url: str, api_record: Path) -> Iterator[Api]:
-    """A server of the test's own (``tests.server.conftest``'s ``api``)."""
-    with serve_api(tmp_path, redis_url, copy_record(api_record, tmp_path), ready=True) as server:
-        yield server
-
-
-def _token(api: Api, name: str, *args: str) -> str:
-    """A token of a name of its own (``name-N``): the module's server holds many."""
-    return api.token(f"{name}-{next(NAMES)}", *args)
 
 
 def _submit(api: Api, token: str, *, duration_ms: int, failure_rate: float = 0.0,
@@ -133,8 +119,8 @@ def _followers(api: Api, token: str) -> dict[str, int]:
 def test_a_follower_sees_the_counts_move_and_an_end_event_with_the_final_state(
         api: Api, worker: Callable[[], None]) -> None:
     # Given a task of five hosts, each job 0.6 s, two at a time, and a worker running it
-    operator = _token(api, "ci", "--role", "operator")
-    viewer = _token(api, "dash", "--role", "viewer")
+    operator = api.token_named("ci", "--role", "operator")
+    viewer = api.token_named("dash", "--role", "viewer")
     task_id = _submit(api, operator, duration_ms=600, failure_rate=1.0, max_concurrency="2")
     worker()
     # When a viewer follows it to its end
@@ -167,8 +153,8 @@ def test_a_follower_sees_the_counts_move_and_an_end_event_with_the_final_state(
 
 def test_one_hosts_output_comes_on_request_and_a_missing_task_is_a_404(
         api: Api, worker: Callable[[], None]) -> None:
-    operator = _token(api, "ci", "--role", "operator")
-    viewer = _token(api, "dash", "--role", "viewer")
+    operator = api.token_named("ci", "--role", "operator")
+    viewer = api.token_named("dash", "--role", "viewer")
     task_id = _submit(api, operator, duration_ms=200)
     worker()
     events = _events(api, viewer, task_id, params={"host": "web-03"})
@@ -186,7 +172,7 @@ def test_one_hosts_output_comes_on_request_and_a_missing_task_is_a_404(
     assert f"error: {missing.json()['error']['message']}" in err
     # A customer whose hosts the task does not touch: as if it did not exist
     # (tests/server/test_customer_output.py follows a customer's own); no token: 401
-    customer = _token(api, "acme", "--role", "customer-viewer", "--tenant", "acme")
+    customer = api.token_named("acme", "--role", "customer-viewer", "--tenant", "acme")
     assert api("GET", f"/tasks/{task_id}/events", customer).status_code == 404
     assert api("GET", f"/tasks/{task_id}/events").status_code == 401
 
@@ -194,8 +180,8 @@ def test_one_hosts_output_comes_on_request_and_a_missing_task_is_a_404(
 def test_twenty_followers_of_one_task_share_one_poller(
         api: Api, worker: Callable[[], None]) -> None:
     # Given a task that runs for a few seconds (five jobs of 1.5 s, one at a time)
-    operator = _token(api, "ci", "--role", "operator")
-    viewer = _token(api, "dash", "--role", "viewer")
+    operator = api.token_named("ci", "--role", "operator")
+    viewer = api.token_named("dash", "--role", "viewer")
     task_id = _submit(api, operator, duration_ms=1500, max_concurrency="1")
     before = _followers(api, viewer)
     # When twenty clients follow it at once to its end
@@ -232,8 +218,8 @@ def test_twenty_followers_of_one_task_share_one_poller(
 
 def test_a_quiet_stream_gets_a_heartbeat(api: Api) -> None:
     # Given a task an hour ahead: nothing changes for a while
-    operator = _token(api, "ci", "--role", "operator")
-    viewer = _token(api, "dash", "--role", "viewer")
+    operator = api.token_named("ci", "--role", "operator")
+    viewer = api.token_named("dash", "--role", "viewer")
     task_id = _submit(api, operator, duration_ms=0, **{"in": "1h"})
     started = time.monotonic()
     events = _events(api, viewer, task_id, until="comment", timeout=30)
@@ -256,8 +242,8 @@ def test_a_server_told_to_stop_ends_its_open_streams_and_exits(own_api: Api) -> 
     api = own_api
 
     # Given a follower of a task that will not end for an hour
-    operator = _token(api, "ci", "--role", "operator")
-    viewer = _token(api, "dash", "--role", "viewer")
+    operator = api.token_named("ci", "--role", "operator")
+    viewer = api.token_named("dash", "--role", "viewer")
     task_id = _submit(api, operator, duration_ms=0, **{"in": "1h"})
     ended: list[str] = []
 
