@@ -150,6 +150,7 @@ class Heartbeat:
         snap = self.slots.snapshot()
         return {"node": socket.gethostname(), "pid": os.getpid(), "slots": snap["slots"],
                 "busy": snap["busy"], "ms": now_ms, "lease_ms": self.config.lease_ms,
+                "heartbeat_ms": self.config.heartbeat_ms,
                 "running": self.slots.tokens(), **self.extra()}
 
     def beat(self) -> None:

@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from scheduler.parse import format_duration
+from scheduler.queue.presence import is_alive
 from scheduler.views.snapshot import QueueSnapshot, RateMeter, TaskProgress
 from scheduler.visible import visible
 
@@ -87,7 +88,8 @@ def _workers(workers: list[dict[str, Any]]) -> Table:
                       Text(visible(str(w.get("node", "")))),
                       str(w.get("pid", "")), f"{w.get('busy', 0)}/{w.get('slots', 0)}",
                       str(w.get("processes", "")), str(w.get("acked", "")),
-                      str(w.get("failed", "")), f"{w.get('age_s', 0)}s ago")
+                      str(w.get("failed", "")),
+                      f"{w.get('age_s', 0)}s ago" + (", silent" if w.get("silent") else ""))
     return table
 
 
@@ -122,12 +124,18 @@ def top_frame(snap: QueueSnapshot, meter: RateMeter | None = None) -> Renderable
     queue = Text(f"queue  due {snap.due_now} (overdue {snap.overdue}{late})  running "
                  f"{snap.running}  parked {snap.parked}  later/windows {snap.later}  held "
                  f"{snap.held}  dead {snap.dead}")
-    busy = sum(int(w.get("busy") or 0) for w in snap.workers)
-    slots = sum(int(w.get("slots") or 0) for w in snap.workers)
+    # a node that missed its beats (killed -9, stuck) is not counted alive, nor its slots
+    alive = [w for w in snap.workers if is_alive(w)]
+    silent = len(snap.workers) - len(alive)
+    busy = sum(int(w.get("busy") or 0) for w in alive)
+    slots = sum(int(w.get("slots") or 0) for w in alive)
     parts: list[RenderableType] = [
         queue,
         *[down_line(d) for d in snap.shards_down],
-        Text(f"workers {len(snap.workers)} alive, {busy}/{slots} slots busy   recorder lag "
+        Text(f"workers {len(alive)} alive"
+             + (f", {silent} silent (killed or stuck? its jobs come back as their leases run "
+                "out)" if silent else "")
+             + f", {busy}/{slots} slots busy   recorder lag "
              f"{snap.recorder_lag} (pending {snap.recorder_pending}, stream "
              f"{snap.stream_length})   {reorder_line(snap.stats, snap.now_ms)}"),
         Text(""),

@@ -138,7 +138,8 @@ def test_status_counts_a_live_worker_heartbeat(tmp_path: Path, redis_url: str,
     env = isolated_env(tmp_path, FLEETSCHED_REDIS_URL=redis_url, FLEETSCHED_DATABASE_URL=db)
     code, report, _ = status(env)
     assert code == 0
-    assert check(report, "workers")["data"] == {"alive": 1, "stale": 0, "slots": 8, "busy": 3}
+    assert check(report, "workers")["data"] == {"alive": 1, "stale": 0, "silent": 0, "slots": 8,
+                                                  "busy": 3}
 
 
 def test_status_lists_tasks_stuck_in_accepted(tmp_path: Path, redis_url: str, db: str) -> None:

@@ -39,8 +39,7 @@ def _frame(request: Request, *, health: bool) -> dict[str, Any]:
     stores = stores_of(request)
     snapshot = status.snapshot(stores)
     running = [t for t in snapshot.tasks if not t.finished]
-    context: dict[str, Any] = {"snap": snapshot, "running": running,
-                               "stale": [w for w in snapshot.workers if w.get("stale")]}
+    context: dict[str, Any] = {"snap": snapshot, "running": running}
     if health:
         context["findings"] = [f.as_dict() for f in status.status(stores)]
     return context
