@@ -241,16 +241,14 @@ def _by_shard(values: list[Any]) -> str:
 
 def _queue_findings(client: redis.Redis, keys: ShardsAnswering) -> list[Finding]:
     from scheduler.queue.depth import queue_counts
-    from scheduler.queue.presence import is_alive, read_workers
+    from scheduler.queue.presence import read_workers, tally
 
     out: list[Finding] = []
     workers = [] if keys.coord_down else read_workers(client, keys.prefix)
-    alive = [w for w in workers if is_alive(w)]
-    stale = sum(1 for w in workers if w["stale"])
-    silent = len(workers) - len(alive) - stale  # missed its beats, presence not yet stale
-    slots = sum(int(w.get("slots") or 0) for w in alive)
-    busy = sum(int(w.get("busy") or 0) for w in alive)
-    data = {"alive": len(alive), "stale": stale, "silent": silent, "slots": slots, "busy": busy}
+    counted = tally(workers)
+    alive, silent, slots, busy = counted.alive, counted.silent, counted.slots, counted.busy
+    data = {"alive": len(alive), "stale": counted.stale, "silent": silent, "slots": slots,
+            "busy": busy}
     counts = queue_counts(client, keys, 0)  # the figures top and the exporter show too
     due_now, late_ms = counts.due_now, counts.oldest_late_ms
     if keys.coord_down:  # presence lives in shard 0: no workers line, its down line says why

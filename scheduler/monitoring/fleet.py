@@ -206,7 +206,7 @@ class FleetCollector(Collector):
     def _read(self, client: Any, live_ids: list[str] | None, epoch: SqlSide | None
               ) -> Iterator[Metric]:
         from scheduler.queue.depth import queue_counts
-        from scheduler.queue.presence import is_alive, read_workers
+        from scheduler.queue.presence import read_workers, tally
         from scheduler.record.epoch import judge, read_redis
         from scheduler.record.sharded import total_backlog
         from scheduler.views.snapshot import TaskTotals, read_tasks, task_totals
@@ -240,13 +240,12 @@ class FleetCollector(Collector):
             yield _family("reorder_age_seconds", max(0, counts.now_ms - reorder_at) / 1000)
         yield _family("reorders", int(counts.stats.get("reorder_count") or 0))
         workers = read_workers(client, shards.prefix)
-        alive = [w for w in workers if is_alive(w)]
-        stale = sum(1 for w in workers if w["stale"])
-        yield _family("workers_live", len(alive))
-        yield _family("workers_silent", len(workers) - len(alive) - stale)
-        yield _family("workers_stale", stale)
-        yield _family("workers_slots", sum(int(w.get("slots") or 0) for w in alive))
-        yield _family("workers_slots_busy", sum(int(w.get("busy") or 0) for w in alive))
+        counted = tally(workers)
+        yield _family("workers_live", len(counted.alive))
+        yield _family("workers_silent", counted.silent)
+        yield _family("workers_stale", counted.stale)
+        yield _family("workers_slots", counted.slots)
+        yield _family("workers_slots_busy", counted.busy)
         if epoch is not None:
             held, missing = read_redis(client, shards, epoch.active)
             verdict = judge(epoch, held, missing, shards.coord.epoch)

@@ -14,6 +14,7 @@ Presence is held across shards: a queue in N shards keeps it in shard 0 (``Shard
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -21,7 +22,7 @@ import redis
 from scheduler.config import LEASE_MS
 from scheduler.queue.keys import Keys
 
-__all__ = ["SILENT_BEATS", "is_alive", "read_workers", "redis_now_ms"]
+__all__ = ["SILENT_BEATS", "Tally", "is_alive", "read_workers", "redis_now_ms", "tally"]
 
 SILENT_BEATS = 3  # beats missed in a row before a node counts as silent, not alive
 
@@ -64,3 +65,28 @@ def is_alive(worker: dict[str, Any]) -> bool:
     """A row of :func:`read_workers` that counts as alive (and its slots as the fleet's) in
     every view: ``top``, ``status``, the exporter and the console."""
     return not worker["stale"] and not worker["silent"]
+
+
+@dataclass(frozen=True)
+class Tally:
+    """Rows of :func:`read_workers` split as every view counts them: the live ones (whose
+    slots are the fleet's), and how many are silent (not yet stale) or stale."""
+
+    alive: list[dict[str, Any]]
+    silent: int
+    stale: int
+
+    @property
+    def slots(self) -> int:
+        return sum(int(w.get("slots") or 0) for w in self.alive)
+
+    @property
+    def busy(self) -> int:
+        return sum(int(w.get("busy") or 0) for w in self.alive)
+
+
+def tally(workers: list[dict[str, Any]]) -> Tally:
+    """``workers`` counted by :func:`is_alive`, silent and stale apart."""
+    alive = [w for w in workers if is_alive(w)]
+    stale = sum(1 for w in workers if w["stale"])
+    return Tally(alive, len(workers) - len(alive) - stale, stale)

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from scheduler.parse import format_duration
-from scheduler.queue.presence import is_alive
+from scheduler.queue.presence import tally
 from scheduler.views.snapshot import QueueSnapshot, RateMeter, TaskProgress
 from scheduler.visible import visible
 
@@ -125,10 +125,8 @@ def top_frame(snap: QueueSnapshot, meter: RateMeter | None = None) -> Renderable
                  f"{snap.running}  parked {snap.parked}  later/windows {snap.later}  held "
                  f"{snap.held}  dead {snap.dead}")
     # a node that missed its beats (killed -9, stuck) is not counted alive, nor its slots
-    alive = [w for w in snap.workers if is_alive(w)]
-    silent = len(snap.workers) - len(alive)
-    busy = sum(int(w.get("busy") or 0) for w in alive)
-    slots = sum(int(w.get("slots") or 0) for w in alive)
+    counted = tally(snap.workers)  # the snapshot holds no stale node
+    alive, silent, busy, slots = counted.alive, counted.silent, counted.busy, counted.slots
     parts: list[RenderableType] = [
         queue,
         *[down_line(d) for d in snap.shards_down],
