@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from scheduler.cli import output
+from scheduler.demo.run import HOSTS_RANGE, SPEED_RANGE
 
 EPILOG = """Examples:
 
@@ -59,8 +60,8 @@ def _explore(result: Any) -> list[str]:
 
 
 def demo(
-    hosts: Annotated[int, typer.Option(help="Simulated hosts in the generated inventory.", min=10, max=100_000)] = 3000,
-    speed: Annotated[float, typer.Option(help="Run faster (2 = half the time) or slower.", min=0.1, max=100)] = 1.0,
+    hosts: Annotated[int, typer.Option(help="Simulated hosts in the generated inventory.", min=HOSTS_RANGE[0], max=HOSTS_RANGE[1])] = 3000,
+    speed: Annotated[float, typer.Option(help="Run faster (2 = half the time) or slower.", min=SPEED_RANGE[0], max=SPEED_RANGE[1])] = 1.0,
     keep: Annotated[bool, typer.Option("--keep", help="Keep the demo's state directory (Redis AOF, SQLite) to explore it.")] = False,
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="table or json (a summary for scripts)")] = output.OutputFormat.table,
     web: Annotated[bool, typer.Option("--web", help="Also serve the web console on a loopback port (URL and token printed); it stays up after the summary until Ctrl-C.")] = False,

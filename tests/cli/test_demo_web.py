@@ -58,7 +58,7 @@ def test_the_demo_with_web_prints_a_url_and_a_token_that_sign_in_to_its_console(
                 "XDG_STATE_HOME": str(tmp_path / "state"), "TMPDIR": str(tmp_path / "tmp")})
     (tmp_path / "tmp").mkdir()
     # When the demo runs small and fast with --web
-    proc = subprocess.Popen([str(BINARY), "demo", "--web", "--hosts", "60", "--speed", "20"],
+    proc = subprocess.Popen([str(BINARY), "demo", "--web", "--hosts", "100", "--speed", "20"],
                             env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     seen: list[str] = []
     err, reader = _lines(proc.stderr)

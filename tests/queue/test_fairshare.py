@@ -147,6 +147,52 @@ def test_no_second_reorder_until_something_new_becomes_due(queue: Queue) -> None
     assert reorder_now(queue, settings) is not None
 
 
+def test_a_job_back_from_a_host_wait_is_placed_by_the_next_reorder(queue: Queue) -> None:
+    # Given Alice's 100 overdue jobs, one of them running on host-x, and Bob's 2 jobs, one on
+    # host-x (the demo's case: Bob's hosts were the ones Alice was running when he submitted)
+    now = redis_now_ms(queue.client)
+    queue.create_task(TaskSpec("alice"))
+    queue.enqueue("alice", [JobSpec("alice.0", "host-x", due_ms=now - 10_000)]
+                  + [JobSpec(f"alice.{k}", f"a-{k}", due_ms=now - 10_000) for k in range(1, 100)])
+    running = queue.claim("w", 1).jobs[0]
+    assert running.job_id == "alice.0"
+    queue.create_task(TaskSpec("bob"))
+    queue.enqueue("bob", [JobSpec("bob.0", "host-x", due_ms=now - 5_000),
+                          JobSpec("bob.1", "host-y", due_ms=now - 5_000)])
+    # When a reorder puts Bob first, bob.0 waits for the host (claimed, then parked),
+    summary = reorder_now(queue, SETTINGS)
+    assert summary is not None and summary.tasks == 2
+    first = claim_ids(queue, 3)
+    assert "bob.1" in first and "bob.0" not in first
+    assert [e["job"] for e in events(queue.client, "park")] == ["bob.0"]
+    # and comes back at its old due time when Alice's job on host-x ends
+    queue.ack("w", [(running.job_id, running.token, JobResult(exit_code=0))])
+    assert [e["job"] for e in events(queue.client, "unpark")] == ["bob.0"]
+    queue.client.hset(KEYS.stats, "fairshare_next", 0)  # no minimum gap in this test
+    # Then its return counts as new: the next reorder interleaves it at the front again (one
+    # of the first two claims), where before it waited behind the 97 jobs of Alice the first
+    # reorder had moved below the head
+    again = reorder_now(queue, SETTINGS)
+    assert again is not None and again.tasks == 2
+    assert "bob.0" in claim_ids(queue, 2)
+    queue.client.hset(KEYS.stats, "fairshare_next", 0)
+    assert reorder_now(queue, SETTINGS) is None  # and nothing new since
+
+
+def test_a_job_unparked_under_a_concurrency_limit_counts_as_new(queue: Queue) -> None:
+    now = overdue_backlog(queue, {"a": 50})
+    make_task(queue, "b", 3, due_ms=now - 5_000, max_running=1)
+    assert reorder_now(queue, SETTINGS) is not None
+    queue.client.hset(KEYS.stats, "fairshare_next", 0)
+    claimed = [j for j in (queue.claim("w", 1).jobs[0] for _ in range(6))]
+    b_job = next(j for j in claimed if j.job_id.startswith("b."))
+    assert events(queue.client, "park")  # b's other jobs wait for its one slot
+    assert reorder_now(queue, SETTINGS) is None  # nothing new yet
+    queue.ack("w", [(b_job.job_id, b_job.token, JobResult(exit_code=0))])
+    assert events(queue.client, "unpark")
+    assert reorder_now(queue, SETTINGS) is not None
+
+
 def test_the_next_reorder_waits_for_the_gap_after_the_last(queue: Queue) -> None:
     overdue_backlog(queue, {"a": 20, "b": 20})
     assert reorder_now(queue, SETTINGS) is not None  # the gap is at least the threshold (1 s)

@@ -172,6 +172,15 @@ local function fs_finish(task_key, counter)
   if counter then redis.call('HINCRBY', task_key, counter, 1) end
 end
 
+-- A parked or waiting job went back into its due set at its own (old) due time: the stats'
+-- `requeued` counter tells overload.lua that the overdue range holds something no reorder has
+-- placed yet. Without it such a job, due before the last reorder's cut, would wait behind every
+-- job that reorder moved below the head until the backlog drains (a small task's job that met
+-- a big task's job on the same host was served last, not first).
+local function fs_requeued(tag)
+  redis.call('HINCRBY', tag .. ':stats', 'requeued', 1)
+end
+
 -- One parked job of the task goes back into its due set at its own due time. Ids whose job
 -- is gone or no longer parked (cancelled meanwhile) are skipped; at most a few pops per call.
 local function fs_unpark(tag, parked, due, wake, events, now, task_id)
@@ -183,6 +192,7 @@ local function fs_unpark(tag, parked, due, wake, events, now, task_id)
     if j[1] == 'parked' then
       redis.call('HSET', jk, 'state', 'pending')
       fs_put_due(due, id, fs_num(j[2]), wake)
+      fs_requeued(tag)
       fs_emit(events, now, 'unpark', {'task', task_id, 'job', id, 'host', j[3], 'due', j[2]})
       return id
     end
@@ -217,6 +227,7 @@ local function fs_release_waiters(tag, q, wake, events, now)
       redis.call('HSET', wk, 'state', 'pending')
       redis.call('HDEL', wk, 'waitq')
       fs_put_due(tag .. ':due:' .. prio, wid, fs_num(j[2]), wake)
+      fs_requeued(tag)
       fs_emit(events, now, 'unpark', {'task', task_id, 'job', wid, 'host', j[3], 'due', j[2]})
     end
   end

@@ -12,8 +12,9 @@ ARGV[2]     owner token (unique per reorder run)
 begin   ARGV[3] lock TTL (ms, >= 1), ARGV[4] overload threshold (ms), ARGV[5] force (1 | 0)
         Starts a reorder when (unless forced) all of these hold:
           1. overload: the head of some due set is older than now - threshold;
-          2. something new since the last reorder: stats `enqueued` moved (jobs were queued),
-             or an overloaded set holds an entry that became due after the last reorder's cut
+          2. something new since the last reorder: stats `enqueued` moved (jobs were queued)
+             or `requeued` did (a parked or waiting job went back to its due set at its old
+             due time, which may be before the cut), or an overloaded set holds an entry that became due after the last reorder's cut
              (a retry, a deferral, a job due later than the cut), or the last reorder never
              finished (its holder died: `fairshare_open` is still set);
           3. not too soon: now >= `fairshare_next` (set by finish);
@@ -31,7 +32,7 @@ Errors  {-4 BAD_ARGUMENT, message}; nothing is written.
 
 Stats fields: `reorder_at` (ms epoch of the last finish), `reorder_jobs`, `reorder_tasks`,
 `reorder_duration` (ms), `reorder_chunks`, `reorder_longest_call` (ms), `reorder_worker`,
-`reorder_count` (reorders so far); internal: `fairshare_seq`, `fairshare_cut`,
+`reorder_count` (reorders so far), `requeued` (written by _lib.lua); internal: `fairshare_seq`, `fairshare_cut`,
 `fairshare_next`, `fairshare_open`.
 ]]
 local due_keys = {urgent = KEYS[1], normal = KEYS[2], bulk = KEYS[3]}
@@ -49,8 +50,8 @@ if mode == 'begin' then
   if threshold == nil then return fs_err(FS_BAD_ARGUMENT, 'threshold must be a non-negative integer (ms)') end
   if force ~= '0' and force ~= '1' then return fs_err(FS_BAD_ARGUMENT, 'force must be 0 or 1') end
   local s = redis.call('HMGET', stats, 'enqueued', 'fairshare_seq', 'fairshare_cut', 'fairshare_next',
-    'fairshare_open')
-  local seq = s[1] or '0'
+    'fairshare_open', 'requeued')
+  local seq = (s[1] or '0') .. '/' .. (s[6] or '0')
   local fresh = seq ~= (s[2] or '') or (s[5] ~= false and s[5] ~= '')
   local late = {}
   for _, prio in ipairs(classes) do
