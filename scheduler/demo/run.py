@@ -303,7 +303,8 @@ class Demo:
                         continue
                     meter.add(prog.task_id, prog.done, now)
                     if prog.finished and run.finished is None:
-                        run.finished = now
+                        # a task may end while its own submit returns (fast jobs, slow record)
+                        run.finished = max(now, run.submitted)
                         self._milestone(run, alice)
                 labels = {str(r.task_id): r.who for r in runs}
                 shown = [r.progress for r in runs if r.progress is not None]
