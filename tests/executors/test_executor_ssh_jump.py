@@ -164,6 +164,31 @@ def test_jobs_on_several_hosts_behind_one_bastion_share_one_bastion_login(
     assert ex.bastions.count() == 0  # closed with the executor
 
 
+def test_two_aliases_of_one_bastion_with_their_own_key_files_are_two_logins(
+        jf: JumpFleet, tmp_path: Path) -> None:
+    # Given two ssh-config aliases of jump-01, the second with an IdentityFile of its own (a
+    # team's key, say): a job through one must never ride on the other's bastion login
+    bastion = jf.bastions["jump-01"]
+    team_key = tmp_path / "team_key"
+    team_key.write_bytes(jf.inner.identity.read_bytes())
+    team_key.chmod(0o600)
+    alias = f"  HostName {bastion.address}\n  Port {bastion.port}\n"
+    config = ssh_config(jf, tmp_path / "ssh_config",
+                        f"Host ops-gate\n{alias}Host team-gate\n{alias}  IdentityFile {team_key}\n")
+    ex = executor(jf, config)
+    log = Log(bastion)
+    try:
+        # When jobs run through ops-gate, team-gate, then ops-gate again
+        for host, gate in zip(jf.inner, ("ops-gate", "team-gate", "ops-gate")):
+            assert run_marker(ex, host, f"alias-{gate}", vars={"fleetsched_jump": gate})
+        # Then the bastion saw two logins (one per key set), and the third job reused the first
+        assert ex.bastions.count() == 2
+    finally:
+        ex.close()
+    assert log.logins() == 2, log.text()[-3000:]
+    assert all(log.forwarded_to(h) == 1 for h in jf.inner)
+
+
 def test_an_unknown_bastion_key_fails_naming_the_bastion_and_nothing_runs(
         jf: JumpFleet, tmp_path: Path) -> None:
     # Given a known_hosts without jump-01's key (the host behind it is known)

@@ -79,11 +79,13 @@ class Target:
         return " -> ".join(hop.endpoint for hop in self.via)
 
     @property
-    def login_key(self) -> tuple[str, str, int]:
-        return (self.user, self.address, self.port)
+    def login_key(self) -> tuple[str, str, int, tuple[str, ...]]:
+        """Who, where, and with which key files: two ssh-config aliases of one bastion with
+        different IdentityFile lines are two logins, never one riding on the other's."""
+        return (self.user, self.address, self.port, self.identity_files)
 
     @property
-    def pool_key(self) -> tuple[tuple[str, str, int], ...]:
+    def pool_key(self) -> tuple[tuple[str, str, int, tuple[str, ...]], ...]:
         """Who, where, and through which hops: one address behind two bastions is two hosts."""
         return (self.login_key, *(hop.login_key for hop in self.via))
 

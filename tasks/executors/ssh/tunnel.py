@@ -37,7 +37,7 @@ import paramiko
 from scheduler.errors import AuthenticationError, HostKeyError, HostUnreachableError
 from tasks.executors.ssh.connect import Target, connect, open_socket
 
-ChainKey = tuple[tuple[str, str, int], ...]
+ChainKey = tuple[tuple[str, str, int, tuple[str, ...]], ...]
 _WHAT = ((HostKeyError, "host key refused"), (AuthenticationError, "refused the login"),
          (HostUnreachableError, "unreachable"))
 
