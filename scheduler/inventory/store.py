@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
@@ -212,6 +213,10 @@ def _name_matches(session: Session, pattern: str) -> sa.ColumnElement[bool] | No
     return name.like(like, escape="\\")
 
 
+# SQLite 3.38 and later have ``->``: a number's JSON text exactly as stored, as
+# ``submission.targets.var_text`` spells it (json.dumps wrote it); older ones convert it to a
+# double first, so a float with an exponent or an integer beyond 64 bits is not found there.
+SQLITE_RAW_JSON = sqlite3.sqlite_version_info >= (3, 38)
 VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")  # a variable a host search names
 
 
@@ -229,9 +234,12 @@ def _vars_match(session: Session, wanted: dict[str, str]) -> sa.ColumnElement[bo
         if sqlite:
             path = f'$."{key}"'
             kind = sa.func.json_type(column, path)
+            value_text: Any = sa.cast(sa.func.json_extract(column, path), sa.Text)
+            if SQLITE_RAW_JSON:  # a number as stored (json_extract makes 1e-07 "1.0e-07")
+                value_text = sa.case((kind.in_(("integer", "real")), column.op("->")(path)),
+                                     else_=value_text)
             text: Any = sa.case((kind == "true", "true"), (kind == "false", "false"),
-                                (kind.in_(("object", "array")), None),
-                                else_=sa.cast(sa.func.json_extract(column, path), sa.Text))
+                                (kind.in_(("object", "array")), None), else_=value_text)
         else:
             text = sa.case((sa.func.json_typeof(column[key]).in_(("object", "array")), None),
                            else_=column[key].as_string())

@@ -15,6 +15,7 @@ from sqlalchemy.engine import Engine
 
 from scheduler.errors import ValidationError
 from scheduler.inventory import import_inventory, list_hosts
+from scheduler.inventory.store import SQLITE_RAW_JSON
 from scheduler.record.session import transaction
 
 NAMES = [f"web-{n:02}" for n in range(1, 13)] + ["db-1", "DB-2", "a_b", "axb", "a.b"]
@@ -99,3 +100,47 @@ def test_hosts_are_found_by_their_own_variables_as_text_in_one_sql_page(
     assert _page(engine, host_vars={"rack": "r1"}, limit=1, offset=1)[0] == ["db-3"]
     with pytest.raises(ValidationError, match="is not a variable name"):
         _page(engine, host_vars={"a'b": "x"})
+
+
+# One rule for a variable compared as text: the console's SQL search (``_vars_match``, on
+# PostgreSQL's ``->>`` or SQLite's json_extract) and a target's ``vars.KEY=VALUE``
+# (``submission.targets.var_text``, in Python over the stored variables) must find the same
+# hosts for every value an inventory can hold.
+BEYOND_OLD_SQLITE = {"1e-07", "12345678901234567890"}  # before SQLite 3.38: see SQLITE_RAW_JSON
+TYPED = ["r1", "8", 8, 0, -3, 1.5, 2.0, 1e-07, 12345678901234567890, True, False, None,
+         ["a"], {"k": 1}, "", "true", "null"]
+
+
+def test_a_variable_is_compared_as_the_same_text_in_sql_and_in_a_target(
+        engine: Engine, tmp_path: Path) -> None:
+    import json
+
+    from scheduler.submission.targets import host_vars_map, var_text
+
+    names = [f"h-{i:02}" for i in range(len(TYPED))]
+    path = tmp_path / "typed.json"
+    path.write_text(json.dumps({"_meta": {"hostvars": {n: {"v": v} for n, v in zip(names, TYPED)}},
+                                "typed": {"hosts": names}}))
+    import_inventory(engine, path, operator="tester")
+    with transaction(engine) as session:
+        stored = host_vars_map(session)
+    texts = {t for t in map(var_text, TYPED) if t is not None} | {"1e-07", "2", "True", "[\"a\"]"}
+    old_sqlite = engine.dialect.name == "sqlite" and not SQLITE_RAW_JSON
+    bad = []
+    for text in sorted(texts):
+        in_sql, _ = _page(engine, host_vars={"v": text}, limit=100)
+        in_target = _targeted(f"vars.v={text}", names, stored) \
+            if text else [n for n in names if var_text(stored[n].get("v", [])) == ""]  # `v=` is refused
+        if in_sql != sorted(in_target) and not (text in BEYOND_OLD_SQLITE and old_sqlite):
+            bad.append((text, in_sql, in_target))
+    assert not bad, bad
+
+
+def _targeted(expr: str, names: list[str], stored: dict) -> list[str]:
+    from scheduler.submission.targets import resolve_target
+
+    try:
+        return resolve_target(expr, names, {"typed": set(names)}, stored)
+    except ValidationError as exc:
+        assert "selects no hosts" in str(exc)
+        return []
