@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("scheduler.windows",),
     ("scheduler.notify",),
     ("scheduler.submission", "scheduler.tenants"),
+    ("scheduler.templates",),
     ("scheduler.schedules",),
     ("scheduler.views", "scheduler.reports", "scheduler.health"),
     ("scheduler.monitoring",),

@@ -16,10 +16,12 @@ READ = frozenset({
     "status", "tasks.list", "tasks.show", "tasks.jobs", "tasks.watch", "tasks.output",
     "jobs.show", "hosts.list", "hosts.show", "hosts.history", "groups.list", "windows.list",
     "windows.show", "windows.next", "status.followers", "top",
-    "schedules.list", "schedules.show", "schedules.next", "report", "tenants.list"})
+    "schedules.list", "schedules.show", "schedules.next", "report", "tenants.list",
+    "templates.list", "templates.show"})
 CONTROL = frozenset({
     "tasks.submit", "tasks.cancel", "tasks.pause", "tasks.resume", "tasks.continue",
-    "tasks.retry-failed", "tasks.reprioritize"})
+    "tasks.retry-failed", "tasks.reprioritize",
+    "templates.add", "templates.remove", "templates.run"})
 WINDOWS = frozenset({
     "windows.add", "windows.assign", "windows.unassign", "windows.approve", "windows.deny",
     "windows.revoke", "windows.edit", "windows.freeze", "windows.remove",
@@ -32,7 +34,7 @@ CUSTOMER_READ = frozenset({
     "status", "tasks.list", "tasks.show", "tasks.jobs", "tasks.watch", "tasks.output",
     "jobs.show",
     "hosts.list", "hosts.show", "hosts.history", "windows.list", "windows.show",
-    "windows.next"})
+    "windows.next", "templates.list", "templates.show"})
 
 ROLES: dict[str, frozenset[str]] = {
     "viewer": READ,
@@ -59,6 +61,10 @@ TENANT_FILTERED = frozenset({
 # A window decision is the principal's own party's: another customer's window is not found
 # (scheduler.windows.approvals).
 TENANT_FILTERED |= {"windows.approve", "windows.deny", "windows.revoke", "windows.freeze"}
+
+# A customer's templates only (scheduler.templates.store); a run of one plans that customer's
+# hosts only, so a token scoped to it with a role that may run templates (an operator) may.
+TENANT_FILTERED |= {"templates.list", "templates.show", "templates.run"}
 
 
 def check_role(principal: Principal, verb: str) -> None:

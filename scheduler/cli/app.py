@@ -58,7 +58,7 @@ def version() -> None:
 # single command as the function `<name>` with its help examples in `EPILOG`. Listed in the
 # order `--help` shows them.
 GROUPS = ("actions", "config", "db", "groups", "hosts", "jobs", "notify", "reconcile", "recorder",
-          "redis", "schedules", "tasks", "tenants", "tokens", "windows", "worker")
+          "redis", "schedules", "tasks", "templates", "tenants", "tokens", "windows", "worker")
 COMMANDS = ("submit", "demo", "status", "doctor", "report", "top", "exporter", "server")
 GLOBAL_OPTIONS = ("--redis-url", "--database-url", "--state-dir", "--config", "--as", "--server")
 """The root callback's options; each takes a value (``_invoked`` skips it)."""

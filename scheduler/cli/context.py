@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # SQLAlchemy loads when a command opens the database, not wit
 
 # The areas of scheduler.verbs that scheduler.remote mirrors.
 REMOTE_AREAS = ("follow", "inventory", "reports", "schedules", "status", "submit", "tasks",
-                "tenants", "tokens", "windows")
+                "templates", "tenants", "tokens", "windows")
 
 
 class State:

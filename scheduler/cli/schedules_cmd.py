@@ -14,6 +14,7 @@ import typer
 from scheduler.cli import output
 from scheduler.cli.context import verbs
 from scheduler.cli.output import OutputOption
+from scheduler.errors import ValidationError
 
 schedules_app = typer.Typer(help="Recurring schedules: tasks created at cron times, exactly once.",
                             no_args_is_help=True)
@@ -35,17 +36,25 @@ Name = Annotated[str, typer.Argument(help="The schedule's name.")]
 
   fleetsched schedules add backup --cron '0 2 * * *' command -t group:db -p cmd=backup --notify mailto:dba@example.org
 
+  fleetsched schedules add nightly-restart --cron '0 4 * * *' --template restart-service -p service=nginx
+
+  fleetsched schedules add pinned-restart --cron '30 4 * * SUN' --template restart-service@1 -p service=haproxy
+
+With --template the template says the task (its newest version at each firing, or NAME@N's);
+-p gives its parameters' values, checked now and again at each firing.
+
 Exit codes: 0 armed, 1 recorded but not armed (run schedules resume NAME), 2 bad input (nothing
 written), 4 unknown action.
 """)
 def add_cmd(
     ctx: typer.Context, name: Name,
-    action: Annotated[str, typer.Argument(help="The action (see `fleetsched actions list`).")],
+    action: Annotated[str | None, typer.Argument(help="The action (see `fleetsched actions list`); none with --template.")] = None,
+    template: Annotated[str | None, typer.Option("--template", metavar="NAME[@VERSION]", help="Fire a saved template instead of an action: its newest version at each firing, or the version pinned (NAME@3); -p gives its parameters.")] = None,
     cron: Annotated[str | None, typer.Option("--cron", help="Cron expression (5 fields or @daily ...).")] = None,
     every: Annotated[str | None, typer.Option("--every", help="An interval instead of cron (30s, 5m): whole multiples since the epoch.")] = None,
     tz: Annotated[str, typer.Option("--tz", help="IANA time zone of the cron expression.")] = "UTC",
     target: Annotated[str | None, typer.Option("--target", "-t", help="Hosts: group:NAME, names, globs, vars.KEY=VALUE, &intersections, !exclusions, all.")] = None,
-    param: Annotated[list[str] | None, typer.Option("--param", "-p", help="An action parameter NAME=VALUE (repeatable).")] = None,
+    param: Annotated[list[str] | None, typer.Option("--param", "-p", help="An action parameter NAME=VALUE (repeatable); with --template, a template parameter.")] = None,
     in_window: Annotated[bool, typer.Option("--in-window", help="Each host's job waits for its service window (the default for actions that require windows).")] = False,
     ignore_windows: Annotated[bool, typer.Option("--ignore-windows", help="Run an action that requires service windows outside them (recorded with each task). Freezes still hold its jobs.")] = False,
     max_concurrency: Annotated[str | None, typer.Option("--max-concurrency", help="N or P% of the hosts.")] = None,
@@ -71,11 +80,27 @@ def add_cmd(
                "timeout": timeout, "retries": retries,
                "backoff": None, "name": None, "priority": priority, "executor": executor,
                "executor_option": executor_option, "idempotent": None, "notify": notify}
-    request = request_of(action, target, param, None, None, options)
     window = parse_duration(catch_up_window, "--catch-up-window")
+    if template is not None:
+        from scheduler.submission.request import pairs
+
+        given = [k for k, v in {"ACTION": action, "--target": target,
+                                **{"--" + o.replace("_", "-"): v for o, v in options.items()}
+                                }.items() if v not in (None, False, [], "normal")]
+        if given:
+            raise ValidationError(f"with --template the template says the task: drop "
+                                  f"{given[0]}",
+                                  hint="give its parameters with -p NAME=VALUE")
+        request, values = None, pairs(param, "--param")
+    else:
+        if action is None:
+            raise ValidationError("give the schedule's action, or --template NAME",
+                                  hint="see `fleetsched actions list`, `fleetsched templates "
+                                       "list`")
+        request, values = request_of(action, target, param, None, None, options), {}
     spec = ScheduleSpec(name=name, request=request, tz=tz, cron=cron, every=every,
                         catchup=catch_up, catchup_window_s=int(window.total_seconds()),
-                        overlap=overlap)
+                        overlap=overlap, template=template, template_params=values)
     schedules, stores, principal = verbs(ctx, "schedules")
     done = schedules.add(stores, principal, spec)
     if fmt is not output.OutputFormat.table:

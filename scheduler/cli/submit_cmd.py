@@ -9,20 +9,21 @@ stdout (``id=$(fleetsched submit ...)``); messages go to stderr.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 
 from scheduler.cli import output
-from scheduler.cli.context import verbs, verbs_for
+from scheduler.cli.context import verbs
+from scheduler.cli.submission_view import confirm as _confirm
+from scheduler.cli.submission_view import show_plan as _show_plan
+from scheduler.cli.submission_view import show_repeat as _show_repeat
+from scheduler.cli.submission_view import show_submitted as _show_submitted
+from scheduler.cli.submission_view import view as _view
 from scheduler.cli.task_options import request_of
 from scheduler.cli.waiting import report_wait
-from scheduler.errors import DeclinedError, ValidationError
-
-if TYPE_CHECKING:
-    from scheduler.submission.plan_view import PlanView
+from scheduler.errors import ValidationError
 
 EPILOG = """Examples:
 
@@ -53,50 +54,6 @@ terminal). With --wait, once the task has ended: 0 every job succeeded, 3 some f
 cancelled or aborted, 1 infrastructure trouble or --wait-timeout; a rollout in waves that
 stopped (a wave's failures or its --wave-check) has ended for --wait: exit 3.
 """
-
-
-def _view(plan: Any, draw: bool = False) -> PlanView:
-    """The plan as ``submit`` shows it (a ``PlanView`` already when the server made it)."""
-    from scheduler.submission.plan_view import PlanView, view_of
-
-    return plan if isinstance(plan, PlanView) else view_of(plan, draw=draw)
-
-
-def _show_plan(view: PlanView, fmt: output.OutputFormat) -> None:
-    if view.drawn is not None:
-        output.info(f"note: these waves are one random draw, seed {view.drawn}: submit with "
-                    f"--wave-seed {view.drawn} to roll out exactly these (without it, the task "
-                    "id seeds the draw)")
-    if fmt is output.OutputFormat.json:
-        output.emit_object({"dry_run": True, "plan": view.head, "params": view.params,
-                            "jobs": view.rows}, fmt)
-        return
-    if fmt is output.OutputFormat.table:
-        output.emit_object(view.head, fmt)
-    output.emit_rows(view.rows, (["wave"] if view.waves else []) + ["job", "host", "when"], fmt)
-
-
-def _confirm(plan: Any, yes: bool) -> None:
-    view = _view(plan)
-    if yes or not view.fleet_wide:
-        return
-    if not sys.stdin.isatty():
-        raise DeclinedError(f"fleet-wide task not submitted: {view.blast_radius}; "
-                            "there is no terminal to confirm it", hint="add --yes")
-    output.info(f"fleet-wide: {view.blast_radius}")
-    if not typer.confirm("Submit it?", default=False, err=True):
-        raise DeclinedError("not submitted")
-
-
-def _warn_without_workers(stores: Any) -> None:
-    """Say on stderr when no live worker serves the queue: the task is accepted and waits."""
-    presence = verbs_for(stores, "submit").worker_presence(stores)
-    if presence is None or presence.live:
-        return  # the task is queued; whatever is wrong with Redis now, status will say
-    seen = (f" (the last one was seen {presence.last_seen_s:.0f}s ago)"
-            if presence.last_seen_s is not None else "")
-    output.info(f"warning: no live worker serves this queue{seen}: the task waits until one "
-                "starts (`fleetsched worker`; `fleetsched status` shows the workers)")
 
 
 def submit(
@@ -182,35 +139,3 @@ def submit(
         limit_s = parse_duration(wait_timeout, "--wait-timeout").total_seconds() \
             if wait_timeout else None
         raise typer.Exit(report_wait(stores, [str(done.task_id)], limit_s))
-
-
-def _show_repeat(first: Any, key: str, fmt: output.OutputFormat) -> None:
-    """A repeat's answer: the first task's id, as a new submit prints one."""
-    if fmt is output.OutputFormat.table:
-        output.stdout.print(str(first.task_id))
-    else:
-        output.emit_object({"task_id": first.task_id, "jobs": first.jobs, "state": first.state,
-                            "action": first.action, "repeat": True}, fmt)
-    output.info(f"task {first.task_id} was already submitted with idempotency key {key}; "
-                "nothing was queued again")
-    if first.state == "accepted":
-        output.info(f"task {first.task_id} is recorded but not queued yet: the first submit "
-                    "may still be queueing it; `fleetsched reconcile` queues it if Redis failed")
-
-
-def _show_submitted(stores: Any, done: Any, fmt: output.OutputFormat) -> None:
-    from scheduler.submission.plan_view import PlanView
-
-    view = _view(done.plan)
-    if fmt is output.OutputFormat.table:
-        output.stdout.print(str(done.task_id))
-    else:
-        output.emit_object({"task_id": done.task_id, "jobs": done.jobs, "state": "queued",
-                            "action": view.head["action"], "hosts": view.head["hosts"],
-                            "groups": view.head["groups"]}, fmt)
-    output.info(f"task {done.task_id} queued: {view.blast_radius}, as {done.operator}")
-    waves = None if isinstance(done.plan, PlanView) else done.plan.waves(done.task_id)
-    if waves:
-        output.info(f"in {len(waves)} waves ({done.plan.request.waves.describe()}): wave 1 is "
-                    f"{len(waves[0])} host(s); `fleetsched tasks show {done.task_id}` follows it")
-    _warn_without_workers(stores)

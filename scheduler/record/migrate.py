@@ -31,7 +31,7 @@ from scheduler.redact import redact_url
 # separate processes and are kept apart by the database lock taken in env.py.
 _ALEMBIC = threading.Lock()
 
-HEAD_REVISION = "0012"
+HEAD_REVISION = "0013"
 """The newest revision shipped, known without loading Alembic (``ensure_schema``'s fast path:
 a schema already current is confirmed with one SELECT, and Alembic, about 80 ms of imports, is
 loaded only to migrate or explain). tests/record/test_db_migrations.py checks it against the scripts:

@@ -1,5 +1,5 @@
 """The SQL system of record: typed SQLAlchemy 2 models of hosts, groups, windows, schedules,
-tasks, jobs and the append-only event history.
+tasks, jobs, saved templates and the append-only event history.
 
 Redis holds the live state; these tables hold the record (docs/architecture.md, "System of
 record"). Rules kept here:
@@ -288,6 +288,7 @@ class Task(Base):
         sa.Index("ix_tasks_state_created_at", "state", "created_at"),
         # A submission's idempotency key, per principal: a repeat finds the first task.
         sa.UniqueConstraint("operator", "request_key"),
+        sa.Index("ix_tasks_template_id", "template", "id"),  # a template's last runs
     )
 
     id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
@@ -339,6 +340,9 @@ class Task(Base):
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
     request_key: Mapped[str | None] = mapped_column(sa.String(160))  # Idempotency-Key
+    # The saved job template (and its version) the task was run from; None: submitted as is.
+    template: Mapped[str | None] = mapped_column(sa.String(64))
+    template_version: Mapped[int | None]
 
     schedule_id: Mapped[int | None] = mapped_column(
         sa.ForeignKey("schedules.id", ondelete="SET NULL"))
@@ -469,6 +473,43 @@ class QueueEpoch(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+# ------------------------------------------------------------------------- saved templates
+
+
+class Template(Timestamped, Base):
+    """A saved job template (``scheduler.templates``): a name, the customer it belongs to
+    (None: the team's), the roles that may run it (empty: every role that may run templates)
+    and its versions, the newest being ``version``."""
+
+    __tablename__ = "templates"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    tenant: Mapped[str | None] = mapped_column(sa.String(255), index=True)
+    run_roles: Mapped[list[str]] = mapped_column(JSONDoc, default=list)
+    description: Mapped[str | None] = mapped_column(sa.Text)
+    version: Mapped[int] = mapped_column(default=1)  # the newest
+    created_by: Mapped[str | None] = mapped_column(sa.String(255))
+
+
+class TemplateVersion(Base):
+    """One version of a template: the template file as given (a task file with ``{param.*}``
+    placeholders and its ``parameters``), its declared parameters, and the SHA-256 of what it
+    says (comments and layout aside), which tells an unchanged file from a new version."""
+
+    __tablename__ = "template_versions"
+    __table_args__ = (sa.UniqueConstraint("template_id", "version"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    template_id: Mapped[int] = mapped_column(sa.ForeignKey("templates.id", ondelete="CASCADE"))
+    version: Mapped[int]
+    text: Mapped[str] = mapped_column(sa.Text)
+    parameters: Mapped[list[dict[str, Any]]] = mapped_column(JSONDoc, default=list)
+    digest: Mapped[str] = mapped_column(sa.String(64))
+    created_by: Mapped[str | None] = mapped_column(sa.String(255))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 # -------------------------------------------------------------------------------- API tokens
 
 
@@ -495,7 +536,8 @@ class ApiToken(Base):
 
 __all__ = [
     "ApiToken", "Base", "Event", "Group", "Host", "Job", "Notification", "QueueEpoch",
-    "Schedule", "Task", "Tenant", "Window", "WindowApproval", "WindowAssignment",
+    "Schedule", "Task", "Template", "TemplateVersion", "Tenant", "Window", "WindowApproval",
+    "WindowAssignment",
     "group_children", "group_hosts", "NAMING_CONVENTION", "WINDOW_KINDS", "CATCHUP_POLICIES",
     "OVERLAP_POLICIES", "PRIORITIES", "TASK_STATES", "TASK_FINAL_STATES", "JOB_STATES",
     "JOB_FINAL_STATES", "NOTIFICATION_STATES",

@@ -43,7 +43,9 @@ def add(stores: Client, _principal: None, spec: ScheduleSpec) -> ScheduleAdded:
     done = stores.post("/schedules", {
         "name": spec.name, "cron": spec.cron, "every": spec.every, "tz": spec.tz,
         "catch_up": spec.catchup, "catch_up_window": f"{spec.catchup_window_s}s",
-        "overlap": spec.overlap, "task": request_keys(spec.request)})
+        "overlap": spec.overlap,
+        **({"task": request_keys(spec.request)} if spec.request is not None else
+           {"template": spec.template, "template_params": dict(spec.template_params)})})
     return ScheduleAdded(name=done["name"], cron=done["cron"], tz=done["tz"],
                          explain=done["explain"], next=_when(done["next"]),
                          hosts=done["hosts"], by=done["by"])

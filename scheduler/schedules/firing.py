@@ -13,8 +13,10 @@ claimed ``sched:<name>`` (``Claim.schedules``), in this order:
    (Redis counters) makes it ``missed``; else its task is created through the submission path
    (``plan_task`` + ``record_task`` + ``schedule_id``/``occurrence`` in one transaction: the
    unique (schedule, occurrence) makes a duplicate claim create nothing) and fanned out with
-   ``scheduler.submission.fanout.fan_out``; a task recorded by an earlier claim is completed (its missing
-   jobs enqueued, never those already queued, which may have run and finished meanwhile);
+   ``scheduler.submission.fanout.fan_out`` (a schedule of a template: the template's version
+   of now, ``schedules.store.schedule_request``); a task recorded by an earlier claim is
+   completed (its missing jobs enqueued, never those already queued, which may have run and
+   finished meanwhile);
    an occurrence whose task cannot be planned (its target now empty ...) is ``missed`` with
    the reason;
 4. ``scheduler.queue.schedules.fire``: token-checked, the ``fire`` and ``missed`` events and the
@@ -49,7 +51,7 @@ from scheduler.queue.types import ClaimedSchedule
 from scheduler.record.engine import session_factory
 from scheduler.record.models import TASK_FINAL_STATES, Job, Schedule, Task
 from scheduler.record.types import due_ms, from_ms, to_ms
-from scheduler.schedules.store import MISSED_LIMIT, as_cron, grace, request_of, timing_of
+from scheduler.schedules.store import MISSED_LIMIT, as_cron, grace, schedule_request, timing_of
 
 if TYPE_CHECKING:
     from scheduler.submission.submit import Plan
@@ -104,6 +106,7 @@ def _create(engine: Engine, row: Any, at: datetime, now: datetime) -> tuple[int,
     """(task id, plan) of the occurrence: a new task, or (id, None) if one exists already."""
     from scheduler.record.state import Scheduled, apply
     from scheduler.submission.submit import plan_task, record_task
+    from scheduler.templates.store import check_plan
 
     t = Task.__table__
     sessions = session_factory(engine)
@@ -114,8 +117,10 @@ def _create(engine: Engine, row: Any, at: datetime, now: datetime) -> tuple[int,
                     t.c.schedule_id == row.id, t.c.occurrence == at)).scalar()
                 if found is not None:
                     return int(found), None
-                plan = plan_task(session, request_of(row),
+                request = schedule_request(session, row)
+                plan = plan_task(session, request,
                                  operator=row.created_by or f"schedule:{row.name}", now=now)
+                check_plan(session, request, plan)
                 task_id = record_task(session, plan, now=now)
                 apply(session, Scheduled(task_id, row.id, at))
                 s = Schedule.__table__

@@ -1,7 +1,8 @@
 """Recurring schedules: define, list, pause, resume and remove them (firing is scheduler/schedules/firing.py).
 
-A schedule is a task template (an action, its parameters, a target and the task options of
-``fleetsched submit``) with a timing and two policies:
+A schedule is a task (an action, its parameters, a target and the task options of
+``fleetsched submit``), or a saved template with its parameters' values (``--template NAME``:
+its newest version at each firing; ``NAME@N``: that version), with a timing and two policies:
 
 1. timing: a cron expression in an IANA zone (``scheduler.calendar.cron``, Debian cron's DST rules),
    or ``--every D`` for intervals finer than cron's minute: fires at whole multiples of ``D``
@@ -21,8 +22,8 @@ recorded as ``missed`` events when it resumes: none is dropped silently.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, cast
 
@@ -49,7 +50,7 @@ __all__ = [
     "EVERY", "Every", "LIST_COLUMNS", "NAME_RE", "ScheduleSpec", "add_schedule", "as_cron", "grace",
     "list_schedules",
     "next_occurrences", "pause_schedule", "remove_schedule", "request_of", "resume_schedule",
-    "show_schedule", "timing", "timing_of", "upcoming_rows",
+    "schedule_request", "show_schedule", "timing", "timing_of", "upcoming_rows",
 ]
 
 EVERY = "@every "
@@ -142,13 +143,17 @@ class ScheduleSpec:
     """What ``schedules add`` asks for, as typed (validated by :func:`add_schedule`)."""
 
     name: str
-    request: TaskRequest  # at/delay must be None: the occurrence is the start
+    request: TaskRequest | None  # at/delay must be None: the occurrence is the start
     tz: str = "UTC"
     cron: str | None = None
     every: str | None = None
     catchup: str = "latest"
     catchup_window_s: int = 3600
     overlap: str = "skip"
+    # Or a saved template (``NAME``: its newest version at each firing; ``NAME@N``: pinned)
+    # with its parameters' values, instead of ``request``.
+    template: str | None = None
+    template_params: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _options(r: TaskRequest) -> dict[str, Any]:
@@ -180,7 +185,40 @@ def request_of(row: Any) -> TaskRequest:
         notify=tuple(o.get("notify") or ()))
 
 
-def _check(spec: ScheduleSpec, now: datetime) -> Timing:
+def schedule_request(session: Session, row: Any) -> TaskRequest:
+    """The task request an occurrence submits: ``request_of(row)``, or for a schedule of a
+    template that template's (the newest version now, or the one pinned) with the values
+    stored, the task named after the schedule."""
+    from dataclasses import replace
+
+    from scheduler.templates.store import run_request
+
+    held = (row.options or {}).get("template")
+    if not held:
+        return request_of(row)
+    ref = held["name"] + (f"@{held['version']}" if held.get("version") else "")
+    request = run_request(session, ref, held.get("params") or {}, principal=None)
+    return replace(request, name=f"schedule {row.name}")
+
+
+def _template_request(session: Session, spec: ScheduleSpec,
+                      operator: Principal | str) -> tuple[TaskRequest, dict[str, Any] | None]:
+    """The request ``spec`` schedules, and what the row keeps of its template (None: none)."""
+    from scheduler.templates.store import parse_ref, run_request
+
+    if spec.template is None:
+        if spec.request is None:
+            raise ValidationError("a schedule needs a task: an action, or --template NAME")
+        return spec.request, None
+    if spec.request is not None:
+        raise ValidationError("give the schedule's task as an action or as --template, not both")
+    name, version = parse_ref(spec.template)
+    request = run_request(session, spec.template, spec.template_params,
+                          principal=operator if isinstance(operator, Principal) else None)
+    return request, {"name": name, "version": version, "params": dict(spec.template_params)}
+
+
+def _check(spec: ScheduleSpec, request: TaskRequest, now: datetime) -> Timing:
     if not isinstance(spec.name, str) or not NAME_RE.fullmatch(spec.name):
         raise ValidationError(f"schedule name {spec.name!r} must be 1-64 letters, digits, '-' "
                               "or '_', starting with a letter or digit")
@@ -193,7 +231,7 @@ def _check(spec: ScheduleSpec, now: datetime) -> Timing:
                               f"{', '.join(OVERLAP_POLICIES)}")
     if not 0 < spec.catchup_window_s <= 366 * 86400:
         raise ValidationError("--catch-up-window must be longer than 0 and at most 366 days")
-    if spec.request.at is not None or spec.request.delay is not None:
+    if request.at is not None or request.delay is not None:
         raise ValidationError("a schedule's tasks start at their occurrence: no --at or --in")
     return t
 
@@ -241,20 +279,27 @@ def add_schedule(engine: Engine, connect: Any, spec: ScheduleSpec, *, operator: 
     from scheduler.record.session import transaction
     from scheduler.submission.submit import plan_task
 
+    from scheduler.templates.store import check_plan
+
     now = now or utcnow()
-    if spec.request.break_glass is not None:
-        raise ValidationError("a schedule cannot run through freezes: --break-glass is for one "
-                              "task an operator submits", hint="submit that run by hand")
-    t = _check(spec, now)
-    first = next(iter(t.starts(now)), None)
     with transaction(engine) as session:
+        request, template = _template_request(session, spec, operator)
+        if request.break_glass is not None:
+            raise ValidationError("a schedule cannot run through freezes: --break-glass is for "
+                                  "one task an operator submits", hint="submit that run by hand")
+        t = _check(spec, request, now)
+        first = next(iter(t.starts(now)), None)
         if session.scalars(sa.select(Schedule.id).where(Schedule.name == spec.name)).first():
             raise ValidationError(f"a schedule named {spec.name!r} exists",
                                   hint="remove it first, or choose another name")
-        plan = plan_task(session, spec.request, operator=operator, now=now)
+        plan = plan_task(session, request, operator=operator, now=now)
+        check_plan(session, request, plan)
+        options = _options(request)
+        if template is not None:
+            options["template"] = template
         row = Schedule(name=spec.name, cron=t.expr,
-                       tz=spec.tz, action=plan.action, params=dict(spec.request.params),
-                       target=str(plan.target), options=_options(spec.request),
+                       tz=spec.tz, action=plan.action, params=dict(request.params),
+                       target=str(plan.target), options=options,
                        catchup=spec.catchup, catchup_window_s=spec.catchup_window_s,
                        overlap=spec.overlap, paused=False, created_by=str(operator),
                        created_at=now)
@@ -262,7 +307,7 @@ def add_schedule(engine: Engine, connect: Any, spec: ScheduleSpec, *, operator: 
         _event(session, "schedule-add", operator, {
             "schedule": spec.name, "cron": row.cron, "tz": spec.tz, "action": plan.action,
             "target": row.target, "hosts": len(plan.hosts), "catchup": spec.catchup,
-            "overlap": spec.overlap})
+            "overlap": spec.overlap, **({"template": template} if template else {})})
     _arm(connect, keys, spec.name, first, replace=False)
     return {"name": spec.name, "cron": t.expr, "tz": spec.tz, "explain": t.explain(),
             "next": first, "hosts": len(plan.hosts)}

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from fastapi import APIRouter, FastAPI
 
 from scheduler.server import errors, fleet, reports, schedules, tasks, tenants, tokens, windows
+from scheduler.server import templates
 from scheduler.server import events, inventory, live, task_jobs
 from scheduler.verbs.stores import Stores
 from scheduler.server import hardening, read_cache, sso  # sign-on; limits, headers; cache
@@ -42,7 +43,7 @@ def create_app(settings: Settings) -> FastAPI:
                    inventory.router):
         api.include_router(router)
     for router in (tasks.router, tasks.jobs, fleet.router, windows.router, schedules.router,
-                   reports.router, tenants.router, tokens.router):
+                   templates.router, reports.router, tenants.router, tokens.router):
         api.include_router(router)
     app.include_router(api)
     app.include_router(sso.router, prefix=PREFIX)

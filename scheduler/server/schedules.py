@@ -4,6 +4,8 @@ resume.
 A schedule's body holds ``schedules add``'s options as keys and its task as ``task``: a task
 file's keys (``action``, ``target``, ``params`` ...), mapped by the one mapping the CLI, task
 files and ``POST /tasks`` use; ``at`` and ``in`` are refused (the occurrence is the start).
+Or, instead of ``task``, a saved ``template`` (``NAME`` or ``NAME@VERSION``) and its
+``template_params``.
 """
 
 from __future__ import annotations
@@ -35,8 +37,13 @@ class ScheduleBody(BaseModel):
     catch_up: str = Field("latest", description="After downtime: skip, latest or all.")
     catch_up_window: str = "1h"
     overlap: str = Field("skip", description="skip or allow")
-    task: dict[str, Any] = Field(examples=[{"action": "command", "target": "group:web",
-                                            "params": {"cmd": "uptime"}}])
+    task: dict[str, Any] | None = Field(None, examples=[{"action": "command",
+                                                         "target": "group:web",
+                                                         "params": {"cmd": "uptime"}}])
+    template: str | None = Field(None, description="Or a saved template, NAME (its newest "
+                                 "version at each firing) or NAME@VERSION, instead of task.")
+    template_params: dict[str, Any] = Field(default_factory=dict,
+                                            description="The template's parameters' values.")
 
 
 @router.get("", summary="Every schedule with its last and next occurrence")
@@ -55,15 +62,20 @@ def add_schedule(request: Request, body: ScheduleBody,
     from scheduler.schedules.store import ScheduleSpec
     from scheduler.submission.request import KEYS, task_request
 
-    unknown = sorted(set(body.task) - set(KEYS) | set(body.task) & {"at", "in"})
+    if (body.task is None) == (body.template is None):
+        raise ValidationError("give the schedule's task or its template (one of them)")
+    task = body.task or {}
+    unknown = sorted(set(task) - set(KEYS) | set(task) & {"at", "in"})
     if unknown:
         raise ValidationError(f"task: unknown key(s) {', '.join(unknown)}",
                               hint="a schedule's task takes a task file's keys but at and in "
                                    "(the occurrence is the start)")
     window = parse_duration(body.catch_up_window, "catch_up_window")
-    spec = ScheduleSpec(name=body.name, request=task_request(body.task, flag=""), tz=body.tz,
-                        cron=body.cron, every=body.every, catchup=body.catch_up,
-                        catchup_window_s=int(window.total_seconds()), overlap=body.overlap)
+    spec = ScheduleSpec(name=body.name,
+                        request=None if body.task is None else task_request(task, flag=""),
+                        tz=body.tz, cron=body.cron, every=body.every, catchup=body.catch_up,
+                        catchup_window_s=int(window.total_seconds()), overlap=body.overlap,
+                        template=body.template, template_params=body.template_params)
     done = schedules.add(stores_of(request), who, spec)
     return {**done.as_dict(), "by": done.by}
 

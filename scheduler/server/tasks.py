@@ -22,7 +22,7 @@ from scheduler.server.read_cache import cached
 from scheduler.verbs import submit as submit_verb
 from scheduler.verbs import tasks
 
-__all__ = ["jobs", "request_of_body", "router"]
+__all__ = ["jobs", "request_of_body", "router", "submission_answer"]
 
 router = APIRouter(prefix="/tasks", tags=["tasks"])
 jobs = APIRouter(prefix="/jobs", tags=["tasks"])
@@ -85,6 +85,12 @@ def submit_task(request: Request, response: Response,
                 ) -> dict[str, Any]:
     done = submit_verb.submit(stores_of(request), who, request_of_body(body),
                               dry_run=bool(body.get("dry_run")), request_key=idempotency_key)
+    return submission_answer(done, response)
+
+
+def submission_answer(done: submit_verb.Submission, response: Response) -> dict[str, Any]:
+    """A submission as ``POST /tasks`` answers it (a template's run answers the same): a
+    repeat (200), a dry run's plan, or the task submitted."""
     if done.repeat is not None:
         response.status_code = 200
         first = done.repeat

@@ -115,6 +115,8 @@ class TaskRequest:
     allow_overlap: bool | None = None  # None: the action's own overlap_safe flag
     notify: tuple[str, ...] = ()  # notification targets of this task (scheduler.notify)
     waves: WaveSpec | None = None  # roll out in waves (scheduler.submission.waves)
+    template: str | None = None  # the saved template run (scheduler.templates), recorded
+    template_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -468,7 +470,8 @@ def record_task(session: Session, plan: Plan, *, now: datetime | None = None,
         backoff_ms=p.backoff_ms, timeout_s=max(1, math.ceil(p.timeout_ms / 1000)),
         idempotent=p.idempotent, exclusive=p.exclusive, in_window=plan.in_window,
         ignore_windows=r.ignore_windows, break_glass=plan.break_glass, start_at=plan.start,
-        customer_output=r.customer_output,
+        customer_output=r.customer_output, template=r.template,
+        template_version=r.template_version,
         notify=list(plan.notify) or None), plan.jobs, now))
     waves = plan.waves(task_id)
     if r.waves is not None:
@@ -492,6 +495,8 @@ def record_task(session: Session, plan: Plan, *, now: datetime | None = None,
                   "backoff_ms": spec.backoff_ms, "timeout_ms": spec.timeout_ms,
                   "idempotent": spec.idempotent, "exclusive": spec.exclusive,
                   "spec": spec.spec},
+        **({"template": {"name": r.template, "version": r.template_version}}
+           if r.template else {}),
         **({"request_key": request_key, "request_sha256": fingerprint(r)}
            if request_key else {})})
     return int(task_id)

@@ -205,12 +205,15 @@ def request(t: Task, schedule_name: str | None = None) -> dict[str, Any]:
     """What the task asked for, as ``tasks show`` and the audit report print it: the action,
     its parameters (secret parameters are stored as their ``@env:``/``@file:`` references,
     never as values), the target expression, the rollout policy, who submitted it and where
-    it came from (an operator's submit or a schedule occurrence; its service windows)."""
+    it came from (an operator's submit or a schedule occurrence, and the saved template and
+    version it ran; its service windows)."""
     if t.schedule_id is not None:
         origin = (f"schedule {schedule_name or t.schedule_id}"
                   + (f", occurrence {t.occurrence:%Y-%m-%d %H:%M}" if t.occurrence else ""))
     else:
         origin = f"submitted by {t.operator}"
+    if getattr(t, "template", None):  # run from a saved template (scheduler.templates)
+        origin += f", from template {t.template} v{t.template_version}"
     return {
         "action": t.action, "params": t.params or {}, "target": t.target,
         "operator": t.operator, "origin": origin, "schedule": schedule_name,

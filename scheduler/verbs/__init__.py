@@ -14,6 +14,8 @@ verb live below it (``scheduler.submission``, ``scheduler.inventory``, ``schedul
 - ``windows``: service windows and freezes: add, assign, unassign, approve, remove, sync, and
   list, show, next;
 - ``schedules``: recurring schedules: add, pause, resume, remove, and list, show, next;
+- ``templates``: saved job templates: add (versions), remove, list, show, and run (through
+  ``submit``);
 - ``inventory``: hosts import, add, remove, check, and list, show, history, export; groups
   remove, limit and list;
 - ``status``: the health checks, and one frame of the queue (``top``);
@@ -27,4 +29,4 @@ verb live below it (``scheduler.submission``, ``scheduler.inventory``, ``schedul
 """
 
 __all__ = ["access", "follow", "inventory", "reconcile", "reports", "schedules", "status",
-           "sso", "stores", "submit", "tasks", "tokens", "windows"]
+           "sso", "stores", "submit", "tasks", "templates", "tokens", "windows"]

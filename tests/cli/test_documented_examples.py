@@ -8,7 +8,8 @@ group the examples name, and a worker node whose executor is ``simulate``.
 What the test changes in an example, all of it listed here:
 
 - ``SIMULATED``: a ``submit``/``schedules add`` from options gets ``--executor simulate``, so
-  jobs "run" on the fixture fleet without SSH (task files ask for it themselves);
+  jobs "run" on the fixture fleet without SSH (task files and template files ask for it
+  themselves);
 - ``SUBSTITUTE``: host names of servers the test does not have become the fixture's;
 - ``ENDED``: the task ids of the verbs that wait for a task's end (``tasks wait``, ``tasks
   watch``, ``tasks output``) are those of finished tasks, while 12, 42 and 43 stay pending an
@@ -132,12 +133,13 @@ ORDER = [
     "hosts import",
     "hosts add", "hosts list", "hosts show", "hosts export", "hosts check", "groups list", "groups limit", "tenants", "windows add", "windows assign",
     "windows approve", "windows list", "windows show", "windows next", "windows sync",
-    "schedules add", "schedules list", "schedules show", "schedules next", "schedules pause",
-    "schedules resume", "submit", "tasks list", "tasks show", "jobs show", "tasks pause",
+    "templates add", "templates list", "templates show", "schedules add", "schedules list", "schedules show", "schedules next", "schedules pause",
+    "schedules resume", "submit", "templates run", "tasks list", "tasks show", "jobs show", "tasks pause",
     "tasks resume", "tasks continue", "tasks reprioritize", "tasks retry-failed", "tasks cancel", "tasks wait",
     "tasks watch", "tasks output", "hosts history", "report", "recorder", "reconcile", "status",
     "doctor", "notify", "top", "worker", "exporter", "server", "redis", "windows freeze", "windows deny",
-    "windows revoke", "windows edit", "windows unassign", "windows remove", "schedules remove",
+    "windows revoke", "windows edit", "windows unassign", "windows remove", "templates remove",
+    "schedules remove",
     "hosts remove", "groups remove", "db prune", "db downgrade", "demo",
 ]
 
@@ -294,7 +296,7 @@ class Installation:
         path = command_path(args)
         if path in WAITING:
             args = [ENDED.get(a, a) for a in args]
-        if path in (("submit",), ("schedules", "add")) and "-f" not in args:
+        if path in (("submit",), ("schedules", "add")) and not {"-f", "--template"} & set(args):
             args += SIMULATED
         args += ONCE.get(path, [])
         env = dict(self.embedded_env if path[:1] == ("redis",) else self.env)

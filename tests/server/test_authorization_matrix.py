@@ -35,8 +35,8 @@ WINDOWS = frozenset({"window-admin", "admin"})
 ADMIN = frozenset({"admin"})
 APPROVERS = WINDOWS | {"customer-approver"}
 APPROVED = ("w-approve", "w-deny", "w-acme", "w-acme-deny")  # windows that need approval
-# windows, schedules, hosts and groups made to be removed: one per call of a removal (a call
-# per role, and one without a token)
+# windows, schedules, templates, hosts and groups made to be removed: one per call of a
+# removal (a call per role, and one without a token)
 DOOMED = len(EVERY) + 1
 OK = frozenset({200, 201})
 
@@ -124,6 +124,16 @@ def _doomed_token(world: World) -> int:
     code, _out, err = world.cli("tokens", "create", world.fresh("t-doomed"), "--role", "viewer")
     assert code == 0, err
     return int(err.split()[1])  # "token <id> (<name>) acts as ..."
+
+
+def _template(world: World, scope: Scope) -> Request:
+    return {"path": {"name": {"team": "t-team", "acme": "t-acme", "globex": "t-globex"}[scope]}}
+
+
+def template_file(target: str) -> str:
+    """A saved template's file (``fleetsched templates add``) running on ``target``."""
+    return ("parameters:\n  cmd: {default: \"true\"}\naction: command\n"
+            f"target: {target}\nparams: {{cmd: \"{{param.cmd}}\"}}\nin: 1h\n")
 
 
 SUBMIT = {"action": "command", "target": "web-01", "params": {"cmd": "true"}, "in": "1h"}
@@ -223,6 +233,16 @@ MATRIX: dict[tuple[str, str], Row] = {
         "task": {"action": "command", "target": "group:web", "params": {"cmd": "true"}}}}),
     ("DELETE", "/schedules/{name}"): Row(
         WINDOWS, lambda world, scope: {"path": {"name": world.fresh("s-doomed")}}),
+    # templates: a customer sees its own (another's is not found); runs need a role that may
+    ("GET", "/templates"): Row(EVERY),
+    ("GET", "/templates/{name}"): Row(EVERY, _template, foreign=True),
+    ("POST", "/templates/{name}/run"): Row(
+        CONTROL, lambda world, scope: {**_template(world, scope),
+                                       "json": {"params": {}, "dry_run": True}}, foreign=True),
+    ("POST", "/templates"): Row(CONTROL, lambda world, scope: {"json": {
+        "name": world.fresh("t-new"), "file": template_file("group:web")}}),
+    ("DELETE", "/templates/{name}"): Row(
+        CONTROL, lambda world, scope: {"path": {"name": world.fresh("t-doomed")}}),
 }
 
 
@@ -291,6 +311,12 @@ def build_world(api: Api, tmp_path: Path) -> World:
         cli.ok("windows", "assign", name, *assign)
     cli.ok("schedules", "add", "nightly", "--cron", "0 3 * * *", "command", "-t", "group:web",
            "-p", "cmd=true")
+    for name, target, tenant in (("t-team", "group:web", []),
+                                 ("t-acme", "group:acme", ["--tenant", "acme"]),
+                                 ("t-globex", "group:globex", ["--tenant", "globex"]),
+                                 *((f"t-doomed-{n}", "group:web", []) for n in range(DOOMED))):
+        (tmp_path / f"{name}.yaml").write_text(template_file(target))
+        cli.ok("templates", "add", name, "--file", str(tmp_path / f"{name}.yaml"), *tenant)
     for n in range(DOOMED):
         cli.ok("windows", "add", f"w-doomed-{n}", "--cron", "0 2 * * *", "--duration", "1h")
         cli.ok("schedules", "add", f"s-doomed-{n}", "--cron", "0 3 * * *", "command", "-t",

@@ -1,0 +1,311 @@
+"""A template file: a task file with ``{param.NAME}`` placeholders and the ``parameters`` that
+declare them. Checked, filled in and parsed here; no SQL (the record is ``templates.store``).
+
+1. :func:`load_template` reads the file: ``parameters`` (each a :class:`Declared`: type,
+   required or default, description, and ``choices``/``pattern``/``min``/``max`` by type) is
+   taken out, and what remains is the task spec. Every placeholder must name a declared
+   parameter, and the spec filled with sample values must be a task file that
+   ``scheduler.submission.taskfile.parse_task_text`` (the one parser) accepts, of an action
+   that exists.
+2. :func:`typed_values` types an operator's ``NAME=VALUE`` pairs (or JSON values) by the
+   declared types of ``tasks.paramtypes``: an unknown, missing or mistyped one is one line.
+3. :func:`render` fills the placeholders in the YAML tree's values, never in the text (a value
+   cannot become YAML syntax, another key or another option), then parses the task file. A
+   value that is exactly one placeholder takes the parameter's type (``retries:
+   "{param.retries}"`` is a number); inside text it is the value as text.
+4. :func:`digest`: the SHA-256 of what the file says (comments and layout aside), which tells
+   an unchanged file from a new version.
+
+``{param.NAME}`` cannot be taken for a host placeholder (``{host.*}``, ``tasks.argv``): none
+is left when the task file is parsed, and a ``{param.`` the declarations do not name is refused.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from scheduler.errors import ValidationError
+from scheduler.submission.submit import TaskRequest
+
+__all__ = ["PARAM_NAME", "PLACEHOLDER", "TYPES", "Declared", "TemplateFile", "digest",
+           "load_template", "render", "typed_values"]
+
+PLACEHOLDER = re.compile(r"\{param\.([^{}]*)\}")
+PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+TYPES = ("string", "int", "bool", "choice")
+FIELDS = ("type", "required", "default", "description", "choices", "pattern", "min", "max")
+MAX_PARAMS = 50
+_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_STR, _INT, _BOOL = ("tag:yaml.org,2002:str", "tag:yaml.org,2002:int",
+                     "tag:yaml.org,2002:bool")
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One declared parameter: its ``type`` (``string``, ``int``, ``bool``, ``choice``),
+    whether it must be given, its default (typed) and what it is for."""
+
+    name: str
+    type: str = "string"
+    required: bool = True
+    default: Any = None
+    description: str = ""
+    choices: tuple[str, ...] = ()
+    pattern: str | None = None
+    min: int | None = None
+    max: int | None = None
+
+    def param_type(self) -> Any:
+        """The ``tasks.paramtypes`` type that parses this parameter's values."""
+        from tasks.paramtypes import Boolean, Choice, Integer, Text
+
+        if self.type == "int":
+            return Integer(self.min, self.max)
+        if self.type == "bool":
+            return Boolean()
+        if self.type == "choice":
+            return Choice(*self.choices)
+        return Text(self.pattern, f"a text matching {self.pattern}" if self.pattern else None,
+                    refs=False)
+
+    def parse(self, raw: Any, where: str) -> Any:
+        """``raw`` typed; one line naming the parameter otherwise."""
+        from tasks.paramtypes import BadValue
+
+        kind = self.param_type()
+        try:
+            return kind.parse(raw)
+        except BadValue as exc:
+            why = str(exc) or f"must be {kind.expected}"
+            raise ValidationError(f"{where}: parameter {self.name!r} {why}, not {raw!r}") from None
+
+    def sample(self) -> Any:
+        """A value to check the spec with at add time: the default, else one of the type."""
+        if self.default is not None:
+            return self.default
+        if self.type == "int":
+            return self.min if self.min is not None else (self.max if self.max is not None
+                                                          and self.max < 1 else 1)
+        return {"bool": False, "choice": self.choices[0] if self.choices else ""}.get(
+            self.type, "x")
+
+    def as_dict(self) -> dict[str, Any]:
+        """What is stored, shown and sent: the declaration's set fields."""
+        out: dict[str, Any] = {"name": self.name, "type": self.type, "required": self.required,
+                               "default": self.default, "description": self.description}
+        out.update({k: v for k, v in (("choices", list(self.choices)), ("pattern", self.pattern),
+                                      ("min", self.min), ("max", self.max)) if v not in (None, [])})
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Declared:
+        return cls(name=d["name"], type=d.get("type", "string"),
+                   required=bool(d.get("required", True)), default=d.get("default"),
+                   description=d.get("description") or "", choices=tuple(d.get("choices") or ()),
+                   pattern=d.get("pattern"), min=d.get("min"), max=d.get("max"))
+
+
+@dataclass(frozen=True)
+class TemplateFile:
+    """A checked template file: its text, the task spec's YAML tree (without ``parameters``)
+    and the declared parameters in file order."""
+
+    text: str
+    spec: Any  # yaml.MappingNode
+    params: tuple[Declared, ...]
+
+    def declared(self) -> dict[str, Declared]:
+        return {p.name: p for p in self.params}
+
+
+def _where(source: str, node: Any) -> str:
+    mark = getattr(node, "start_mark", None)
+    return f"{source}:{mark.line + 1}" if mark is not None else source
+
+
+def _compose(text: str, source: str) -> Any:
+    try:
+        node = yaml.compose(text, Loader=_LOADER)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ValidationError(f"{source}{line}: not valid YAML ({exc.problem or exc})") from None
+    except yaml.YAMLError as exc:
+        raise ValidationError(f"{source}: not valid YAML ({exc})") from None
+    if not isinstance(node, yaml.MappingNode):
+        raise ValidationError(f"{source}: a template file is one mapping (parameters:, "
+                              "action:, target:, ...)", hint="see docs/guides/templates.md")
+    return node
+
+
+def _declared(name: Any, node: Any, source: str) -> Declared:
+    where = _where(source, node)
+    if not isinstance(name, str) or not PARAM_NAME.fullmatch(name):
+        raise ValidationError(f"{where}: parameter name {name!r} must be letters, digits and "
+                              "'_', starting with a letter or '_'")
+    try:
+        d = yaml.load(yaml.serialize(node), Loader=_LOADER)
+    except yaml.YAMLError as exc:
+        raise ValidationError(f"{where}: unreadable parameter {name!r} ({exc})") from None
+    d = {} if d is None else d
+    if not isinstance(d, dict):
+        raise ValidationError(f"{where}: parameter {name!r} is a mapping (type:, default:, "
+                              "description: ...)")
+    for key in d:
+        if key not in FIELDS:
+            close = difflib.get_close_matches(str(key), FIELDS, n=1)
+            raise ValidationError(f"{where}: parameter {name!r}: unknown field {key!r}",
+                                  f"did you mean {close[0]!r}?" if close
+                                  else "fields: " + ", ".join(FIELDS))
+    kind = d.get("type", "string")
+    if kind not in TYPES:
+        raise ValidationError(f"{where}: parameter {name!r}: type {kind!r} is not one of "
+                              f"{', '.join(TYPES)}")
+    choices = d.get("choices") or []
+    if (kind == "choice") != bool(choices) or not all(isinstance(c, str) for c in choices):
+        raise ValidationError(f"{where}: parameter {name!r}: a choice has choices (a list of "
+                              "texts), and only a choice has them")
+    if kind != "string" and d.get("pattern") is not None:
+        raise ValidationError(f"{where}: parameter {name!r}: only a string has a pattern")
+    if kind != "int" and (d.get("min") is not None or d.get("max") is not None):
+        raise ValidationError(f"{where}: parameter {name!r}: only an int has min and max")
+    for key in ("min", "max"):
+        if d.get(key) is not None and (isinstance(d[key], bool) or not isinstance(d[key], int)):
+            raise ValidationError(f"{where}: parameter {name!r}: {key} must be a whole number")
+    if d.get("pattern") is not None:
+        try:
+            re.compile(str(d["pattern"]))
+        except re.error as exc:
+            raise ValidationError(f"{where}: parameter {name!r}: pattern is not a regular "
+                                  f"expression ({exc})") from None
+    required = d.get("required", d.get("default") is None)
+    if not isinstance(required, bool):
+        raise ValidationError(f"{where}: parameter {name!r}: required must be true or false")
+    if not isinstance(d.get("description") or "", str):
+        raise ValidationError(f"{where}: parameter {name!r}: description must be text")
+    out = Declared(name=name, type=kind, required=required, description=d.get("description")
+                   or "", choices=tuple(choices),
+                   pattern=None if d.get("pattern") is None else str(d["pattern"]),
+                   min=d.get("min"), max=d.get("max"))
+    if d.get("default") is not None:
+        out = Declared(**{**out.__dict__, "default": out.parse(d["default"], where)})
+    if not out.required and out.default is None and kind != "string":
+        raise ValidationError(f"{where}: parameter {name!r}: an optional {kind} needs a default")
+    return out
+
+
+def _scalars(node: Any, source: str) -> Any:
+    """Every scalar value of the spec (keys must not hold placeholders)."""
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and PLACEHOLDER.search(key.value):
+                raise ValidationError(f"{_where(source, key)}: a placeholder stands in a value, "
+                                      f"not in a key ({key.value!r})")
+            yield from _scalars(value, source)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            yield from _scalars(item, source)
+    elif isinstance(node, yaml.ScalarNode):
+        yield node
+
+
+def load_template(text: str, source: str = "<template file>") -> TemplateFile:
+    """Check a template file (see the module docstring, 1); one line ``source:line: ...``."""
+    node = _compose(text, source)
+    params: list[Declared] = []
+    rest = []
+    for key, value in node.value:
+        if isinstance(key, yaml.ScalarNode) and key.value == "parameters":
+            if params or not isinstance(value, yaml.MappingNode):
+                raise ValidationError(f"{_where(source, value)}: parameters is one mapping of "
+                                      "NAME: {type:, default:, description: ...}")
+            for pkey, pvalue in value.value:
+                params.append(_declared(pkey.value, pvalue, source))
+            if len({p.name for p in params}) != len(params):
+                raise ValidationError(f"{_where(source, value)}: a parameter is declared twice")
+            continue
+        rest.append((key, value))
+    if len(params) > MAX_PARAMS:
+        raise ValidationError(f"{source}: {len(params)} parameters: at most {MAX_PARAMS}")
+    spec = yaml.MappingNode(node.tag, rest, node.start_mark, node.end_mark)
+    names = {p.name for p in params}
+    for scalar in _scalars(spec, source):
+        for found in PLACEHOLDER.findall(scalar.value):
+            if found not in names:
+                close = difflib.get_close_matches(found, names, n=1)
+                raise ValidationError(
+                    f"{_where(source, scalar)}: unknown placeholder {{param.{found}}} "
+                    f"(declared: {', '.join(sorted(names)) or 'none'})",
+                    f"did you mean {{param.{close[0]}}}?" if close
+                    else "declare it under parameters:")
+    out = TemplateFile(text=text, spec=spec, params=tuple(params))
+    request = render(out, {p.name: p.sample() for p in params}, source)  # a task file
+    import tasks
+
+    tasks.get_action(request.action)  # an unknown action: NotFoundError (exit code 4)
+    return out
+
+
+def typed_values(file: TemplateFile, given: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The run's values by name, typed, defaults filled in (see the module docstring, 2)."""
+    declared = file.declared()
+    for name in given:
+        if name not in declared:
+            close = difflib.get_close_matches(str(name), declared, n=1)
+            raise ValidationError(
+                f"{where}: unknown parameter {name!r} (declared: "
+                f"{', '.join(declared) or 'none'})",
+                f"did you mean {close[0]!r}?" if close else "see `fleetsched templates show`")
+    out: dict[str, Any] = {}
+    for name, p in declared.items():
+        if name not in given or given[name] is None:
+            if p.required:
+                about = f" ({p.description})" if p.description else ""
+                raise ValidationError(f"{where}: missing required parameter {name!r}{about}",
+                                      f"add -p {name}=VALUE")
+            out[name] = p.default if p.default is not None else ""
+            continue
+        out[name] = p.parse(given[name], where)
+    return out
+
+
+def _as_text(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def render(file: TemplateFile, values: Mapping[str, Any], source: str) -> TaskRequest:
+    """The task request of ``file`` with ``values`` (see the module docstring, 3)."""
+    from scheduler.submission.taskfile import parse_task_text
+
+    spec = copy.deepcopy(file.spec)
+    for scalar in _scalars(spec, source):
+        whole = PLACEHOLDER.fullmatch(scalar.value)
+        if whole:  # the whole value: the parameter's value as its type
+            value = values[whole.group(1)]
+            scalar.value, scalar.style = _as_text(value), None
+            scalar.tag = (_BOOL if isinstance(value, bool) else
+                          _INT if isinstance(value, int) else _STR)
+        elif PLACEHOLDER.search(scalar.value):
+            scalar.value = PLACEHOLDER.sub(lambda m: _as_text(values[m.group(1)]), scalar.value)
+            scalar.tag = _STR
+    try:
+        return parse_task_text(yaml.serialize(spec), source)
+    except ValidationError as exc:  # its line is the filled-in file's, not the template's
+        said = re.sub(rf"^{re.escape(source)}:\d+: ", f"{source}: ", str(exc))
+        raise ValidationError(said, exc.hint) from None
+
+
+def digest(text: str) -> str:
+    """The SHA-256 (hex) of what a template file says, comments and layout aside."""
+    said = json.dumps(yaml.load(text, Loader=_LOADER), sort_keys=True, default=str,
+                      separators=(",", ":"))
+    return hashlib.sha256(said.encode()).hexdigest()

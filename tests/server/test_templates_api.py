@@ -1,0 +1,135 @@
+"""Saved job templates over the HTTP API on a real ``fleetsched server``: a role the template
+does not name is refused (403) while one it names runs it; a customer's token neither sees nor
+runs another customer's (or the team's) templates, and its own runs on its own hosts only;
+and the CLI in remote mode adds, lists, shows and runs them as in direct mode."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.cli_support import isolated_env, run_cli
+from tests.server.conftest import Api
+from tests.submit_support import sql_rows
+from tests.tenants_support import customers_ini
+
+TEMPLATE = """parameters:
+  hosts: {default: "%s", description: the hosts}
+  cmd: {type: choice, choices: ["true", uptime], default: "true"}
+action: command
+target: "{param.hosts}"
+params: {cmd: "{param.cmd}"}
+in: 1h
+"""
+
+
+def add(api: Api, tmp_path: Path, name: str, hosts: str, *args: str) -> None:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(TEMPLATE % hosts)
+    api.cli.ok("templates", "add", name, "--file", str(path), *args)
+
+
+def run(api: Api, token: str, name: str, **params: str) -> tuple[int, dict]:
+    reply = api("POST", f"/templates/{name}/run", token, json={"params": params})
+    return reply.status_code, reply.json()
+
+
+def test_a_role_the_template_does_not_name_is_refused_and_one_it_names_runs_it(
+        api: Api, tmp_path: Path) -> None:
+    # Given a template only admins may run, and one any operator may
+    add(api, tmp_path, "admins-only", "group:web", "--run-role", "admin")
+    add(api, tmp_path, "anyone", "group:web")
+    operator = api.token("op", "--role", "operator")
+    viewer = api.token("look", "--role", "viewer")
+    admin = api.token("boss", "--role", "admin")
+    # When an operator runs the admins' template: 403, with the roles it names, nothing written
+    code, body = run(api, operator, "admins-only")
+    assert code == 403, body
+    assert body["error"]["message"] == "template admins-only may be run by role(s) admin, " \
+                                       "not operator"
+    assert sql_rows(api.database_url, "SELECT id FROM tasks WHERE template IS NOT NULL") == []
+    # And a viewer may run none (its role may not run templates), but reads them
+    assert run(api, viewer, "anyone")[0] == 403
+    assert api("GET", "/templates/admins-only", viewer).json()["run_roles"] == ["admin"]
+    # While the admin runs it, and the operator the other: the tasks name template and version
+    code, body = run(api, admin, "admins-only")
+    assert code == 201 and body["host_count"] == 5
+    code, other = run(api, operator, "anyone", cmd="uptime")
+    assert code == 201, other
+    rows = sql_rows(api.database_url, "SELECT id, template, template_version, operator "
+                                      "FROM tasks WHERE template IS NOT NULL ORDER BY id")
+    assert [(r.id, r.template, r.template_version, r.operator) for r in rows] == [
+        (body["task_id"], "admins-only", 1, "admin-at-shell"),
+        (other["task_id"], "anyone", 1, "admin-at-shell")]
+    # And a value its declaration refuses is one line, 400, nothing written
+    reply = api("POST", "/templates/anyone/run", operator, json={"params": {"cmd": "reboot"}})
+    assert reply.status_code == 400
+    assert reply.json()["error"]["message"] == ("template anyone: parameter 'cmd' must be one "
+                                                "of true, uptime, not 'reboot'")
+
+
+def test_a_customer_neither_sees_nor_runs_another_customers_template(
+        api: Api, tmp_path: Path) -> None:
+    # Given acme's and globex's hosts, a template of each and one of the team's
+    (tmp_path / "customers.ini").write_text(customers_ini(acme=("acme-01", "acme-02"),
+                                                          globex=("globex-01",)))
+    api.cli.ok("hosts", "import", str(tmp_path / "customers.ini"))
+    add(api, tmp_path, "acme-check", "group:acme", "--tenant", "acme")
+    add(api, tmp_path, "globex-check", "group:globex", "--tenant", "globex")
+    add(api, tmp_path, "team-check", "group:web")
+    acme_op = api.token("acme-op", "--role", "operator", "--tenant", "acme")
+    acme_viewer = api.token("acme-look", "--role", "customer-viewer", "--tenant", "acme")
+    before = sql_rows(api.database_url, "SELECT id FROM tasks")
+    for token in (acme_op, acme_viewer):
+        # Then acme lists and shows its own template only
+        listed = api("GET", "/templates", token).json()["items"]
+        assert [t["name"] for t in listed] == ["acme-check"]
+        assert api("GET", "/templates/acme-check", token).status_code == 200
+        # And another's, or the team's, is not found, as if it did not exist
+        for name in ("globex-check", "team-check"):
+            reply = api("GET", f"/templates/{name}", token)
+            assert reply.status_code == 404
+            assert reply.json()["error"]["message"] == f"no template named {name!r}"
+    # And acme's operator cannot run globex's (404) nor the team's (404)
+    assert run(api, acme_op, "globex-check")[0] == 404
+    assert run(api, acme_op, "team-check")[0] == 404
+    # Nor its own template on another customer's host (its plan is refused, nothing written)
+    code, body = run(api, acme_op, "acme-check", hosts="acme-01,globex-01")
+    assert code == 400
+    assert body["error"]["message"] == ("template acme-check is acme's: its target selects 1 "
+                                        "host(s) that are not, e.g. globex-01")
+    assert sql_rows(api.database_url, "SELECT id FROM tasks") == before
+    # While it runs its own on its own hosts, and sees that run as its task
+    code, body = run(api, acme_op, "acme-check")
+    assert code == 201 and sorted(body["hosts"]) == ["acme-01", "acme-02"]
+    runs = api("GET", "/templates/acme-check", acme_viewer).json()["runs"]
+    assert [r["task"] for r in runs] == [body["task_id"]]
+    assert api("GET", f"/tasks/{body['task_id']}", acme_viewer).status_code == 200
+
+
+def test_the_cli_in_remote_mode_adds_lists_shows_and_runs_templates(
+        api: Api, tmp_path: Path) -> None:
+    token = api.token("remote-op", "--role", "admin")
+    env = isolated_env(tmp_path / "remote", FLEETSCHED_TOKEN=token)
+    server = api.base.removesuffix("/api/v1")
+
+    def remote(*args: str) -> tuple[int, str, str]:
+        return run_cli(["--server", server, *args], env=env)
+
+    path = tmp_path / "check.yaml"
+    path.write_text(TEMPLATE % "group:web")
+    code, _out, err = remote("templates", "add", "check", "--file", str(path))
+    assert code == 0 and "template check added: version 1" in err, err
+    code, out, err = remote("templates", "list")
+    assert code == 0 and "check" in out and "hosts, cmd" in out, err
+    code, out, err = remote("templates", "run", "check", "-p", "cmd=uptime", "--dry-run")
+    assert code == 0 and "dry run: command on 5 hosts" in err, err
+    code, out, err = remote("templates", "run", "check", "-p", "cmd=uptime", "--yes")
+    assert code == 0, err
+    task = int(out.strip())
+    code, out, err = remote("templates", "show", "check", "-o", "json")
+    assert code == 0 and f'"task": {task}' in out, err
+    code, _out, err = remote("templates", "run", "check", "-p", "nope=1")
+    assert code == 2 and err.splitlines()[0] == (
+        "error: template check: unknown parameter 'nope' (declared: hosts, cmd)")
+    # And the direct mode shows the same template and run
+    assert f"{task}" in api.cli.ok("templates", "show", "check")
