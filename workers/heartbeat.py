@@ -15,9 +15,9 @@ Every ``heartbeat_ms`` (a third of the lease by default), one thread:
 4. sweeps the aborted tasks whose sweep nobody finished (``Queue.aborting``): the node that
    aborted a task sweeps it at once, but its reply may have been lost, or the node died;
 5. writes the node's presence into the workers hash (``P:workers``: worker id -> JSON with
-   node, pid, slots, busy, ms, and ``running``: each running job's token) for ``fleetsched
-   top``, status and reconcile (which never queues again a job a live node runs), and removes
-   it on exit;
+   node, pid, slots, busy, ms, ``running``: each running job's token, and ``since``: when
+   each started, on the Redis clock) for ``fleetsched top``, ``tasks watch``, status and
+   reconcile (which never queues again a job a live node runs), and removes it on exit;
 6. watches the queue's epoch (``scheduler.record.epoch``; the one the node started on, else the
    first it reads): gone or another means Redis lost or replaced its data while the node ran.
    It logs one error line then (and one when reconcile has written the epoch back) and goes
@@ -151,7 +151,8 @@ class Heartbeat:
         return {"node": socket.gethostname(), "pid": os.getpid(), "slots": snap["slots"],
                 "busy": snap["busy"], "ms": now_ms, "lease_ms": self.config.lease_ms,
                 "heartbeat_ms": self.config.heartbeat_ms,
-                "running": self.slots.tokens(), **self.extra()}
+                "running": self.slots.tokens(), "since": self.slots.since(now_ms),
+                **self.extra()}
 
     def beat(self) -> None:
         failed: Exception | None = None

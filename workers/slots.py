@@ -152,6 +152,15 @@ class Slots:
             return {r.job_id: [r.token, r.attempt] for r in self._running.values()
                     if not r.lease_lost}
 
+    def since(self, now_ms: int) -> dict[str, int]:
+        """When each job reported by :meth:`tokens` started here, in ms on the clock ``now_ms``
+        is read from (the Redis clock in the presence): how long a host has run, for
+        ``tasks watch``."""
+        now = time.monotonic()
+        with self.lock:
+            return {r.job_id: now_ms - int((now - r.started) * 1000)
+                    for r in self._running.values() if not r.lease_lost}
+
     def leases(self) -> list[tuple[str, int]]:
         with self.lock:
             return [(r.job_id, r.token) for r in self._running.values() if not r.lease_lost]

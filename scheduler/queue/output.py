@@ -8,10 +8,15 @@ so the views can show it (``scheduler.visible``) and ``--output json`` keeps it.
 Records of an action's steps carry the step's name (``step``), and the one that decided the
 job's outcome ``"decides": true``: the job's output (``tasks output``, ``tasks wait``,
 ``tasks watch``) is that step's (:func:`job_records`); ``jobs show`` lists every step.
+
+:func:`attempt_lines` is the one reader of what a failed attempt printed for ``tasks output``,
+``tasks wait`` and ``tasks watch``; :func:`shown_exit` the one way its exit code is printed (a
+signal's name for a command killed by one).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 STREAMS = ("stdout", "stderr")
@@ -73,4 +78,40 @@ def step_summary(cmd: dict[str, Any]) -> str:
     return f"{cmd.get('step') or '?'}: " + ", ".join(parts)
 
 
-__all__ = ["STREAMS", "cut_note", "job_records", "output_lines", "step_summary"]
+def commands_of(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The per-command records of an end event's ``output`` field (an older event's plain text
+    as one command's stdout)."""
+    out = data.get("output")
+    if isinstance(out, list):
+        return [c for c in out if isinstance(c, dict)]
+    if isinstance(out, str) and out:
+        return [{"command": "", "stdout_tail": out}]
+    return []
+
+
+def attempt_lines(commands: list[dict[str, Any]], error: str | None) -> list[str]:
+    """What one attempt printed, as ``tasks output`` shows it (stderr marked, the deciding
+    step of an action that reports steps), or its error when it printed nothing: the one
+    reader of a failed host's lines for ``tasks output``, ``tasks wait`` and ``tasks watch``."""
+    lines = output_lines(job_records(commands))
+    if not lines and error:
+        lines = [f"[error] {error}"]
+    return lines
+
+
+# The ssh executor's error for a command sshd reported killed by a signal (exitsignal.py); the
+# record keeps the exit code empty (its column is an int), the views show the signal from here.
+_KILLED = re.compile(r"\bkilled by signal (SIG[A-Z0-9]+)\b")
+
+
+def shown_exit(exit_code: Any, error: str | None) -> str:
+    """An exit code as the views print it: the code, a signal's name (``SIGKILL``) for a command
+    killed by one, or "" when there is neither."""
+    if exit_code not in (None, ""):
+        return str(exit_code)
+    killed = _KILLED.search(error or "")
+    return killed.group(1) if killed else ""
+
+
+__all__ = ["STREAMS", "attempt_lines", "commands_of", "cut_note", "job_records", "output_lines",
+           "shown_exit", "step_summary"]

@@ -8,10 +8,10 @@
 2. ``progress``: the tasks' numbers now (``GET /tasks/{id}/progress``, the local verb run on
    the server), as ``TaskProgress``;
 3. ``follow`` (``tasks watch``): the bars drawn by the loop direct mode draws with
-   (``scheduler.views.live.draw``), from ``progress`` polled every interval; the failures
-   from each task's event stream (:class:`StreamFeed`, one reader thread per task), printed
-   as direct mode prints them, the last ones once the stream's end event says the record has
-   them.
+   (``scheduler.views.live.draw``), from ``progress`` polled every interval (with the hosts
+   running now, as the server reads them); the failures from each task's event stream
+   (:class:`StreamFeed`, one reader thread per task), drawn as direct mode draws them, the
+   last ones once the stream's end event says the record has them.
 """
 
 from __future__ import annotations
@@ -193,30 +193,27 @@ def follow(stores: Client, ids: list[str], *, interval_s: float, timeout_s: floa
 
     from rich.console import Console
 
-    from scheduler.views.live import draw, failure_line
+    from scheduler.views.live import draw
 
     console = console if console is not None else Console(file=io.StringIO(), markup=False)
     pending = [progress(stores, ids)]  # an unknown task is refused before anything is drawn
     feed = StreamFeed(stores, ids)
-    if all(t.progress.ended for t in pending[0]):
-        # Ended already: direct mode reads their failures from the record before the frame
-        feed.settle(RECORD_WAIT_S + 5)
 
     def read() -> list[TaskProgress]:
         return pending.pop() if pending else progress(stores, ids)
 
+    def settle(_ended: list[TaskProgress]) -> None:
+        # As direct mode: the failures come from the record, which the server's end event
+        # says has the last results (or has not, after RECORD_WAIT_S), before the last frame
+        if not feed.settle(RECORD_WAIT_S + 5):
+            note("warning: the SQL record is behind (is a recorder running?): "
+                 "failures may be missing below")
+        for problem in dict.fromkeys(feed.problems):
+            note(f"warning: failures will not be listed ({problem})")
+
     try:
-        tasks, _shown = draw(read, ids, console, feed=feed, interval_s=interval_s,
-                             timeout_s=timeout_s)
+        tasks, shown = draw(read, ids, console, feed=feed, interval_s=interval_s,
+                            timeout_s=timeout_s, settle=settle)
     except TimeoutError:
         raise _timed_out(stores, ids, timeout_s or 0) from None
-    # As direct mode: the failures come from the record, which the server's end event says
-    # has the last results (or has not, after RECORD_WAIT_S)
-    if not feed.settle(RECORD_WAIT_S + 5):
-        note("warning: the SQL record is behind (is a recorder running?): "
-             "failures may be missing below")
-    for problem in dict.fromkeys(feed.problems):
-        note(f"warning: failures will not be listed ({problem})")
-    for f in feed.poll():
-        console.print(failure_line(f))
-    return Followed(tasks=tasks, exit_code=exit_code(tasks))
+    return Followed(tasks=tasks, exit_code=exit_code(tasks), shown_failures=shown)

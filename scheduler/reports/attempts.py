@@ -31,25 +31,13 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from scheduler.errors import NotFoundError
-from scheduler.queue.output import job_records, output_lines
+from scheduler.queue.output import attempt_lines, commands_of, shown_exit
 from scheduler.record.models import Event, Job, Task
 from scheduler.record.tenancy import output_shown
 from scheduler.record.types import from_ms
 
-__all__ = ["Attempt", "JobView", "job_attempts", "shown_exit", "task_outputs", "without_output"]
-
-# The ssh executor's error for a command sshd reported killed by a signal (exitsignal.py); the
-# record keeps the exit code empty (its column is an int), the views show the signal from here.
-_KILLED = re.compile(r"\bkilled by signal (SIG[A-Z0-9]+)\b")
-
-
-def shown_exit(exit_code: Any, error: str | None) -> str:
-    """An exit code as the views print it: the code, a signal's name (``SIGKILL``) for a command
-    killed by one, or "" when there is neither."""
-    if exit_code not in (None, ""):
-        return str(exit_code)
-    killed = _KILLED.search(error or "")
-    return killed.group(1) if killed else ""
+__all__ = ["Attempt", "JobView", "attempt_lines", "commands_of", "job_attempts", "shown_exit",
+           "task_outputs", "without_output"]
 
 ENDS = {"ack": "succeeded", "fail": "failed", "retry": "failed, retried", "lost": "lost",
         "release": "given back", "defer": "deferred (window)", "cancel": "cancelled"}
@@ -100,15 +88,6 @@ class JobView:
         return shown
 
 
-def _commands(data: dict[str, Any]) -> list[dict[str, Any]]:
-    out = data.get("output")
-    if isinstance(out, list):
-        return [c for c in out if isinstance(c, dict)]
-    if isinstance(out, str) and out:
-        return [{"command": "", "stdout_tail": out}]
-    return []
-
-
 def _attempts(events: list[Any]) -> tuple[list[Attempt], list[dict[str, Any]]]:
     attempts: list[Attempt] = []
     late: list[dict[str, Any]] = []
@@ -119,14 +98,14 @@ def _attempts(events: list[Any]) -> tuple[list[Attempt], list[dict[str, Any]]]:
         elif ev.kind == "stale":
             late.append({"ts": ev.ts, "worker": ev.worker, "verb": data.get("verb"),
                          "reason": data.get("reason"), "token": data.get("token"),
-                         "exit_code": data.get("exit_code"), "commands": _commands(data)})
+                         "exit_code": data.get("exit_code"), "commands": commands_of(data)})
         elif ev.kind in ENDS and attempts and attempts[-1].end is None and (
                 ev.kind == "cancel" or data.get("token") in (None, attempts[-1].token)):
             a = attempts[-1]
             a.ended, a.end = ev.ts, ENDS[ev.kind]
             a.exit_code, a.duration_ms = data.get("exit_code"), data.get("duration_ms")
             a.error = data.get("error")
-            a.commands = _commands(data)
+            a.commands = commands_of(data)
             if ev.kind == "lost" and isinstance(data.get("expired"), int):
                 a.lease_expired = from_ms(data["expired"])
     return attempts, late
@@ -248,9 +227,7 @@ def _for_tenant(view: JobView, shown: bool) -> JobView:
 def _output_row(view: JobView, pattern: re.Pattern[str] | None) -> dict[str, Any] | None:
     """The ``tasks output`` row of a job: its last attempt's lines (None: none match grep)."""
     last = view.attempts[-1] if view.attempts else None
-    lines = output_lines(job_records(last.commands)) if last else []
-    if last and not lines and last.error:
-        lines = [f"[error] {last.error}"]
+    lines = attempt_lines(last.commands, last.error) if last else []
     if pattern is not None:
         lines = [ln for ln in lines if pattern.search(ln)]
         if not lines:

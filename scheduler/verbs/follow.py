@@ -42,10 +42,12 @@ RECORD_WAIT_S = 15.0  # how long wait gives the recorders to put the last result
 @dataclass(frozen=True)
 class Followed:
     """The tasks' numbers once they ended (in the order asked), and the exit code they make
-    (``scheduler.progress.exit_code``)."""
+    (``scheduler.progress.exit_code``); with a console, the failures drawn (``FailureFeed``
+    rows, ``scheduler.views.live.failure_row`` for JSON)."""
 
     tasks: list[TaskProgress]
     exit_code: int
+    shown_failures: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -64,11 +66,12 @@ def _ignore(_line: str) -> None:
 def progress(stores: Stores, ids: list[str]) -> list[TaskProgress]:
     """The tasks' progress, read once: live from Redis, or from the SQL record for a task Redis
     no longer has (``NotFoundError`` for a task neither knows)."""
-    from scheduler.views.snapshot import read_tasks
+    from scheduler.views.snapshot import read_running, read_tasks
 
     client = stores.connect()
     try:
         found = read_tasks(client, stores.shards, ids)
+        read_running(client, stores.shards, [t for t in found if t is not None])
     finally:
         client.close()
     missing = [tid for tid, t in zip(ids, found) if t is None]
@@ -143,6 +146,16 @@ def follow(stores: Stores, ids: list[str], *, interval_s: float, timeout_s: floa
         keys = stores.shards
         recorded: dict[str, TaskProgress] = {}
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        settle = None
+        if feed is not None:
+            def settle(ended: list[TaskProgress]) -> None:
+                # The failures come from SQL: once the queue says the tasks ended, give the
+                # recorders time to bring the last ones in (a node records from a process of
+                # its own, a moment behind), so the last frame lists them.
+                if not record_caught_up(engine, ended, RECORD_WAIT_S):
+                    note("warning: the SQL record is behind (is a recorder running?): "
+                         "failures may be missing below")
+        shown: list[dict[str, Any]] = []
         while True:
             live = [t for t in ids if t not in recorded]
             missing = [t for t, p in zip(live, read_tasks(client, keys, live)) if p is None]
@@ -151,9 +164,11 @@ def follow(stores: Stores, ids: list[str], *, interval_s: float, timeout_s: floa
                 continue
             try:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                tasks = (run_watch(client, keys, live, console, feed=feed,
-                                   interval_s=interval_s, timeout_s=left)[0]
-                         if live else [])
+                tasks, drawn = (run_watch(client, keys, live, console, feed=feed,
+                                          interval_s=interval_s, timeout_s=left,
+                                          settle=settle)
+                                if live else ([], []))
+                shown += drawn
             except NotFoundError:  # a finished task's hash expired while watching
                 continue
             except TimeoutError:  # its message gives what was left, not the timeout asked
@@ -161,14 +176,9 @@ def follow(stores: Stores, ids: list[str], *, interval_s: float, timeout_s: floa
                 raise FleetschedError(not_finished(ids, timeout_s or 0, now),
                                       hint="wait again, or see fleetsched top") from None
             break
-        if feed is not None:
-            # The failures come from SQL: once the queue says the tasks ended, give the
-            # recorders time to bring the last ones in (a node records from a process of its
-            # own, a moment behind), then list what the live view had not shown yet.
-            if live and not record_caught_up(engine, tasks, RECORD_WAIT_S):
-                note("warning: the SQL record is behind (is a recorder running?): "
-                     "failures may be missing below")
+        if feed is not None and recorded:  # the tasks only the record knows: no frame
             for f in feed.poll():
+                shown.append(f)
                 console.print(failure_line(f))
     finally:
         client.close()
@@ -176,7 +186,7 @@ def follow(stores: Stores, ids: list[str], *, interval_s: float, timeout_s: floa
             engine.dispose()
     by_id = {t.task_id: t for t in tasks} | recorded
     ended = [by_id[t] for t in ids]
-    return Followed(tasks=ended, exit_code=exit_code(ended))
+    return Followed(tasks=ended, exit_code=exit_code(ended), shown_failures=shown)
 
 
 def _ended_in_record(stores: Stores, ids: list[str], console: Console) -> dict[str, Any]:

@@ -201,18 +201,20 @@ def tenant_jobs(engine: Engine, task_id: int, tenants: Collection[str]
 def tenant_progress(stores: Stores, task_id: str, tenant: str) -> TaskProgress:
     """What a customer of ``tenant`` watching task ``task_id`` is shown (``tasks watch`` through
     a server): the task's state, and the counts of its own jobs only, from the record as
-    ``tasks show`` counts them; nothing that counts another customer's jobs (the parked and
-    lost-worker counts, why a wave is held). ``NotFoundError`` for a task without a job of
+    ``tasks show`` counts them, and of the hosts running now its own only, without the
+    team's worker that runs them; nothing that counts another customer's jobs (the parked
+    and lost-worker counts, why a wave is held). ``NotFoundError`` for a task without a job of
     ``tenant``, as for one that does not exist."""
     from dataclasses import replace
 
     from scheduler.progress import from_job_states
 
-    tenant_scope(stores, int(task_id), tenant)
+    scope = tenant_scope(stores, int(task_id), tenant)
     [task] = progress(stores, [task_id])
     with stores.database() as engine:
         counts = tenant_jobs(engine, int(task_id), [tenant])[tenant]
     own = from_job_states(task.state, counts)
+    running = [{**r, "worker": ""} for r in task.running_hosts if r["host"] in scope.hosts]
     return replace(task, total=own.total, running=own.running, succeeded=own.succeeded,
                    failed=own.failed, lost=own.lost, cancelled=own.cancelled, losses=0,
-                   parked=0, wave_why="")
+                   parked=0, wave_why="", running_hosts=running)

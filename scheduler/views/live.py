@@ -1,10 +1,12 @@
 """The loops behind the live views: ``fleetsched top`` and ``fleetsched tasks watch``.
 
 1. ``top(...)``: redraw the queue frame every ``interval_s`` until interrupted (or once).
-2. ``watch(...)``: redraw the watched tasks' bars, print each failure once as it is recorded
-   (``fail`` and ``lost`` events from the SQL record, when a database is given), and return
-   when every watched task has ended: all its jobs finished, or it was cancelled or aborted
-   and nothing of it runs any more.
+2. ``watch(...)``: redraw the watched tasks' bars, under each the hosts running now (from
+   Redis: ``snapshot.read_running``) and its failures as they are recorded, each with its exit
+   code or signal and last lines (``fail`` and ``lost`` events from the SQL record, when a
+   database is given), and return when every watched task has ended: all its jobs finished,
+   or it was cancelled or aborted and nothing of it runs any more. The last frame lists up to
+   ``render.FAILURES_FINAL`` failures per task.
 
 Both loops take what they draw from a function (``take``, ``read``) and the failures from a
 feed (``poll()``): Redis and the record here, the HTTP API in remote mode
@@ -31,11 +33,12 @@ from sqlalchemy.engine import Engine
 from scheduler.errors import NotFoundError
 from scheduler.queue.keys import Keys
 from scheduler.queue.shards import Shards
-from scheduler.views.render import task_table, top_frame
+from scheduler.views.render import failure_lines, top_frame, watch_frame
 from scheduler.views.snapshot import (
     QueueSnapshot,
     RateMeter,
     TaskProgress,
+    read_running,
     read_tasks,
 )
 from scheduler.visible import visible
@@ -75,6 +78,9 @@ def top(take: Callable[[], QueueSnapshot], console: Console, *, interval_s: floa
                 return snap
             time.sleep(interval_s)
             snap = take()
+
+
+Settle = Callable[[list[TaskProgress]], None]  # what draw runs once every task has ended
 
 
 class Feed(Protocol):
@@ -124,34 +130,38 @@ LAST_LINES = 3  # lines of a failed job's output shown under its failure in task
 
 
 def _last_lines(data: dict[str, Any]) -> list[str]:
-    """The last lines the failed attempt printed (stderr marked), as ``tasks output`` shows
-    them."""
-    from scheduler.queue.output import job_records, output_lines
+    """The last lines the failed attempt printed (stderr marked), read as ``tasks output`` and
+    ``tasks wait`` read them (``scheduler.queue.output.attempt_lines``)."""
+    from scheduler.queue.output import attempt_lines, commands_of
 
-    output = data.get("output")
-    commands = output if isinstance(output, list) else []
-    lines = [ln for ln in output_lines(job_records([c for c in commands if isinstance(c, dict)]))
-             if ln.strip()]
+    # no "[error] ..." line for an attempt that printed nothing: the failure's line has it
+    lines = [ln for ln in attempt_lines(commands_of(data), None) if ln.strip()]
     return [ln[:200] for ln in lines[-LAST_LINES:]]
 
 
 def failure_line(f: dict[str, Any]) -> Text:
-    """A failure as it happens: the job, its host, exit code and error, then the last lines
-    it printed, indented (control characters shown: ``scheduler.visible``)."""
-    code = f" exit {f['exit_code']}" if f.get("exit_code") not in (None, "") else ""
-    text = Text(visible(f"{f['kind']:>4} {f['job']} on {f['host']}{code}: {f['error']}"),
-                style="red")
-    for line in f.get("last_lines") or ():
-        text.append(visible(f"\n       {f['host']}: {line}"), style="")
-    return text
+    """A failure as ``tasks watch`` shows it under its task's bar (``render.failure_lines``),
+    as one ``Text``."""
+    return Text("\n").join(failure_lines(f))
+
+
+def failure_row(f: dict[str, Any]) -> dict[str, Any]:
+    """A failure as ``tasks watch --output json`` gives it: job, host, kind (``fail``,
+    ``lost``), exit (a code, a signal's name, or ""), error and last lines."""
+    from scheduler.queue.output import shown_exit
+
+    return {"job": f["job"], "host": f["host"], "kind": f["kind"],
+            "exit": shown_exit(f.get("exit_code"), f.get("error")), "error": f.get("error"),
+            "last_lines": list(f.get("last_lines") or [])}
 
 
 def watch(client: redis.Redis, keys: Keys | Shards, task_ids: list[str], console: Console, *,
           feed: Feed | None = None, interval_s: float = 0.5,
           labels: dict[str, str] | None = None, header: Callable[[], Text] | None = None,
-          timeout_s: float | None = None) -> tuple[list[TaskProgress], list[dict[str, Any]]]:
-    """Draw the tasks, read from Redis, until each has ended (``draw``). ``NotFoundError`` for
-    a task Redis does not know."""
+          timeout_s: float | None = None, settle: Settle | None = None
+          ) -> tuple[list[TaskProgress], list[dict[str, Any]]]:
+    """Draw the tasks, read from Redis with the hosts running now (``read_running``), until
+    each has ended (``draw``). ``NotFoundError`` for a task Redis does not know."""
 
     def read() -> list[TaskProgress]:
         found = read_tasks(client, keys, task_ids)
@@ -159,19 +169,26 @@ def watch(client: redis.Redis, keys: Keys | Shards, task_ids: list[str], console
         if missing:
             raise NotFoundError(f"no task {missing[0]} in the queue",
                                 hint="fleetsched tasks list shows the tasks")
-        return [t for t in found if t is not None]
+        tasks = [t for t in found if t is not None]
+        read_running(client, keys, tasks)
+        return tasks
 
     return draw(read, task_ids, console, feed=feed, interval_s=interval_s, labels=labels,
-                header=header, timeout_s=timeout_s)
+                header=header, timeout_s=timeout_s, settle=settle)
 
 
 def draw(read: Callable[[], list[TaskProgress]], task_ids: list[str], console: Console, *,
          feed: Feed | None = None, interval_s: float = 0.5,
          labels: dict[str, str] | None = None, header: Callable[[], Text] | None = None,
-         timeout_s: float | None = None) -> tuple[list[TaskProgress], list[dict[str, Any]]]:
-    """Draw the tasks ``read()`` gives until each has ended (see the module docstring).
+         timeout_s: float | None = None, settle: Settle | None = None
+         ) -> tuple[list[TaskProgress], list[dict[str, Any]]]:
+    """Draw the tasks ``read()`` gives until each has ended (see the module docstring): each
+    task's bar, and under it the hosts running now and its failures with their last lines
+    (``render.watch_frame``). Once every task has ended, ``settle(tasks)`` (the record given
+    time to bring in the last failures) runs before the last read of the feed, so the last
+    frame has them all.
 
-    Returns the final progress of each task and the failures printed; ``TimeoutError`` after
+    Returns the final progress of each task and the failures shown; ``TimeoutError`` after
     ``timeout_s``.
     """
     meter = RateMeter()
@@ -187,22 +204,23 @@ def draw(read: Callable[[], list[TaskProgress]], task_ids: list[str], console: C
                 if line and waves.get(t.task_id) != line:
                     waves[t.task_id] = line
                     live.console.print(Text(visible(line)))
-            for f in feed.poll() if feed else ():
-                failures.append(f)
-                live.console.print(failure_line(f))
+            over = all(ended(t) for t in tasks)
+            if over and settle is not None:
+                settle(tasks)
+            failures += feed.poll() if feed else ()
             parts = [header()] if header else []
-            live.update(Group(*parts, task_table(tasks, meter, labels=labels)), refresh=True)
-            if all(ended(t) for t in tasks):
+            live.update(Group(*parts, watch_frame(tasks, meter, failures, labels=labels,
+                                                  final=over, console_width=console.width)),
+                        refresh=True)
+            if over:
                 break
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"tasks {', '.join(task_ids)} still running after "
                                    f"{timeout_s:g}s")
             time.sleep(interval_s)
             tasks = read()
-    for f in feed.poll() if feed else ():  # failures recorded after the last frame
-        failures.append(f)
-        console.print(failure_line(f))
     return tasks, failures
 
 
-__all__ = ["FailureFeed", "Feed", "draw", "ended", "failure_line", "live_view", "top", "watch"]
+__all__ = ["FailureFeed", "Feed", "Settle", "draw", "ended", "failure_line", "failure_row",
+           "live_view", "top", "watch"]

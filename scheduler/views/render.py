@@ -56,27 +56,114 @@ COLUMNS = ("task", "progress", "done", "ok", "failed", "lost", "running", "waiti
            "eta")
 
 
+def _cells(t: TaskProgress, meter: RateMeter | None, labels: dict[str, str] | None,
+           width: int) -> dict[str, Text | str]:
+    label = (labels or {}).get(t.task_id) or f"{t.task_id} {t.operator} {t.action}".strip()
+    rate = meter.rate(t.task_id) if meter else 0.0
+    n = t.progress.counts()  # every number from scheduler.progress
+    return {"task": Text(visible(label)), "progress": bar(t, width),
+            "done": f"{n['done']}/{n['total']}", "ok": str(n["succeeded"]),
+            "failed": Text(str(n["failed"]), style="red" if n["failed"] else ""),
+            "lost": Text(str(n["lost"]), style="magenta" if n["lost"] else ""),
+            "running": str(n["running"]), "waiting": str(n["pending"]),
+            "rate/s": f"{rate:.0f}",
+            "eta": _eta(meter, t)}
+
+
+def _table(rows: list[dict[str, Text | str]], columns: tuple[str, ...], *,
+           widths: dict[str, int] | None = None, header: bool = True) -> Table:
+    table = Table(show_edge=False, box=None, header_style="bold", pad_edge=False,
+                  show_header=header)
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("task", "progress") else "right",
+                         no_wrap=True, width=(widths or {}).get(col))
+    for cells in rows:
+        table.add_row(*[cells[c] for c in columns])
+    return table
+
+
 def task_table(tasks: list[TaskProgress], meter: RateMeter | None = None, *,
                labels: dict[str, str] | None = None, width: int = 30,
                columns: tuple[str, ...] = COLUMNS) -> Table:
     """One row per task: name, bar, counts, throughput and ETA (``columns`` picks some)."""
-    table = Table(show_edge=False, box=None, header_style="bold", pad_edge=False)
-    for col in columns:
-        table.add_column(col, justify="left" if col in ("task", "progress") else "right",
-                         no_wrap=True)
-    for t in tasks:
-        label = (labels or {}).get(t.task_id) or f"{t.task_id} {t.operator} {t.action}".strip()
-        rate = meter.rate(t.task_id) if meter else 0.0
-        n = t.progress.counts()  # every number from scheduler.progress
-        cells = {"task": Text(visible(label)), "progress": bar(t, width),
-                 "done": f"{n['done']}/{n['total']}", "ok": str(n["succeeded"]),
-                 "failed": Text(str(n["failed"]), style="red" if n["failed"] else ""),
-                 "lost": Text(str(n["lost"]), style="magenta" if n["lost"] else ""),
-                 "running": str(n["running"]), "waiting": str(n["pending"]),
-                 "rate/s": f"{rate:.0f}",
-                 "eta": _eta(meter, t)}
-        table.add_row(*[cells[c] for c in columns])
-    return table
+    return _table([_cells(t, meter, labels, width) for t in tasks], columns)
+
+
+FAILURES_SHOWN = 3  # while watching: the last failures of a task under its bar
+FAILURES_FINAL = 20  # in the last frame (a pipe or a log file gets that one only)
+INDENT = "  "
+
+
+def _line(text: str, style: str = "") -> Text:
+    """One line of a task's details, cut (``...``) rather than wrapped at the console's width:
+    a frame stays as tall at 80 columns as at 120."""
+    return Text(visible(text), style=style, no_wrap=True, overflow="ellipsis")
+
+
+def failure_lines(f: dict[str, Any]) -> list[Text]:
+    """A failed (or lost) host: its job, exit code or signal name (``SIGKILL``) and error, then
+    the last lines it printed, indented (control characters shown: ``scheduler.visible``)."""
+    from scheduler.queue.output import shown_exit
+
+    code = shown_exit(f.get("exit_code"), f.get("error"))
+    code = f" exit {code}" if code.isdigit() or code.startswith("-") else (
+        f" {code}" if code else "")
+    error = f": {f['error']}" if f.get("error") else ""
+    out = [_line(f"{f['kind']:>4} {f['job']} on {f['host']}{code}{error}", style="red")]
+    out += [_line(f"       {f['host']}: {line}") for line in f.get("last_lines") or ()]
+    return out
+
+
+def host_lines(task: TaskProgress, failures: list[dict[str, Any]], *,
+               final: bool = False) -> list[Text]:
+    """What goes under a task's bar in ``tasks watch``: the hosts running now (at most
+    ``RUNNING_SHOWN``, longest first: host, worker, for how long; then how many more), and its
+    failures, each with its last lines (the last ``FAILURES_SHOWN``, or ``FAILURES_FINAL`` in
+    the last frame; how many earlier ones ``tasks output --failed`` lists)."""
+    out: list[Text] = []
+    for i, r in enumerate(task.running_hosts):
+        on = f" on {r['worker']}" if r.get("worker") else ""
+        took = f", {format_duration(r['for_s'])}" if r.get("for_s") is not None else ""
+        head = "running " if i == 0 else " " * 8
+        out.append(_line(f"{INDENT}{head}{r['host']}{on}{took}"))
+    more = task.running - len(task.running_hosts)
+    if more > 0 and task.running_hosts:
+        out.append(_line(f"{INDENT}{' ' * 8}+{more} more"))
+    elif more > 0:
+        out.append(_line(f"{INDENT}running on {more} host{'s' if more > 1 else ''}"))
+    mine = [f for f in failures if str(f.get("job", "")).rpartition(".")[0] == task.task_id]
+    shown = mine[-(FAILURES_FINAL if final else FAILURES_SHOWN):]
+    if len(mine) > len(shown):
+        out.append(_line(f"{INDENT}+{len(mine) - len(shown)} earlier failures: fleetsched "
+                         f"tasks output {task.task_id} --failed", style="red"))
+    for f in shown:
+        out += [Text(INDENT) + line for line in failure_lines(f)]
+    return out
+
+
+NARROW = 110  # below this many columns, tasks watch draws a shorter bar and fewer columns
+
+
+def watch_frame(tasks: list[TaskProgress], meter: RateMeter | None,
+                failures: list[dict[str, Any]], *, labels: dict[str, str] | None = None,
+                final: bool = False, console_width: int = 120) -> Group:
+    """``tasks watch``'s frame: each task's row (its bar, counts, rate, ETA), then under it
+    ``host_lines``; the rows' columns line up across tasks. On a console narrower than
+    ``NARROW`` (80 columns) the bar is 16 cells and the row leaves out waiting and rate/s (and
+    lost while nothing was lost), so what is left reads whole."""
+    columns, width = COLUMNS, 30
+    if console_width < NARROW:
+        width = 16
+        lost = any(t.lost for t in tasks)
+        columns = tuple(c for c in COLUMNS if c not in ("waiting", "rate/s")
+                        and (c != "lost" or lost))
+    rows = [_cells(t, meter, labels, width) for t in tasks]
+    widths = {c: max([len(c), *(len(r[c]) for r in rows)]) for c in columns}
+    parts: list[RenderableType] = []
+    for i, (t, cells) in enumerate(zip(tasks, rows)):
+        parts.append(_table([cells], columns, widths=widths, header=i == 0))
+        parts += host_lines(t, failures, final=final)
+    return Group(*parts)
 
 
 def _workers(workers: list[dict[str, Any]]) -> Table:
@@ -151,4 +238,5 @@ def top_frame(snap: QueueSnapshot, meter: RateMeter | None = None) -> Renderable
     return Group(*parts)
 
 
-__all__ = ["bar", "down_line", "reorder_line", "task_table", "top_frame"]
+__all__ = ["FAILURES_FINAL", "FAILURES_SHOWN", "bar", "down_line", "failure_lines", "host_lines",
+           "reorder_line", "task_table", "top_frame", "watch_frame"]

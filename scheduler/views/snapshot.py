@@ -66,6 +66,9 @@ class TaskProgress:
     waves: int = 0
     wave_state: str = ""
     wave_why: str = ""
+    # The hosts running now, longest first, at most RUNNING_SHOWN (``read_running``): each
+    # {"host", "job", "worker", "for_s"}; ``running`` counts them all.
+    running_hosts: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def progress(self) -> Progress:
@@ -152,6 +155,61 @@ def read_tasks(client: redis.Redis, where: Keys | Shards, task_ids: list[str], *
                          for r in replies[0::2]]
     return [progress_from(tid, replies[2 * i], _int(replies[2 * i + 1]))
             for i, tid in enumerate(task_ids)]
+
+
+RUNNING_SHOWN = 8  # hosts running now that tasks watch names under a task's bar
+
+
+def read_running(client: redis.Redis, where: Keys | Shards, tasks: list[TaskProgress], *,
+                 limit: int = RUNNING_SHOWN) -> None:
+    """Fill in each task's ``running_hosts``: the jobs its shard holds a lease on (``leases``,
+    which holds every running job: exact, not a heartbeat late), each job's host and owner
+    (its hash), and how long it has run from its worker's presence (``since``, on the Redis
+    clock; None until the worker's next beat). At most ``limit`` per task, longest running
+    first. Four round trips, made only when a watched task has running jobs."""
+    from scheduler.queue.presence import read_workers, redis_now_ms
+
+    busy = [t for t in tasks if t.running > 0]
+    for t in tasks:
+        t.running_hosts = []
+    if not busy:
+        return
+    shards = as_shards(where)
+    lease_keys = sorted({shards.of_task(t.task_id).leases for t in busy})
+    pipe = client.pipeline(transaction=False)
+    for key in lease_keys:
+        pipe.zrange(key, 0, -1)
+    held = {str(j.decode() if isinstance(j, bytes) else j)
+            for ids in pipe.execute() for j in ids}
+    jobs = {t.task_id: sorted((j for j in held if j.rpartition(".")[0] == t.task_id),
+                              key=_job_number)
+            for t in busy}
+    pipe = client.pipeline(transaction=False)
+    order = [(tid, j) for tid, ids in jobs.items() for j in ids]
+    for _tid, j in order:
+        pipe.hmget(shards.of_job(j).job(j), ("host", "owner", "state"))
+    replies = pipe.execute() if order else []
+    workers = {w["worker"]: w for w in read_workers(client, shards.prefix)}
+    now_ms = redis_now_ms(client, shards.coord)
+    rows: dict[str, list[dict[str, Any]]] = {t.task_id: [] for t in busy}
+    for (tid, job), reply in zip(order, replies):
+        host, owner, state = (v.decode() if isinstance(v, bytes) else v for v in reply)
+        if state != "running" or not host:
+            continue
+        since = (workers.get(owner or "") or {}).get("since") or {}
+        started = since.get(job) if isinstance(since, dict) else None
+        rows[tid].append({"host": host, "job": job, "worker": owner or "",
+                          "for_s": (round(max(0, now_ms - int(started)) / 1000, 1)
+                                    if isinstance(started, int) else None)})
+    for t in busy:
+        found = rows[t.task_id]
+        found.sort(key=lambda r: -(r["for_s"] if r["for_s"] is not None else -1))
+        t.running_hosts = found[:limit]
+
+
+def _job_number(job_id: str) -> int:
+    n = job_id.rpartition(".")[2]
+    return int(n) if n.isdigit() else 0
 
 
 def list_task_ids(client: redis.Redis, where: Keys | Shards) -> list[str]:
@@ -299,5 +357,6 @@ class RateMeter:
         return (task.total - task.done) / rate if rate > 0 else None
 
 
-__all__ = ["QueueSnapshot", "RateMeter", "TaskProgress", "TaskTotals",
-           "list_task_ids", "progress_from", "read_tasks", "take_snapshot", "task_totals"]
+__all__ = ["RUNNING_SHOWN", "QueueSnapshot", "RateMeter", "TaskProgress", "TaskTotals",
+           "list_task_ids", "progress_from", "read_running", "read_tasks", "take_snapshot",
+           "task_totals"]

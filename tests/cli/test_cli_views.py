@@ -131,7 +131,8 @@ def test_tasks_watch_ends_with_the_task_and_exits_0_when_every_job_succeeded(ser
     assert code == 0, err
     assert json.loads(out) == [{"task": str(task), "state": "succeeded", "total": 6,
                                 "succeeded": 6, "failed": 0, "lost": 0, "cancelled": 0,
-                                "running": 0, "pending": 0, "done": 6}]
+                                "running": 0, "pending": 0, "done": 6,
+                                "running_hosts": [], "failures": []}]
     assert "6/6" in err  # the last frame of the bars (stderr: progress)
 
 
