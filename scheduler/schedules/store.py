@@ -453,10 +453,20 @@ def show_schedule(session: Session, name: str, now: datetime | None = None,
     options = dict(row.options or {})
     if options.get("notify"):  # a webhook URL may hold a token: shown without it
         options["notify"] = [_shown(v) for v in options["notify"]]
+    held = options.pop("template", None)
     return {**_summary(row, now), "explain": t.explain(), "options": options,
+            **({"template": _template_text(held)} if held else {}),
             "params": row.params, "catchup_window_s": row.catchup_window_s,
             "created_by": row.created_by, "created_at": row.created_at,
             "tasks": tasks, "missed": missed}
+
+
+def _template_text(held: dict[str, Any]) -> str:
+    """A schedule's template as ``schedules show`` says it: which version, with which values."""
+    which = (f"{held['name']}@{held['version']}" if held.get("version")
+             else f"{held['name']} (its newest version at each firing)")
+    values = " ".join(f"{k}={v}" for k, v in (held.get("params") or {}).items())
+    return f"{which}{', with ' + values if values else ''}"
 
 
 def _shown(target: str) -> str:

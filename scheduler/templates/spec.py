@@ -204,23 +204,43 @@ def _declared(name: Any, node: Any, source: str) -> Declared:
 
 
 def _scalars(node: Any, source: str) -> Any:
-    """Every scalar value of the spec (keys must not hold placeholders)."""
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            if isinstance(key, yaml.ScalarNode) and PLACEHOLDER.search(key.value):
-                raise ValidationError(f"{_where(source, key)}: a placeholder stands in a value, "
-                                      f"not in a key ({key.value!r})")
-            yield from _scalars(value, source)
-    elif isinstance(node, yaml.SequenceNode):
-        for item in node.value:
-            yield from _scalars(item, source)
-    elif isinstance(node, yaml.ScalarNode):
-        yield node
+    """Every scalar value of the spec, in order (keys must not hold placeholders)."""
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            for key, _value in node.value:
+                if isinstance(key, yaml.ScalarNode) and PLACEHOLDER.search(key.value):
+                    raise ValidationError(f"{_where(source, key)}: a placeholder stands in a "
+                                          f"value, not in a key ({key.value!r})")
+            stack.extend(value for _key, value in reversed(node.value))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(reversed(node.value))
+        elif isinstance(node, yaml.ScalarNode):
+            yield node
+
+
+def _no_aliases(node: Any, source: str) -> None:
+    """Refuse a node met twice (an alias of an anchor): a template file needs none, and a
+    nest of them would expand to a huge value (the "billion laughs")."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            raise ValidationError(f"{_where(source, node)}: anchors and aliases (&name, *name) "
+                                  "are not taken in a template file")
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            stack.extend(n for pair in node.value for n in pair)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
 
 
 def load_template(text: str, source: str = "<template file>") -> TemplateFile:
     """Check a template file (see the module docstring, 1); one line ``source:line: ...``."""
     node = _compose(text, source)
+    _no_aliases(node, source)
     params: list[Declared] = []
     rest = []
     for key, value in node.value:

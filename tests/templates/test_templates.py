@@ -159,8 +159,8 @@ def test_a_missing_unknown_or_mistyped_value_is_one_line_exit_2_and_nothing_writ
     assert snapshot(db) == before and redis_snapshot(redis_client) == queued
 
 
-@pytest.mark.parametrize("text, said", ids=["placeholder", "type", "task-key", "in-a-key"],
-                         argvalues=[
+@pytest.mark.parametrize("text, said", ids=["placeholder", "type", "task-key", "in-a-key",
+                                             "alias"], argvalues=[
     (RESTART.replace("{param.hosts}", "{param.host}"),
      "unknown placeholder {param.host} (declared: hosts, retries, service)"),
     (RESTART.replace("type: choice", "type: enum"),
@@ -168,6 +168,8 @@ def test_a_missing_unknown_or_mistyped_value_is_one_line_exit_2_and_nothing_writ
     (RESTART.replace("retries: \"{param.retries}\"", "retriez: 2"), "unknown key 'retriez'"),
     (RESTART.replace("params: {cmd:", "params: {\"{param.service}\":"),
      "a placeholder stands in a value, not in a key"),
+    (RESTART.replace("default: group:web", "default: &web group:web") + "name: *web\n",
+     "anchors and aliases (&name, *name) are not taken in a template file"),
 ])
 def test_a_bad_template_file_is_refused_in_one_line_and_nothing_written(
         cli: Cli, tmp_path: Path, db: str, text: str, said: str) -> None:
@@ -214,6 +216,10 @@ def test_a_schedule_of_a_template_fires_its_newest_version_once_per_occurrence(
     cli.ok("templates", "add", "restart", "-f", template_file(tmp_path))
     cli.ok("schedules", "add", "nightly", "--every", "1s", "--template", "restart",
            "-p", "service=nginx", "--overlap", "allow")
+    shown = json.loads(cli.ok("schedules", "show", "nightly", "-o", "json"))
+    assert shown["template"] == "restart (its newest version at each firing), with service=nginx"
+    assert json.loads(cli.ok("templates", "show", "restart", "-o", "json"))["schedules"] == [
+        "nightly"]
     # And a second version of the template, added after the schedule
     cli.ok("templates", "add", "restart", "-f",
            template_file(tmp_path, RESTART.replace("restart {param", "reload {param")))
