@@ -18,6 +18,8 @@ socketpair as ``<fd>``. Responsibilities:
 6. Send outcomes back in batches, from the job threads themselves: a job thread that finds no
    send under way sends everything finished so far in one message (a burst of short jobs costs
    one pickle and one write); one that finds a send under way leaves its outcome to it.
+7. Publish the lines its jobs print as they print them (``workers.liveout``, one thread): the
+   one thing a child writes to Redis itself, best effort, never in a job's way.
 """
 
 from __future__ import annotations
@@ -71,7 +73,9 @@ class Child:
         if msg[0] != INIT:
             raise SystemExit(f"first message must be {INIT!r}, got {msg[0]!r}")
         _, settings, threads, worker = msg
-        runner = Runner(settings, log_through_redactor(settings, worker))
+        from workers.liveout import Publisher
+
+        runner = Runner(settings, log_through_redactor(settings, worker), Publisher(settings))
         load_actions()
         warm = threading.Event()  # jobs wait for it: no import runs in two threads at once
 

@@ -107,10 +107,13 @@ class Finisher:
 
     def _handle(self, batch: list[tuple[Any, ...]]) -> None:
         acks: list[tuple[str, int, JobResult]] = []
+        streamed: list[str] = []  # tasks whose jobs ended here after publishing lines
         for item in batch:
             kind = item[0]
             if kind == DONE:
                 for o in item[2]:
+                    if o.streamed:
+                        streamed.append(o.job_id.rpartition(".")[0])
                     r = self.slots.finish(o.job_id, o.token)
                     if r is None:
                         if self.slots.finish_superseded(o.job_id, o.token) is not None:
@@ -127,6 +130,7 @@ class Finisher:
                         self._fail(r, result, o.error or "the action failed", o.retryable,
                                    "failed")
             elif kind == TIMEOUT:
+                streamed.append(item[1].task_id)
                 self._timeout(item[1])
             elif kind == EXIT:
                 self._child_exit(item[1])
@@ -136,6 +140,20 @@ class Finisher:
                     item[2])
         if acks:
             self._ack(acks)
+        if streamed:
+            self._end_streams(streamed)
+
+    def _end_streams(self, task_ids: list[str]) -> None:
+        """The live output streams of those of these tasks that ended go soon (best effort:
+        a stream left behind expires an hour after its last line anyway)."""
+        from scheduler.queue.shards import shards_of
+        from workers.liveout import end_streams
+
+        try:
+            end_streams(self.queue.client, shards_of(self.config.settings), task_ids)
+        except REDIS_ERRORS as exc:
+            log.debug("live output: the ended tasks' streams keep their hour (%s)",
+                      type(exc).__name__)
 
     # -------------------------------------------------------------------- queue transitions
 

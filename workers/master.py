@@ -29,7 +29,8 @@ Responsibilities, in the order a job meets them:
     (``workers.metrics``): outcomes through ``NodeStats``, the claim's round trip and each
     claimed job's wait here, durations in the finisher.
 
-Every thread that talks to Redis has its own ``Queue`` object; children never talk to Redis.
+Every thread that talks to Redis has its own ``Queue`` object; children never touch the queue
+(they only append their jobs' lines to the tasks' output streams, ``workers.liveout``).
 """
 
 from __future__ import annotations

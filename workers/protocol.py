@@ -50,6 +50,7 @@ class Outcome(NamedTuple):
     retryable: bool
     started_ms: float  # wall clock (ms epoch, sub-ms precision) when the child started the job
     error_type: str | None = None  # class name of the exception the job failed with, if any
+    streamed: bool = False  # lines were published live (``workers.liveout``): end its stream
 
 
 INIT = "init"

@@ -8,8 +8,11 @@
 5. Mask those values in every message this module writes itself (connection errors, crashes),
    cap the output, report the outcome: exit code and output from the step that decided it
    (``workers.results.job_outcome``).
+6. Meanwhile, with a publisher, hand every line the job's commands print to it, masked by the
+   same redactor (``workers.liveout``: ``tasks output --follow``).
 
-Nothing here touches Redis: the master owns every queue transition.
+Nothing here changes the queue: the master owns every queue transition (the publisher's
+thread only appends to the tasks' output streams, best effort).
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ from scheduler.errors import (
 )
 from scheduler.logs import job_context
 from scheduler.redact import LockedRedactor, Redactor, SharedRedactor
+from tasks.executors.live import publishing
 from tasks.host import Executor, Host
+from workers.liveout import Publisher
 from workers.protocol import Order, Outcome
 from workers.results import job_outcome
 
@@ -66,9 +71,11 @@ def host_from(name: str, data: dict[str, str]) -> Host:
 class Runner:
     """Runs orders in the calling thread; one per child process, shared by its threads."""
 
-    def __init__(self, settings: Settings, node_redactor: LockedRedactor | None = None) -> None:
+    def __init__(self, settings: Settings, node_redactor: LockedRedactor | None = None,
+                 publisher: Publisher | None = None) -> None:
         self.settings = settings
         self.node_redactor = node_redactor or LockedRedactor()
+        self.publisher = publisher  # the job's lines published live (``workers.liveout``)
         self._executors: dict[str, Executor] = {}
         self._lock = threading.Lock()
 
@@ -98,8 +105,11 @@ class Runner:
         redactor = SharedRedactor(self.node_redactor)
         exit_code, output = None, ""
         error_type = None
+        # The lines the job prints go live through the same redactor as its recorded output
+        lines = self.publisher.job(order, redactor) if self.publisher is not None else None
         try:
-            result = self._run(order, redactor)
+            with publishing(lines):
+                result = self._run(order, redactor)
             ok, error, retryable = result.ok, result.error, result.retryable
             exit_code, output = job_outcome(result)
         except JobError as exc:
@@ -109,11 +119,14 @@ class Runner:
             ok, error = False, f"{name}: {exc}"
             retryable = not (isinstance(exc, PERMANENT_CLASSES) or name in PERMANENT_ERRORS)
         duration_ms = int((time.monotonic() - t0) * 1000)
+        if lines is not None:
+            lines.end()
         return Outcome(
             job_id=order.job_id, token=order.token, ok=ok,
             exit_code=exit_code, duration_ms=duration_ms, output=output,
             error=redactor.redact(error) if error else None,
             retryable=retryable, started_ms=started_ms, error_type=error_type,
+            streamed=lines is not None and lines.published,
         )
 
     def _run(self, order: Order, redactor: Redactor) -> Any:

@@ -39,8 +39,8 @@ if TYPE_CHECKING:  # SQLAlchemy loads when a command opens the database, not wit
     from scheduler.verbs.stores import Stores
 
 # The areas of scheduler.verbs that scheduler.remote mirrors.
-REMOTE_AREAS = ("follow", "inventory", "reports", "schedules", "status", "submit", "tasks",
-                "templates", "tenants", "tokens", "windows")
+REMOTE_AREAS = ("follow", "inventory", "liveoutput", "reports", "schedules", "status", "submit",
+                "tasks", "templates", "tenants", "tokens", "windows")
 
 
 class State:

@@ -42,6 +42,8 @@ EPILOG = """Examples:
 
   fleetsched submit command -t group:web -p cmd='systemctl is-active nginx' --wait --yes
 
+  fleetsched submit command -t web-07 -p cmd='journalctl -n 20 -u nginx' --follow --yes
+
   fleetsched submit command -t group:web -p cmd='systemctl reload nginx' \\
       --waves 1,10%,50%,100% --wave-gate approve --wave-check 'systemctl is-active nginx'
 
@@ -52,7 +54,8 @@ Exit codes: 0 queued, 1 recorded but not queued (run fleetsched reconcile), 2 ba
 (nothing written), 4 unknown action, 5 declined (a fleet-wide task needs --yes without a
 terminal). With --wait, once the task has ended: 0 every job succeeded, 3 some failed, 5
 cancelled or aborted, 1 infrastructure trouble or --wait-timeout; a rollout in waves that
-stopped (a wave's failures or its --wave-check) has ended for --wait: exit 3.
+stopped (a wave's failures or its --wave-check) has ended for --wait: exit 3. With --follow,
+each host's lines as they are printed, then the same exit codes as --wait.
 """
 
 
@@ -93,6 +96,7 @@ def submit(
     idempotency_key: Annotated[str | None, typer.Option("--idempotency-key", metavar="KEY", help="Run again with the same KEY after an error or a timeout: if the first try recorded the task, its id comes back and nothing is queued twice.")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Block until the task ends; one line per failed host; exit 0 all succeeded, 3 some or all failed, 5 cancelled or aborted, 1 infrastructure trouble or the timeout.")] = False,
     wait_timeout: Annotated[str | None, typer.Option("--wait-timeout", help="With --wait: give up after this long (exit code 1).")] = None,
+    follow: Annotated[bool, typer.Option("--follow", help="Print each host's lines as they are printed (`host | line`) until the task ends; exit code as with --wait.")] = False,
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="table, json or csv")] = output.OutputFormat.table,
 ) -> None:
     """Submit a task: one job per target host, queued now, later, or in service windows."""
@@ -133,6 +137,10 @@ def submit(
         _show_repeat(done.repeat, idempotency_key or "", fmt)
     else:
         _show_submitted(stores, done, fmt)
+    if follow:
+        from scheduler.cli.following import follow_and_print
+
+        raise typer.Exit(follow_and_print(stores, int(done.task_id), fmt=fmt))
     if wait:
         from scheduler.parse import parse_duration
 

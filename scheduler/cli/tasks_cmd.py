@@ -170,14 +170,7 @@ WATCH_EPILOG = """Examples:
 
   fleetsched tasks watch 42 --once
 
-  fleetsched tasks watch 42 --output json | jq '.[0].failures[] | {host, exit, last_lines}'
-
   id=$(fleetsched submit command -t group:web -p cmd=uptime --yes) && fleetsched tasks watch "$id"
-
-Under each task's bar: the hosts running now (at most 8, longest first, with their worker and
-for how long) and each failed host with its exit code or signal and its last 3 lines (the last
-frame lists up to 20 per task; `tasks output 42 --failed` has them all). The JSON summary has
-the same as `running_hosts` and `failures`.
 
 Exit codes: 0 every job succeeded, 3 some jobs failed or were lost, 4 no such task, 5 cancelled.
 """
@@ -186,22 +179,9 @@ SUMMARY_COLUMNS = ["task", "state", "total", "succeeded", "failed", "lost", "can
                    "running", "pending"]
 
 
-def summary_rows(tasks: list[TaskProgress],
-                 failures: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """One row per task, every number from ``scheduler.progress``; for JSON also the hosts
-    running now and, when followed, the failures shown under its bar (the table and CSV keep
-    the counts)."""
-    from scheduler.views.live import failure_row
-
-    rows = []
-    for t in tasks:
-        row: dict[str, Any] = {"task": t.task_id, **t.progress.counts(),
-                               "running_hosts": t.running_hosts}
-        if failures is not None:
-            row["failures"] = [failure_row(f) for f in failures
-                               if str(f.get("job", "")).rpartition(".")[0] == t.task_id]
-        rows.append(row)
-    return rows
+def summary_rows(tasks: list[TaskProgress]) -> list[dict[str, Any]]:
+    """One row per task, every number from ``scheduler.progress``."""
+    return [{"task": t.task_id, **t.progress.counts()} for t in tasks]
 
 
 @tasks_app.command("watch", epilog=WATCH_EPILOG)
@@ -213,22 +193,17 @@ def watch(
     once: Annotated[bool, typer.Option("--once", help="Print the tasks' numbers now and exit: the exit code of their end when they have ended, else 0.")] = False,
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="summary as table, json or csv")] = output.OutputFormat.table,
 ) -> None:
-    """Progress bars per task, throughput and ETA until the tasks end; under each bar the hosts
-    running now (host, worker, for how long) and each failed host as it fails, with its exit
-    code or signal and the last lines it printed."""
+    """Progress bars per task, throughput, ETA and failures as they happen, until the tasks end."""
     from scheduler.parse import parse_duration
     from scheduler.verbs.follow import exit_code
 
     limit_s = parse_duration(timeout, "--timeout").total_seconds() if timeout else None
     ids = [str(t) for t in dict.fromkeys(task_ids)]
     follow, stores, _principal = verbs(ctx, "follow")
-    if once:
-        tasks, failures = follow.progress(stores, ids), None
-    else:
-        followed = follow.follow(stores, ids, interval_s=interval, timeout_s=limit_s,
-                                 console=output.stderr, note=output.info)
-        tasks, failures = followed.tasks, followed.shown_failures
-    output.emit_rows(summary_rows(tasks, failures), SUMMARY_COLUMNS, fmt)
+    tasks = (follow.progress(stores, ids) if once
+             else follow.follow(stores, ids, interval_s=interval, timeout_s=limit_s,
+                                console=output.stderr, note=output.info).tasks)
+    output.emit_rows(summary_rows(tasks), SUMMARY_COLUMNS, fmt)
     if once and not all(t.progress.ended for t in tasks):
         raise typer.Exit(0)
     raise typer.Exit(exit_code(tasks))
@@ -270,6 +245,14 @@ OUTPUT_EPILOG = """Examples:
   fleetsched tasks output 42 --host web-07 --grep 'error|warn'
 
   fleetsched tasks output 42 --output json
+
+  fleetsched tasks output 42 --follow
+
+  fleetsched tasks output 42 --follow --host web-07
+
+With --follow, each host's lines as they are printed (secrets masked), until the task ends:
+the exit code is then the one `tasks wait` gives (0 every job succeeded, 3 some failed or
+were lost, 5 cancelled or aborted, 4 no such task).
 """
 
 
@@ -280,10 +263,20 @@ def output_cmd(
     host: Annotated[str | None, typer.Option("--host", help="Only this host's job.")] = None,
     failed: Annotated[bool, typer.Option("--failed", help="Only the jobs that failed or were lost.")] = False,
     grep: Annotated[str | None, typer.Option("--grep", help="Only the lines matching this regular expression.")] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Print each host's lines as they are printed (`host | line`), earlier ones first, until the task ends; exit code as `tasks wait`. After the end: the recorded output.")] = False,
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
     """Every host's output of its job's last attempt, each line prefixed by the host (like
     ``ansible -o`` or ``pssh -i``); stderr lines are marked ``[stderr]``."""
+    if follow:
+        from scheduler.cli.following import follow_and_print
+        from scheduler.errors import ValidationError
+
+        if failed:
+            raise ValidationError("--failed reads the jobs that ended failed: it cannot be "
+                                  "followed", hint="follow with --host, or drop --follow")
+        _live, live_stores, _principal = verbs(ctx, "liveoutput")
+        raise typer.Exit(follow_and_print(live_stores, task_id, host=host, grep=grep, fmt=fmt))
     tasks, stores, _principal = verbs(ctx, "tasks")
     rows = tasks.output(stores, task_id, host=host, failed=failed, grep=grep)
     if fmt is not output.OutputFormat.table:

@@ -45,6 +45,12 @@ class Keys:
         """HASH of one task's live state and counters."""
         return f"{self.tag}:task:{task_id}"
 
+    def output(self, task_id: str) -> str:
+        """STREAM of a task's output lines as the workers' jobs print them, secrets masked
+        (``workers.liveout``; ``tasks output --follow`` reads it): capped (XADD MAXLEN ~),
+        expiring an hour after its last line, and a minute after its task ended."""
+        return f"{self.tag}:output:{task_id}"
+
     def parked(self, task_id: str) -> str:
         """LIST of jobs held back by the task's concurrency limit, oldest first."""
         return f"{self.tag}:parked:{task_id}"

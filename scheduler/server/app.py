@@ -14,7 +14,7 @@ from fastapi import APIRouter, FastAPI
 
 from scheduler.server import errors, fleet, reports, schedules, tasks, tenants, tokens, windows
 from scheduler.server import templates
-from scheduler.server import events, inventory, live, task_jobs
+from scheduler.server import events, inventory, live, output_stream, task_jobs
 from scheduler.verbs.stores import Stores
 from scheduler.server import hardening, read_cache, sso  # sign-on; limits, headers; cache
 from scheduler.server import console
@@ -40,7 +40,7 @@ def create_app(settings: Settings) -> FastAPI:
     api = APIRouter(prefix=PREFIX)
     # Before fleet's, whose /hosts/{name} would take /hosts/export for a host's name.
     for router in (task_jobs.router, events.router, events.status, live.router,
-                   inventory.router):
+                   output_stream.router, inventory.router):
         api.include_router(router)
     for router in (tasks.router, tasks.jobs, fleet.router, windows.router, schedules.router,
                    templates.router, reports.router, tenants.router, tokens.router):

@@ -12,6 +12,7 @@ never starts inside one (the bytes of a split character are counted as cut, not 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tasks.executors.options import CAP_BYTES
@@ -26,10 +27,14 @@ class Capture:
     total: int = 0
     _head: bytearray = field(default_factory=bytearray)
     _tail: bytearray = field(default_factory=bytearray)
+    # Also handed every chunk as it arrives (``tasks.executors.live``: lines followed live)
+    tap: Callable[[bytes], None] | None = None
 
     def feed(self, data: bytes) -> None:
         if not data:
             return
+        if self.tap is not None:
+            self.tap(data)
         self.total += len(data)
         room = self.head_cap - len(self._head)
         if room > 0:

@@ -7,7 +7,8 @@ owns:
    under a guard that kills the group when the worker process running the job dies
    (``guarded``: ``setpriv --pdeathsig``), so no command outlives its worker;
 2. reading stdout and stderr at once (a selector, no threads), writing stdin as it drains, so
-   no amount of output can deadlock; keeping head and tail (``capture.Capture``);
+   no amount of output can deadlock; keeping head and tail (``capture.Capture``), and handing
+   each line on as it comes while the job's output is followed (``live.tap``);
 3. a timeout that kills the whole process group (``killpg`` SIGKILL) and reports
    ``timed_out=True``;
 4. ``put``/``rename``/``remove`` on the worker's own filesystem.
@@ -31,6 +32,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from scheduler.config import Settings
+from tasks.executors import live
 from tasks.executors.capture import CAP_BYTES, Capture
 from tasks.executors.options import EXECUTOR_DEFAULTS, read_options
 from tasks.host import CommandResult, Host
@@ -98,7 +100,11 @@ def run_process(argv: list[str], timeout: float, stdin: bytes | None = None, *,
     except OSError as exc:
         err.feed(f"{argv[0]}: {exc.strerror or exc}\n".encode())
         return _result(command, 127, out, err, time.monotonic() - start)
-    timed_out = not _pump(proc, stdin, out, err, start + timeout)
+    done_streaming = live.tap(out, err)  # lines followed live (``tasks output --follow``)
+    try:
+        timed_out = not _pump(proc, stdin, out, err, start + timeout)
+    finally:
+        done_streaming()
     if not timed_out:
         try:
             proc.wait(timeout=max(0.0, start + timeout - time.monotonic()))

@@ -159,6 +159,8 @@ MATRIX: dict[tuple[str, str], Row] = {
     # a customer follows and reads its own hosts' jobs only (output where the task says so)
     ("GET", "/tasks/{task_id}/events"): Row(EVERY, _task(), foreign=True, stream=True),
     ("GET", "/tasks/{task_id}/output"): Row(EVERY, _output, foreign=True),
+    # tasks output --follow: the same rule as the output, its lines as they are printed
+    ("GET", "/tasks/{task_id}/output/stream"): Row(EVERY, _output, foreign=True, stream=True),
     ("GET", "/jobs/{job_id}"): Row(
         EVERY, lambda world, scope: {"path": {"job_id": world.jobs[scope]}}, foreign=True),
     ("POST", "/tasks"): Row(CONTROL, lambda world, scope: {"json": SUBMIT}),

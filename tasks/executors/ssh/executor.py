@@ -6,7 +6,8 @@ What it owns:
    host key strictly before anything else happens);
 2. ``run``: an argv list (run through ``sudo -n -u USER --`` when the host or task asks for
    become, or ``sudo -S`` fed the become password at its prompt, ``become.py``) quoted with ``shlex.join``, stdout and stderr drained together with a
-   select on the channel (never ``recv_exit_status`` before draining), head and tail kept,
+   select on the channel (never ``recv_exit_status`` before draining), head and tail kept
+   (each line also handed on as it comes while the job's output is followed, ``live.tap``),
    stdin fed as the window allows; at the timeout the remote process group gets SIGKILL (the
    ``signal`` channel request), the channel is closed and the result says ``timed_out``;
 3. ``put``/``rename``/``remove`` over SFTP (``put`` narrows the mode before writing data); a
@@ -41,6 +42,7 @@ from paramiko.message import Message
 from scheduler.config import Settings
 from scheduler.errors import HostUnreachableError
 from scheduler.redact import Redactor
+from tasks.executors import live
 from tasks.executors.capture import Capture
 from tasks.executors.ssh import shellfiles
 from tasks.executors.ssh.become import Become, Gate, become_of
@@ -278,10 +280,14 @@ class SshSession:
                 return _result(command, None, out, err, start,
                                error=f"connection to {self.target.where} lost while starting "
                                      f"the command ({exc}); it may or may not have started")
-            finished = _pump(chan, feed, out, errf, deadline)
-            errf.flush()
-            if gate is not None:
-                gate.flush()
+            done_streaming = live.tap(out, err)  # lines followed live (``tasks output --follow``)
+            try:
+                finished = _pump(chan, feed, out, errf, deadline)
+                errf.flush()
+                if gate is not None:
+                    gate.flush()
+            finally:
+                done_streaming()
             if not finished or not chan.status_event.wait(max(0.0, deadline - time.monotonic())):
                 self._kill(chan, errf.pgid)
                 return _result(command, None, out, err, start, timed_out=True)

@@ -1,0 +1,28 @@
+"""``tasks output --follow`` and ``submit --follow`` over the API: the events of
+``GET /tasks/{id}/output/stream`` (Server-Sent Events, ``scheduler.server.output_stream``), as
+``scheduler.verbs.liveoutput.follow_output`` yields them in direct mode, so
+``scheduler.cli.following`` prints the same lines."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlencode
+
+from scheduler.remote.client import Client, RemoteUnavailableError
+
+__all__ = ["follow_output"]
+
+
+def follow_output(stores: Client, task_id: int, *, host: str | None = None,
+                  grep: str | None = None) -> Iterator[dict[str, Any]]:
+    """The task's output events, until its ``end`` (the server chose what this token sees)."""
+    query = urlencode({k: v for k, v in (("host", host), ("grep", grep)) if v is not None})
+    path = f"/tasks/{int(task_id)}/output/stream" + (f"?{query}" if query else "")
+    for event, data in stores.events(path):
+        yield {"kind": event, **data}
+        if event == "end":
+            return
+    raise RemoteUnavailableError(f"the server {stores.url} ended task {task_id}'s output "
+                                 "stream before the task ended",
+                                 hint=f"follow again: fleetsched tasks output {task_id} --follow")

@@ -1,0 +1,110 @@
+"""The worker side of live output (``workers.liveout``, ``tasks.executors.live``) on a real
+redis-server and real processes (the ``local`` executor): lines split as printed, masked with
+the job's redactor before they leave, batched, and never in the job's way when Redis is not
+there."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import redis
+
+from scheduler.config import Settings
+from scheduler.queue.keys import Keys
+from scheduler.redact import Redactor
+from tasks.executors.live import MAX_LINE, publishing
+from tasks.executors.local import run_process
+from tests.servers import free_port
+from workers.liveout import ENDED_TTL_S, TTL_S, Publisher, end_streams
+from workers.protocol import Order
+
+KEYS = Keys()
+SECRET = "pUb-secret-77f1c0de"
+
+
+def order(task: str, host: str = "h1") -> Order:
+    return Order(f"{task}.1", 1, task, host, {}, {}, 30.0, 0, 2)
+
+
+def entries(client: redis.Redis, task: str) -> list[dict[str, str]]:
+    """The stream's entries, a packed entry as one entry per line (``s``, ``l``)."""
+    out = []
+    for _, f in client.xrange(KEYS.output(task)):
+        if "d" in f:
+            base = {k: v for k, v in f.items() if k != "d"}
+            out += [{**base, "s": s, "l": ln} for s, ln in json.loads(f["d"])]
+        else:
+            out.append(f)
+    return out
+
+
+def test_lines_are_masked_split_and_sent_with_an_end_entry(redis_url: str,
+                                                          redis_client: redis.Redis) -> None:
+    publisher = Publisher(Settings(redis_url=redis_url))
+    job = publisher.job(order("lv1"), Redactor([SECRET]))
+    # a line with the secret, a partial line that waits (a prompt), a line longer than a piece
+    script = (f'echo "token={SECRET}"; echo "err {SECRET}" >&2; printf "Continue? "; '
+              f'sleep 1.3; echo yes; head -c {MAX_LINE + 10} /dev/zero | tr "\\0" x; echo')
+    with publishing(job):
+        result = run_process(["sh", "-c", script], 10)
+    job.end()
+    assert result.exit_code == 0 and result.stdout_head.startswith(f"token={SECRET}")
+    got = entries(redis_client, "lv1")
+    lines = [(f["s"], f["l"]) for f in got if "l" in f]
+    assert ("out", "token=***") in lines and ("err", "err ***") in lines
+    # the prompt went out on its own after a second, before the answer came
+    assert lines.index(("out", "Continue? ")) < lines.index(("out", "yes"))
+    assert ("out", "x" * MAX_LINE) in lines and ("out", "x" * 10) in lines
+    assert got[-1] == {"h": "h1", "j": "lv1.1", "a": "2", "k": "end"}
+    assert SECRET not in repr(got)
+    assert 0 < redis_client.ttl(KEYS.output("lv1")) <= TTL_S
+
+
+def test_a_secret_cut_by_a_partial_line_is_masked_on_both_sides(
+        redis_url: str, redis_client: redis.Redis) -> None:
+    publisher = Publisher(Settings(redis_url=redis_url))
+    job = publisher.job(order("lv2"), Redactor([SECRET]))
+    half = len(SECRET) // 2
+    script = f'printf "key={SECRET[:half]}"; sleep 1.3; echo "{SECRET[half:]} done"'
+    with publishing(job):
+        run_process(["sh", "-c", script], 10)
+    job.end()
+    pieces = [f["l"] for f in entries(redis_client, "lv2") if "l" in f]
+    assert pieces == ["key=***", "*** done"]
+
+
+def test_a_job_runs_and_records_its_output_when_redis_is_not_there() -> None:
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    publisher = Publisher(Settings(redis_url=dead))
+    job = publisher.job(order("lv3"), Redactor())
+    started = time.monotonic()
+    with publishing(job):
+        result = run_process(["sh", "-c", "for i in $(seq 1 2000); do echo line $i; done"], 30)
+    job.end()
+    took = time.monotonic() - started
+    assert result.exit_code == 0 and result.stdout_bytes == sum(
+        len(f"line {i}\n") for i in range(1, 2001))
+    assert publisher.failed_sends >= 1 and publisher.sent == 0 and publisher.dropped > 0
+    assert took < 5, took
+
+
+def test_ten_thousand_lines_all_reach_the_stream_and_an_ended_task_keeps_it_a_minute(
+        redis_url: str, redis_client: redis.Redis) -> None:
+    publisher = Publisher(Settings(redis_url=redis_url))
+    job = publisher.job(order("lv4"), Redactor([SECRET]))
+    with publishing(job):
+        result = run_process(["sh", "-c", "seq 1 10000"], 30)
+    job.end()
+    assert result.exit_code == 0
+    got = entries(redis_client, "lv4")
+    assert [f["l"] for f in got if "l" in f] == [str(i) for i in range(1, 10001)]
+    # a task whose counters say it ended: its stream gets a minute (one that runs: untouched)
+    redis_client.hset(KEYS.task("lv4"), mapping={"total": 1, "succeeded": 1, "running": 0,
+                                                 "state": "active"})
+    redis_client.hset(KEYS.task("lv5"), mapping={"total": 2, "succeeded": 1, "running": 1,
+                                                 "state": "active"})
+    redis_client.xadd(KEYS.output("lv5"), {"l": "x"})
+    assert end_streams(redis_client, publisher.shards, ["lv4", "lv5", "lv6"]) == ["lv4"]
+    assert 0 < redis_client.ttl(KEYS.output("lv4")) <= ENDED_TTL_S
+    assert redis_client.ttl(KEYS.output("lv5")) == -1
