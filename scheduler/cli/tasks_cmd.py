@@ -170,7 +170,14 @@ WATCH_EPILOG = """Examples:
 
   fleetsched tasks watch 42 --once
 
+  fleetsched tasks watch 42 --output json | jq '.[0].failures[] | {host, exit, last_lines}'
+
   id=$(fleetsched submit command -t group:web -p cmd=uptime --yes) && fleetsched tasks watch "$id"
+
+Under each task's bar: the hosts running now (at most 8, longest first, with their worker and
+for how long) and each failed host with its exit code or signal and its last 3 lines (the last
+frame lists up to 20 per task; `tasks output 42 --failed` has them all). The JSON summary has
+the same as `running_hosts` and `failures`.
 
 Exit codes: 0 every job succeeded, 3 some jobs failed or were lost, 4 no such task, 5 cancelled.
 """
@@ -179,9 +186,22 @@ SUMMARY_COLUMNS = ["task", "state", "total", "succeeded", "failed", "lost", "can
                    "running", "pending"]
 
 
-def summary_rows(tasks: list[TaskProgress]) -> list[dict[str, Any]]:
-    """One row per task, every number from ``scheduler.progress``."""
-    return [{"task": t.task_id, **t.progress.counts()} for t in tasks]
+def summary_rows(tasks: list[TaskProgress],
+                 failures: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One row per task, every number from ``scheduler.progress``; for JSON also the hosts
+    running now and, when followed, the failures shown under its bar (the table and CSV keep
+    the counts)."""
+    from scheduler.views.live import failure_row
+
+    rows = []
+    for t in tasks:
+        row: dict[str, Any] = {"task": t.task_id, **t.progress.counts(),
+                               "running_hosts": t.running_hosts}
+        if failures is not None:
+            row["failures"] = [failure_row(f) for f in failures
+                               if str(f.get("job", "")).rpartition(".")[0] == t.task_id]
+        rows.append(row)
+    return rows
 
 
 @tasks_app.command("watch", epilog=WATCH_EPILOG)
@@ -193,17 +213,22 @@ def watch(
     once: Annotated[bool, typer.Option("--once", help="Print the tasks' numbers now and exit: the exit code of their end when they have ended, else 0.")] = False,
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="summary as table, json or csv")] = output.OutputFormat.table,
 ) -> None:
-    """Progress bars per task, throughput, ETA and failures as they happen, until the tasks end."""
+    """Progress bars per task, throughput and ETA until the tasks end; under each bar the hosts
+    running now (host, worker, for how long) and each failed host as it fails, with its exit
+    code or signal and the last lines it printed."""
     from scheduler.parse import parse_duration
     from scheduler.verbs.follow import exit_code
 
     limit_s = parse_duration(timeout, "--timeout").total_seconds() if timeout else None
     ids = [str(t) for t in dict.fromkeys(task_ids)]
     follow, stores, _principal = verbs(ctx, "follow")
-    tasks = (follow.progress(stores, ids) if once
-             else follow.follow(stores, ids, interval_s=interval, timeout_s=limit_s,
-                                console=output.stderr, note=output.info).tasks)
-    output.emit_rows(summary_rows(tasks), SUMMARY_COLUMNS, fmt)
+    if once:
+        tasks, failures = follow.progress(stores, ids), None
+    else:
+        followed = follow.follow(stores, ids, interval_s=interval, timeout_s=limit_s,
+                                 console=output.stderr, note=output.info)
+        tasks, failures = followed.tasks, followed.shown_failures
+    output.emit_rows(summary_rows(tasks, failures), SUMMARY_COLUMNS, fmt)
     if once and not all(t.progress.ended for t in tasks):
         raise typer.Exit(0)
     raise typer.Exit(exit_code(tasks))
