@@ -68,10 +68,22 @@ def _plain(value: Any) -> Any:
 def fingerprint(request: Any) -> str:
     """The SHA-256 (hex) of ``request`` (a ``TaskRequest``, a dataclass: typed loosely, as
     ``scheduler.submission.submit`` imports this module) as asked: the same options, file or
-    JSON body give the same fingerprint; any other value gives another."""
-    asked = json.dumps(dataclasses.asdict(request), sort_keys=True, default=_plain,
-                       separators=(",", ":"))
+    JSON body give the same fingerprint; any other value gives another. Fields left at their
+    default are not part of it, so a field a later release adds (with a default) does not
+    make a retry under an earlier key look like another request."""
+    asked = json.dumps(_asked(request), sort_keys=True, default=_plain, separators=(",", ":"))
     return hashlib.sha256(asked.encode()).hexdigest()
+
+
+def _asked(request: Any) -> dict[str, Any]:
+    values = dataclasses.asdict(request)
+    for f in dataclasses.fields(request):
+        default = (f.default if f.default is not dataclasses.MISSING else
+                   f.default_factory() if f.default_factory is not dataclasses.MISSING else
+                   dataclasses.MISSING)
+        if values[f.name] == default:
+            del values[f.name]
+    return values
 
 
 def first_of(session: Session, operator: str, key: str, asked: str) -> Repeat | None:

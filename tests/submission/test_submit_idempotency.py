@@ -90,3 +90,24 @@ def test_a_repeat_of_a_task_recorded_while_redis_was_down_returns_it_and_reconci
         assert sum(1 for _ in client.scan_iter("*:task:*")) == 1
     finally:
         client.close()
+
+
+def test_a_field_added_with_its_default_leaves_the_fingerprint_of_a_request_unchanged() -> None:
+    # A retry under an idempotency key after an upgrade that added a request field (as the
+    # saved templates added `template` and `template_version`) is still recognised as a repeat
+    import dataclasses
+
+    from scheduler.submission.repeats import fingerprint
+    from scheduler.submission.submit import TaskRequest
+
+    asked = TaskRequest(action="command", target="group:web", params={"cmd": "uptime"})
+    later = dataclasses.make_dataclass(
+        "LaterTaskRequest", [("added_later", str, dataclasses.field(default="")),
+                             ("listed_later", list, dataclasses.field(default_factory=list))],
+        bases=(TaskRequest,), frozen=True)
+    same = later(action="command", target="group:web", params={"cmd": "uptime"})
+    assert fingerprint(same) == fingerprint(asked)
+    # while any value asked, the new field's included, still tells requests apart
+    assert fingerprint(later(action="command", target="group:web", params={"cmd": "uptime"},
+                             added_later="x")) != fingerprint(asked)
+    assert fingerprint(dataclasses.replace(asked, target="group:db")) != fingerprint(asked)
