@@ -49,9 +49,10 @@ log = logging.getLogger(__name__)
 FLUSH_S = 0.1  # lines wait at most this long in the child
 BATCH = 500  # ... or until this many wait
 PENDING_MAX = 20_000  # lines queued in the child at most; beyond, dropped and counted
-MAXLEN = 2_000  # entries a task's stream keeps (approximately: MAXLEN ~) ...
+MAXLEN = 1_000  # entries a task's stream keeps (approximately: MAXLEN ~) ...
 ENTRY_LINES = 200  # ... each of one job's lines, at most this many
-ENTRY_BYTES = 32 * 1024  # ... and about this many characters (so a stream holds 64 MiB at most)
+ENTRY_BYTES = 32 * 1024  # ... and about this many characters (so a stream holds about 32 MiB at most:
+# the queue shares this Redis, and a chatty fleet-wide task must not crowd it out)
 TTL_S = 3600  # a stream expires this long after its last line
 ENDED_TTL_S = 60  # ... and this long after its task ended
 DOWN_S = 5.0  # after a failed send, lines are dropped (counted) this long before trying again

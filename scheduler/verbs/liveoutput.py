@@ -155,6 +155,13 @@ def _events(stores: Stores, task_id: int, host: str | None, pattern: re.Pattern[
                     yield {"kind": "note", "text": "earlier lines are no longer kept in the "
                                                    "live stream; `fleetsched tasks output` "
                                                    "shows each job's recorded head and tail"}
+            elif len(entries) >= READ_COUNT and _first_id_after(client, key, last):
+                # a full read: this reader fell a whole stream's length behind, and the cap
+                # may have dropped entries it had not read
+                yield {"kind": "note", "text": "this reader fell behind and some lines were "
+                                               "dropped from the live stream meanwhile; "
+                                               "`fleetsched tasks output` shows each job's "
+                                               "recorded head and tail"}
             for entry_id, fields in entries:
                 last = entry_id
                 job = fields.get("j", "")
@@ -212,6 +219,21 @@ def _lines(fields: dict[str, str]) -> list[tuple[str, str]]:
         return [(str(s), str(ln)) for s, ln in json.loads(fields.get("d") or "[]")]
     except (ValueError, TypeError):
         return []
+
+
+def _first_id_after(client: Any, key: str, last: str) -> bool:
+    """Whether the stream's oldest entry is newer than ``last``, the last one read: the
+    entries in between were dropped by its cap before this reader got to them."""
+    try:
+        first = client.xrange(key, count=1)
+    except Exception:  # noqa: BLE001 - only a note depends on it
+        return False
+    return bool(first) and _stream_id(first[0][0]) > _stream_id(last)
+
+
+def _stream_id(entry_id: Any) -> tuple[int, int]:
+    ms, _, seq = str(entry_id).partition("-")
+    return int(ms), int(seq or 0)
 
 
 def _trimmed(client: Any, key: str) -> bool:

@@ -108,3 +108,19 @@ def test_ten_thousand_lines_all_reach_the_stream_and_an_ended_task_keeps_it_a_mi
     assert end_streams(redis_client, publisher.shards, ["lv4", "lv5", "lv6"]) == ["lv4"]
     assert 0 < redis_client.ttl(KEYS.output("lv4")) <= ENDED_TTL_S
     assert redis_client.ttl(KEYS.output("lv5")) == -1
+
+
+def test_a_follower_a_whole_stream_behind_learns_that_lines_were_dropped(
+        redis_client: redis.Redis) -> None:
+    # The follower's check after a full read: is the stream's oldest entry newer than the last
+    # one it read? Then the cap dropped entries it had not read (a note says so).
+    from scheduler.verbs.liveoutput import _first_id_after
+
+    key = f"{{fs}}:output:gap-{time.monotonic_ns()}"
+    ids = [redis_client.xadd(key, {"k": "l", "n": str(i)}) for i in range(10)]
+    read_upto = ids[2]
+    assert not _first_id_after(redis_client, key, read_upto)
+    redis_client.xtrim(key, maxlen=5, approximate=False)  # entries 0-4 dropped, 3 and 4 unread
+    assert _first_id_after(redis_client, key, read_upto)
+    assert not _first_id_after(redis_client, key, ids[6])  # nothing unread was dropped
+    assert not _first_id_after(redis_client, f"{key}-none", "0-0")
