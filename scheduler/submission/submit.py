@@ -378,6 +378,37 @@ def _jobs(session: Session, hosts: list[str], start: datetime | None, now: datet
             for i, h in enumerate(hosts)]
 
 
+def _tenant_scope(session: Session, request: TaskRequest,
+                  principal: Principal | None) -> str | None:
+    """The customer whose hosts alone a target is resolved against: a customer-scoped
+    principal's, else a customer's template's (``request.template``); None: every host."""
+    from scheduler.record.models import Template
+
+    if principal is not None and principal.tenant is not None:
+        return principal.tenant
+    if request.template is not None:
+        return session.scalar(sa.select(Template.tenant).where(
+            Template.name == request.template))
+    return None
+
+
+def _scoped(session: Session, tenant: str, members: dict[str, set[str]],
+            host_vars: dict[str, dict[str, Any]] | None
+            ) -> tuple[dict[str, set[str]], dict[str, dict[str, Any]] | None]:
+    """``members`` and ``host_vars`` as if ``tenant``'s hosts were the whole inventory: ``all``
+    is its hosts, a group its members of it (a group without one does not exist), a ``vars.``
+    term sees its hosts' values only; so no answer (a count, a name, "no group named", "selects
+    no hosts") depends on another customer's hosts, groups or values."""
+    from scheduler.record.tenancy import tenant_hosts
+
+    mine = set(session.scalars(tenant_hosts(tenant)))
+    scoped = {g: hs & mine for g, hs in members.items() if g != "all" and hs & mine}
+    scoped["all"] = mine
+    if host_vars is not None:
+        host_vars = {h: v for h, v in host_vars.items() if h in mine}
+    return scoped, host_vars
+
+
 @gc_paused()
 def plan_task(session: Session, request: TaskRequest, *, operator: Principal | str,
               now: datetime | None = None) -> Plan:
@@ -421,9 +452,12 @@ def plan_task(session: Session, request: TaskRequest, *, operator: Principal | s
         members = group_member_map_of(session, named)
     else:
         members = group_member_map(session)
-    every = members.get("all", set())
     host_vars = (host_vars_map(session) if target.needs_vars or (
         wave_term is not None and wave_term.kind == "var") else None)
+    scope = _tenant_scope(session, request, principal)
+    if scope is not None:  # a customer's universe: its hosts, groups and values only
+        members, host_vars = _scoped(session, scope, members, host_vars)
+    every = members.get("all", set())
     names = resolve_target(target, every, members, host_vars)
     selected = set(names)
     first_wave = (frozenset(select_term(wave_term, names, members, host_vars))

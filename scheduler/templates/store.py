@@ -10,7 +10,8 @@ remove, and the task request of a run.
 3. ``run_request`` is a run's request: the template visible to the principal, its role allowed
    (``check_runner``), the version (the newest unless pinned), the values typed and filled in;
    the request names the template and version, which ``record_task`` keeps on the task and in
-   its ``submit`` event. ``check_plan``: a customer's template plans that customer's hosts only.
+   its ``submit`` event. A customer's template (or a customer's principal) resolves its target
+   against that customer's hosts only (``submission.submit.plan_task``); ``check_plan`` checks.
 4. ``remove_template`` refuses while a schedule fires the template; the tasks run from it keep
    its name and version.
 """
@@ -175,8 +176,10 @@ def run_request(session: Session, ref: str, given: Mapping[str, Any], *,
 
 
 def check_plan(session: Session, request: TaskRequest, plan: Plan) -> None:
-    """A customer's template runs on that customer's hosts only: a plan naming another host
-    is refused in one line (nothing is written)."""
+    """A customer's template runs on that customer's hosts only. ``plan_task`` resolves its
+    target against them alone (another's host, group or value is as one that does not exist);
+    this is the last word should a host change hands between the plan and now, and it names
+    neither how many nor which (nothing is written)."""
     if request.template is None:
         return
     tenant = session.scalar(sa.select(Template.tenant).where(Template.name == request.template))
@@ -185,11 +188,9 @@ def check_plan(session: Session, request: TaskRequest, plan: Plan) -> None:
     names = [h.name for h in plan.hosts]
     theirs = set(session.scalars(sa.select(Host.name).where(
         Host.name.in_(names), Host.tenant == tenant))) if names else set()
-    others = [n for n in names if n not in theirs]
-    if others:
+    if any(n not in theirs for n in names):
         raise ValidationError(f"template {request.template} is {tenant}'s: its target selects "
-                              f"{len(others)} host(s) that are not, e.g. {others[0]}",
-                              hint=f"target {tenant}'s hosts only")
+                              f"a host that is not {tenant}'s now", hint="plan it again")
 
 
 def schedules_of(session: Session, name: str) -> list[str]:

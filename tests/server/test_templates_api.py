@@ -92,11 +92,10 @@ def test_a_customer_neither_sees_nor_runs_another_customers_template(
     # And acme's operator cannot run globex's (404) nor the team's (404)
     assert run(api, acme_op, "globex-check")[0] == 404
     assert run(api, acme_op, "team-check")[0] == 404
-    # Nor its own template on another customer's host (its plan is refused, nothing written)
+    # Nor its own template on another customer's host (not found among its own, nothing written)
     code, body = run(api, acme_op, "acme-check", hosts="acme-01,globex-01")
     assert code == 400
-    assert body["error"]["message"] == ("template acme-check is acme's: its target selects 1 "
-                                        "host(s) that are not, e.g. globex-01")
+    assert body["error"]["message"] == ("target term 'globex-01': no host named 'globex-01'")
     assert sql_rows(api.database_url, "SELECT id FROM tasks") == before
     # While it runs its own on its own hosts, and sees that run as its task
     code, body = run(api, acme_op, "acme-check")
@@ -133,3 +132,57 @@ def test_the_cli_in_remote_mode_adds_lists_shows_and_runs_templates(
         "error: template check: unknown parameter 'nope' (declared: hosts, cmd)")
     # And the direct mode shows the same template and run
     assert f"{task}" in api.cli.ok("templates", "show", "check")
+
+
+CUSTOMERS_WITH_VALUES = """[acme]
+acme-01
+acme-02 pw=acme-pw
+[acme:vars]
+fleetsched_tenant=acme
+[globex]
+globex-db-01 db_root_pw=hunter2
+globex-db-02 db_root_pw=swordfish
+[globex:vars]
+fleetsched_tenant=globex
+[globex-only]
+globex-db-01
+"""
+
+
+def test_a_customers_template_resolves_its_target_against_that_customers_hosts_only(
+        api: Api, tmp_path: Path) -> None:
+    # Given acme's and globex's hosts (a globex group of its own, and globex's values)
+    (tmp_path / "customers.ini").write_text(CUSTOMERS_WITH_VALUES)
+    api.cli.ok("hosts", "import", str(tmp_path / "customers.ini"))
+    add(api, tmp_path, "acme-up", "group:acme", "--tenant", "acme")
+    acme_op = api.token("acme-op", "--role", "operator", "--tenant", "acme")
+    team_op = api.token("team-op", "--role", "operator")
+    before = sql_rows(api.database_url, "SELECT id FROM tasks")
+
+    def answer(token: str, hosts: str) -> tuple[int, object]:
+        reply = api("POST", "/templates/acme-up/run", token,
+                    json={"params": {"hosts": hosts}, "dry_run": True})
+        body = reply.json()
+        return reply.status_code, (body["error"]["message"] if reply.status_code >= 400
+                                   else sorted(body["hosts"]))
+
+    for token in (acme_op, team_op):
+        # Then another customer's host, group, glob or value answers as one that does not exist
+        # (the answers compared with the foreign word put in the missing one's place)
+        for term, foreign, missing in [("{}", "globex-db-01", "nosuch-db-01"),
+                                       ("group:{}", "globex", "nosuch"),
+                                       ("group:{}", "globex-only", "nosuch-only"),
+                                       ("{}-*", "globex", "nosuch"),
+                                       ("vars.db_root_pw={}", "hunter2", "wrongpw"),
+                                       ("vars.{}", "db_root_pw", "no_such_var"),
+                                       ("all,&vars.db_root_pw={}", "swordfish", "wrongpw"),
+                                       ("acme-01,{}", "globex-db-02", "nosuch-db-02")]:
+            said = answer(token, term.format(foreign))
+            expected = answer(token, term.format(missing))
+            assert said[0] == expected[0] == 400, (term, foreign, said)
+            assert str(said[1]).replace(foreign, missing) == expected[1], (said, expected)
+        # And 'all', a group and a value are acme's hosts among them
+        assert answer(token, "all") == (201, ["acme-01", "acme-02"])
+        assert answer(token, "all,!acme-01") == (201, ["acme-02"])
+        assert answer(token, "vars.pw=acme-pw") == (201, ["acme-02"])
+    assert sql_rows(api.database_url, "SELECT id FROM tasks") == before
