@@ -12,7 +12,14 @@ declare them. Checked, filled in and parsed here; no SQL (the record is ``templa
 3. :func:`render` fills the placeholders in the YAML tree's values, never in the text (a value
    cannot become YAML syntax, another key or another option), then parses the task file. A
    value that is exactly one placeholder takes the parameter's type (``retries:
-   "{param.retries}"`` is a number); inside text it is the value as text.
+   "{param.retries}"`` is a number); inside text it is the value as text. A value is the run's
+   data, never the author's code, by the action parameter's type (``tasks.paramtypes``): in an
+   argv (``Argv``) it is inside one element (a text argv is split before any value is in it),
+   in ``key=value`` pairs inside one pair's value, in a shell script (``ShellScript``,
+   ``wave_check``) one ``shlex.quote``-d word, allowed only where ``{host.*}`` placeholders
+   are (``tasks.shellscript``); wherever a secret reference may stand, a value that starts
+   with ``@`` becomes the literal ``@@...`` (``tasks.secrets``), and a placeholder inside the
+   author's own reference is refused. A run's value holding ``{host.`` is refused.
 4. :func:`digest`: the SHA-256 of what the file says (comments and layout aside), which tells
    an unchanged file from a new version.
 
@@ -27,13 +34,14 @@ import difflib
 import hashlib
 import json
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
-from scheduler.errors import ValidationError
+from scheduler.errors import NotFoundError, ValidationError
 from scheduler.submission.submit import TaskRequest
 
 __all__ = ["PARAM_NAME", "PLACEHOLDER", "TYPES", "Declared", "TemplateFile", "digest",
@@ -295,6 +303,9 @@ def typed_values(file: TemplateFile, given: Mapping[str, Any], where: str) -> di
             out[name] = p.default if p.default is not None else ""
             continue
         out[name] = p.parse(given[name], where)
+        if isinstance(out[name], str) and "{host." in out[name]:
+            raise ValidationError(f"{where}: parameter {name!r}: a value cannot hold a "
+                                  "{host.*} placeholder (only the template's own text can)")
     return out
 
 
@@ -302,21 +313,178 @@ def _as_text(value: Any) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
-def render(file: TemplateFile, values: Mapping[str, Any], source: str) -> TaskRequest:
-    """The task request of ``file`` with ``values`` (see the module docstring, 3)."""
-    from scheduler.submission.taskfile import parse_task_text
+def _fill(text: str, values: Mapping[str, Any], paste: Any = _as_text) -> str:
+    return PLACEHOLDER.sub(lambda m: paste(values[m.group(1)]), text)
 
-    spec = copy.deepcopy(file.spec)
-    for scalar in _scalars(spec, source):
+
+def _literal(author: str, filled: str, where: str) -> str:
+    """``filled`` (``author``'s text with values in it) as a value a secret-reference parser
+    reads literally: a ``@`` that a value put at the start becomes ``@@`` (the literal escape of
+    ``tasks.secrets``). A reference is the author's own text: one holding a placeholder is
+    refused, as is a placeholder after a lone leading ``@``."""
+    if not PLACEHOLDER.search(author):
+        return filled
+    if author.startswith("@") and not author.startswith("@@"):
+        raise ValidationError(f"{where}: a placeholder cannot stand in a secret reference or "
+                              f"after a leading '@' ({author!r})",
+                              "a reference is the template's own text; write @@ for a literal @")
+    return "@" + filled if filled.startswith("@") else filled
+
+
+def _text_node(text: str, like: Any = None) -> Any:
+    return yaml.ScalarNode(_STR, text, getattr(like, "start_mark", None),
+                           getattr(like, "end_mark", None))
+
+
+def _words(node: Any, opener: str, kind: type, where: str) -> list[Any] | None:
+    """An argv or key=value text's words as nodes (JSON text as its items, else split with
+    ``shlex`` before any value is in it, so a value is one word); None if not a text."""
+    if not isinstance(node, yaml.ScalarNode) or node.tag != _STR:
+        return None
+    text = node.value
+    if text.lstrip().startswith(opener):
+        try:
+            decoded = json.loads(text)
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, kind):
+            items = list(decoded.items()) if kind is dict else decoded
+            if all(isinstance(v, str) for pair in items
+                   for v in (pair if isinstance(pair, tuple) else (pair,))):
+                return items
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise ValidationError(f"{_where(where, node)}: {text!r} does not split into words "
+                              f"({exc})") from None
+
+
+def _fill_words(node: Any, values: Mapping[str, Any], where: str) -> Any:
+    """An argv (``command``'s ``cmd``, ...): every value is inside one element, as a literal."""
+    if isinstance(node, yaml.ScalarNode) and PLACEHOLDER.search(node.value):
+        words = _words(node, "[", list, where)
+        if words is not None:
+            node = yaml.SequenceNode("tag:yaml.org,2002:seq",
+                                     [_text_node(w, node) for w in words],
+                                     node.start_mark, node.end_mark)
+    if isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            if isinstance(item, yaml.ScalarNode) and PLACEHOLDER.search(item.value):
+                node.value[i] = _text_node(_literal(item.value, _fill(item.value, values),
+                                                   _where(where, item)), item)
+        return node
+    return _fill_text(node, values, where)
+
+
+def _fill_pairs(node: Any, values: Mapping[str, Any], where: str) -> Any:
+    """``key=value`` pairs (``ansible``'s ``extra_vars``): a value lands in a pair's value only,
+    as a literal, never in a key nor as another pair."""
+    if isinstance(node, yaml.ScalarNode) and PLACEHOLDER.search(node.value):
+        words = _words(node, "{", dict, where)
+        if words is not None:
+            pairs = [w if isinstance(w, tuple) else tuple(w.split("=", 1)) for w in words]
+            node = yaml.SequenceNode("tag:yaml.org,2002:seq",
+                                     [_text_node("=".join(p), node) for p in pairs],
+                                     node.start_mark, node.end_mark)
+    if isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            if isinstance(item, yaml.ScalarNode) and PLACEHOLDER.search(item.value):
+                key, eq, val = item.value.partition("=")
+                if not eq or PLACEHOLDER.search(key):
+                    raise ValidationError(f"{_where(where, item)}: a placeholder stands in a "
+                                          f"key=value pair's value, not its key ({item.value!r})")
+                node.value[i] = _text_node(
+                    f"{key}={_literal(val, _fill(val, values), _where(where, item))}", item)
+        return node
+    if isinstance(node, yaml.MappingNode):
+        for i, (key, val) in enumerate(node.value):
+            if isinstance(val, yaml.ScalarNode) and PLACEHOLDER.search(val.value):
+                node.value[i] = (key, _text_node(
+                    _literal(val.value, _fill(val.value, values), _where(where, val)), val))
+        return node
+    return _fill_text(node, values, where)
+
+
+def _fill_shell(node: Any, values: Mapping[str, Any], where: str) -> Any:
+    """A shell script (``shell``'s ``cmd``, ``wave_check``): each value is one shell word
+    (``shlex.quote``), so a placeholder may stand only where ``{host.*}`` may
+    (``tasks.shellscript``: outside quotes, comments, backquotes and here-documents)."""
+    from tasks.shellscript import _places  # the rule {host.*} placeholders are held to
+
+    if not isinstance(node, yaml.ScalarNode) or not PLACEHOLDER.search(node.value):
+        return _fill_text(node, values, where)
+    places = _places(node.value)
+    for m in PLACEHOLDER.finditer(node.value):
+        if places[m.start()] != "plain":
+            raise ValidationError(
+                f"{_where(where, node)}: {m.group(0)} at character {m.start() + 1} is "
+                f"{places[m.start()]}: in a shell script write it bare, outside quotes, "
+                "comments, backquotes and here-documents (its value is quoted as one word)")
+    return _text_node(_fill(node.value, values, lambda v: shlex.quote(_as_text(v))), node)
+
+
+def _fill_text(node: Any, values: Mapping[str, Any], where: str, refs: bool = False) -> Any:
+    """Any other value: one placeholder that is the whole value takes its type, else text;
+    where a secret reference may stand (``refs``), a value is a literal."""
+    for scalar in _scalars(node, where):
         whole = PLACEHOLDER.fullmatch(scalar.value)
+        author = scalar.value
         if whole:  # the whole value: the parameter's value as its type
             value = values[whole.group(1)]
             scalar.value, scalar.style = _as_text(value), None
             scalar.tag = (_BOOL if isinstance(value, bool) else
                           _INT if isinstance(value, int) else _STR)
         elif PLACEHOLDER.search(scalar.value):
-            scalar.value = PLACEHOLDER.sub(lambda m: _as_text(values[m.group(1)]), scalar.value)
-            scalar.tag = _STR
+            scalar.value, scalar.tag = _fill(scalar.value, values), _STR
+        if refs and scalar.tag == _STR:
+            scalar.value = _literal(author, scalar.value, _where(where, scalar))
+    return node
+
+
+def _fillers(spec: Any, source: str) -> dict[str, Any]:
+    """How each of the action's parameters is filled in, by its type (``tasks.paramtypes``)."""
+    from tasks.paramtypes import Argv, KeyValues, ShellScript
+
+    found = [v for k, v in spec.value if isinstance(k, yaml.ScalarNode) and k.value == "action"]
+    if not found or not isinstance(found[0], yaml.ScalarNode):
+        return {}
+    if PLACEHOLDER.search(found[0].value):
+        raise ValidationError(f"{_where(source, found[0])}: the action is the template's own: "
+                              "no placeholder in action:")
+    import tasks
+
+    try:
+        declared = tasks.get_action(found[0].value).params
+    except NotFoundError:  # refused once the file is parsed (load_template)
+        return {}
+    out: dict[str, Any] = {}
+    for name, param in declared.items():
+        kind = param.type
+        out[name] = (_fill_shell if isinstance(kind, ShellScript) else
+                     _fill_words if isinstance(kind, Argv) else
+                     _fill_pairs if isinstance(kind, KeyValues) else
+                     (lambda n, v, w: _fill_text(n, v, w, refs=True)) if kind.refs else
+                     _fill_text)
+    return out
+
+
+def render(file: TemplateFile, values: Mapping[str, Any], source: str) -> TaskRequest:
+    """The task request of ``file`` with ``values`` (see the module docstring, 3)."""
+    from scheduler.submission.taskfile import parse_task_text
+
+    spec = copy.deepcopy(file.spec)
+    fillers = _fillers(spec, source)
+    for i, (key, value) in enumerate(spec.value):
+        name = key.value if isinstance(key, yaml.ScalarNode) else None
+        if name == "params" and isinstance(value, yaml.MappingNode):
+            for j, (pkey, pvalue) in enumerate(value.value):
+                fill = fillers.get(pkey.value if isinstance(pkey, yaml.ScalarNode) else None,
+                                   _fill_text)
+                value.value[j] = (pkey, fill(pvalue, values, source))
+        elif name == "wave_check":
+            spec.value[i] = (key, _fill_shell(value, values, source))
+        else:
+            _fill_text(value, values, source)
     try:
         return parse_task_text(yaml.serialize(spec), source)
     except ValidationError as exc:  # its line is the filled-in file's, not the template's

@@ -1,0 +1,125 @@
+"""What a template's values can and cannot become: a value supplied at run time is one literal
+argument, never a secret reference (``@env:``/``@file:``), never shell code and never a second
+argument; run for real on the local executor (the worker's path: validate, resolve secrets,
+run). And the file checks of ``templates.spec``: nesting depth, plain YAML values only, and
+the declarations' bounds."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tasks
+from scheduler.errors import ValidationError
+from scheduler.templates.spec import load_template, render, typed_values
+from tasks.executors import build_executor
+from tasks.host import Host
+from tasks.secrets import resolve
+
+SECRET = "s3cr3t-of-the-worker"
+# Prints its arguments as JSON: what the program really received.
+ECHO = shlex.join([sys.executable, "-c",
+                   "import json, sys; sys.stdout.write(json.dumps(sys.argv[1:]))"])
+
+
+def template(action: str, params: str, declared: str = "word: {}") -> str:
+    return (f"parameters:\n  {declared}\naction: {action}\ntarget: web-01\n"
+            f"params: {params}\nexecutor: local\n")
+
+
+def run_for_real(text: str, values: dict[str, Any]) -> list[Any]:
+    """The template filled in and run as a worker runs it: the arguments ECHO received."""
+    file = load_template(text, "t.yaml")
+    request = render(file, typed_values(file, values, "template t"), "t.yaml")
+    action = tasks.get_action(request.action)
+    params = resolve(action.validate(request.params))  # as the worker does, just before it runs
+    host = Host("local-1")
+    with build_executor("local", {}).session(host) as session:
+        result = action.run(session, host, params, 30.0)
+    assert result.ok, result.error
+    return json.loads(result.results[-1].stdout_head)
+
+
+@pytest.mark.parametrize("params", [
+    "{cmd: " + json.dumps(ECHO + " {param.word}") + "}",
+    "{cmd: " + json.dumps([*shlex.split(ECHO), "{param.word}"]) + "}",
+    "{cmd: " + json.dumps(["sh", "-c", ECHO + ' "$1"', "x", "{param.word}"]) + "}",
+], ids=["command-string", "command-list", "sh-c-argument"])
+@pytest.mark.parametrize("value", ["@env:WORKER_SECRET", "@file:/etc/hostname", "@@x",
+                                   "a b  c", "x; touch pwned", "'\"$(id)`id`"])
+def test_a_value_is_one_literal_argument_never_a_secret_reference(
+        params: str, value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORKER_SECRET", SECRET)
+    # Given a command template whose value is a reference, has spaces, or shell syntax
+    # When it runs on the local executor, secrets resolved as on a worker
+    got = run_for_real(template("command", params), {"word": value})
+    # Then the program received the value itself, as one argument
+    assert got == [value]
+
+
+def test_a_shell_value_is_one_quoted_word_and_runs_nothing(tmp_path: Path) -> None:
+    canary = tmp_path / "pwned"
+    text = template("shell", "{cmd: " + json.dumps(ECHO + " {param.word} {param.word}") + "}")
+    for value in [f"nginx; touch {canary}", f"$(touch {canary})", f"`touch {canary}`",
+                  f"x' ; touch {canary}; '", "a b", "", "@env:WORKER_SECRET"]:
+        assert run_for_real(text, {"word": value}) == [value, value]
+    assert not canary.exists()
+
+
+@pytest.mark.parametrize(("script", "place"), [
+    ('echo \\"{param.word}\\"', "inside double quotes"),
+    ("echo '{param.word}'", "inside single quotes"),
+    ("echo x # {param.word}", "inside a comment"),
+    ("cat <<EOF\\n{param.word}\\nEOF", "after a here-document (<<)"),
+    ("echo `{param.word}`", "inside backquotes"),
+])
+def test_a_shell_placeholder_where_a_quoted_word_is_not_one_is_refused_in_one_line(
+        script: str, place: str) -> None:
+    with pytest.raises(ValidationError) as exc:
+        load_template(template("shell", f'{{cmd: "{script}"}}'), "t.yaml")
+    assert str(exc.value).startswith("t.yaml:5: {param.word} at character ")
+    assert place in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_wave_check_value_is_one_quoted_word() -> None:
+    text = template("command", '{cmd: "true"}') + ("waves: 1,100%\n"
+                                                 "wave_check: systemctl is-active {param.word}\n")
+    file = load_template(text, "t.yaml")
+    request = render(file, typed_values(file, {"word": "x; id"}, "t"), "t.yaml")
+    assert request.waves is not None and request.waves.check == "systemctl is-active 'x; id'"
+
+
+@pytest.mark.parametrize("params", [
+    '{cmd: ["cat", "@file:{param.word}"]}', '{cmd: "cat @env:{param.word}"}',
+    '{cmd: "true", stdin: "@{param.word}"}',
+])
+def test_a_placeholder_in_a_secret_reference_is_refused_at_add(params: str) -> None:
+    with pytest.raises(ValidationError, match="a placeholder cannot stand in a secret reference"):
+        load_template(template("command", params), "t.yaml")
+
+
+def test_the_author_own_references_still_resolve(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORKER_SECRET", SECRET)
+    argv = [*shlex.split(ECHO), "@env:WORKER_SECRET", "{param.word}"]
+    text = template("command", "{cmd: " + json.dumps(argv) + "}")
+    assert run_for_real(text, {"word": "@env:WORKER_SECRET"}) == [SECRET, "@env:WORKER_SECRET"]
+
+
+def test_extra_vars_values_are_literals_in_their_pair() -> None:
+    for params in ('{playbook: /p.yml, extra_vars: "v={param.word} k=2"}',
+                   '{playbook: /p.yml, extra_vars: {v: "{param.word}", k: "2"}}'):
+        file = load_template(template("ansible", params), "t.yaml")
+        request = render(file, typed_values(file, {"word": "@env:X y=1"}, "t"), "t.yaml")
+        assert tasks.get_action("ansible").validate(request.params)["extra_vars"] == {
+            "v": "@env:X y=1", "k": "2"}
+
+
+def test_a_value_holding_a_host_placeholder_is_refused() -> None:
+    file = load_template(template("command", '{cmd: "echo {param.word}"}'), "t.yaml")
+    with pytest.raises(ValidationError, match="host"):
+        typed_values(file, {"word": "{host.vars.db_root_pw}"}, "template t")
