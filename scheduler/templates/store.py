@@ -4,7 +4,9 @@ remove, and the task request of a run.
 1. ``add_template`` checks the file (``templates.spec.load_template``), then writes version 1,
    or the next version when what the file says changed (same file: no version, ``changed``
    False); the roles that may run it and its customer are the template's, not a version's;
-   a ``template-add`` event names the principal.
+   a ``template-add`` event names the principal. Changing an existing template: the principal
+   must be allowed to run it, only an admin changes its run roles, and a customer's template
+   is changed naming its customer (``_check_change``).
 2. Reads take the reader's tenant: a customer's principal sees its own templates only, and
    another's (or the team's) is not found, as if it did not exist (``scheduler.record.tenancy``).
 3. ``run_request`` is a run's request: the template visible to the principal, its role allowed
@@ -113,10 +115,16 @@ def add_template(session: Session, name: str, text: str, *, operator: Principal 
     roles = None if run_roles is None else _check_roles(run_roles)
     file = load_template(text, source)  # one line for a bad file, before anything is read
     said = digest(text)
+    principal = operator if isinstance(operator, Principal) else None
+    scoped = principal.tenant if principal is not None else None
+    if scoped is not None:  # a customer's principal adds its own customer's templates only
+        if tenant is not None and tenant != scoped:
+            raise ForbiddenError(f"a token of {scoped}'s adds {scoped}'s templates only, "
+                                 f"not --tenant {tenant}")
+        tenant = scoped
     row = session.scalars(sa.select(Template).where(Template.name == name)).first()
-    if row is not None and tenant is not None and row.tenant != tenant:
-        raise ValidationError(f"template {name} is {row.tenant or 'the team'}'s; a template's "
-                              "tenant does not change", hint="add it under another name")
+    if row is not None:
+        _check_change(row, principal, tenant, roles)
     created = row is None
     if row is None:
         row = Template(name=name, tenant=tenant, run_roles=roles or [], version=0,
@@ -144,10 +152,38 @@ def add_template(session: Session, name: str, text: str, *, operator: Principal 
             "tenant": row.tenant, "parameters": [p.name for p in file.params]}
 
 
+def _is_admin(principal: Principal | None) -> bool:
+    return principal is None or principal.role is None or principal.role == "admin"
+
+
+def _check_change(row: Template, principal: Principal | None, tenant: str | None,
+                  roles: list[str] | None) -> None:
+    """Who may add to an existing template (docs/guides/templates.md, "Who may change it"):
+    another customer's (or, for a customer, the team's) name is taken, whoever holds it; a
+    customer's template is changed only naming its customer (``--tenant``), and its tenant
+    never changes; a version is added only by a principal that may run the template; its
+    run roles are changed by an admin only (the local CLI is one)."""
+    scoped = principal.tenant if principal is not None else None
+    if scoped is not None and row.tenant != scoped:
+        raise ValidationError(f"template name {row.name!r} is taken",
+                              hint="add it under another name")
+    if tenant != row.tenant:
+        if row.tenant is None:
+            raise ValidationError(f"template {row.name} is the team's; a template's tenant "
+                                  "does not change", hint="add it under another name")
+        raise ValidationError(f"template {row.name} is {row.tenant}'s: add its versions with "
+                              f"--tenant {row.tenant} (a template's tenant does not change)")
+    check_runner(row, principal)
+    if roles is not None and roles != list(row.run_roles or []) and not _is_admin(principal):
+        raise ForbiddenError(f"template {row.name}: changing who may run it (--run-role) "
+                             f"needs the admin role, not {getattr(principal, 'role', None)}",
+                             hint="add the file without --run-role to add a version")
+
+
 def check_runner(row: Template, principal: Principal | None) -> None:
     """Refuse (403) a principal whose role the template does not name; an admin, and the local
     CLI (no role), may run every template."""
-    if principal is None or principal.role is None or principal.role == "admin":
+    if _is_admin(principal):
         return
     roles = list(row.run_roles or [])
     if roles and principal.role not in roles:

@@ -186,3 +186,53 @@ def test_a_customers_template_resolves_its_target_against_that_customers_hosts_o
         assert answer(token, "all,!acme-01") == (201, ["acme-02"])
         assert answer(token, "vars.pw=acme-pw") == (201, ["acme-02"])
     assert sql_rows(api.database_url, "SELECT id FROM tasks") == before
+
+
+def test_only_an_admin_changes_who_may_runs_a_template_and_a_version_needs_leave_to_run_it(
+        api: Api, tmp_path: Path) -> None:
+    # Given a template only admins may run, one any operator may, and one of acme's
+    (tmp_path / "customers.ini").write_text(customers_ini(acme=("acme-01",)))
+    api.cli.ok("hosts", "import", str(tmp_path / "customers.ini"))
+    add(api, tmp_path, "admins-only", "group:web", "--run-role", "admin")
+    add(api, tmp_path, "anyone", "group:web")
+    add(api, tmp_path, "acme-check", "group:acme", "--tenant", "acme")
+    operator = api.token("op", "--role", "operator")
+    admin = api.token("boss", "--role", "admin")
+    acme_op = api.token("acme-op", "--role", "operator", "--tenant", "acme")
+    before = sql_rows(api.database_url, "SELECT * FROM templates ORDER BY id")
+
+    def put(token: str, name: str, hosts: str, **body: object) -> tuple[int, dict]:
+        reply = api("POST", "/templates", token,
+                    json={"name": name, "file": TEMPLATE % hosts, **body})
+        return reply.status_code, reply.json()
+
+    # When an operator re-adds the admins' template with other run roles: 403, unchanged
+    code, body = put(operator, "admins-only", "group:web", run_roles=["operator"])
+    assert code == 403, body
+    assert body["error"]["message"] == ("template admins-only may be run by role(s) admin, "
+                                        "not operator")
+    # Nor does it add a version to a template it may not run
+    assert put(operator, "admins-only", "group:db")[0] == 403
+    # And widening or narrowing the roles of one it may run needs the admin role
+    code, body = put(operator, "anyone", "group:web", run_roles=["admin"])
+    assert code == 403
+    assert body["error"]["message"] == ("template anyone: changing who may run it (--run-role) "
+                                        "needs the admin role, not operator")
+    # A team operator omitting acme's tenant adds nothing to acme's template
+    code, body = put(operator, "acme-check", "group:web")
+    assert code == 400
+    assert body["error"]["message"] == ("template acme-check is acme's: add its versions with "
+                                        "--tenant acme (a template's tenant does not change)")
+    assert put(operator, "anyone", "group:web", tenant="acme")[0] == 400
+    # And a customer's token adds no template at all, its own customer's nor another's
+    assert put(acme_op, "acme-check", "group:acme")[0] == 403
+    assert put(acme_op, "anyone", "group:web")[0] == 403
+    assert sql_rows(api.database_url, "SELECT * FROM templates ORDER BY id") == before
+    # While the operator adds versions to what it may run (naming acme's tenant for acme's)
+    code, body = put(operator, "anyone", "group:db")
+    assert code == 201 and body["version"] == 2
+    code, body = put(operator, "acme-check", "acme-01", tenant="acme")
+    assert code == 201 and (body["version"], body["tenant"]) == (2, "acme")
+    # And an admin changes the roles
+    code, body = put(admin, "admins-only", "group:web", run_roles=["operator"])
+    assert code == 201 and body["run_roles"] == ["operator"] and body["settings_changed"]
