@@ -6,7 +6,8 @@ declare them. Checked, filled in and parsed here; no SQL (the record is ``templa
    taken out, and what remains is the task spec. Every placeholder must name a declared
    parameter, and the spec filled with sample values must be a task file that
    ``scheduler.submission.taskfile.parse_task_text`` (the one parser) accepts, of an action
-   that exists.
+   that exists. Lists and mappings nested more than ``MAX_DEPTH`` (32) deep are refused before
+   anything recursive reads the file.
 2. :func:`typed_values` types an operator's ``NAME=VALUE`` pairs (or JSON values) by the
    declared types of ``tasks.paramtypes``: an unknown, missing or mistyped one is one line.
 3. :func:`render` fills the placeholders in the YAML tree's values, never in the text (a value
@@ -52,6 +53,7 @@ PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 TYPES = ("string", "int", "bool", "choice")
 FIELDS = ("type", "required", "default", "description", "choices", "pattern", "min", "max")
 MAX_PARAMS = 50
+MAX_DEPTH = 32  # lists and mappings within each other
 _LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _STR, _INT, _BOOL = ("tag:yaml.org,2002:str", "tag:yaml.org,2002:int",
                      "tag:yaml.org,2002:bool")
@@ -140,8 +142,25 @@ def _where(source: str, node: Any) -> str:
     return f"{source}:{mark.line + 1}" if mark is not None else source
 
 
+def _depth(text: str, source: str) -> None:
+    """Refuse lists and mappings nested deeper than :data:`MAX_DEPTH`, from the parser's
+    events (no recursion), before anything recursive (composing, copying) reads the file."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_LOADER):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                mark = event.start_mark
+                line = f":{mark.line + 1}" if mark is not None else ""
+                raise ValidationError(f"{source}{line}: lists and mappings are nested more than "
+                                      f"{MAX_DEPTH} deep")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
 def _compose(text: str, source: str) -> Any:
     try:
+        _depth(text, source)
         node = yaml.compose(text, Loader=_LOADER)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark

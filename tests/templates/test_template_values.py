@@ -62,7 +62,9 @@ def test_a_value_is_one_literal_argument_never_a_secret_reference(
     assert got == [value]
 
 
-def test_a_shell_value_is_one_quoted_word_and_runs_nothing(tmp_path: Path) -> None:
+def test_a_shell_value_is_one_quoted_word_and_runs_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # were a value run, what it made would land here
     canary = tmp_path / "pwned"
     text = template("shell", "{cmd: " + json.dumps(ECHO + " {param.word} {param.word}") + "}")
     for value in [f"nginx; touch {canary}", f"$(touch {canary})", f"`touch {canary}`",
@@ -123,3 +125,20 @@ def test_a_value_holding_a_host_placeholder_is_refused() -> None:
     file = load_template(template("command", '{cmd: "echo {param.word}"}'), "t.yaml")
     with pytest.raises(ValidationError, match="host"):
         typed_values(file, {"word": "{host.vars.db_root_pw}"}, "template t")
+
+
+@pytest.mark.parametrize("depth", [33, 200, 1000, 100_000])
+def test_nesting_deeper_than_32_is_one_line_before_anything_recursive(depth: int) -> None:
+    text = template("command", '{cmd: "true"}') + "name: " + "[" * depth + "]" * depth + "\n"
+    with pytest.raises(ValidationError) as exc:
+        load_template(text, "t.yaml")
+    assert str(exc.value) in ("t.yaml:7: lists and mappings are nested more than 32 deep",
+                              "t.yaml:7: not valid YAML (exceeded maximum nesting depth)")
+    with pytest.raises(ValidationError):
+        load_template(text.replace("name: ", "executor_options: {x: ") + "}", "t.yaml")
+
+
+def test_nesting_32_deep_is_read() -> None:
+    nested = "{a: " * 31 + "1" + "}" * 31  # in the file's own mapping: 32 deep
+    load_template(template("command", '{cmd: "true"}') + f"executor_options: {nested}\n", "t.yaml")
+

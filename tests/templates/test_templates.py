@@ -160,7 +160,7 @@ def test_a_missing_unknown_or_mistyped_value_is_one_line_exit_2_and_nothing_writ
 
 
 @pytest.mark.parametrize("text, said", ids=["placeholder", "type", "task-key", "in-a-key",
-                                             "alias"], argvalues=[
+                                             "alias", "deep"], argvalues=[
     (RESTART.replace("{param.hosts}", "{param.host}"),
      "unknown placeholder {param.host} (declared: hosts, retries, service)"),
     (RESTART.replace("type: choice", "type: enum"),
@@ -170,6 +170,8 @@ def test_a_missing_unknown_or_mistyped_value_is_one_line_exit_2_and_nothing_writ
      "a placeholder stands in a value, not in a key"),
     (RESTART.replace("default: group:web", "default: &web group:web") + "name: *web\n",
      "anchors and aliases (&name, *name) are not taken in a template file"),
+    (RESTART + "executor_options: {duration_ms: 0, x: " + "[" * 200 + "]" * 200 + "}\n",
+     "restart.yaml:21: lists and mappings are nested more than 32 deep"),
 ])
 def test_a_bad_template_file_is_refused_in_one_line_and_nothing_written(
         cli: Cli, tmp_path: Path, db: str, text: str, said: str) -> None:
