@@ -7,7 +7,8 @@ declare them. Checked, filled in and parsed here; no SQL (the record is ``templa
    parameter, and the spec filled with sample values must be a task file that
    ``scheduler.submission.taskfile.parse_task_text`` (the one parser) accepts, of an action
    that exists. Lists and mappings nested more than ``MAX_DEPTH`` (32) deep are refused before
-   anything recursive reads the file.
+   anything recursive reads the file; so are anchors and aliases, and any value that is not
+   plain YAML (text, number, true/false, null, a time, list, mapping: no ``!!set``, no tag).
 2. :func:`typed_values` types an operator's ``NAME=VALUE`` pairs (or JSON values) by the
    declared types of ``tasks.paramtypes``: an unknown, missing or mistyped one is one line.
 3. :func:`render` fills the placeholders in the YAML tree's values, never in the text (a value
@@ -247,9 +248,16 @@ def _scalars(node: Any, source: str) -> Any:
             yield node
 
 
-def _no_aliases(node: Any, source: str) -> None:
-    """Refuse a node met twice (an alias of an anchor): a template file needs none, and a
-    nest of them would expand to a huge value (the "billion laughs")."""
+_PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null",
+                                                  "timestamp", "seq", "map")}
+
+
+def _plain(node: Any, source: str) -> None:
+    """Refuse a node met twice (an alias of an anchor: a template file needs none, and a nest
+    of them would expand to a huge value, the "billion laughs"), and a value that is not plain
+    YAML (text, number, boolean, null, a task file's time, list, mapping with text keys):
+    ``!!set``, ``!!binary`` or a tag of one's own has no place in a task file, and its digest
+    would not be stable (or, with a number among the keys, not be taken)."""
     seen: set[int] = set()
     stack = [node]
     while stack:
@@ -258,7 +266,15 @@ def _no_aliases(node: Any, source: str) -> None:
             raise ValidationError(f"{_where(source, node)}: anchors and aliases (&name, *name) "
                                   "are not taken in a template file")
         seen.add(id(node))
+        if node.tag not in _PLAIN_TAGS:
+            raise ValidationError(f"{_where(source, node)}: a {node.tag} value is not taken in a "
+                                  "template file (only text, numbers, true/false, null, lists "
+                                  "and mappings)")
         if isinstance(node, yaml.MappingNode):
+            for key, _value in node.value:
+                if key.tag != _STR:
+                    raise ValidationError(f"{_where(source, key)}: a key is text, not "
+                                          f"{key.value!r} (quote it)")
             stack.extend(n for pair in node.value for n in pair)
         elif isinstance(node, yaml.SequenceNode):
             stack.extend(node.value)
@@ -267,7 +283,7 @@ def _no_aliases(node: Any, source: str) -> None:
 def load_template(text: str, source: str = "<template file>") -> TemplateFile:
     """Check a template file (see the module docstring, 1); one line ``source:line: ...``."""
     node = _compose(text, source)
-    _no_aliases(node, source)
+    _plain(node, source)
     params: list[Declared] = []
     rest = []
     for key, value in node.value:

@@ -16,7 +16,7 @@ import pytest
 
 import tasks
 from scheduler.errors import ValidationError
-from scheduler.templates.spec import load_template, render, typed_values
+from scheduler.templates.spec import digest, load_template, render, typed_values
 from tasks.executors import build_executor
 from tasks.host import Host
 from tasks.secrets import resolve
@@ -142,3 +142,21 @@ def test_nesting_32_deep_is_read() -> None:
     nested = "{a: " * 31 + "1" + "}" * 31  # in the file's own mapping: 32 deep
     load_template(template("command", '{cmd: "true"}') + f"executor_options: {nested}\n", "t.yaml")
 
+
+@pytest.mark.parametrize("value", ["!!set {a: null, b: null}", "!!binary aGk=", "!mine x",
+                                   "!!omap [{a: 1}]", "!!python/name:os.system x"])
+def test_a_value_that_is_not_plain_yaml_is_refused_in_one_line(value: str) -> None:
+    text = template("command", '{cmd: "true"}') + f"name: {value}\n"
+    with pytest.raises(ValidationError, match=r"^t\.yaml:7: a \S+ value is not taken in a "
+                                               r"template file \(only text"):
+        load_template(text, "t.yaml")
+    with pytest.raises(ValidationError, match="is not taken"):  # in a declaration too
+        load_template(template("command", '{cmd: "echo {param.word}"}',
+                               f"word: {{default: {value}}}"), "t.yaml")
+
+
+def test_the_same_file_has_the_same_digest_and_a_number_key_is_refused() -> None:
+    text = template("command", '{cmd: "echo {param.word}"}')
+    assert digest(text) == digest(text.replace("\n", "  # a comment\n", 1))
+    with pytest.raises(ValidationError, match=r"^t\.yaml:7: a key is text, not '1' \(quote it\)$"):
+        load_template(text + "executor_options: {1: a, b: c}\n", "t.yaml")

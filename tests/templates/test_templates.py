@@ -160,7 +160,7 @@ def test_a_missing_unknown_or_mistyped_value_is_one_line_exit_2_and_nothing_writ
 
 
 @pytest.mark.parametrize("text, said", ids=["placeholder", "type", "task-key", "in-a-key",
-                                             "alias", "deep"], argvalues=[
+                                             "alias", "deep", "set"], argvalues=[
     (RESTART.replace("{param.hosts}", "{param.host}"),
      "unknown placeholder {param.host} (declared: hosts, retries, service)"),
     (RESTART.replace("type: choice", "type: enum"),
@@ -172,6 +172,8 @@ def test_a_missing_unknown_or_mistyped_value_is_one_line_exit_2_and_nothing_writ
      "anchors and aliases (&name, *name) are not taken in a template file"),
     (RESTART + "executor_options: {duration_ms: 0, x: " + "[" * 200 + "]" * 200 + "}\n",
      "restart.yaml:21: lists and mappings are nested more than 32 deep"),
+    (RESTART + "notify: !!set {mailto:a@example.org: null}\n",
+     "a tag:yaml.org,2002:set value is not taken in a template file"),
 ])
 def test_a_bad_template_file_is_refused_in_one_line_and_nothing_written(
         cli: Cli, tmp_path: Path, db: str, text: str, said: str) -> None:
