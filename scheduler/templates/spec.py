@@ -9,8 +9,13 @@ declare them. Checked, filled in and parsed here; no SQL (the record is ``templa
    that exists. Lists and mappings nested more than ``MAX_DEPTH`` (32) deep are refused before
    anything recursive reads the file; so are anchors and aliases, and any value that is not
    plain YAML (text, number, true/false, null, a time, list, mapping: no ``!!set``, no tag).
+   A declaration that cannot hold (``min`` above ``max``; an optional pattern-checked string
+   without a default whose pattern refuses ``""``; a pattern that repeats a body of repeats,
+   ``(a+)+``, which backtracks exponentially) is refused.
 2. :func:`typed_values` types an operator's ``NAME=VALUE`` pairs (or JSON values) by the
-   declared types of ``tasks.paramtypes``: an unknown, missing or mistyped one is one line.
+   declared types of ``tasks.paramtypes``: an unknown, missing or mistyped one is one line. An
+   int given as text is ASCII ``-?[0-9]+``; a pattern-checked value is at most
+   ``MAX_PATTERN_VALUE`` (256) characters.
 3. :func:`render` fills the placeholders in the YAML tree's values, never in the text (a value
    cannot become YAML syntax, another key or another option), then parses the task file. A
    value that is exactly one placeholder takes the parameter's type (``retries:
@@ -55,6 +60,8 @@ TYPES = ("string", "int", "bool", "choice")
 FIELDS = ("type", "required", "default", "description", "choices", "pattern", "min", "max")
 MAX_PARAMS = 50
 MAX_DEPTH = 32  # lists and mappings within each other
+MAX_PATTERN_VALUE = 256  # characters of a value a pattern checks (bounds a slow pattern's time)
+_DIGITS = re.compile(r"-?[0-9]+")
 _LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _STR, _INT, _BOOL = ("tag:yaml.org,2002:str", "tag:yaml.org,2002:int",
                      "tag:yaml.org,2002:bool")
@@ -89,11 +96,18 @@ class Declared:
                     refs=False)
 
     def parse(self, raw: Any, where: str) -> Any:
-        """``raw`` typed; one line naming the parameter otherwise."""
+        """``raw`` typed; one line naming the parameter otherwise. An int given as text is
+        ASCII digits (``-?[0-9]+``: no ``1_0``, spaces or other scripts' digits); a value a
+        pattern checks is at most ``MAX_PATTERN_VALUE`` characters."""
         from tasks.paramtypes import BadValue
 
         kind = self.param_type()
+        if self.pattern is not None and isinstance(raw, str) and len(raw) > MAX_PATTERN_VALUE:
+            raise ValidationError(f"{where}: parameter {self.name!r} is checked by a pattern: "
+                                  f"at most {MAX_PATTERN_VALUE} characters, not {len(raw)}")
         try:
+            if self.type == "int" and isinstance(raw, str) and not _DIGITS.fullmatch(raw):
+                raise BadValue
             return kind.parse(raw)
         except BadValue as exc:
             why = str(exc) or f"must be {kind.expected}"
@@ -211,10 +225,19 @@ def _declared(name: Any, node: Any, source: str) -> Declared:
             raise ValidationError(f"{where}: parameter {name!r}: {key} must be a whole number")
     if d.get("pattern") is not None:
         try:
+            parsed = re._parser.parse(str(d["pattern"]))  # what re.compile reads
             re.compile(str(d["pattern"]))
         except re.error as exc:
             raise ValidationError(f"{where}: parameter {name!r}: pattern is not a regular "
                                   f"expression ({exc})") from None
+        if _nested_repeat(parsed):
+            raise ValidationError(f"{where}: parameter {name!r}: pattern repeats a repeat "
+                                  f"({d['pattern']!r}): such a pattern can take exponential "
+                                  "time on a short value", "write one repeat, e.g. [a-z]+ for "
+                                  "([a-z]+)+, or separate the repeats: [a-z]+(-[a-z]+)*")
+    if isinstance(d.get("min"), int) and isinstance(d.get("max"), int) and d["min"] > d["max"]:
+        raise ValidationError(f"{where}: parameter {name!r}: min {d['min']} is above max "
+                              f"{d['max']}")
     required = d.get("required", d.get("default") is None)
     if not isinstance(required, bool):
         raise ValidationError(f"{where}: parameter {name!r}: required must be true or false")
@@ -228,7 +251,54 @@ def _declared(name: Any, node: Any, source: str) -> Declared:
         out = Declared(**{**out.__dict__, "default": out.parse(d["default"], where)})
     if not out.required and out.default is None and kind != "string":
         raise ValidationError(f"{where}: parameter {name!r}: an optional {kind} needs a default")
+    if (not out.required and out.default is None and out.pattern is not None
+            and not re.fullmatch(out.pattern, "")):
+        raise ValidationError(f"{where}: parameter {name!r}: optional, it is '' when not given, "
+                              f"which its pattern does not match: give it a default")
     return out
+
+
+def _only_repeats(items: Any) -> bool:
+    """Whether a repeated body is nothing but repeats, one of them of more than one (``a+``,
+    ``a+b?``, ``(a|b+)``): it matches one run of text in many ways, the start of exponential
+    backtracking once it is repeated itself."""
+    from re import _constants as c
+
+    items = list(items)
+    while len(items) == 1 and items[0][0] is c.SUBPATTERN:
+        items = list(items[0][1][3])
+    if len(items) == 1 and items[0][0] is c.BRANCH:
+        return any(_only_repeats(alternative) for alternative in items[0][1][1])
+    repeats = [av for op, av in items if op in (c.MAX_REPEAT, c.MIN_REPEAT)]
+    return bool(items) and len(repeats) == len(items) and any(av[1] > 1 for av in repeats)
+
+
+def _nested_repeat(parsed: Any) -> bool:
+    """Whether a parsed pattern (``re._parser``) repeats a body of repeats, like ``(a+)+`` or
+    ``(\\w+\\s?)*``, the classic shape of catastrophic backtracking. A heuristic: a separator
+    in the body (``(-[a-z]+)*``) passes, and so may other slow patterns (the length cap,
+    ``MAX_PATTERN_VALUE``, bounds those)."""
+    from re import _constants as c
+
+    for op, av in parsed:
+        subs: list[Any] = []
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+            if op is not c.POSSESSIVE_REPEAT and av[1] > 1 and _only_repeats(av[2]):
+                return True
+            subs = [av[2]]
+        elif op is c.SUBPATTERN:
+            subs = [av[3]]
+        elif op is c.BRANCH:
+            subs = list(av[1])
+        elif op in (c.ASSERT, c.ASSERT_NOT):
+            subs = [av[1]]
+        elif op is c.ATOMIC_GROUP:
+            subs = [av]
+        elif op is c.GROUPREF_EXISTS:
+            subs = [p for p in av[1:] if p is not None]
+        if any(_nested_repeat(sub) for sub in subs):
+            return True
+    return False
 
 
 def _scalars(node: Any, source: str) -> Any:

@@ -160,3 +160,46 @@ def test_the_same_file_has_the_same_digest_and_a_number_key_is_refused() -> None
     assert digest(text) == digest(text.replace("\n", "  # a comment\n", 1))
     with pytest.raises(ValidationError, match=r"^t\.yaml:7: a key is text, not '1' \(quote it\)$"):
         load_template(text + "executor_options: {1: a, b: c}\n", "t.yaml")
+
+
+@pytest.mark.parametrize(("declared", "said"), [
+    ("n: {type: int, min: 5, max: 1}", "parameter 'n': min 5 is above max 1"),
+    ("word: {required: false, pattern: '[a-z]+'}",
+     "parameter 'word': optional, it is '' when not given, which its pattern does not match"),
+    ("word: {pattern: '(a+)+$'}", "parameter 'word': pattern repeats a repeat ('(a+)+$')"),
+    ("word: {pattern: '([a-z]*[0-9]?){2,}'}", "parameter 'word': pattern repeats a repeat"),
+    ("word: {pattern: '(\\w+\\s?)+x'}", "parameter 'word': pattern repeats a repeat"),
+    ("word: {pattern: '((a|b+))*'}", "parameter 'word': pattern repeats a repeat"),
+])
+def test_a_declaration_that_cannot_hold_is_refused_at_add(declared: str, said: str) -> None:
+    with pytest.raises(ValidationError) as exc:
+        load_template(template("command", '{cmd: "echo x"}', declared), "t.yaml")
+    assert str(exc.value).startswith(f"t.yaml:2: {said}")
+
+
+def test_an_optional_pattern_parameter_is_checked_when_empty_unless_empty_is_its_default() -> None:
+    file = load_template(template("command", '{cmd: "echo {param.word}"}',
+                                  "word: {required: false, pattern: '[a-z]*'}"), "t.yaml")
+    assert typed_values(file, {}, "t") == {"word": ""}
+    strict = load_template(template("command", '{cmd: "echo {param.word}"}',
+                                    "word: {default: abc, pattern: '[a-z]+'}"), "t.yaml")
+    with pytest.raises(ValidationError, match="must be a text matching"):
+        typed_values(strict, {"word": ""}, "t")
+
+
+@pytest.mark.parametrize("raw", ["1_0", " 3", "3 ", "٣", "+3", "0x10", "1e3", "", "３"])
+def test_an_int_is_ascii_digits_only(raw: str) -> None:
+    file = load_template(template("command", '{cmd: "echo {param.n}"}', "n: {type: int}"),
+                         "t.yaml")
+    with pytest.raises(ValidationError, match=r"^t: parameter 'n' must be an integer, not "):
+        typed_values(file, {"n": raw}, "t")
+    assert typed_values(file, {"n": "-12"}, "t") == {"n": -12}
+    assert typed_values(file, {"n": 7}, "t") == {"n": 7}
+
+
+def test_a_pattern_checked_value_is_at_most_256_characters() -> None:
+    file = load_template(template("command", '{cmd: "echo {param.word}"}',
+                                  "word: {pattern: '[a-z]+(-[a-z]+)*'}"), "t.yaml")
+    assert typed_values(file, {"word": "a" * 256}, "t") == {"word": "a" * 256}
+    with pytest.raises(ValidationError, match="at most 256 characters, not 257"):
+        typed_values(file, {"word": "a" * 257}, "t")
