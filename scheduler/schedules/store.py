@@ -197,7 +197,11 @@ def schedule_request(session: Session, row: Any) -> TaskRequest:
     if not held:
         return request_of(row)
     ref = held["name"] + (f"@{held['version']}" if held.get("version") else "")
-    request = run_request(session, ref, held.get("params") or {}, principal=None)
+    # The creator's role, checked again against the template's run roles as they are now
+    # (None: added by the local CLI, which may run every template, or before roles were kept).
+    creator = Principal(name=row.created_by or f"schedule:{row.name}",
+                        via=f"schedule:{row.name}", role=held.get("role"))
+    request = run_request(session, ref, held.get("params") or {}, principal=creator)
     return replace(request, name=f"schedule {row.name}")
 
 
@@ -213,9 +217,10 @@ def _template_request(session: Session, spec: ScheduleSpec,
     if spec.request is not None:
         raise ValidationError("give the schedule's task as an action or as --template, not both")
     name, version = parse_ref(spec.template)
-    request = run_request(session, spec.template, spec.template_params,
-                          principal=operator if isinstance(operator, Principal) else None)
-    return request, {"name": name, "version": version, "params": dict(spec.template_params)}
+    principal = operator if isinstance(operator, Principal) else None
+    request = run_request(session, spec.template, spec.template_params, principal=principal)
+    return request, {"name": name, "version": version, "params": dict(spec.template_params),
+                     "role": principal.role if principal is not None else None}
 
 
 def _check(spec: ScheduleSpec, request: TaskRequest, now: datetime) -> Timing:

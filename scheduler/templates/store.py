@@ -183,8 +183,14 @@ def _check_change(row: Template, principal: Principal | None, tenant: str | None
 def check_runner(row: Template, principal: Principal | None) -> None:
     """Refuse (403) a principal whose role the template does not name; an admin, and the local
     CLI (no role), may run every template."""
+    from scheduler.access.roles import ROLES
+
     if _is_admin(principal):
         return
+    assert principal is not None and principal.role is not None
+    if "templates.run" not in ROLES.get(principal.role, frozenset()):
+        raise ForbiddenError(f"role {principal.role} may not run templates",
+                             hint="ask for a token with a role that may (operator, admin)")
     roles = list(row.run_roles or [])
     if roles and principal.role not in roles:
         raise ForbiddenError(f"template {row.name} may be run by role(s) {', '.join(roles)}, "

@@ -5,6 +5,7 @@ and the CLI in remote mode adds, lists, shows and runs them as in direct mode.""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.cli_support import isolated_env, run_cli
@@ -236,3 +237,34 @@ def test_only_an_admin_changes_who_may_runs_a_template_and_a_version_needs_leave
     # And an admin changes the roles
     code, body = put(admin, "admins-only", "group:web", run_roles=["operator"])
     assert code == 201 and body["run_roles"] == ["operator"] and body["settings_changed"]
+
+
+def test_a_schedule_of_a_template_needs_a_role_that_may_run_it_and_records_it(
+        api: Api, tmp_path: Path) -> None:
+    # Given a template any role that runs templates may run (one that starts when run)
+    path = tmp_path / "check.yaml"
+    path.write_text((TEMPLATE % "group:web").replace("in: 1h\n", ""))
+    api.cli.ok("templates", "add", "check", "--file", str(path))
+    windows = api.token("win", "--role", "window-admin")
+    admin = api.token("boss", "--role", "admin")
+
+    def schedule(token: str, name: str) -> tuple[int, dict]:
+        reply = api("POST", "/schedules", token, json={
+            "name": name, "cron": "0 4 * * *", "template": "check"})
+        return reply.status_code, reply.json()
+
+    # When a window-admin (who adds schedules but runs no template) schedules it: 403
+    code, body = schedule(windows, "sneaky")
+    assert code == 403, body
+    assert body["error"]["message"] == "role window-admin may not run templates"
+    assert sql_rows(api.database_url, "SELECT id FROM schedules") == []
+    # While an admin schedules it, and the schedule keeps the creator's role
+    code, body = schedule(admin, "nightly")
+    assert code == 201, body
+    [row] = sql_rows(api.database_url, "SELECT options FROM schedules")
+    assert data_of(row.options)["template"]["role"] == "admin"
+
+
+def data_of(value: object) -> dict:
+    return value if isinstance(value, dict) else json.loads(str(value))
+

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from scheduler.record.migrate import upgrade
-from tests.schedule_support import fired, occurrences
+from tests.schedule_support import fired, missed, occurrences
 from tests.submit_support import KEYS, Cli, data, inventory, redis_snapshot, sql_rows
 
 FLEET = ("[web]\nweb-01 ansible_host=10.0.0.1\nweb-02 ansible_host=10.0.0.2\n"
@@ -259,3 +259,37 @@ def test_a_schedule_of_a_template_with_a_bad_value_is_refused_at_add(
                           "--template", "restart", "-p", "service=nginx", "-t", "db-01")
     assert code == 2 and "drop --target" in err
     assert snapshot(db) == before
+
+
+def test_a_schedule_fires_a_template_only_while_its_creators_role_may_run_it(
+        cli: Cli, tmp_path: Path, db: str, redis_client: redis.Redis) -> None:
+    from scheduler.principal import Principal
+    from scheduler.record.engine import make_engine
+    from scheduler.schedules.store import ScheduleSpec, add_schedule
+
+    # Given a template any operator may run, scheduled by an operator (a token's principal)
+    cli.ok("templates", "add", "restart", "-f", template_file(tmp_path))
+    operator = Principal(name="olga", via="token:7", role="operator")
+    engine = make_engine(db)
+    try:
+        add_schedule(engine, lambda: redis.Redis.from_url(
+            cli.redis_url, decode_responses=True), ScheduleSpec(
+            name="nightly", request=None, every="1s", overlap="allow", template="restart",
+            template_params={"service": "nginx"}), operator=operator, keys=KEYS)
+    finally:
+        engine.dispose()
+    # When an admin (the local CLI) narrows the template to admins before it fires
+    cli.ok("templates", "add", "restart", "-f", template_file(tmp_path), "--run-role", "admin")
+    time.sleep(1.1)
+    [result] = fired(redis_client, db)
+    # Then the occurrence is not run: a missed one, with the reason, and no task
+    assert result.tasks == [] and result.missed >= 1, result
+    assert "not submitted: template restart may be run by role(s) admin, not operator" in set(
+        missed(db, "nightly").values())
+    assert sql_rows(db, "SELECT id FROM tasks WHERE template = 'restart'") == []
+    # And once the operators may again, it fires
+    cli.ok("templates", "add", "restart", "-f", template_file(tmp_path),
+           "--run-role", "operator")
+    time.sleep(1.1)
+    [result] = fired(redis_client, db)
+    assert result.tasks, result
