@@ -111,7 +111,9 @@ class Declared:
             return kind.parse(raw)
         except BadValue as exc:
             why = str(exc) or f"must be {kind.expected}"
-            raise ValidationError(f"{where}: parameter {self.name!r} {why}, not {raw!r}") from None
+            shown = raw if not isinstance(raw, str) or len(raw) <= 60 else raw[:57] + "..."
+            raise ValidationError(f"{where}: parameter {self.name!r} {why}, not {shown!r}"
+                                  ) from None
 
     def sample(self) -> Any:
         """A value to check the spec with at add time: the default, else one of the type."""

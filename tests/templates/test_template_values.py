@@ -203,3 +203,10 @@ def test_a_pattern_checked_value_is_at_most_256_characters() -> None:
     assert typed_values(file, {"word": "a" * 256}, "t") == {"word": "a" * 256}
     with pytest.raises(ValidationError, match="at most 256 characters, not 257"):
         typed_values(file, {"word": "a" * 257}, "t")
+
+
+def test_a_refused_long_value_is_shown_cut_to_60_characters() -> None:
+    file = load_template(template("command", '{cmd: "echo {param.word}"}'), "t.yaml")
+    with pytest.raises(ValidationError) as exc:
+        typed_values(file, {"word": "a" * 100_000}, "t")
+    assert str(exc.value) == f"t: parameter 'word' must be a text, not '{'a' * 57}...'"
