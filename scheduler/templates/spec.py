@@ -345,8 +345,9 @@ def _plain(node: Any, source: str) -> None:
         if isinstance(node, yaml.MappingNode):
             for key, _value in node.value:
                 if key.tag != _STR:
-                    raise ValidationError(f"{_where(source, key)}: a key is text, not "
-                                          f"{key.value!r} (quote it)")
+                    said = (f"{key.value!r} (quote it)" if isinstance(key, yaml.ScalarNode)
+                            else "a list" if isinstance(key, yaml.SequenceNode) else "a mapping")
+                    raise ValidationError(f"{_where(source, key)}: a key is text, not {said}")
             stack.extend(n for pair in node.value for n in pair)
         elif isinstance(node, yaml.SequenceNode):
             stack.extend(node.value)

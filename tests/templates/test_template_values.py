@@ -160,6 +160,10 @@ def test_the_same_file_has_the_same_digest_and_a_number_key_is_refused() -> None
     assert digest(text) == digest(text.replace("\n", "  # a comment\n", 1))
     with pytest.raises(ValidationError, match=r"^t\.yaml:7: a key is text, not '1' \(quote it\)$"):
         load_template(text + "executor_options: {1: a, b: c}\n", "t.yaml")
+    for key, said in (("[a, b]", "a list"), ("{a: b}", "a mapping")):
+        with pytest.raises(ValidationError) as exc:
+            load_template(text + f"executor_options: {{? {key} : c}}\n", "t.yaml")
+        assert str(exc.value) == f"t.yaml:7: a key is text, not {said}"
 
 
 @pytest.mark.parametrize(("declared", "said"), [
