@@ -259,11 +259,14 @@ def remove_template(session: Session, name: str, *, operator: Principal | str) -
 # ------------------------------------------------------------------------------ reading
 
 
-def _last_runs(session: Session, name: str, limit: int) -> list[dict[str, Any]]:
+def _last_runs(session: Session, row: Template, limit: int) -> list[dict[str, Any]]:
+    """This template's runs, newest first: the tasks named after it since it was added, so a
+    template removed and added again (under another tenant, say) shows none of the old one's."""
     from scheduler.progress import from_task_row
 
     t = Task.__table__
-    rows = session.execute(sa.select(t).where(t.c.template == name)
+    rows = session.execute(sa.select(t).where(t.c.template == row.name,
+                                              t.c.created_at >= row.created_at)
                            .order_by(t.c.id.desc()).limit(limit))
     return [{"task": r.id, "version": r.template_version, "operator": r.operator,
              "created_at": r.created_at, "state": from_task_row(r).counts()["state"],
@@ -279,7 +282,7 @@ def list_templates(session: Session, tenant: str | None = None) -> list[dict[str
     out = []
     for row in session.scalars(q):
         newest = _version(session, row, None)
-        last = _last_runs(session, row.name, 1)
+        last = _last_runs(session, row, 1)
         out.append({"name": row.name, "version": row.version,
                     "action": _action(newest.text), "parameters": ", ".join(
                         d["name"] for d in newest.parameters or []),
@@ -313,4 +316,4 @@ def show_template(session: Session, name: str, *, version: int | None = None,
             "description": row.description, "created_by": row.created_by,
             "created_at": row.created_at, "schedules": schedules_of(session, name),
             "parameters": list(shown.parameters or []), "file": shown.text,
-            "versions": versions, "runs": _last_runs(session, name, limit)}
+            "versions": versions, "runs": _last_runs(session, row, limit)}

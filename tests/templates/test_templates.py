@@ -293,3 +293,24 @@ def test_a_schedule_fires_a_template_only_while_its_creators_role_may_run_it(
     time.sleep(1.1)
     [result] = fired(redis_client, db)
     assert result.tasks, result
+
+
+def test_a_template_removed_and_added_again_shows_only_its_own_runs(
+        cli: Cli, tmp_path: Path) -> None:
+    # Given a template run once, then removed
+    cli.ok("templates", "add", "restart", "-f", template_file(tmp_path))
+    old = int(cli.ok("templates", "run", "restart", "-p", "service=nginx", "--yes").strip())
+    cli.ok("templates", "remove", "restart")
+    # When a template of that name is added again
+    cli.ok("templates", "add", "restart", "-f", template_file(tmp_path))
+    # Then it shows no runs and no last run: the old template's task is not its
+    shown = json.loads(cli.ok("templates", "show", "restart", "-o", "json"))
+    assert shown["runs"] == []
+    [listed] = json.loads(cli.ok("templates", "list", "-o", "json"))
+    assert listed["last_run"] is None
+    # And its own run is its only one, while the old task keeps its template's name
+    new = int(cli.ok("templates", "run", "restart", "-p", "service=nginx", "--yes").strip())
+    shown = json.loads(cli.ok("templates", "show", "restart", "-o", "json"))
+    assert [r["task"] for r in shown["runs"]] == [new] and new != old
+    assert sql_rows(cli.database_url, "SELECT template FROM tasks WHERE id = :t", t=old)[0][0] \
+        == "restart"
