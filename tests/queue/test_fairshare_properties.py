@@ -18,9 +18,16 @@ from scheduler.queue.client import JobResult, JobSpec, Queue, TaskSpec
 from scheduler.queue.keys import PRIORITY_CLASSES
 from tests.queue_support import KEYS, redis_now_ms
 
+def _not_due_soon(offset: int) -> int:
+    """A job not due yet is due a minute on at least: one that came due while an example ran
+    (seconds on a loaded machine) changed the claims, hence the chunks and the draws between
+    them, and Hypothesis stopped the replay as "inconsistent data generation"."""
+    return offset if offset <= 0 else offset + 60_000
+
+
 TASKS = st.lists(
     st.tuples(st.sampled_from(PRIORITY_CLASSES), st.sampled_from(["ann", "bo"]),
-              st.lists(st.integers(-30_000, 5_000), min_size=1, max_size=25)),
+              st.lists(st.integers(-30_000, 5_000).map(_not_due_soon), min_size=1, max_size=25)),
     min_size=1, max_size=5)
 OPS = st.lists(st.one_of(st.tuples(st.just("claim"), st.integers(1, 6)),
                          st.tuples(st.just("ack"), st.integers(0, 5)),
