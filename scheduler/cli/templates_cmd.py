@@ -92,7 +92,7 @@ def list_cmd(ctx: typer.Context, fmt: OutputOption = output.OutputFormat.table) 
 """)
 def show_cmd(
     ctx: typer.Context, name: Name,
-    version: Annotated[int | None, typer.Option("--version", min=1, help="This version (default: the newest).")] = None,
+    version: Annotated[int | None, typer.Option("--version", min=1, max=2**31 - 1, help="This version (default: the newest).")] = None,
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
     """One template: its file and parameters, who may run it, its versions and last runs."""

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from scheduler.principal import Principal
 from scheduler.server.auth import allowed, stores_of
 from scheduler.server.tasks import submission_answer
+from scheduler.templates.store import MAX_VERSION
 from scheduler.verbs import templates
 
 __all__ = ["router"]
@@ -48,7 +49,8 @@ class RunBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     params: dict[str, Any] = Field(default_factory=dict, examples=[{"service": "nginx"}])
-    version: int | None = Field(None, ge=1, description="This version (default: the newest, "
+    version: int | None = Field(None, ge=1, le=MAX_VERSION,
+                                description="This version (default: the newest, "
                                 "or the one the path pins: NAME@3).")
     dry_run: bool = False
 
@@ -75,7 +77,7 @@ def add_template(request: Request, body: TemplateBody,
                                "it, its versions and last runs")
 def show_template(request: Request, name: str,
                   who: Annotated[Principal, Depends(allowed("templates.show"))],
-                  version: Annotated[int | None, Query(ge=1)] = None) -> dict[str, Any]:
+                  version: Annotated[int | None, Query(ge=1, le=MAX_VERSION)] = None) -> dict[str, Any]:
     return templates.show(stores_of(request), name, version=version, tenant=who.tenant)
 
 

@@ -44,12 +44,13 @@ from scheduler.templates.spec import (
 if TYPE_CHECKING:
     from scheduler.submission.submit import Plan, TaskRequest
 
-__all__ = ["LIST_COLUMNS", "add_template", "check_plan", "check_runner", "list_templates",
+__all__ = ["LIST_COLUMNS", "MAX_VERSION", "add_template", "check_version", "check_plan", "check_runner", "list_templates",
            "parse_ref", "remove_template", "run_request", "schedules_of", "show_template"]
 
 LIST_COLUMNS = ["name", "version", "action", "parameters", "run_roles", "tenant", "last_run"]
 LAST_RUNS = 10
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # as a schedule's name
+MAX_VERSION = 2**31 - 1  # template_versions.version and tasks.template_version: INTEGER
 NAME_HINT = "1-64 letters, digits, '-' or '_', starting with a letter or digit"
 
 
@@ -59,12 +60,22 @@ def _check_name(name: str) -> str:
     return name
 
 
+def check_version(version: int | None, what: str = "version") -> int | None:
+    """``version`` if a version may be it (1 to MAX_VERSION, the column's integer), else one
+    line (a huge one never reaches SQL, where it would overflow)."""
+    if version is not None and not (isinstance(version, int) and 1 <= version <= MAX_VERSION):
+        raise ValidationError(f"{what} {version} is not a version: a number from 1 to "
+                              f"{MAX_VERSION}")
+    return version
+
+
 def parse_ref(ref: str) -> tuple[str, int | None]:
     """``NAME`` (the newest version at each use) or ``NAME@N`` (version N pinned)."""
     name, at, version = ref.partition("@")
-    if at and not (version.isdigit() and int(version) >= 1):
-        raise ValidationError(f"template {ref!r}: the version after @ is a number from 1",
-                              hint="e.g. restart-service@3")
+    if at and not (version.isascii() and version.isdigit() and len(version) <= 10
+                   and 1 <= int(version) <= MAX_VERSION):
+        raise ValidationError(f"template {ref[:80]!r}: the version after @ is a number from 1 "
+                              f"to {MAX_VERSION}", hint="e.g. restart-service@3")
     return _check_name(name), int(version) if at else None
 
 
@@ -91,7 +102,7 @@ def _row(session: Session, name: str, tenant: str | None) -> Template:
 
 
 def _version(session: Session, row: Template, version: int | None) -> TemplateVersion:
-    v = version or row.version
+    v = check_version(version) or row.version
     found = session.scalars(sa.select(TemplateVersion).where(
         TemplateVersion.template_id == row.id, TemplateVersion.version == v)).first()
     if found is None:
@@ -204,6 +215,7 @@ def run_request(session: Session, ref: str, given: Mapping[str, Any], *,
     """The task request of one run of template ``ref`` (``NAME`` or ``NAME@N``) with the
     values ``given`` (text as typed, or JSON values); see the module docstring, 3."""
     name, pinned = parse_ref(ref)
+    check_version(version)
     if pinned is not None and version is not None and pinned != version:
         raise ValidationError(f"template {ref}: --version {version} names another version")
     row = _row(session, name, principal.tenant if principal is not None else None)

@@ -268,3 +268,20 @@ def test_a_schedule_of_a_template_needs_a_role_that_may_run_it_and_records_it(
 def data_of(value: object) -> dict:
     return value if isinstance(value, dict) else json.loads(str(value))
 
+
+
+def test_a_huge_version_is_a_client_error_not_a_500(api: Api, tmp_path: Path) -> None:
+    add(api, tmp_path, "check", "group:web")
+    operator = api.token("op", "--role", "operator")
+    huge = 99999999999999999999
+    for method, path, body in [("GET", f"/templates/check?version={huge}", None),
+                               ("POST", "/templates/check/run", {"version": huge}),
+                               ("POST", "/templates/check/run", {"version": 2**31}),
+                               ("POST", f"/templates/check@{huge}/run", {}),
+                               ("POST", "/schedules", {"name": "n", "cron": "0 4 * * *",
+                                                       "template": f"check@{huge}"})]:
+        token = api.token("boss", "--role", "admin") if path == "/schedules" else operator
+        reply = api(method, path, token, **({"json": body} if body is not None else {}))
+        assert reply.status_code in (400, 422), (path, body, reply.status_code, reply.text)
+    assert api("GET", f"/templates/check?version={2**31 - 1}", operator).status_code == 404
+    assert sql_rows(api.database_url, "SELECT id FROM tasks") == []

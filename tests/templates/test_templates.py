@@ -314,3 +314,24 @@ def test_a_template_removed_and_added_again_shows_only_its_own_runs(
     assert [r["task"] for r in shown["runs"]] == [new] and new != old
     assert sql_rows(cli.database_url, "SELECT template FROM tasks WHERE id = :t", t=old)[0][0] \
         == "restart"
+
+
+def test_a_huge_version_is_one_line_exit_2_at_every_entry_point(
+        cli: Cli, tmp_path: Path, db: str) -> None:
+    cli.ok("templates", "add", "restart", "-f", template_file(tmp_path))
+    huge = "99999999999999999999"
+    before = snapshot(db)
+    for args in (("templates", "run", f"restart@{huge}", "-p", "service=nginx", "--dry-run"),
+                 ("templates", "run", "restart@2147483648", "-p", "service=nginx", "--yes"),
+                 ("schedules", "add", "nightly", "--cron", "0 4 * * *", "--template",
+                  f"restart@{huge}", "-p", "service=nginx")):
+        code, _out, err = cli(*args)
+        assert code == 2 and len(err.strip().splitlines()) <= 2, (args, err)
+        assert "the version after @ is a number from 1 to 2147483647" in err, (args, err)
+        assert "Traceback" not in err and "DataError" not in err
+    code, _out, err = cli("templates", "show", "restart", "--version", huge)
+    assert code == 2 and "Traceback" not in err and "2147483647" in err, err
+    assert snapshot(db) == before
+    # While the largest version there may be is only not found
+    code, _out, err = cli("templates", "show", "restart", "--version", "2147483647")
+    assert code == 4 and "has no version 2147483647" in err, err
