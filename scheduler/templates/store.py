@@ -44,8 +44,9 @@ from scheduler.templates.spec import (
 if TYPE_CHECKING:
     from scheduler.submission.submit import Plan, TaskRequest
 
-__all__ = ["LIST_COLUMNS", "MAX_VERSION", "add_template", "check_version", "check_plan", "check_runner", "list_templates",
-           "parse_ref", "remove_template", "run_request", "schedules_of", "show_template"]
+__all__ = ["LIST_COLUMNS", "MAX_VERSION", "add_template", "check_plan", "check_runner",
+           "check_version", "list_templates", "parse_ref", "remove_template", "run_request",
+           "schedules_of", "show_template"]
 
 LIST_COLUMNS = ["name", "version", "action", "parameters", "run_roles", "tenant", "last_run"]
 LAST_RUNS = 10
