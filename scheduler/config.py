@@ -122,6 +122,9 @@ class Settings:
     # that has said nothing this long, so that a proxy in between does not close it as idle:
     # below the proxy's idle timeout (nginx's proxy_read_timeout is 60 s by default).
     server_stream_heartbeat_ms: int = 15_000
+    # `fleetsched server` serves each principal (an API token, a person signed in) at most this
+    # many `GET /tasks/{id}/output/stream` followers at once; one more is refused (429).
+    server_output_streams_per_principal: int = 8
     # Notifications (docs/guides/notifications.md): targets told about every task and schedule
     # (webhook URLs, mailto:ADDRESS; TOML list or comma-separated), and the kinds they are told.
     notify: tuple[str, ...] = ()
@@ -352,6 +355,10 @@ def validate(settings: Settings) -> None:
     if not 100 <= settings.server_stream_heartbeat_ms <= 300_000:
         raise ConfigError(f"server_stream_heartbeat_ms = {settings.server_stream_heartbeat_ms} "
                           "is out of range (100 to 300000)")
+    if not 1 <= settings.server_output_streams_per_principal <= 1000:
+        raise ConfigError("server_output_streams_per_principal = "
+                          f"{settings.server_output_streams_per_principal} is out of range "
+                          "(1 to 1000)")
     if settings.log_level.lower() not in LOG_LEVELS:
         raise ConfigError(f"log_level must be one of {', '.join(LOG_LEVELS)}, "
                           f"not {settings.log_level!r}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,12 +26,14 @@ from tests.tenants_support import ACME_AND_GLOBEX
 pytestmark = pytest.mark.xdist_group("server-output-stream")  # under -n: one process
 
 EVERYONE = "acme-01,globex-01,web-01"
+HEARTBEAT_S = 1.0  # server_stream_heartbeat_ms of the module's server
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, api_record: Path) -> Iterator[Api]:
     tmp = tmp_path_factory.mktemp("output-stream")
-    with shared_api(tmp, api_record) as api:
+    heartbeat = {"FLEETSCHED_SERVER_STREAM_HEARTBEAT_MS": str(int(HEARTBEAT_S * 1000))}
+    with shared_api(tmp, api_record, env=heartbeat) as api:
         (tmp / "customers.ini").write_text(ACME_AND_GLOBEX)
         api.cli.ok("hosts", "import", str(tmp / "customers.ini"))
         with worker_nodes(tmp, api.cli.redis_url, api.database_url) as start:
@@ -154,3 +157,53 @@ def test_a_customer_follows_its_own_hosts_lines_only_where_the_task_shows_output
     stream.end()
     assert sorted(stream.lines) == ["acme-01 | hi from acme-01", "globex-01 | hi from globex-01",
                                     "web-01 | hi from web-01"]
+
+
+def _first_event_s(api: Api, token: str, path: str, first: str = "event: ") -> float:
+    """Seconds from asking for an event stream to its first line starting with ``first``."""
+    started = time.monotonic()
+    with httpx.stream("GET", f"{api.base}{path}", headers={"Authorization": f"Bearer {token}"},
+                      timeout=90, verify=CLIENT_TLS) as reply:
+        assert reply.status_code == 200, reply.read()
+        for line in reply.iter_lines():
+            if line and line.startswith(first):
+                return time.monotonic() - started
+    raise AssertionError(f"{path} ended without an event")
+
+
+def test_output_followers_never_hold_up_the_other_streams_and_a_token_holds_few(
+        served: Api, tmp_path: Path) -> None:
+    api = served
+    operator = api.token_named("op", "--role", "operator")
+    release = tmp_path / "release"
+    task = _submit(api, operator, "web-01", f"while [ ! -e {release} ]; do sleep 0.1; done")
+    viewers = [api.token_named("viewer", "--role", "viewer") for _ in range(4)]
+    # When four viewers follow a quiet task's output 8 times each (the most each may: the
+    # default of server_output_streams_per_principal)
+    followers = [Stream(api, viewers[i % 4], task) for i in range(32)]
+    try:
+        deadline = time.monotonic() + 60
+        while any(f.status is None for f in followers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert all(f.status == 200 for f in followers), [f.status for f in followers]
+        # Then a new follower of the task's events gets its first event at once
+        events_s = _first_event_s(api, operator, f"/tasks/{task}/events")
+        # ... and so does a new follower of its output (of a principal of its own)
+        output_s = _first_event_s(api, operator, f"/tasks/{task}/output/stream", "")
+        print(f"32 output followers open: first /events event {events_s:.3f} s, "
+              f"a new output stream's first line {output_s:.3f} s")
+        assert events_s < 3.0 and output_s < 3.0, (events_s, output_s)
+        # And a ninth output stream of one token is refused in one line until one ends
+        refused = api("GET", f"/tasks/{task}/output/stream", viewers[0])
+        assert refused.status_code == 429, refused.text
+        error = refused.json()["error"]
+        assert error["message"] == ("this token already follows 8 output streams, the most one "
+                                    "principal may hold open at once")
+        assert "server_output_streams_per_principal" in error["hint"]
+    finally:
+        release.write_text("")
+    for follower in followers:
+        assert follower.end()["exit_code"] == 0
+    # And once they ended, the token follows again
+    assert Stream(api, viewers[0], task).end()["exit_code"] == 0
+

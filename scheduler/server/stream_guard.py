@@ -1,0 +1,88 @@
+"""What keeps a server's long streams in bounds: the output followers' own threads, and how
+many each principal may hold open.
+
+1. ``OUTPUT_THREADS``: ``GET /tasks/{id}/output/stream`` reads a task's Redis stream with
+   blocking reads (``scheduler.verbs.liveoutput``); those run in a pool of their own
+   (``output_pool``), never in the event loop's default one, which the task event streams'
+   pollers, the console's live pages and every synchronous route share: however many output
+   followers are open, the other streams keep their threads. Followers beyond the pool's
+   threads take turns (each read blocks at most ``liveoutput.POLL_S``).
+2. ``Slots``: at most the setting ``server_output_streams_per_principal`` output followers at
+   once per principal (an API token, a single sign-on session's person); one more is refused
+   with HTTP 429 and one line (``too_many``).
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from fastapi import Request
+from fastapi.responses import JSONResponse
+
+from scheduler.principal import Principal
+from scheduler.server.errors import body
+
+__all__ = ["OUTPUT_THREADS", "Slots", "output_pool", "principal_key", "slots_of", "too_many"]
+
+OUTPUT_THREADS = 32  # the output followers' own threads, whatever the number of followers
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def output_pool() -> ThreadPoolExecutor:
+    """The process's pool for the output followers' reads (made on first use)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(OUTPUT_THREADS, thread_name_prefix="output-follow")
+        return _pool
+
+
+def principal_key(who: Principal) -> str:
+    """Who holds a stream: the token or the person, not the name (two tokens of one owner
+    are two principals, as they are two credentials)."""
+    return f"{who.via}|{who.name}"
+
+
+class Slots:
+    """The open output followers of each principal, in one server process."""
+
+    def __init__(self) -> None:
+        self.open: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    def take(self, key: str, cap: int) -> bool:
+        """One more follower for ``key``; False when it holds ``cap`` already."""
+        with self.lock:
+            if self.open.get(key, 0) >= cap:
+                return False
+            self.open[key] = self.open.get(key, 0) + 1
+            return True
+
+    def give_back(self, key: str) -> None:
+        with self.lock:
+            left = self.open.get(key, 0) - 1
+            if left > 0:
+                self.open[key] = left
+            else:
+                self.open.pop(key, None)
+
+
+def slots_of(request: Request) -> Slots:
+    slots: Slots | None = getattr(request.app.state, "output_slots", None)
+    if slots is None:
+        slots = request.app.state.output_slots = Slots()
+    return slots
+
+
+def too_many(cap: int) -> JSONResponse:
+    """The 429 of a principal that follows ``cap`` tasks' output already."""
+    return JSONResponse(body(1, "TooManyStreams",
+                             f"this token already follows {cap} output streams, the most "
+                             "one principal may hold open at once",
+                             "end one first, or raise the server's setting "
+                             "server_output_streams_per_principal"),
+                        status_code=429, headers={"Retry-After": "5"})
+
