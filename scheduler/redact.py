@@ -169,6 +169,32 @@ class Redactor:
             text = self._mask_cut_start(text)
         return text
 
+    def safe_cut(self, text: str) -> int:
+        """How much of ``text``, the start of an output still being printed, can be masked
+        (:meth:`redact`) and shown now: all but the shortest end that may hold a secret value's
+        unfinished start (the longest end that begins one), moved back to the start of any
+        whole value that the cut would split. A value is then always masked in one piece, however
+        slowly or in however many pieces it is printed (``workers.liveout``)."""
+        if not text or not self._values:
+            return len(text)
+        cut = len(text)
+        for value in self._values:  # the earliest start of a value that the text ends within
+            first = value[0]
+            pos = text.find(first, max(0, len(text) - len(value) + 1))
+            while 0 <= pos < cut:
+                if value.startswith(text[pos:]):
+                    cut = pos
+                    break
+                pos = text.find(first, pos + 1)
+        moved = True
+        while moved:  # a whole value across the cut goes out with what follows it
+            moved = False
+            for value in self._values:
+                pos = text.find(value, max(0, cut - len(value) + 1))
+                if 0 <= pos < cut < pos + len(value):
+                    cut, moved = pos, True
+        return cut
+
     def _mask_cut_end(self, text: str) -> str:
         for value in self._values:
             for n in range(min(len(value) - 1, len(text)), MIN_FRAGMENT - 1, -1):
@@ -233,6 +259,10 @@ class LockedRedactor(Redactor):
     def redact(self, text: str, *, head: bool = False, tail: bool = False) -> str:
         with self._lock:
             return super().redact(text, head=head, tail=tail)
+
+    def safe_cut(self, text: str) -> int:
+        with self._lock:
+            return super().safe_cut(text)
 
 
 class SharedRedactor(Redactor):

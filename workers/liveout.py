@@ -3,7 +3,10 @@ them, for ``tasks output --follow`` (``scheduler.verbs.liveoutput`` reads them).
 
 1. The runner gives each job a :class:`JobLines` (the executors' ``tasks.executors.live``
    sink): every line is masked with the job's own redactor, the one that masks its recorded
-   output, before it is queued, so no secret the job resolved reaches Redis.
+   output, before it is queued, so no secret the job resolved reaches Redis. A piece of a line
+   (a long line's, or a partial line's sent after ``PARTIAL_S``) goes out only up to where a
+   secret may have begun (``Redactor.safe_cut``); the rest waits, raw, for the next piece, so
+   a secret printed slowly or across a cut is masked whole, never a fragment at a time.
 2. One :class:`Publisher` per child process, one thread: every ``FLUSH_S`` (or sooner when
    ``BATCH`` lines wait) it sends what is queued in one pipeline, ``XADD`` to the task's stream
    ``Keys.output`` (``MAXLEN ~ MAXLEN``: a follower who comes late sees the last lines) and an
@@ -70,9 +73,25 @@ class JobLines:
         self.dropped = 0
         self.published = False  # a line (or a gap) was queued
         self.watched: list[Lines] = []
+        self.held: dict[str, str] = {}  # per stream: the raw end not sent yet (see line)
 
     def line(self, stream: str, text: str, *, partial: bool, cont: bool) -> None:
-        masked = self.redactor.redact(text, head=partial, tail=cont)
+        # A piece of a line (cut at MAX_LINE, or waiting PARTIAL_S) goes out only up to where
+        # no secret may have begun unfinished (Redactor.safe_cut): the rest is held, raw, and
+        # goes with the next piece, so a secret is always masked whole, however it is printed
+        raw = self.held.pop(stream, "") + text
+        if partial:
+            cut = self.redactor.safe_cut(raw)
+            if cut < len(raw):
+                self.held[stream] = raw[cut:]
+            if not cut:
+                return
+            raw = raw[:cut]
+        elif not raw and cont:
+            return  # the line's end, all of it sent already
+        self._send(stream, self.redactor.redact(raw))
+
+    def _send(self, stream: str, masked: str) -> None:
         if self.dropped and self.publisher.room():
             self._put({"k": "gap", "n": str(self.dropped)})
             self.dropped = 0
@@ -85,6 +104,8 @@ class JobLines:
     def end(self) -> None:
         """The job ended: what was dropped, then its ``end`` entry (only after a line)."""
         self.publisher.unwatch(self)
+        for stream in list(self.held):  # a piece held when the output ended goes out now
+            self._send(stream, self.redactor.redact(self.held.pop(stream)))
         if not self.published and not self.dropped:
             return
         if self.dropped:

@@ -9,9 +9,10 @@ than ``MAX_LINE`` bytes in pieces, a partial line (a prompt, a progress dot) onc
 Without a sink, nothing is attached: the executors cost what they cost before.
 
 The sink masks and ships the lines (``workers.liveout``); nothing here knows Redis. A piece
-says whether it is a line's start cut short (``partial``: a secret's beginning at its end must
-be masked) and whether it continues the previous piece (``cont``: likewise a secret's end at its
-start), as the recorded head and tail are masked (``Redactor.redact(head=, tail=)``).
+says whether it is a line's start cut short (``partial``: a secret may go on in the next piece,
+so the sink holds back the end that may begin one, ``Redactor.safe_cut``) and whether it
+continues the previous piece (``cont``); a line cut short ends with a last piece, empty when
+nothing was left, at the line's end or the stream's.
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ class Lines:
     def close(self) -> None:
         """The stream ended: what is left goes out as the last line."""
         with self._lock:
-            if self._buf:
+            if self._buf or self._cont:  # (a line cut short: the sink may hold its end)
                 self._emit(bytes(self._buf), partial=False)
                 self._buf.clear()
             self.closed = True

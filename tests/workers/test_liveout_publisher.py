@@ -6,13 +6,17 @@ there."""
 from __future__ import annotations
 
 import json
+import random
+import string
 import time
 
+import pytest
 import redis
 
 from scheduler.config import Settings
 from scheduler.queue.keys import Keys
 from scheduler.redact import Redactor
+from tasks.executors import live
 from tasks.executors.live import MAX_LINE, publishing
 from tasks.executors.local import run_process
 from tests.servers import free_port
@@ -71,7 +75,58 @@ def test_a_secret_cut_by_a_partial_line_is_masked_on_both_sides(
         run_process(["sh", "-c", script], 10)
     job.end()
     pieces = [f["l"] for f in entries(redis_client, "lv2") if "l" in f]
-    assert pieces == ["key=***", "*** done"]
+    # what may begin the secret waits for the rest: the secret goes out whole, masked
+    assert pieces == ["key=", "*** done"]
+
+
+def assert_no_fragment(client: redis.Redis, task: str, secret: str, n: int = 4) -> list[str]:
+    """No piece of ``secret`` of ``n`` characters or more in the stream (each holds one of
+    ``n``); the lines."""
+    stream = repr(client.xrange(KEYS.output(task)))
+    leaked = [secret[i:i + n] for i in range(len(secret) - n + 1) if secret[i:i + n] in stream]
+    assert not leaked, (max(leaked, key=len), stream[:2000])
+    return [f["l"] for f in entries(client, task) if "l" in f]
+
+
+def test_a_secret_printed_slowly_in_three_pieces_never_reaches_redis_in_part(
+        redis_url: str, redis_client: redis.Redis) -> None:
+    # The reviewer's repro: each piece waits past PARTIAL_S and goes out on its own
+    publisher = Publisher(Settings(redis_url=redis_url))
+    job = publisher.job(order("lv7"), Redactor([SECRET]))
+    script = 'printf "token=pUb-"; sleep 1.3; printf "secret-77f"; sleep 1.3; echo "1c0de"'
+    with publishing(job):
+        run_process(["sh", "-c", script], 10)
+    job.end()
+    assert assert_no_fragment(redis_client, "lv7", SECRET) == ["token=", "***"]
+
+
+def test_a_secret_printed_one_character_at_a_time_never_reaches_redis_in_part(
+        redis_url: str, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(live, "PARTIAL_S", 0.1)  # each character waits past it (0.25 s)
+    publisher = Publisher(Settings(redis_url=redis_url))
+    job = publisher.job(order("lv8"), Redactor([SECRET]))
+    script = "printf 'pass: '; " + "; ".join(
+        f"printf '{c}'; sleep 0.25" for c in SECRET) + "; printf ' ok'; sleep 0.25; echo; " \
+        "printf 'p'; sleep 0.25"  # ... and a start of it left at the end goes out at the end
+    # (" ok" went out as a piece: the line's end adds nothing)
+    with publishing(job):
+        run_process(["sh", "-c", script], 30)
+    job.end()
+    assert assert_no_fragment(redis_client, "lv8", SECRET) == ["pass: ", "***", " ok", "p"]
+
+
+def test_a_secret_across_the_piece_cut_of_a_long_line_never_reaches_redis_in_part(
+        redis_url: str, redis_client: redis.Redis) -> None:
+    long_secret = "".join(random.Random(7).choices(string.ascii_letters, k=2 * MAX_LINE + 900))
+    publisher = Publisher(Settings(redis_url=redis_url))
+    job = publisher.job(order("lv9"), Redactor([SECRET, long_secret]))
+    line = "x" * (MAX_LINE - 7) + SECRET + " then " + long_secret + " end"
+    with publishing(job):
+        run_process(["sh", "-c", f'printf "%s\\n%s\\n" "$1" "$2"', "sh", line, "tail"], 10)
+    job.end()
+    got = assert_no_fragment(redis_client, "lv9", SECRET)
+    assert_no_fragment(redis_client, "lv9", long_secret, 12)  # (4 letters may come by chance)
+    assert "".join(got[:-1]) == "x" * (MAX_LINE - 7) + "*** then *** end" and got[-1] == "tail"
 
 
 def test_a_job_runs_and_records_its_output_when_redis_is_not_there() -> None:
