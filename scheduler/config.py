@@ -120,7 +120,8 @@ class Settings:
     server_read_cache_ms: int = 1000
     # `fleetsched server` sends a comment line on an event stream (a task's, a console page's)
     # that has said nothing this long, so that a proxy in between does not close it as idle:
-    # below the proxy's idle timeout (nginx's proxy_read_timeout is 60 s by default).
+    # below the proxy's idle timeout (nginx's proxy_read_timeout is 60 s by default). Each such
+    # stream checks its token or session that often too: a revoked one ends it.
     server_stream_heartbeat_ms: int = 15_000
     # `fleetsched server` serves each principal (an API token, a person signed in) at most this
     # many `GET /tasks/{id}/output/stream` followers at once; one more is refused (429).

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
 
+from scheduler.errors import UnauthenticatedError
 from scheduler.remote.client import Client, RemoteUnavailableError
 
 __all__ = ["follow_output"]
@@ -20,6 +21,9 @@ def follow_output(stores: Client, task_id: int, *, host: str | None = None,
     query = urlencode({k: v for k, v in (("host", host), ("grep", grep)) if v is not None})
     path = f"/tasks/{int(task_id)}/output/stream" + (f"?{query}" if query else "")
     for event, data in stores.events(path):
+        if event == "error":  # the token was revoked or expired while following
+            raise UnauthenticatedError(str(data.get("message") or "the server ended the stream"),
+                                       hint=data.get("hint"))
         yield {"kind": event, **data}
         if event == "end":
             return

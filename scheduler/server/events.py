@@ -13,7 +13,9 @@ over HTTP), and ``GET /api/v1/status/followers``, what following costs.
    it keeps trying), and at the end ``end`` (the final counts, the exit code ``tasks wait``
    would give, whether the record was behind). A comment on a stream quiet for the setting
    ``server_stream_heartbeat_ms`` (15 s by default; the console's live pages read it too)
-   keeps proxies from closing it.
+   keeps proxies from closing it; that often too the follower's credentials are checked again,
+   as the request's were (``stream_guard.still_allowed``): a token revoked or expired since, a
+   session ended, ends the stream with an ``error`` event (its message and hint).
 3. Resume: a failure event's id is its place in the task's failures (oldest first, as the
    record orders them), and every other event carries the last one's; ``Last-Event-ID: N``
    skips the first N failures. Progress is a snapshot: the current one is sent on connect.
@@ -46,6 +48,7 @@ from scheduler.progress import from_job_states
 from scheduler.redact import redact_exception
 from scheduler.server.auth import allowed, stores_of
 from scheduler.server.ids import TaskId
+from scheduler.server.stream_guard import still_allowed
 from scheduler.verbs.stores import Stores
 from scheduler.verbs.tracking import TenantScope, Tracked, Tracker, tenant_jobs, tenant_scope
 
@@ -309,16 +312,30 @@ def _as_sent(event: str, value: Any, scope: TenantScope | None) -> Any:
     return value
 
 
+REVOKED = {"message": "the credentials this stream was opened with are no longer good "
+                      "(revoked, expired, signed out, or no longer allowed to follow the task)",
+           "hint": "follow again with a valid token"}
+
+
 async def _stream(hub: Hub, feed: Feed, wake: asyncio.Event, resume: int,
-                  scope: TenantScope | None = None) -> AsyncIterator[str]:
+                  scope: TenantScope | None = None,
+                  allowed_still: Callable[[], bool] | None = None) -> AsyncIterator[str]:
     """One follower's events, from the feed it shares (see the module docstring); a customer's
-    (``scope``) filtered to its own hosts, failures numbered among its own."""
+    (``scope``) filtered to its own hosts, failures numbered among its own. ``allowed_still``:
+    asked (in a thread) once per heartbeat interval; False ends the stream."""
     seen: dict[str, Any] = {}
     read = counted = 0  # the feed's failures looked at; this follower's among them
+    loop = asyncio.get_running_loop()
+    checked = loop.time()
     try:
         yield "retry: 2000\n\n"
         while True:
             wake.clear()
+            if allowed_still is not None and loop.time() - checked >= hub.heartbeat_s:
+                checked = loop.time()
+                if not await asyncio.to_thread(allowed_still):
+                    yield f"event: error\ndata: {json.dumps(REVOKED, separators=(',', ':'))}\n\n"
+                    return
             while read < len(feed.failures):
                 read += 1
                 failure = feed.failures[read - 1]
@@ -384,7 +401,8 @@ async def task_events(request: Request, task_id: TaskId,
     if feed.error is not None:
         hub.leave(feed, wake)
         raise feed.error
-    return _EventStream(_stream(hub, feed, wake, last_event_id or 0, scope),
+    return _EventStream(_stream(hub, feed, wake, last_event_id or 0, scope,
+                                lambda: still_allowed(request, "tasks.watch")),
                         leave=lambda: hub.leave(feed, wake))
 
 

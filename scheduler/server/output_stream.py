@@ -15,7 +15,9 @@ the output followers' own threads (``stream_guard.output_pool``), never in the p
 event streams and the console's live pages share, so that no number of output followers
 slows those; it ends within a read of the follower leaving. One principal (token, person)
 holds at most ``server_output_streams_per_principal`` of these streams at once; one more is a
-429.
+429. At each heartbeat interval the stream checks its credentials again, as the request was
+checked: a token revoked or expired since (a session ended, a role that lost ``tasks.output``)
+gets an ``error`` event (its message and hint) and the stream ends.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from scheduler.server.stream_guard import (
     output_pool,
     principal_key,
     slots_of,
+    still_allowed,
     too_many,
 )
 from scheduler.verbs import liveoutput
@@ -46,20 +49,31 @@ __all__ = ["router"]
 router = APIRouter(tags=["tasks"])
 
 _END = object()
+VERB = "tasks.output"
+REVOKED = {"message": "the credentials this stream was opened with are no longer good "
+                      "(revoked, expired, signed out, or no longer allowed tasks.output)",
+           "hint": "follow again with a valid token"}
 
 
 def _next(events: Iterator[dict[str, Any]]) -> Any:
     return next(events, _END)
 
 
-async def _frames(events: Iterator[dict[str, Any]], stop: threading.Event) -> AsyncIterator[str]:
+async def _frames(request: Request, events: Iterator[dict[str, Any]], stop: threading.Event,
+                  heartbeat_s: float) -> AsyncIterator[str]:
     loop = asyncio.get_running_loop()
+    checked = loop.time()
     try:
         yield "retry: 2000\n\n"
         while True:
             event = await loop.run_in_executor(output_pool(), _next, events)
             if event is _END:
                 return
+            if loop.time() - checked >= heartbeat_s:
+                checked = loop.time()
+                if not await asyncio.to_thread(still_allowed, request, VERB):
+                    yield f"event: error\ndata: {json.dumps(REVOKED, separators=(',', ':'))}\n\n"
+                    return
             kind = event["kind"]
             if kind == "idle":
                 yield ": heartbeat\n\n"
@@ -116,5 +130,5 @@ async def task_output_stream(
     except BaseException:
         slots.give_back(key)
         raise
-    return _OutputStream(_frames(events, stop),
+    return _OutputStream(_frames(request, events, stop, heartbeat_s),
                          done=lambda: slots.give_back(key))

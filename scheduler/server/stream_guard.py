@@ -1,5 +1,5 @@
-"""What keeps a server's long streams in bounds: the output followers' own threads, and how
-many each principal may hold open.
+"""What keeps a server's long streams in bounds: the output followers' own threads, how many
+each principal may hold open, and whether the principal of an open stream may still read it.
 
 1. ``OUTPUT_THREADS``: ``GET /tasks/{id}/output/stream`` reads a task's Redis stream with
    blocking reads (``scheduler.verbs.liveoutput``); those run in a pool of their own
@@ -10,6 +10,9 @@ many each principal may hold open.
 2. ``Slots``: at most the setting ``server_output_streams_per_principal`` output followers at
    once per principal (an API token, a single sign-on session's person); one more is refused
    with HTTP 429 and one line (``too_many``).
+3. ``still_allowed``: the check ``auth.allowed`` makes when a request comes, made again (a
+   stream checks it at each heartbeat, ``server_stream_heartbeat_ms``): a token revoked or
+   expired since, or a session ended, ends the stream it opened.
 """
 
 from __future__ import annotations
@@ -20,10 +23,15 @@ from concurrent.futures import ThreadPoolExecutor
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
+from scheduler.errors import ForbiddenError, UnauthenticatedError
 from scheduler.principal import Principal
+from scheduler.server.auth import stores_of
 from scheduler.server.errors import body
+from scheduler.server.sso import cookie_principal
+from scheduler.verbs import access
 
-__all__ = ["OUTPUT_THREADS", "Slots", "output_pool", "principal_key", "slots_of", "too_many"]
+__all__ = ["OUTPUT_THREADS", "Slots", "output_pool", "principal_key", "slots_of", "still_allowed",
+           "too_many"]
 
 OUTPUT_THREADS = 32  # the output followers' own threads, whatever the number of followers
 
@@ -86,3 +94,19 @@ def too_many(cap: int) -> JSONResponse:
                              "server_output_streams_per_principal"),
                         status_code=429, headers={"Retry-After": "5"})
 
+
+def still_allowed(request: Request, verb: str) -> bool:
+    """Whether the request's credentials (its bearer token, or its session cookie) are still
+    good and their role may still call ``verb`` (run in a thread: it reads the record). Only a
+    refusal says no: the record away for a moment ends no stream (asked again next time)."""
+    try:
+        who = cookie_principal(request)
+        if who is None:
+            scheme, _, token = request.headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not token.strip():
+                return False
+            who = access.authenticate(stores_of(request), token.strip())
+        access.authorize(who, verb)
+    except (UnauthenticatedError, ForbiddenError):
+        return False
+    return True

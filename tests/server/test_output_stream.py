@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from scheduler.server.output_stream import REVOKED
 from tests.cli_support import isolated_env, run_cli
 from tests.server.conftest import CLIENT_TLS, Api, shared_api, worker_nodes
 from tests.tenants_support import ACME_AND_GLOBEX
@@ -171,6 +172,11 @@ def _first_event_s(api: Api, token: str, path: str, first: str = "event: ") -> f
     raise AssertionError(f"{path} ended without an event")
 
 
+def _token_id(api: Api, name_prefix: str) -> int:
+    rows = json.loads(api.cli.ok("tokens", "list", "-o", "json"))
+    return max(row["id"] for row in rows if row["name"].startswith(name_prefix))
+
+
 def test_output_followers_never_hold_up_the_other_streams_and_a_token_holds_few(
         served: Api, tmp_path: Path) -> None:
     api = served
@@ -207,3 +213,40 @@ def test_output_followers_never_hold_up_the_other_streams_and_a_token_holds_few(
     # And once they ended, the token follows again
     assert Stream(api, viewers[0], task).end()["exit_code"] == 0
 
+
+def test_a_revoked_token_stops_receiving_lines_within_a_heartbeat(
+        served: Api, tmp_path: Path) -> None:
+    api = served
+    operator = api.token_named("op", "--role", "operator")
+    release = tmp_path / "release"
+    script = f"while [ ! -e {release} ]; do echo tick; sleep 0.1; done"
+    task = _submit(api, operator, "web-01", script)
+    viewer = api.token_named("leaving", "--role", "viewer")
+    stream = Stream(api, viewer, task)
+    env = isolated_env(Path(api.cli.env["XDG_STATE_HOME"] or "/nonexistent"),
+                       FLEETSCHED_TOKEN=viewer)
+    remote: dict[str, Any] = {}
+    cli = threading.Thread(target=lambda: remote.update(result=run_cli(
+        ["--server", api.base.removesuffix("/api/v1"), "tasks", "output", str(task),
+         "--follow"], env=env)), daemon=True)
+    try:
+        assert stream.got_line.wait(60), stream.events
+        cli.start()
+        time.sleep(2.0)  # the CLI starts and opens its stream
+        # When the token is revoked while its stream receives lines
+        api.cli.ok("tokens", "revoke", str(_token_id(api, "leaving-")),
+                   operator="admin-at-shell")
+        revoked = time.monotonic()
+        # Then the stream ends within a heartbeat (and a read), with an error event
+        assert stream.done.wait(HEARTBEAT_S + 2.0), stream.events[-3:]
+        assert time.monotonic() - revoked < HEARTBEAT_S + 2.0
+        name, data = stream.events[-1]
+        assert name == "error" and "no longer good" in data["message"], stream.events[-1]
+        # And the remote CLI following with it says so in one line (and its hint), exit 1
+        cli.join(HEARTBEAT_S + 5.0)
+        assert not cli.is_alive()
+        code, out, err = remote["result"]
+        assert code == 1 and out.startswith("web-01 | tick"), (code, out[:200], err)
+        assert err.splitlines() == [f"error: {REVOKED['message']}", f"hint: {REVOKED['hint']}"]
+    finally:
+        release.write_text("")

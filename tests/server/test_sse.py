@@ -236,6 +236,31 @@ def test_a_quiet_stream_gets_a_heartbeat(api: Api) -> None:
         "polls": 0, "queries": 0, "feeds": 0, "followers": 0}
 
 
+def test_a_revoked_token_stops_following_within_a_heartbeat(api: Api) -> None:
+    # Given a viewer following a task an hour ahead (its stream stays open)
+    operator = api.token_named("ci", "--role", "operator")
+    viewer = api.token_named("revoked", "--role", "viewer")
+    task_id = _submit(api, operator, duration_ms=0, **{"in": "1h"})
+    got: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: got.update(events=_events(
+        api, viewer, task_id, until="error", timeout=30)), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while _followers(api, operator)["followers"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # When its token is revoked
+    rows = json.loads(api.cli.ok("tokens", "list", "-o", "json"))
+    token_id = max(row["id"] for row in rows if row["name"].startswith("revoked-"))
+    api.cli.ok("tokens", "revoke", str(token_id), operator="admin-at-shell")
+    revoked = time.monotonic()
+    # Then the stream ends within a heartbeat (and a check), with an error event
+    thread.join(HEARTBEAT_S + 2.0)
+    assert not thread.is_alive(), "the stream went on after its token was revoked"
+    assert time.monotonic() - revoked < HEARTBEAT_S + 2.0
+    name, data, _ = got["events"][-1]
+    assert name == "error" and "no longer good" in data["message"], got["events"]
+
+
 def test_a_server_told_to_stop_ends_its_open_streams_and_exits(own_api: Api) -> None:
     from scheduler.server.service import SHUTDOWN_GRACE_S
 
