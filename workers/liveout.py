@@ -11,9 +11,10 @@ them, for ``tasks output --follow`` (``scheduler.verbs.liveoutput`` reads them).
    ``BATCH`` lines wait) it sends what is queued in one pipeline, ``XADD`` to the task's stream
    ``Keys.output`` (``MAXLEN ~ MAXLEN``: a follower who comes late sees the last lines) and an
    ``EXPIRE`` of ``TTL_S``, so a stream nobody ends goes away an hour after its last line.
-3. Never in a job's way: the queue holds at most ``PENDING_MAX`` lines (beyond, lines are
-   dropped and counted, and the follower is told how many); a Redis that does not answer costs
-   one failed send, then ``DOWN_S`` of dropping; the job runs and records its output as before.
+3. Never in a job's way: the queue holds at most ``PENDING_MAX`` lines and ``PENDING_BYTES``
+   (beyond, lines are dropped and counted, and the follower is told how many); a Redis that
+   does not answer costs one failed send, then ``DOWN_S`` of dropping; the job runs and
+   records its output as before.
    A job's end adds an ``end`` entry and sends what is queued before the job's outcome goes
    to the master (one round trip, only for a job that printed).
 4. Its task's end: the node's finisher, having acked or failed jobs that published lines,
@@ -23,8 +24,8 @@ them, for ``tasks output --follow`` (``scheduler.verbs.liveoutput`` reads them).
 
 An entry's fields: ``h`` host, ``j`` job, ``a`` attempt, and either ``d``, the job's lines of
 one flush as JSON ``[[stream, line], ...]`` (stream ``out`` or ``err``; one entry for up to
-``ENTRY_LINES`` lines: a pipeline of 10,000 one-line entries would cost the job's end 0.2 s),
-or ``k``, a mark: ``end``, or ``gap`` with ``n`` lines dropped.
+``ENTRY_LINES`` lines and ``ENTRY_BYTES`` of JSON: a pipeline of 10,000 one-line entries would
+cost the job's end 0.2 s), or ``k``, a mark: ``end``, or ``gap`` with ``n`` lines dropped.
 """
 
 from __future__ import annotations
@@ -45,17 +46,21 @@ if TYPE_CHECKING:
     from workers.protocol import Order
 
 __all__ = ["BATCH", "ENDED_TTL_S", "ENTRY_BYTES", "ENTRY_LINES", "FLUSH_S", "MAXLEN",
-           "PENDING_MAX", "TTL_S", "JobLines", "Publisher", "end_streams", "ended_tasks", "pack"]
+           "PENDING_BYTES", "PENDING_MAX", "TTL_S", "JobLines", "Publisher", "end_streams",
+           "ended_tasks", "pack"]
 
 log = logging.getLogger(__name__)
 
 FLUSH_S = 0.1  # lines wait at most this long in the child
 BATCH = 500  # ... or until this many wait
-PENDING_MAX = 20_000  # lines queued in the child at most; beyond, dropped and counted
+PENDING_MAX = 20_000  # lines queued in the child at most; beyond, dropped and counted ...
+PENDING_BYTES = 4 * 1024 * 1024  # ... and this many bytes of them (4 KiB lines: about 1,000)
+ENTRY_OVERHEAD = 64  # what a queued line costs beyond its bytes (counted against the above)
 MAXLEN = 1_000  # entries a task's stream keeps (approximately: MAXLEN ~) ...
 ENTRY_LINES = 200  # ... each of one job's lines, at most this many
-ENTRY_BYTES = 32 * 1024  # ... and about this many characters (so a stream holds about 32 MiB at most:
-# the queue shares this Redis, and a chatty fleet-wide task must not crowd it out)
+ENTRY_BYTES = 32 * 1024  # ... and this many bytes as XADDed (the JSON), unless one line alone is
+# more (a 4 KiB piece of control characters, each \u00XX: 24 KiB), so a stream holds about
+# 32 MiB at most: the queue shares this Redis, and a chatty fleet-wide task must not crowd it out
 TTL_S = 3600  # a stream expires this long after its last line
 ENDED_TTL_S = 60  # ... and this long after its task ended
 DOWN_S = 5.0  # after a failed send, lines are dropped (counted) this long before trying again
@@ -128,7 +133,8 @@ class Publisher:
     def __init__(self, settings: Settings, client: Any = None) -> None:
         self.settings = settings
         self._client = client
-        self._pending: collections.deque[tuple[str, dict[str, str]]] = collections.deque()
+        self._pending: collections.deque[tuple[str, dict[str, str], int]] = collections.deque()
+        self._pending_bytes = 0  # what the queued lines hold (their UTF-8 bytes, and a little)
         self._lock = threading.Lock()
         self._sending = threading.Lock()  # one send at a time: the stream keeps the order
         self._wake = threading.Event()
@@ -145,14 +151,18 @@ class Publisher:
                         redactor)
 
     def room(self) -> bool:
-        return len(self._pending) < PENDING_MAX and time.monotonic() >= self._down_until
+        return (len(self._pending) < PENDING_MAX and self._pending_bytes < PENDING_BYTES
+                and time.monotonic() >= self._down_until)
 
     def put(self, key: str, fields: dict[str, str]) -> bool:
         """Queue one entry; False (dropped) when the queue is full or Redis is down."""
         if not self.room():
             self.dropped += 1
             return False
-        self._pending.append((key, fields))
+        size = ENTRY_OVERHEAD + len(fields.get("l", "").encode("utf-8", "surrogatepass"))
+        with self._lock:
+            self._pending_bytes += size
+        self._pending.append((key, fields, size))
         if self._thread is None:
             self._start()
         if len(self._pending) >= BATCH and not self._wake.is_set():
@@ -202,13 +212,18 @@ class Publisher:
 
     def _send(self) -> int:
         batch: list[tuple[str, dict[str, str]]] = []
+        taken = 0
         while self._pending:
             try:
-                batch.append(self._pending.popleft())
+                key, fields, size = self._pending.popleft()
             except IndexError:
                 break
+            batch.append((key, fields))
+            taken += size
         if not batch:
             return 0
+        with self._lock:
+            self._pending_bytes -= taken
         try:
             client = self._connect()
             pipe = client.pipeline(transaction=False)
@@ -255,25 +270,28 @@ def pack(batch: list[tuple[str, dict[str, str]]]) -> list[tuple[str, dict[str, s
         by_job.setdefault((key, fields["j"]), []).append(fields)
     out: list[tuple[str, dict[str, str]]] = []
     for (key, _job), items in by_job.items():
-        run: list[list[str]] = []
-        size = 0
+        run: list[str] = []  # each line as encoded: the bytes XADDed are what is measured
+        size = 2
         base = {k: items[0][k] for k in ("h", "j", "a")}
         for fields in items:
             line = fields.get("l")
-            if line is not None and run and (len(run) < ENTRY_LINES
-                                             and size + len(line) <= ENTRY_BYTES):
-                run.append([fields["s"], line])
-                size += len(line)
+            item = None if line is None else json.dumps([fields["s"], line], ensure_ascii=False,
+                                                        separators=(",", ":"))
+            cost = 0 if item is None else len(item.encode("utf-8", "surrogatepass")) + 1
+            if item is not None and run and (len(run) < ENTRY_LINES
+                                             and size + cost <= ENTRY_BYTES):
+                run.append(item)
+                size += cost
                 continue
             if run:
-                out.append((key, {**base, "d": json.dumps(run, separators=(",", ":"))}))
-                run, size = [], 0
-            if line is not None:
-                run, size = [[fields["s"], line]], len(line)
+                out.append((key, {**base, "d": "[" + ",".join(run) + "]"}))
+                run, size = [], 2
+            if item is not None:
+                run, size = [item], 2 + cost
             else:
                 out.append((key, fields))
         if run:
-            out.append((key, {**base, "d": json.dumps(run, separators=(",", ":"))}))
+            out.append((key, {**base, "d": "[" + ",".join(run) + "]"}))
     return out
 
 

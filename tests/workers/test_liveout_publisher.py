@@ -20,7 +20,15 @@ from tasks.executors import live
 from tasks.executors.live import MAX_LINE, publishing
 from tasks.executors.local import run_process
 from tests.servers import free_port
-from workers.liveout import ENDED_TTL_S, TTL_S, Publisher, end_streams
+from workers.liveout import (
+    ENDED_TTL_S,
+    ENTRY_BYTES,
+    PENDING_BYTES,
+    TTL_S,
+    Publisher,
+    end_streams,
+    pack,
+)
 from workers.protocol import Order
 
 KEYS = Keys()
@@ -122,7 +130,7 @@ def test_a_secret_across_the_piece_cut_of_a_long_line_never_reaches_redis_in_par
     job = publisher.job(order("lv9"), Redactor([SECRET, long_secret]))
     line = "x" * (MAX_LINE - 7) + SECRET + " then " + long_secret + " end"
     with publishing(job):
-        run_process(["sh", "-c", f'printf "%s\\n%s\\n" "$1" "$2"', "sh", line, "tail"], 10)
+        run_process(["sh", "-c", 'printf "%s\\n%s\\n" "$1" "$2"', "sh", line, "tail"], 10)
     job.end()
     got = assert_no_fragment(redis_client, "lv9", SECRET)
     assert_no_fragment(redis_client, "lv9", long_secret, 12)  # (4 letters may come by chance)
@@ -179,3 +187,35 @@ def test_a_follower_a_whole_stream_behind_learns_that_lines_were_dropped(
     assert _first_id_after(redis_client, key, read_upto)
     assert not _first_id_after(redis_client, key, ids[6])  # nothing unread was dropped
     assert not _first_id_after(redis_client, f"{key}-none", "0-0")
+
+
+def test_an_entry_holds_at_most_entry_bytes_as_xadded_whatever_the_characters(
+        redis_url: str, redis_client: redis.Redis) -> None:
+    # Control characters and bytes that are not UTF-8 grow in JSON (\u0001, \ufffd): the cap
+    # is on what is XADDed, not on the characters
+    publisher = Publisher(Settings(redis_url=redis_url))
+    job = publisher.job(order("lv10"), Redactor())
+    script = ('head -c 300000 /dev/urandom; echo; '
+              'for i in $(seq 1 40); do head -c 4000 /dev/zero | tr "\\0" "\\1"; echo; done')
+    with publishing(job):
+        result = run_process(["sh", "-c", script], 30)
+    job.end()
+    assert result.exit_code == 0
+    sizes = [len(f["d"].encode()) for _, f in redis_client.xrange(KEYS.output("lv10")) if "d" in f]
+    assert sizes and max(sizes) <= ENTRY_BYTES, max(sizes)
+    lines = [f["l"] for f in entries(redis_client, "lv10") if "l" in f]
+    assert lines[-40:] == ["\x01" * 4000] * 40
+    # one line alone more than the cap goes in an entry of its own
+    (_key, fields), = pack([("k", {"h": "h", "j": "j", "a": "1", "s": "out", "l": "\x01" * 6000})])
+    assert json.loads(fields["d"]) == [["out", "\x01" * 6000]]
+
+
+def test_the_queue_in_the_child_holds_at_most_pending_bytes(redis_url: str) -> None:
+    publisher = Publisher(Settings(redis_url=redis_url))
+    job = publisher.job(order("lv11"), Redactor())
+    with publisher._sending:  # its thread cannot send meanwhile: every line queues
+        for _ in range(2000):  # 8 MB of 4 KiB lines, well under PENDING_MAX lines
+            job.line("out", "y" * 4096, partial=False, cont=False)
+        held = sum(len(f.get("l", "").encode()) for _, f, _ in publisher._pending)
+        assert PENDING_BYTES * 0.98 <= held <= PENDING_BYTES + 4096, held
+        assert job.dropped == publisher.dropped > 900
