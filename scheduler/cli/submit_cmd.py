@@ -55,7 +55,8 @@ Exit codes: 0 queued, 1 recorded but not queued (run fleetsched reconcile), 2 ba
 terminal). With --wait, once the task has ended: 0 every job succeeded, 3 some failed, 5
 cancelled or aborted, 1 infrastructure trouble or --wait-timeout; a rollout in waves that
 stopped (a wave's failures or its --wave-check) has ended for --wait: exit 3. With --follow,
-each host's lines as they are printed, then the same exit codes as --wait.
+each host's lines as they are printed, then the same exit codes as --wait (--wait-timeout
+too).
 """
 
 
@@ -95,7 +96,7 @@ def submit(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Submit a fleet-wide task without asking.")] = False,
     idempotency_key: Annotated[str | None, typer.Option("--idempotency-key", metavar="KEY", help="Run again with the same KEY after an error or a timeout: if the first try recorded the task, its id comes back and nothing is queued twice.")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Block until the task ends; one line per failed host; exit 0 all succeeded, 3 some or all failed, 5 cancelled or aborted, 1 infrastructure trouble or the timeout.")] = False,
-    wait_timeout: Annotated[str | None, typer.Option("--wait-timeout", help="With --wait: give up after this long (exit code 1).")] = None,
+    wait_timeout: Annotated[str | None, typer.Option("--wait-timeout", help="With --wait or --follow: give up after this long (exit code 1).")] = None,
     follow: Annotated[bool, typer.Option("--follow", help="Print each host's lines as they are printed (`host | line`) until the task ends; exit code as with --wait.")] = False,
     fmt: Annotated[output.OutputFormat, typer.Option("--output", "-o", help="table, json or csv")] = output.OutputFormat.table,
 ) -> None:
@@ -124,6 +125,11 @@ def submit(
         request = load_task_file(file)  # a bad file fails before the database is opened
     else:
         request = request_of(action, target, param, at, in_, options)
+    from scheduler.parse import parse_duration
+
+    # a bad --wait-timeout is refused before anything is queued
+    limit_s = parse_duration(wait_timeout, "--wait-timeout").total_seconds() \
+        if wait_timeout else None
     submitting, stores, principal = verbs(ctx, "submit")
     done = submitting.submit(stores, principal, request, dry_run=dry_run,
                              confirm=lambda plan: _confirm(plan, yes),
@@ -140,10 +146,7 @@ def submit(
     if follow:
         from scheduler.cli.following import follow_and_print
 
-        raise typer.Exit(follow_and_print(stores, int(done.task_id), fmt=fmt))
+        raise typer.Exit(follow_and_print(stores, int(done.task_id), fmt=fmt,
+                                          timeout_s=limit_s))
     if wait:
-        from scheduler.parse import parse_duration
-
-        limit_s = parse_duration(wait_timeout, "--wait-timeout").total_seconds() \
-            if wait_timeout else None
         raise typer.Exit(report_wait(stores, [str(done.task_id)], limit_s))

@@ -275,9 +275,11 @@ OUTPUT_EPILOG = """Examples:
 
   fleetsched tasks output 42 --follow --host web-07
 
+  fleetsched tasks output 42 --follow --timeout 10m
+
 With --follow, each host's lines as they are printed (secrets masked), until the task ends:
 the exit code is then the one `tasks wait` gives (0 every job succeeded, 3 some failed or
-were lost, 5 cancelled or aborted, 4 no such task).
+were lost, 5 cancelled or aborted, 4 no such task, 1 the --timeout passed first).
 """
 
 
@@ -289,19 +291,27 @@ def output_cmd(
     failed: Annotated[bool, typer.Option("--failed", help="Only the jobs that failed or were lost.")] = False,
     grep: Annotated[str | None, typer.Option("--grep", help="Only the lines matching this regular expression.")] = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Print each host's lines as they are printed (`host | line`), earlier ones first, until the task ends; exit code as `tasks wait`. After the end: the recorded output.")] = False,
+    timeout: Annotated[str | None, typer.Option(help="With --follow: give up after this long (e.g. 30m); exit code 1, as `tasks wait --timeout`.")] = None,
     fmt: OutputOption = output.OutputFormat.table,
 ) -> None:
     """Every host's output of its job's last attempt, each line prefixed by the host (like
     ``ansible -o`` or ``pssh -i``); stderr lines are marked ``[stderr]``."""
+    from scheduler.errors import ValidationError
+
+    if timeout is not None and not follow:
+        raise ValidationError("--timeout is for --follow (the recorded output is read at once)",
+                              hint="add --follow, or drop --timeout")
     if follow:
         from scheduler.cli.following import follow_and_print
-        from scheduler.errors import ValidationError
+        from scheduler.parse import parse_duration
 
+        limit_s = parse_duration(timeout, "--timeout").total_seconds() if timeout else None
         if failed:
             raise ValidationError("--failed reads the jobs that ended failed: it cannot be "
                                   "followed", hint="follow with --host, or drop --follow")
         _live, live_stores, _principal = verbs(ctx, "liveoutput")
-        raise typer.Exit(follow_and_print(live_stores, task_id, host=host, grep=grep, fmt=fmt))
+        raise typer.Exit(follow_and_print(live_stores, task_id, host=host, grep=grep, fmt=fmt,
+                                          timeout_s=limit_s))
     tasks, stores, _principal = verbs(ctx, "tasks")
     rows = tasks.output(stores, task_id, host=host, failed=failed, grep=grep)
     if fmt is not output.OutputFormat.table:

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlencode
 
@@ -16,11 +16,15 @@ __all__ = ["follow_output"]
 
 
 def follow_output(stores: Client, task_id: int, *, host: str | None = None,
-                  grep: str | None = None) -> Iterator[dict[str, Any]]:
-    """The task's output events, until its ``end`` (the server chose what this token sees)."""
+                  grep: str | None = None, stop: Callable[[], bool] | None = None
+                  ) -> Iterator[dict[str, Any]]:
+    """The task's output events, until its ``end`` (the server chose what this token sees).
+    ``stop``: asked at each event; True ends them early (no ``end``), as in direct mode."""
     query = urlencode({k: v for k, v in (("host", host), ("grep", grep)) if v is not None})
     path = f"/tasks/{int(task_id)}/output/stream" + (f"?{query}" if query else "")
     for event, data in stores.events(path):
+        if stop is not None and stop():
+            return
         if event == "error":  # the token was revoked or expired while following
             raise UnauthenticatedError(str(data.get("message") or "the server ended the stream"),
                                        hint=data.get("hint"))

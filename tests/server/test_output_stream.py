@@ -250,3 +250,24 @@ def test_a_revoked_token_stops_receiving_lines_within_a_heartbeat(
         assert err.splitlines() == [f"error: {REVOKED['message']}", f"hint: {REVOKED['hint']}"]
     finally:
         release.write_text("")
+
+
+def test_the_remote_follow_gives_up_after_its_timeout_as_wait_does(served: Api) -> None:
+    api = served
+    operator = api.token_named("op", "--role", "operator")
+    task = _submit(api, operator, "web-01", "true", **{"in": "1h"})  # nothing ends it soon
+    env = isolated_env(Path(api.cli.env["XDG_STATE_HOME"] or "/nonexistent"),
+                       FLEETSCHED_TOKEN=operator)
+    server = ["--server", api.base.removesuffix("/api/v1")]
+    started = time.monotonic()
+    code, out, err = run_cli([*server, "tasks", "output", str(task), "--follow",
+                              "--timeout", "2s"], env=env)
+    assert code == 1 and out == "", err
+    assert err.splitlines() == [f"error: task {task} not finished after 2s: 1 job waiting",
+                                f"hint: follow again, or wait: fleetsched tasks wait {task}"]
+    assert 2.0 <= time.monotonic() - started < 15.0
+    code, out, err = run_cli([*server, "submit", "command", "-t", "web-02", "-p", "cmd=true",
+                              "--in", "1h", "--follow", "--wait-timeout", "2s", "--yes"],
+                             env=env)
+    assert code == 1, err
+    assert "not finished after 2s: 1 job waiting" in err.splitlines()[-2], err

@@ -209,3 +209,33 @@ def test_submit_follow_submits_then_prints_the_lines_and_exits_as_wait_would(pip
     assert task.isdigit()
     assert sorted(lines) == ["web-03 | [stderr] broken", "web-03 | started"]
     assert f"task {task}: failed" in err
+
+
+def test_follow_gives_up_after_its_timeout_as_wait_does_with_no_worker_running(
+        pipeline) -> None:
+    cli, _worker, ssh = pipeline  # the node never starts: nothing would ever end the task
+    task = cli.submit("command", "-t", "web-01", "-p", "cmd=true", *ssh)
+    # tasks output --follow --timeout: one line and exit 1 once the time is up, as tasks wait
+    started = time.monotonic()
+    code, out, err = cli("tasks", "output", str(task), "--follow", "--timeout", "2s")
+    took = time.monotonic() - started
+    assert code == 1 and out == "", err
+    assert err.splitlines() == [f"error: task {task} not finished after 2s: 1 job waiting",
+                                f"hint: follow again, or wait: fleetsched tasks wait {task}"]
+    assert 2.0 <= took < 15.0
+    code, _out, wait_err = cli("tasks", "wait", str(task), "--timeout", "2s")
+    assert code == 1 and wait_err.splitlines()[0] == err.splitlines()[0]
+    # submit --follow --wait-timeout: the same, after the task id
+    code, out, err = cli("submit", "command", "-t", "web-02", "-p", "cmd=true", *ssh,
+                         "--follow", "--wait-timeout", "2s", "--yes")
+    assert code == 1, err
+    assert out.strip().isdigit()
+    assert f"error: task {out.strip()} not finished after 2s: 1 job waiting" in err.splitlines()
+    # A bad timeout is one line, exit 2, before anything is queued; --timeout needs --follow
+    before = cli("tasks", "list", "-o", "json")[1]
+    code, out, err = cli("submit", "command", "-t", "web-02", "-p", "cmd=true", *ssh,
+                         "--follow", "--wait-timeout", "soon", "--yes")
+    assert code == 2 and out == "" and "--wait-timeout" in err and "Traceback" not in err
+    assert cli("tasks", "list", "-o", "json")[1] == before
+    code, _out, err = cli("tasks", "output", str(task), "--timeout", "2s")
+    assert code == 2 and "--timeout is for --follow" in err
