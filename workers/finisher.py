@@ -107,13 +107,14 @@ class Finisher:
 
     def _handle(self, batch: list[tuple[Any, ...]]) -> None:
         acks: list[tuple[str, int, JobResult]] = []
-        streamed: list[str] = []  # tasks whose jobs ended here after publishing lines
+        # Tasks whose jobs ended here: one that printed or not, the task may have ended with it
+        # (its live output stream, whoever published to it, then goes soon)
+        ended: list[str] = []
         for item in batch:
             kind = item[0]
             if kind == DONE:
                 for o in item[2]:
-                    if o.streamed:
-                        streamed.append(o.job_id.rpartition(".")[0])
+                    ended.append(o.job_id.rpartition(".")[0])
                     r = self.slots.finish(o.job_id, o.token)
                     if r is None:
                         if self.slots.finish_superseded(o.job_id, o.token) is not None:
@@ -130,9 +131,10 @@ class Finisher:
                         self._fail(r, result, o.error or "the action failed", o.retryable,
                                    "failed")
             elif kind == TIMEOUT:
-                streamed.append(item[1].task_id)
+                ended.append(item[1].task_id)
                 self._timeout(item[1])
             elif kind == EXIT:
+                ended += [r.task_id for r in self.slots.of_child(item[1])]
                 self._child_exit(item[1])
             elif kind == UNDELIVERED:
                 self._never_started(
@@ -140,8 +142,8 @@ class Finisher:
                     item[2])
         if acks:
             self._ack(acks)
-        if streamed:
-            self._end_streams(streamed)
+        if ended:
+            self._end_streams(ended)
 
     def _end_streams(self, task_ids: list[str]) -> None:
         """The live output streams of those of these tasks that ended go soon (best effort:

@@ -17,10 +17,12 @@ them, for ``tasks output --follow`` (``scheduler.verbs.liveoutput`` reads them).
    records its output as before.
    A job's end adds an ``end`` entry and sends what is queued before the job's outcome goes
    to the master (one round trip, only for a job that printed).
-4. Its task's end: the node's finisher, having acked or failed jobs that published lines,
-   reads their tasks' counters in one pipeline and gives the stream of each task that ended
-   ``ENDED_TTL_S`` more (:func:`end_streams`), enough for its followers to read the last lines;
-   then ``tasks output --follow`` reads the recorded output instead.
+4. Its task's end: the node's finisher, having acked or failed jobs (whether they printed or
+   not: the task's last job may print nothing), reads their tasks' counters in one pipeline
+   and gives the stream of each task that ended ``ENDED_TTL_S`` more (:func:`end_streams`),
+   enough for its followers to read the last lines; then ``tasks output --follow`` reads the
+   recorded output instead. A task that a cancel ends (none of its jobs running) has no job
+   ending on a node: the cancel gives its stream the same (:func:`end_task_stream`).
 
 An entry's fields: ``h`` host, ``j`` job, ``a`` attempt, and either ``d``, the job's lines of
 one flush as JSON ``[[stream, line], ...]`` (stream ``out`` or ``err``; one entry for up to
@@ -47,7 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BATCH", "ENDED_TTL_S", "ENTRY_BYTES", "ENTRY_LINES", "FLUSH_S", "MAXLEN",
            "PENDING_BYTES", "PENDING_MAX", "TTL_S", "JobLines", "Publisher", "end_streams",
-           "ended_tasks", "pack"]
+           "end_task_stream", "ended_tasks", "pack"]
 
 log = logging.getLogger(__name__)
 
@@ -321,3 +323,27 @@ def end_streams(client: Any, shards: Any, task_ids: Iterable[str]) -> list[str]:
             pipe.expire(shards.of_task(tid).output(tid), ENDED_TTL_S)
         pipe.execute()
     return ended
+
+
+class _OneShard:
+    def __init__(self, keys: Any) -> None:
+        self.keys = keys
+
+    def of_task(self, _task_id: str) -> Any:
+        return self.keys
+
+
+def end_task_stream(queue: Any, task_id: str) -> bool:
+    """After an operator's verb that may end a task without a job ending on a node (a cancel
+    while none of its jobs runs): its stream gets ``ENDED_TTL_S`` if the task ended. ``queue``:
+    a ``Queue`` or a sharded one. Best effort (the stream expires an hour after its last line
+    anyway): never raises; True when the task had ended."""
+    from scheduler.redisdb.connect import REDIS_ERRORS
+
+    shards = getattr(queue, "shards", None) or _OneShard(queue.keys)
+    try:
+        return bool(end_streams(queue.client, shards, [str(task_id)]))
+    except REDIS_ERRORS as exc:
+        log.debug("live output: task %s's stream keeps its hour (%s)", task_id,
+                  type(exc).__name__)
+        return False

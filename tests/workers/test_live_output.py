@@ -239,3 +239,22 @@ def test_follow_gives_up_after_its_timeout_as_wait_does_with_no_worker_running(
     assert cli("tasks", "list", "-o", "json")[1] == before
     code, _out, err = cli("tasks", "output", str(task), "--timeout", "2s")
     assert code == 2 and "--timeout is for --follow" in err
+
+
+def test_a_task_whose_last_job_printed_nothing_still_gives_its_stream_a_minute(
+        pipeline, ssh_fleet: SshFleet, redis_client: redis.Redis) -> None:
+    # The reviewer's repro: the first host prints and ends, the second prints nothing and ends
+    # last; the task's end comes with the second's, which published nothing
+    cli, worker, ssh = pipeline
+    hosts = ssh_fleet.hosts[:2]
+    script = f'if [ "$1" = {hosts[0].name} ]; then echo "printed on $1"; else sleep 3; fi'
+    task = cli.submit("command", "-t", ",".join(h.name for h in hosts), "-p",
+                      f"cmd=sh -c '{script}' sh {{host.name}}", *ssh)
+    worker.start()
+    key = KEYS.output(str(task))
+    wait_until(lambda: redis_client.exists(key), 60, "the first host's line", worker.tail,
+               [worker])
+    wait_until(lambda: redis_client.hget(KEYS.task(str(task)), "succeeded") == "2", 60,
+               "both jobs", worker.tail, [worker])
+    wait_until(lambda: 0 < redis_client.ttl(key) <= 60, 10,
+               f"the stream's minute (ttl {redis_client.ttl(key)})", worker.tail, [worker])

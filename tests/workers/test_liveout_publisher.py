@@ -27,6 +27,7 @@ from workers.liveout import (
     TTL_S,
     Publisher,
     end_streams,
+    end_task_stream,
     pack,
 )
 from workers.protocol import Order
@@ -219,3 +220,21 @@ def test_the_queue_in_the_child_holds_at_most_pending_bytes(redis_url: str) -> N
         held = sum(len(f.get("l", "").encode()) for _, f, _ in publisher._pending)
         assert PENDING_BYTES * 0.98 <= held <= PENDING_BYTES + 4096, held
         assert job.dropped == publisher.dropped > 900
+
+
+def test_a_cancel_that_ends_the_task_gives_its_stream_a_minute(redis_client: redis.Redis) -> None:
+    from scheduler.queue.client import Queue
+
+    queue = Queue(redis_client)
+    redis_client.hset(KEYS.task("lv12"), mapping={"total": 2, "succeeded": 1, "cancelled": 1,
+                                                  "running": 0, "state": "cancelled"})
+    redis_client.hset(KEYS.task("lv13"), mapping={"total": 2, "succeeded": 0, "cancelled": 1,
+                                                  "running": 1, "state": "cancelled"})
+    for task in ("lv12", "lv13"):
+        redis_client.xadd(KEYS.output(task), {"l": "x"})
+        redis_client.expire(KEYS.output(task), TTL_S)
+    assert end_task_stream(queue, "lv12") and not end_task_stream(queue, "lv13")
+    assert 0 < redis_client.ttl(KEYS.output("lv12")) <= ENDED_TTL_S
+    assert redis_client.ttl(KEYS.output("lv13")) > ENDED_TTL_S  # a job runs: its end will do
+    dead = Queue(redis.Redis.from_url(f"redis://127.0.0.1:{free_port()}/0"))
+    assert not end_task_stream(dead, "lv12")  # Redis away: one quiet False
