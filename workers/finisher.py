@@ -148,8 +148,8 @@ class Finisher:
     def _end_streams(self, task_ids: list[str]) -> None:
         """The live output streams of those of these tasks that ended go soon (best effort:
         a stream left behind expires an hour after its last line anyway)."""
+        from scheduler.queue.livestream import end_streams
         from scheduler.queue.shards import shards_of
-        from workers.liveout import end_streams
 
         try:
             end_streams(self.queue.client, shards_of(self.config.settings), task_ids)

@@ -19,10 +19,10 @@ them, for ``tasks output --follow`` (``scheduler.verbs.liveoutput`` reads them).
    to the master (one round trip, only for a job that printed).
 4. Its task's end: the node's finisher, having acked or failed jobs (whether they printed or
    not: the task's last job may print nothing), reads their tasks' counters in one pipeline
-   and gives the stream of each task that ended ``ENDED_TTL_S`` more (:func:`end_streams`),
+   and gives the stream of each task that ended ``ENDED_TTL_S`` more (``scheduler.queue.livestream.end_streams``),
    enough for its followers to read the last lines; then ``tasks output --follow`` reads the
    recorded output instead. A task that a cancel ends (none of its jobs running) has no job
-   ending on a node: the cancel gives its stream the same (:func:`end_task_stream`).
+   ending on a node: the cancel gives its stream the same (``scheduler.queue.livestream.end_task_stream``).
 
 An entry's fields: ``h`` host, ``j`` job, ``a`` attempt, and either ``d``, the job's lines of
 one flush as JSON ``[[stream, line], ...]`` (stream ``out`` or ``err``; one entry for up to
@@ -37,10 +37,10 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from scheduler.config import Settings
+from scheduler.queue.livestream import ENDED_TTL_S, end_streams, end_task_stream, ended_tasks
 from scheduler.redact import Redactor
 
 if TYPE_CHECKING:
@@ -64,9 +64,7 @@ ENTRY_BYTES = 32 * 1024  # ... and this many bytes as XADDed (the JSON), unless 
 # more (a 4 KiB piece of control characters, each \u00XX: 24 KiB), so a stream holds about
 # 32 MiB at most: the queue shares this Redis, and a chatty fleet-wide task must not crowd it out
 TTL_S = 3600  # a stream expires this long after its last line
-ENDED_TTL_S = 60  # ... and this long after its task ended
 DOWN_S = 5.0  # after a failed send, lines are dropped (counted) this long before trying again
-END_FIELDS = ("total", "succeeded", "failed", "cancelled", "running", "state", "wave_state")
 
 
 class JobLines:
@@ -295,55 +293,3 @@ def pack(batch: list[tuple[str, dict[str, str]]]) -> list[tuple[str, dict[str, s
         if run:
             out.append((key, {**base, "d": "[" + ",".join(run) + "]"}))
     return out
-
-
-def ended_tasks(client: Any, shards: Any, task_ids: Iterable[str]) -> list[str]:
-    """Of these tasks, those whose live counters say they ended (one pipelined read)."""
-    from scheduler.progress import from_task_hash
-
-    ids = list(dict.fromkeys(task_ids))
-    if not ids:
-        return []
-    pipe = client.pipeline(transaction=False)
-    for tid in ids:
-        pipe.hmget(shards.of_task(tid).task(tid), END_FIELDS)
-    replies = pipe.execute()
-    return [tid for tid, reply in zip(ids, replies)
-            if any(v is not None for v in reply)
-            and from_task_hash(dict(zip(END_FIELDS, reply))).ended]
-
-
-def end_streams(client: Any, shards: Any, task_ids: Iterable[str]) -> list[str]:
-    """Give the output stream of each of these tasks that ended ``ENDED_TTL_S`` to live (its
-    followers read the last lines meanwhile); the tasks that ended."""
-    ended = ended_tasks(client, shards, task_ids)
-    if ended:
-        pipe = client.pipeline(transaction=False)
-        for tid in ended:
-            pipe.expire(shards.of_task(tid).output(tid), ENDED_TTL_S)
-        pipe.execute()
-    return ended
-
-
-class _OneShard:
-    def __init__(self, keys: Any) -> None:
-        self.keys = keys
-
-    def of_task(self, _task_id: str) -> Any:
-        return self.keys
-
-
-def end_task_stream(queue: Any, task_id: str) -> bool:
-    """After an operator's verb that may end a task without a job ending on a node (a cancel
-    while none of its jobs runs): its stream gets ``ENDED_TTL_S`` if the task ended. ``queue``:
-    a ``Queue`` or a sharded one. Best effort (the stream expires an hour after its last line
-    anyway): never raises; True when the task had ended."""
-    from scheduler.redisdb.connect import REDIS_ERRORS
-
-    shards = getattr(queue, "shards", None) or _OneShard(queue.keys)
-    try:
-        return bool(end_streams(queue.client, shards, [str(task_id)]))
-    except REDIS_ERRORS as exc:
-        log.debug("live output: task %s's stream keeps its hour (%s)", task_id,
-                  type(exc).__name__)
-        return False

@@ -39,6 +39,7 @@ from scheduler.errors import FleetschedError, NotFoundError, ValidationError
 from scheduler.principal import Principal
 from scheduler.queue.client import Queue
 from scheduler.queue.keys import PRIORITY_CLASSES
+from scheduler.queue.livestream import end_task_stream
 from scheduler.record.audit import record_event
 from scheduler.record.models import Task
 from scheduler.record.now import record_now, stream_tail
@@ -115,6 +116,7 @@ def cancel(engine: Engine, queue: Queue, task_id: int,
         with engine.begin() as conn:
             apply(conn, KeepAborted(task_id))
         raise _already_aborted(task_id)
+    end_task_stream(queue, str(task_id))  # a task it ended (none running): no node's finisher will
     return result
 
 

@@ -191,3 +191,19 @@ def test_reprioritize_moves_pending_jobs_to_the_new_class_recorded_with_the_oper
     # And a class that does not exist is one line
     code, _, err = cli("tasks", "reprioritize", str(task), "asap")
     assert code == 2 and err.splitlines()[0] == "error: priority 'asap' is not one of urgent, normal, bulk"
+
+
+def test_a_cancel_that_ends_a_task_gives_its_live_output_stream_a_minute(
+        cli: Cli, redis_client: redis.Redis) -> None:
+    # Given a task queued for later, none of its jobs running, and a live-output stream of it
+    # (an earlier attempt's lines, say) that would otherwise live its hour
+    from scheduler.queue.livestream import ENDED_TTL_S
+
+    cli.ok("submit", "command", "-t", "n-00[1-3]", "-p", "cmd=true", "--in", "1h")
+    key = KEYS.output("1")
+    redis_client.xadd(key, {"h": "n-001", "j": "1.0", "a": "1", "d": '[["out","hi"]]'})
+    redis_client.expire(key, 3600)
+    # When an operator cancels it: no job ends on a node, so no finisher would shorten it
+    cli.ok("tasks", "cancel", "1")
+    # Then the cancel did: followers read the last lines, then the stream goes
+    assert 0 < redis_client.ttl(key) <= ENDED_TTL_S
