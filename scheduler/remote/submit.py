@@ -22,7 +22,7 @@ from scheduler.verbs.submit import Presence, Submission
 if TYPE_CHECKING:
     from scheduler.submission.submit import TaskRequest
 
-__all__ = ["request_keys", "submit", "worker_presence"]
+__all__ = ["post_submission", "request_keys", "submit", "worker_presence"]
 
 
 def _seconds(value: float) -> str:
@@ -72,18 +72,27 @@ def submit(stores: Client, _principal: None, request: TaskRequest, *, dry_run: b
            request_key: str | None = None) -> Submission:
     """Plan ``request`` on the server; unless ``dry_run``, let ``confirm`` see the plan, then
     have the server record and queue it as the token owner's (see the module docstring)."""
+    return post_submission(stores, "/tasks", request_keys(request), dry_run=dry_run,
+                           confirm=confirm, request_key=request_key)
+
+
+def post_submission(stores: Client, path: str, body: dict[str, Any], *, dry_run: bool,
+                    confirm: Callable[[PlanView], None] | None,
+                    request_key: str | None) -> Submission:
+    """A submission through ``path`` (``/tasks``, or a template's ``/run``): the plan (the
+    server's dry run), shown to ``confirm``; then the task recorded and queued, or the first
+    one of ``request_key``'s (a repeat), rebuilt from the server's JSON."""
     from scheduler.submission.repeats import Repeat
 
-    body = request_keys(request)
     if dry_run or confirm is not None:
-        planned = stores.post("/tasks", {**body, "dry_run": True})
+        planned = stores.post(path, {**body, "dry_run": True})
         view = _view(planned)
         if dry_run:
             return Submission(plan=view, operator=planned["operator"])  # type: ignore[arg-type]
         assert confirm is not None
         confirm(view)
     headers = {"Idempotency-Key": request_key} if request_key is not None else None
-    done = stores.post("/tasks", body, headers=headers)
+    done = stores.post(path, body, headers=headers)
     if done.get("repeat"):
         first = Repeat(task_id=done["task_id"], jobs=done["jobs"], state=done["state"],
                        action=done["action"])

@@ -48,24 +48,7 @@ def run(stores: Client, _principal: None, ref: str, values: Mapping[str, Any], *
         version: int | None = None, dry_run: bool = False,
         confirm: Callable[[PlanView], None] | None = None,
         request_key: str | None = None) -> Submission:
-    from scheduler.remote.submit import _view
-    from scheduler.submission.repeats import Repeat
-    from scheduler.verbs.submit import Submission
+    from scheduler.remote.submit import post_submission
 
-    body = {"params": dict(values), "version": version}
-    if dry_run or confirm is not None:
-        planned = stores.post(_path(ref, "run"), {**body, "dry_run": True})
-        view = _view(planned)
-        if dry_run:
-            return Submission(plan=view, operator=planned["operator"])  # type: ignore[arg-type]
-        assert confirm is not None
-        confirm(view)
-    headers = {"Idempotency-Key": request_key} if request_key is not None else None
-    done = stores.post(_path(ref, "run"), body, headers=headers)
-    if done.get("repeat"):
-        first = Repeat(task_id=done["task_id"], jobs=done["jobs"], state=done["state"],
-                       action=done["action"])
-        return Submission(plan=None, task_id=first.task_id, jobs=first.jobs,
-                          operator=done["operator"], repeat=first)
-    return Submission(plan=_view(done), task_id=done["task_id"],  # type: ignore[arg-type]
-                      jobs=done["jobs"], operator=done["operator"])
+    return post_submission(stores, _path(ref, "run"), {"params": dict(values), "version": version},
+                           dry_run=dry_run, confirm=confirm, request_key=request_key)

@@ -48,7 +48,7 @@ from scheduler.errors import ValidationError
 from scheduler.submission.request import KEYS, WAVE_KEYS, task_request
 from scheduler.submission.submit import TaskRequest
 
-__all__ = ["KEYS", "MAX_BYTES", "load_task_file", "parse_task_text"]
+__all__ = ["KEYS", "MAX_BYTES", "compose_yaml", "load_task_file", "parse_task_text"]
 
 MAX_BYTES = 1 << 20  # a task file is small; anything bigger is a mistake
 REQUIRED = ("action", "target")
@@ -84,17 +84,23 @@ def load_task_file(path: str | os.PathLike[str]) -> TaskRequest:
     return parse_task_text(text, source)
 
 
-def parse_task_text(text: str, source: str = "<task file>") -> TaskRequest:
-    """A :class:`TaskRequest` from the YAML text of a task file."""
-    where = _Where(source)
+def compose_yaml(text: str, source: str) -> Any:
+    """The YAML node tree of ``text`` (None for an empty file); bad YAML is one line, ``source:LINE:
+    not valid YAML (...)``. Task files and template files are read by it."""
     try:
-        node = yaml.compose(text, Loader=_LOADER)
+        return yaml.compose(text, Loader=_LOADER)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark is not None else ""
         raise ValidationError(f"{source}{line}: not valid YAML ({exc.problem or exc})") from None
     except yaml.YAMLError as exc:
         raise ValidationError(f"{source}: not valid YAML ({exc})") from None
+
+
+def parse_task_text(text: str, source: str = "<task file>") -> TaskRequest:
+    """A :class:`TaskRequest` from the YAML text of a task file."""
+    where = _Where(source)
+    node = compose_yaml(text, source)
     if node is None:
         raise ValidationError(f"{source}: the file is empty", hint="see docs/guides/submitting-tasks.md")
     if not isinstance(node, yaml.MappingNode):

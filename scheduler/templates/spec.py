@@ -176,15 +176,13 @@ def _depth(text: str, source: str) -> None:
 
 
 def _compose(text: str, source: str) -> Any:
+    from scheduler.submission.taskfile import compose_yaml
+
     try:
         _depth(text, source)
-        node = yaml.compose(text, Loader=_LOADER)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise ValidationError(f"{source}{line}: not valid YAML ({exc.problem or exc})") from None
-    except yaml.YAMLError as exc:
-        raise ValidationError(f"{source}: not valid YAML ({exc})") from None
+    except yaml.YAMLError:
+        pass  # bad YAML: compose_yaml says what and where, in one line
+    node = compose_yaml(text, source)
     if not isinstance(node, yaml.MappingNode):
         raise ValidationError(f"{source}: a template file is one mapping (parameters:, "
                               "action:, target:, ...)", hint="see docs/guides/templates.md")
