@@ -193,6 +193,35 @@ def test_a_job_unparked_under_a_concurrency_limit_counts_as_new(queue: Queue) ->
     assert reorder_now(queue, SETTINGS) is not None
 
 
+@pytest.mark.parametrize("back", ["resume", "release", "reprioritize"])
+def test_jobs_back_at_their_old_scores_are_placed_by_the_next_reorder(queue: Queue,
+                                                                     back: str) -> None:
+    # Given Alice's 100 jobs overdue by 10 s and Bob's 2 by 5 s (in bulk, for the
+    # reprioritize case), and a reorder that placed what it saw
+    now = redis_now_ms(queue.client)
+    make_task(queue, "alice", 100, due_ms=now - 10_000)
+    make_task(queue, "bob", 2, due_ms=now - 5_000,
+              **({"priority": "bulk"} if back == "reprioritize" else {}))
+    if back == "resume":
+        queue.pause("bob", "ops")
+    assert reorder_now(queue, SETTINGS) is not None
+    queue.client.hset(KEYS.stats, "fairshare_next", 0)  # no minimum gap in this test
+    # When Bob's jobs come back to the normal due set at their old scores
+    if back == "resume":
+        claim_ids(queue, 3)  # Bob's jobs met while paused go to his held set
+        queue.resume("bob", "ops")
+    elif back == "release":
+        jobs = [j for j in queue.claim("w", 4).jobs if j.job_id.startswith("bob.")]
+        assert jobs, "the reorder put Bob's jobs at the front"
+        queue.release("w", [(j.job_id, j.token) for j in jobs])
+    else:
+        queue.reprioritize("bob", "normal", "ops")
+    # Then that is something new: the next reorder interleaves them at the front again
+    again = reorder_now(queue, SETTINGS)
+    assert again is not None and again.tasks == 2
+    assert {"bob.0", "bob.1"} <= set(claim_ids(queue, 4))
+
+
 def test_the_next_reorder_waits_for_the_gap_after_the_last(queue: Queue) -> None:
     overdue_backlog(queue, {"a": 20, "b": 20})
     assert reorder_now(queue, SETTINGS) is not None  # the gap is at least the threshold (1 s)

@@ -172,9 +172,9 @@ local function fs_finish(task_key, counter)
   if counter then redis.call('HINCRBY', task_key, counter, 1) end
 end
 
--- A parked or waiting job went back into its due set at its own (old) due time: the stats'
--- `requeued` counter tells overload.lua that the overdue range holds something no reorder has
--- placed yet. Without it such a job, due before the last reorder's cut, would wait behind every
+-- A job went back into a due set at its own (old) due time (unparked, released by a worker,
+-- resumed, moved to another class): the stats' `requeued` counter tells overload.lua that the
+-- overdue range holds something no reorder has placed yet. Without it such a job, due before the last reorder's cut, would wait behind every
 -- job that reorder moved below the head until the backlog drains (a small task's job that met
 -- a big task's job on the same host was served last, not first).
 local function fs_requeued(tag)

@@ -426,6 +426,7 @@ local function visit(due, id, pairs_out)
     local score = redis.call('ZSCORE', due, id)
     redis.call('ZREM', due, id)
     if not redis.call('ZSCORE', home, id) then redis.call('ZADD', home, score, id) end
+    fs_requeued(tag)  -- in a class whose last reorder has not placed it
     return
   end
   if state == 'running' then

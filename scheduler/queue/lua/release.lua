@@ -59,6 +59,7 @@ for i = 1, n do
     redis.call('ZREM', fs_leases_of(due), id)
     fs_free_host(tag, j[3], id, wake, events, now)
     fs_put_due(due, id, due_ms, wake)
+    fs_requeued(tag)  -- back at its old due time, which a reorder since may have passed
     fs_finish(task_key, nil)
     fs_emit(events, now, 'release', {'task', task_id, 'job', id, 'host', j[3], 'attempt', fs_int(attempt),
       'token', token, 'worker', worker, 'due', fs_int(due_ms)})

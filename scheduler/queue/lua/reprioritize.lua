@@ -87,4 +87,7 @@ end
 if earliest ~= nil and (head[2] == nil or earliest < tonumber(head[2])) then
   redis.call('PUBLISH', wake, fs_int(earliest))
 end
+-- Moved jobs keep their scores in a class whose last reorder has not placed them: something
+-- new for the overload check. The shard's tag is the events key's ({P}:events).
+if moved > 0 then fs_requeued(string.sub(events, 1, #events - #':events')) end
 return {moved, fs_num(t[3]), from}

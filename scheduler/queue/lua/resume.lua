@@ -59,6 +59,7 @@ if moved > 0 then
   end
   redis.call('ZADD', due, unpack(zadd))
   redis.call('ZREMRANGEBYRANK', held, 0, moved - 1)
+  fs_requeued(tag)  -- back at their old scores, which a reorder since may have passed
   local earliest = tonumber(batch[2])
   if head[2] == nil or earliest < tonumber(head[2]) then redis.call('PUBLISH', wake, fs_int(earliest)) end
 end
