@@ -10,7 +10,9 @@ the terminal:
 
 1. C0 controls as ``^@`` .. ``^_`` (ESC ``^[``, CR ``^M``, BEL ``^G``), DEL as ``^?``;
 2. C1 controls U+0080-U+009F as ``M-^@`` .. ``M-^_`` (CSI U+009B is ``M-^[``);
-3. the bidi embedding, override and isolate controls (U+202A-U+202E, U+2066-U+2069) as
+3. the bidi embedding, override and isolate controls (U+202A-U+202E, U+2066-U+2069), the
+   direction marks (U+200E, U+200F, U+061C), the line and paragraph separators (U+2028,
+   U+2029: a terminal may break the line there) and the byte-order mark (U+FEFF) as
    ``<U+202E>``;
 4. newline and tab are kept, so multi-line output stays multi-line.
 
@@ -25,7 +27,8 @@ SHOWN: dict[int, str] = {
     **{c: f"^{chr(c + 0x40)}" for c in range(0x20) if c not in _NEWLINE_AND_TAB},
     0x7F: "^?",
     **{c: f"M-^{chr(c - 0x80 + 0x40)}" for c in range(0x80, 0xA0)},
-    **{c: f"<U+{c:04X}>" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))},
+    **{c: f"<U+{c:04X}>" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A),
+                                    0x200E, 0x200F, 0x061C, 0x2028, 0x2029, 0xFEFF)},
 }
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import io
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -63,15 +63,17 @@ def _ignore(_line: str) -> None:
     pass
 
 
-def progress(stores: Stores, ids: list[str]) -> list[TaskProgress]:
+def progress(stores: Stores, ids: list[str], *,
+             hosts: Collection[str] | None = None) -> list[TaskProgress]:
     """The tasks' progress, read once: live from Redis, or from the SQL record for a task Redis
-    no longer has (``NotFoundError`` for a task neither knows)."""
+    no longer has (``NotFoundError`` for a task neither knows). ``hosts``: the running hosts
+    shown are among these (a customer's), chosen before the list is cut."""
     from scheduler.views.snapshot import read_running, read_tasks
 
     client = stores.connect()
     try:
         found = read_tasks(client, stores.shards, ids)
-        read_running(client, stores.shards, [t for t in found if t is not None])
+        read_running(client, stores.shards, [t for t in found if t is not None], hosts=hosts)
     finally:
         client.close()
     missing = [tid for tid, t in zip(ids, found) if t is None]

@@ -210,7 +210,7 @@ def tenant_progress(stores: Stores, task_id: str, tenant: str) -> TaskProgress:
     from scheduler.progress import from_job_states
 
     scope = tenant_scope(stores, int(task_id), tenant)
-    [task] = progress(stores, [task_id])
+    [task] = progress(stores, [task_id], hosts=scope.hosts)
     with stores.database() as engine:
         counts = tenant_jobs(engine, int(task_id), [tenant])[tenant]
     own = from_job_states(task.state, counts)

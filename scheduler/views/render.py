@@ -96,8 +96,11 @@ INDENT = "  "
 
 def _line(text: str, style: str = "") -> Text:
     """One line of a task's details, cut (``...``) rather than wrapped at the console's width:
-    a frame stays as tall at 80 columns as at 120."""
-    return Text(visible(text), style=style, no_wrap=True, overflow="ellipsis")
+    a frame stays as tall at 80 columns as at 120. A newline in it (a multi-line error) is
+    shown as ``^J``, as ``cat -v`` shows other controls: it can neither break the frame nor
+    fake a line of its own."""
+    return Text(visible(text).replace("\n", "^J"), style=style, no_wrap=True,
+                overflow="ellipsis")
 
 
 def failure_lines(f: dict[str, Any]) -> list[Text]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import time
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,12 +162,14 @@ RUNNING_SHOWN = 8  # hosts running now that tasks watch names under a task's bar
 
 
 def read_running(client: redis.Redis, where: Keys | Shards, tasks: list[TaskProgress], *,
-                 limit: int = RUNNING_SHOWN) -> None:
+                 limit: int = RUNNING_SHOWN, hosts: Collection[str] | None = None) -> None:
     """Fill in each task's ``running_hosts``: the jobs its shard holds a lease on (``leases``,
     which holds every running job: exact, not a heartbeat late), each job's host and owner
     (its hash), and how long it has run from its worker's presence (``since``, on the Redis
     clock; None until the worker's next beat). At most ``limit`` per task, longest running
-    first. Four round trips, made only when a watched task has running jobs."""
+    first, among ``hosts`` when given (a customer's: chosen before the cut, so its own hosts
+    are never crowded out by others'). Four round trips, made only when a watched task has
+    running jobs."""
     from scheduler.queue.presence import read_workers, redis_now_ms
 
     busy = [t for t in tasks if t.running > 0]
@@ -194,7 +197,7 @@ def read_running(client: redis.Redis, where: Keys | Shards, tasks: list[TaskProg
     rows: dict[str, list[dict[str, Any]]] = {t.task_id: [] for t in busy}
     for (tid, job), reply in zip(order, replies):
         host, owner, state = (v.decode() if isinstance(v, bytes) else v for v in reply)
-        if state != "running" or not host:
+        if state != "running" or not host or (hosts is not None and host not in hosts):
             continue
         since = (workers.get(owner or "") or {}).get("since") or {}
         started = since.get(job) if isinstance(since, dict) else None

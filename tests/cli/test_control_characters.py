@@ -66,6 +66,22 @@ def test_bidi_overrides_and_isolates_are_shown_by_their_code_point() -> None:
     assert visible("\u2066x\u2069") == "<U+2066>x<U+2069>"
 
 
+def test_direction_marks_line_separators_and_the_bom_are_shown_by_their_code_point() -> None:
+    assert visible("a\u200fb\u2028c\u2029d\u061ce\ufefff\u200e") == (
+        "a<U+200F>b<U+2028>c<U+2029>d<U+061C>e<U+FEFF>f<U+200E>")
+
+
+def test_a_multi_line_error_in_a_watch_frame_stays_on_its_line() -> None:
+    from scheduler.views.render import failure_lines
+
+    lines = failure_lines({"kind": "fail", "job": "7.0", "host": "web-01", "exit_code": 3,
+                           "error": "boom\n  running web-09 on node-1, 3.0s",
+                           "last_lines": ["out\nmore"]})
+    assert [ln.plain for ln in lines] == [
+        "fail 7.0 on web-01 exit 3: boom^J  running web-09 on node-1, 3.0s",
+        "       web-01: out^Jmore"]
+
+
 def test_newline_tab_and_printable_text_stay_as_they_are() -> None:
     text = "line one\n\tindented é€😀 ^[ already printable\n"
     assert visible(text) == text
