@@ -12,12 +12,16 @@ each principal may hold open, and whether the principal of an open stream may st
    with HTTP 429 and one line (``too_many``).
 3. ``still_allowed``: the check ``auth.allowed`` makes when a request comes, made again (a
    stream checks it at each heartbeat, ``server_stream_heartbeat_ms``): a token revoked or
-   expired since, or a session ended, ends the stream it opened.
+   expired since, or a session ended, ends the stream it opened. The streams of one token
+   share the answer for that interval (``Rechecks``): ten followers cost one check.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from fastapi import Request
@@ -30,7 +34,7 @@ from scheduler.server.errors import body
 from scheduler.server.sso import cookie_principal
 from scheduler.verbs import access
 
-__all__ = ["OUTPUT_THREADS", "Slots", "output_pool", "principal_key", "slots_of", "still_allowed",
+__all__ = ["OUTPUT_THREADS", "Rechecks", "Slots", "output_pool", "principal_key", "slots_of", "still_allowed",
            "too_many"]
 
 OUTPUT_THREADS = 32  # the output followers' own threads, whatever the number of followers
@@ -95,10 +99,53 @@ def too_many(cap: int) -> JSONResponse:
                         status_code=429, headers={"Retry-After": "5"})
 
 
+class Rechecks:
+    """The answers of ``still_allowed``, one per credential and verb, kept for a heartbeat
+    interval: the streams one token holds open re-check it once per interval between them,
+    not once each, so followers cost the record what one does (``benchmarks/bench_sse.py``);
+    one check runs at a time per credential, the others wait for its answer."""
+
+    def __init__(self) -> None:
+        self.answers: dict[tuple[str, str], tuple[float, bool]] = {}
+        self.locks: dict[tuple[str, str], threading.Lock] = {}
+        self.lock = threading.Lock()
+
+    def ask(self, key: tuple[str, str], fresh_s: float, check: Callable[[], bool]) -> bool:
+        with self.lock:
+            one = self.locks.setdefault(key, threading.Lock())
+        with one:
+            now = time.monotonic()
+            with self.lock:
+                kept = self.answers.get(key)
+            if kept is not None and now - kept[0] < fresh_s:
+                return kept[1]
+            answer = check()
+            with self.lock:
+                self.answers = {k: v for k, v in self.answers.items() if now - v[0] < fresh_s}
+                self.answers[key] = (time.monotonic(), answer)
+            return answer
+
+
+def _rechecks(request: Request) -> Rechecks:
+    kept: Rechecks | None = getattr(request.app.state, "stream_rechecks", None)
+    if kept is None:
+        kept = request.app.state.stream_rechecks = Rechecks()
+    return kept
+
+
 def still_allowed(request: Request, verb: str) -> bool:
     """Whether the request's credentials (its bearer token, or its session cookie) are still
-    good and their role may still call ``verb`` (run in a thread: it reads the record). Only a
+    good and their role may still call ``verb`` (run in a thread: it reads the record), as
+    answered at most a heartbeat interval ago for the same credentials (``Rechecks``). Only a
     refusal says no: the record away for a moment ends no stream (asked again next time)."""
+    credential = (request.headers.get("authorization", "") + "|"
+                  + ";".join(f"{k}={v}" for k, v in sorted(request.cookies.items())))
+    key = (hashlib.sha256(credential.encode()).hexdigest(), verb)
+    fresh_s = stores_of(request).settings.server_stream_heartbeat_ms / 1000
+    return _rechecks(request).ask(key, fresh_s, lambda: _allowed_now(request, verb))
+
+
+def _allowed_now(request: Request, verb: str) -> bool:
     try:
         who = cookie_principal(request)
         if who is None:
