@@ -74,15 +74,32 @@ def inventory(cli: Cli, tmp: Path, text: str) -> None:
     cli.ok("hosts", "import", str(path))
 
 
-def cli_with_inventory(tmp: Path, redis_url: str, text: str) -> Cli:
-    """A Cli on a fresh SQLite record (migrated) in ``tmp`` with the INI inventory ``text``."""
+def cli_with_inventory(tmp: Path, redis_url: str, text: str, database_url: str | None = None,
+                       *, migrated: Path | None = None) -> Cli:
+    """A Cli in ``tmp`` with the INI inventory ``text`` imported, on ``database_url`` (migrated
+    here), by default a fresh SQLite record in ``tmp``; or on a copy of ``migrated``, a SQLite
+    file migrated once per module (``migrated_sqlite``), which is quicker."""
     from scheduler.record.migrate import upgrade
 
-    db = f"sqlite:///{tmp / 'fleetsched.db'}"
-    upgrade(db)
-    cli = Cli(tmp, redis_url, db)
+    if migrated is not None:
+        copy = tmp / "fleetsched.db"
+        copy.write_bytes(migrated.read_bytes())
+        database_url = f"sqlite:///{copy}"
+    else:
+        database_url = database_url or f"sqlite:///{tmp / 'fleetsched.db'}"
+        upgrade(database_url)
+    cli = Cli(tmp, redis_url, database_url)
     inventory(cli, tmp, text)
     return cli
+
+
+def migrated_sqlite(tmp: Path) -> Path:
+    """A SQLite record in ``tmp`` at the newest migration (for a module's tests to copy)."""
+    from scheduler.record.migrate import upgrade
+
+    path = tmp / "fleetsched.db"
+    upgrade(f"sqlite:///{path}")
+    return path
 
 
 def drain(client: redis.Redis, url_or_engine: str | sa.Engine) -> None:

@@ -20,7 +20,7 @@ from scheduler.schedules.firing import _create, fire_claimed
 from scheduler.schedules.store import request_of
 from scheduler.submission.fanout import fan_out
 from tests.schedule_support import engine_for, entry_score, fired, missed, ms, occurrences
-from tests.submit_support import KEYS, Cli, inventory, redis_snapshot, sql_rows
+from tests.submit_support import KEYS, Cli, cli_with_inventory, redis_snapshot, sql_rows
 from tests.windows.test_windows_cli import snapshot
 
 FLEET = "[web]\nweb-01 ansible_host=10.0.0.1\nweb-02 ansible_host=10.0.0.2\nweb-03 ansible_host=10.0.0.3\n"
@@ -35,9 +35,7 @@ def db(database_url: str) -> str:
 
 @pytest.fixture
 def cli(tmp_path: Path, redis_url: str, db: str) -> Cli:
-    cli = Cli(tmp_path, redis_url, db)
-    inventory(cli, tmp_path, FLEET)
-    return cli
+    return cli_with_inventory(tmp_path, redis_url, FLEET, db)
 
 
 def past_second(seconds_ago: int) -> int:

@@ -9,18 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.record.migrate import upgrade
-from tests.submit_support import Cli, inventory, sql_rows
+from tests.submit_support import Cli, cli_with_inventory, sql_rows
 
 FLEET = "[acme]\nacme-01\n[acme:vars]\nfleetsched_tenant=acme\n"
 
 
 @pytest.fixture
 def cli(tmp_path: Path, redis_url: str, database_url: str) -> Cli:
-    upgrade(database_url)
-    cli = Cli(tmp_path, redis_url, database_url)
-    inventory(cli, tmp_path, FLEET)
-    return cli
+    return cli_with_inventory(tmp_path, redis_url, FLEET, database_url)
 
 
 def _recorded(cli: Cli, task: int) -> tuple[bool, bool]:

@@ -17,6 +17,7 @@ from scheduler.record.migrate import upgrade
 from tests.submit_support import (
     KEYS,
     Cli,
+    cli_with_inventory,
     data,
     inventory,
     redis_snapshot,
@@ -47,9 +48,7 @@ def db(database_url: str) -> str:
 
 @pytest.fixture
 def cli(tmp_path: Path, redis_url: str, db: str) -> Cli:
-    cli = Cli(tmp_path, redis_url, db)
-    inventory(cli, tmp_path, FLEET)
-    return cli
+    return cli_with_inventory(tmp_path, redis_url, FLEET, db)
 
 
 def test_a_task_is_recorded_in_sql_then_queued_with_one_job_per_selected_host(

@@ -12,7 +12,15 @@ import redis
 
 from scheduler.queue.client import Queue
 from scheduler.record.migrate import upgrade
-from tests.submit_support import KEYS, Cli, inventory, redis_snapshot, sql_rows, sql_snapshot
+from tests.submit_support import (
+    KEYS,
+    Cli,
+    cli_with_inventory,
+    inventory,
+    redis_snapshot,
+    sql_rows,
+    sql_snapshot,
+)
 
 FLEET = "[web]\nweb-[01:04]\n"
 ARGS = ("command", "-t", "group:web", "-p", "cmd=true", "--executor", "simulate",
@@ -21,10 +29,7 @@ ARGS = ("command", "-t", "group:web", "-p", "cmd=true", "--executor", "simulate"
 
 @pytest.fixture
 def cli(tmp_path: Path, redis_url: str, database_url: str) -> Cli:
-    upgrade(database_url)
-    cli = Cli(tmp_path, redis_url, database_url)
-    inventory(cli, tmp_path, FLEET)
-    return cli
+    return cli_with_inventory(tmp_path, redis_url, FLEET, database_url)
 
 
 def test_a_submit_run_again_with_its_key_prints_the_first_task_and_queues_nothing(

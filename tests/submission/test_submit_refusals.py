@@ -11,25 +11,27 @@ import pytest
 import redis
 
 from scheduler.queue.client import Queue
-from scheduler.record.migrate import upgrade
 from tests.servers import start_redis
-from tests.submit_support import KEYS, Cli, inventory, redis_snapshot, sql_rows, sql_snapshot
+from tests.submit_support import (
+    KEYS,
+    Cli,
+    cli_with_inventory,
+    inventory,
+    migrated_sqlite,
+    redis_snapshot,
+    sql_rows,
+    sql_snapshot,
+)
 
 
 @pytest.fixture(scope="module")
 def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("tpl") / "fleetsched.db"
-    upgrade(f"sqlite:///{path}")
-    return path
+    return migrated_sqlite(tmp_path_factory.mktemp("tpl"))
 
 
 @pytest.fixture
 def cli(tmp_path: Path, redis_url: str, template_db: Path) -> Cli:
-    db = tmp_path / "fleetsched.db"
-    db.write_bytes(template_db.read_bytes())
-    cli = Cli(tmp_path, redis_url, f"sqlite:///{db}")
-    inventory(cli, tmp_path, "[web]\nweb-[01:04]\n")
-    return cli
+    return cli_with_inventory(tmp_path, redis_url, "[web]\nweb-[01:04]\n", migrated=template_db)
 
 
 def refused(cli: Cli, redis_client: redis.Redis, args: list[str], code: int, message: str) -> str:

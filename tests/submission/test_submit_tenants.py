@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.record.migrate import upgrade
-from tests.submit_support import Cli, inventory, sql_rows
+from tests.submit_support import Cli, cli_with_inventory, inventory, sql_rows
 from tests.tenants_support import ACME_AND_GLOBEX
 
 FLEET = ACME_AND_GLOBEX + "[ops]\nops-01\n"
@@ -16,10 +15,7 @@ FLEET = ACME_AND_GLOBEX + "[ops]\nops-01\n"
 
 @pytest.fixture
 def cli(tmp_path: Path, redis_url: str, database_url: str) -> Cli:
-    upgrade(database_url)
-    cli = Cli(tmp_path, redis_url, database_url)
-    inventory(cli, tmp_path, FLEET)
-    return cli
+    return cli_with_inventory(tmp_path, redis_url, FLEET, database_url)
 
 
 def test_each_job_of_a_task_takes_its_hosts_tenant_and_keeps_it_when_the_host_moves(

@@ -16,11 +16,10 @@ import redis
 from scheduler.errors import Code, ValidationError
 from scheduler.queue.client import Queue
 from scheduler.queue.schedules import arm
-from scheduler.record.migrate import upgrade
 from scheduler.schedules.firing import fire_claimed
 from scheduler.submission.targets import parse_target, resolve_target, var_text
 from tests.schedule_support import engine_for
-from tests.submit_support import KEYS, Cli, data, events, inventory, sql_rows
+from tests.submit_support import KEYS, Cli, cli_with_inventory, data, events, inventory, sql_rows
 
 # ------------------------------------------------------------------------------- unit
 
@@ -140,10 +139,7 @@ ansible_group_priority=5
 
 @pytest.fixture
 def cli(tmp_path: Path, redis_url: str, database_url: str) -> Cli:
-    upgrade(database_url)
-    cli = Cli(tmp_path, redis_url, database_url)
-    inventory(cli, tmp_path, FLEET)
-    return cli
+    return cli_with_inventory(tmp_path, redis_url, FLEET, database_url)
 
 
 def planned(cli: Cli, *args: str) -> list[str]:

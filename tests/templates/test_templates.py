@@ -14,7 +14,14 @@ import redis
 
 from scheduler.record.migrate import upgrade
 from tests.schedule_support import fired, missed, occurrences
-from tests.submit_support import KEYS, Cli, data, inventory, redis_snapshot, sql_rows
+from tests.submit_support import (
+    KEYS,
+    Cli,
+    cli_with_inventory,
+    data,
+    redis_snapshot,
+    sql_rows,
+)
 
 FLEET = ("[web]\nweb-01 ansible_host=10.0.0.1\nweb-02 ansible_host=10.0.0.2\n"
          "[db]\ndb-01 ansible_host=10.0.0.3\n")
@@ -50,9 +57,7 @@ def db(database_url: str) -> str:
 
 @pytest.fixture
 def cli(tmp_path: Path, redis_url: str, db: str) -> Cli:
-    cli = Cli(tmp_path, redis_url, db)
-    inventory(cli, tmp_path, FLEET)
-    return cli
+    return cli_with_inventory(tmp_path, redis_url, FLEET, db)
 
 
 def template_file(tmp_path: Path, text: str = RESTART, name: str = "restart.yaml") -> str:
