@@ -48,22 +48,15 @@ def end_streams(client: Any, shards: Any, task_ids: Iterable[str]) -> list[str]:
     return ended
 
 
-class _OneShard:
-    def __init__(self, keys: Any) -> None:
-        self.keys = keys
-
-    def of_task(self, _task_id: str) -> Any:
-        return self.keys
-
-
 def end_task_stream(queue: Any, task_id: str) -> bool:
     """After an operator's verb that may end a task without a job ending on a node (a cancel
     while none of its jobs runs): its stream gets ``ENDED_TTL_S`` if the task ended. ``queue``:
     a ``Queue`` or a sharded one. Best effort (the stream expires an hour after its last line
     anyway): never raises; True when the task had ended."""
+    from scheduler.queue.depth import as_shards
     from scheduler.redisdb.connect import REDIS_ERRORS
 
-    shards = getattr(queue, "shards", None) or _OneShard(queue.keys)
+    shards = as_shards(getattr(queue, "shards", None) or queue.keys)
     try:
         return bool(end_streams(queue.client, shards, [str(task_id)]))
     except REDIS_ERRORS as exc:
